@@ -1,0 +1,64 @@
+// Apply: actions as functions from one LoopTree to the next. An action that cannot apply leaves
+// the state unchanged and says why; it is never an error. The preconditions, numbered as the
+// NoEffectReason each one produces when it fails (the cursor loop is X, at depth d of its
+// statement's compute nest):
+//
+// up         1) X is not the first compute loop of the tree (kFirstLoop).
+//            Moves the cursor to the previous compute loop (statement by statement, outer first).
+// down       1) X is not the last compute loop of the tree (kLastLoop). LoopTune's rule: the
+//            cursor never enters a write-back nest.
+// swap_up    1) X has an enclosing loop P in its compute nest (kOutermostLoop);
+//            2) P and X run over different variables (kSameVariable).
+//            Exchanges P and X in every nest under X (the write-back nest too when it shares X;
+//            a nest sharing P but not X keeps its order, so the two nests split apart, as in
+//            loop_tool). The cursor follows X.
+// swap_down  1) X has a loop Y nested inside it in its compute nest (kInnermostLoop);
+//            2) X and Y run over different variables (kSameVariable). As swap_up on Y.
+// split_N    1) N * inner(X) < extent(X): the split leaves more than one outer iteration's worth
+//            (kSplitNotSmaller); 2) the tree stays within limits.max_loops (kTooManyLoops).
+//            X becomes an outer loop of extent(X) / (N * inner) iterations with tail
+//            extent(X) % (N * inner) and an inner loop of N iterations (loop_tool's split),
+//            in every nest sharing X; annotations of X are dropped. The cursor stays outer.
+// merge      1) a loop P over X's variable encloses X in its compute nest (kNoEnclosingSameVariable;
+//            the nearest such P is used). P and X fuse into one loop at P's position with
+//            extent size(P) * extent(X) + tail(P) over X's inner extent (loop_tool's merge), also
+//            in a write-back nest that shares P and holds a loop equal to X. The cursor goes to
+//            the fused loop (loop_tool leaves it at X's old line; ours makes merge after
+//            split, down the exact inverse).
+// unroll     no precondition. Toggles X's unroll mark.
+// vectorize  1) X is the innermost loop over its variable (kNotInnermostOfVariable). Toggles X's
+//            vectorize mark; setting it clears the mark on every other loop of the nest.
+//
+// Where LoopTune's agent also refuses an action (an innermost loop whose size is not a multiple
+// of 8, a tree of more than 10 loops) LoopTool does not: its code generator emits masked tails,
+// and the loop limit is Limits::max_loops.
+#ifndef LOOPTOOL_BACKEND_ACTIONS_APPLY_H_
+#define LOOPTOOL_BACKEND_ACTIONS_APPLY_H_
+
+#include <vector>
+
+#include "backend/actions/action.h"
+#include "backend/actions/action_space.h"
+#include "backend/schedule/loop_tree.h"
+#include "backend/util/limits.h"
+
+namespace looptool {
+
+struct ActionResult {
+  LoopTree tree;                                    // the next state (the old one on no effect)
+  NoEffectReason reason = NoEffectReason::kNone;    // why nothing changed, or kNone
+  bool had_effect() const { return reason == NoEffectReason::kNone; }
+};
+
+// The precondition that fails, or kNone when `action` applies to `tree`.
+NoEffectReason CheckApplicable(const LoopTree& tree, const Action& action, const Limits& limits);
+
+// The next state. When CheckApplicable fails, returns `tree` unchanged with the reason.
+ActionResult Apply(const LoopTree& tree, const Action& action, const Limits& limits);
+
+// One entry per action of `space`: whether it would change the state.
+std::vector<bool> ActionMask(const LoopTree& tree, const ActionSpace& space, const Limits& limits);
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_ACTIONS_APPLY_H_

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages LoopTool needs that are missing. Idempotent, and silent when
+# everything is already there. Both README commands call it first.
+set -euo pipefail
+
+packages=(
+  # build
+  bazel-bootstrap g++ pkg-config
+  # C++ libraries
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev grpc-proto
+  libabsl-dev libxbyak-dev libboost-graph-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # references the benchmarks compare against
+  libdnnl-dev libopenblas-dev
+  # Python client and tests (Debian's /usr/bin/python3)
+  python3 python3-grpcio python3-protobuf python3-numpy python3-networkx
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+  [[ "$status" == ii* ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "setup: installing ${#missing[@]} missing Debian packages: ${missing[*]}" >&2
+sudo=()
+[[ $(id -u) -eq 0 ]] || sudo=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq -o DPkg::Lock::Timeout=600 >&2
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
+  "${missing[@]}" >&2
