@@ -39,7 +39,7 @@ absl::StatusOr<Action> ActionFromName(absl::string_view name) {
   }
   int factor = 0;
   if (absl::StartsWith(name, "split_") && absl::SimpleAtoi(name.substr(6), &factor) &&
-      factor >= 2 && factor <= 1024) {
+      factor >= 2 && factor <= 1024 && (factor & (factor - 1)) == 0) {
     return Action{Action::Kind::kSplit, factor};
   }
   return absl::InvalidArgumentError(absl::StrCat("Unknown action: ", name));

@@ -22,7 +22,7 @@ struct Action {
 
 // "up", "swap_down", "split_16", "merge", ...
 std::string ActionName(const Action& action);
-// The inverse of ActionName for split factors 2..1024 and every other kind; INVALID_ARGUMENT
+// The inverse of ActionName for split factors 2, 4, ..., 1024 and every other kind; INVALID_ARGUMENT
 // "Unknown action: <name>" otherwise.
 absl::StatusOr<Action> ActionFromName(absl::string_view name);
 

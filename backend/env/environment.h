@@ -1,0 +1,55 @@
+// Environment: one episode. A LoopTree, the action space the agent indexes into, the actions
+// taken so far, and the observations of the state. A plain value: Fork is a copy.
+#ifndef LOOPTOOL_BACKEND_ENV_ENVIRONMENT_H_
+#define LOOPTOOL_BACKEND_ENV_ENVIRONMENT_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "backend/actions/action.h"
+#include "backend/actions/action_space.h"
+#include "backend/env/evaluator.h"
+#include "backend/env/observation.h"
+#include "backend/schedule/loop_tree.h"
+#include "backend/util/limits.h"
+
+namespace looptool {
+
+// The observation spaces every environment serves, in the order clients index them:
+// ir, loop_tree, loops_tensor, stride_tensor, 5_prev_actions_tensor, ir_graph_networkx,
+// ir_tree_networkx, action_mask, flop_count, flops, runtime, peak_gflops.
+std::vector<ObservationSpace> ObservationSpaces(const Limits& limits);
+
+class Environment {
+ public:
+  // `evaluator` may be null: the timing observations (flops, runtime, peak_gflops) then fail
+  // with FAILED_PRECONDITION. REQUIRES: initial.num_loops() <= limits.max_loops.
+  Environment(LoopTree initial, ActionSpace space, Limits limits,
+              std::shared_ptr<KernelEvaluator> evaluator);
+
+  const LoopTree& tree() const { return tree_; }
+  const ActionSpace& action_space() const { return space_; }
+  // Every action stepped, effective or not, as loop_tool action-space indices.
+  const std::vector<int>& history() const { return history_; }
+
+  // Applies the action at `index` of the action space and returns why it changed nothing, or
+  // kNone. INVALID_ARGUMENT when `index` is out of range (nothing changes).
+  absl::StatusOr<NoEffectReason> Step(int64_t index);
+
+  // The named observation of the current state. INVALID_ARGUMENT for an unknown name; the
+  // evaluator's status for a timing observation whose kernel cannot be measured.
+  absl::StatusOr<Observation> Observe(absl::string_view name) const;
+
+ private:
+  LoopTree tree_;
+  ActionSpace space_;
+  Limits limits_;
+  std::shared_ptr<KernelEvaluator> evaluator_;
+  std::vector<int> history_;
+};
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_ENV_ENVIRONMENT_H_

@@ -1,0 +1,30 @@
+// KernelEvaluator: compiles, verifies and times a schedule. The environment asks it for the
+// `flops`, `runtime` and `peak_gflops` observations; the service supplies one that runs kernels
+// in isolated worker processes, tests may supply a fake.
+#ifndef LOOPTOOL_BACKEND_ENV_EVALUATOR_H_
+#define LOOPTOOL_BACKEND_ENV_EVALUATOR_H_
+
+#include "absl/status/statusor.h"
+#include "backend/schedule/loop_tree.h"
+
+namespace looptool {
+
+struct Measurement {
+  double seconds = 0;  // fastest single run of the kernel
+  double gflops = 0;   // Program::Flops() / seconds / 1e9
+};
+
+class KernelEvaluator {
+ public:
+  virtual ~KernelEvaluator() = default;
+  // The kernel of `tree`'s schedule, measured. Errors: INVALID_ARGUMENT for a schedule the code
+  // generator refuses, INTERNAL for a kernel that fails verification or crashes,
+  // DEADLINE_EXCEEDED for one that hangs. Must be thread-safe.
+  virtual absl::StatusOr<Measurement> Measure(const LoopTree& tree) = 0;
+  // The measured single-core FMA peak rewards are normalised by.
+  virtual double PeakGflops() = 0;
+};
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_ENV_EVALUATOR_H_

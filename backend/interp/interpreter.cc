@@ -1,0 +1,196 @@
+#include "backend/interp/interpreter.h"
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#include "backend/util/check.h"
+
+namespace looptool {
+namespace {
+
+// An affine address: offset + sum(stride[var] * value[var]).
+struct Address {
+  int64_t offset = 0;
+  std::vector<int64_t> stride;  // per program variable
+
+  int64_t At(const std::vector<int64_t>& value) const {
+    int64_t a = offset;
+    for (size_t v = 0; v < stride.size(); ++v) a += stride[v] * value[v];
+    return a;
+  }
+};
+
+Address AccessAddress(const Program& p, const Access& access) {
+  Address a;
+  a.stride.assign(p.vars().size(), 0);
+  int64_t dim_stride = 1;
+  const auto& shape = p.tensor(access.tensor).shape;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    a.offset += access.index[d].offset * dim_stride;
+    for (const auto& t : access.index[d].terms) a.stride[t.var] += t.coeff * dim_stride;
+    dim_stride *= shape[d];
+  }
+  return a;
+}
+
+// Row-major over `vars` with their extents.
+Address DenseAddress(const Program& p, const std::vector<int>& vars) {
+  Address a;
+  a.stride.assign(p.vars().size(), 0);
+  int64_t s = 1;
+  for (int i = static_cast<int>(vars.size()) - 1; i >= 0; --i) {
+    a.stride[vars[i]] = s;
+    s *= p.var(vars[i]).extent;
+  }
+  return a;
+}
+
+class Interpreter {
+ public:
+  Interpreter(const LoopTree& tree, TensorData& data, VisitCounts* counts)
+      : tree_(tree), p_(tree.program()), data_(data), counts_(counts) {
+    const int nv = static_cast<int>(p_.vars().size());
+    base_.assign(nv, 0);
+    limit_.assign(nv, 0);
+    for (int v = 0; v < nv; ++v) limit_[v] = p_.var(v).extent;
+    for (int s = 0; s < p_.num_statements(); ++s) {
+      const Statement& st = p_.statement(s);
+      StatementInfo info;
+      for (const Access& in : st.inputs) info.inputs.push_back(AccessAddress(p_, in));
+      info.output = AccessAddress(p_, st.output);
+      info.accumulator = DenseAddress(p_, p_.OutputVars(s));
+      info.iteration = DenseAddress(p_, p_.LoopVars(s));
+      int64_t acc_size = 1;
+      for (int v : p_.OutputVars(s)) acc_size *= p_.var(v).extent;
+      const float init = st.reduction == Reduction::kMax ? -std::numeric_limits<float>::infinity()
+                                                         : 0.0f;
+      info.acc.assign(acc_size, init);
+      stmts_.push_back(std::move(info));
+      if (counts_) {
+        counts_->compute.emplace_back(p_.IterationVolume(s), 0);
+        counts_->write.emplace_back(acc_size, 0);
+      }
+    }
+    children_.resize(tree.nodes().size());
+    for (int ref = 0; ref < static_cast<int>(tree.nodes().size()); ++ref) {
+      const TreeNode& n = tree.nodes()[ref];
+      if (n.parent >= 0) {
+        children_[n.parent].push_back(ref);
+      } else {
+        roots_.push_back(ref);
+      }
+    }
+  }
+
+  void Run() {
+    for (int r : roots_) Exec(r);
+  }
+
+ private:
+  struct StatementInfo {
+    std::vector<Address> inputs;
+    Address output, accumulator, iteration;
+    std::vector<float> acc;
+  };
+
+  void Exec(int ref) {
+    const TreeNode& n = tree_.nodes()[ref];
+    if (n.kind == TreeNode::Kind::kLeaf) {
+      Leaf(n);
+      return;
+    }
+    const StatementSchedule& sched = tree_.schedule(n.statement);
+    const int64_t inner = InnerExtent(n.in_compute ? sched.compute : sched.write, n.order_depth);
+    const int v = n.loop.var;
+    const int64_t base = base_[v], limit = limit_[v];
+    const int64_t iterations = n.loop.size + (n.loop.tail > 0 ? 1 : 0);
+    for (int64_t i = 0; i < iterations; ++i) {
+      const int64_t start = i * inner;
+      if (start >= limit) break;
+      const int64_t chunk = i < n.loop.size ? inner : n.loop.tail;
+      base_[v] = base + start;
+      limit_[v] = std::min(chunk, limit - start);
+      for (int c : children_[ref]) Exec(c);
+    }
+    base_[v] = base;
+    limit_[v] = limit;
+  }
+
+  void Leaf(const TreeNode& n) {
+    const Statement& st = p_.statement(n.statement);
+    StatementInfo& info = stmts_[n.statement];
+    float* acc = &info.acc[info.accumulator.At(base_)];
+    switch (n.leaf) {
+      case TreeNode::Leaf::kCombine: {
+        const float x = data_[st.inputs[0].tensor][info.inputs[0].At(base_)];
+        float value = x;
+        if (st.combiner != Combiner::kIdentity) {
+          const float y = data_[st.inputs[1].tensor][info.inputs[1].At(base_)];
+          value = st.combiner == Combiner::kMultiply ? x * y : x + y;
+        }
+        combined_ = value;
+        if (st.reduction == Reduction::kAssign) {
+          *acc = value;
+          Count(n);
+        }
+        return;
+      }
+      case TreeNode::Leaf::kReduce: {
+        const float value = st.combiner == Combiner::kIdentity
+                                ? data_[st.inputs[0].tensor][info.inputs[0].At(base_)]
+                                : combined_;
+        *acc = st.reduction == Reduction::kSum ? *acc + value : std::max(*acc, value);
+        Count(n);
+        return;
+      }
+      case TreeNode::Leaf::kWrite: {
+        float value = *acc;
+        if (st.post_op == PostOp::kRelu) value = std::max(value, 0.0f);
+        data_[st.output.tensor][info.output.At(base_)] = value;
+        if (counts_) ++counts_->write[n.statement][info.accumulator.At(base_)];
+        return;
+      }
+    }
+  }
+
+  void Count(const TreeNode& n) {
+    if (counts_) ++counts_->compute[n.statement][stmts_[n.statement].iteration.At(base_)];
+  }
+
+  const LoopTree& tree_;
+  const Program& p_;
+  TensorData& data_;
+  VisitCounts* counts_;
+  std::vector<StatementInfo> stmts_;
+  std::vector<std::vector<int>> children_;
+  std::vector<int> roots_;
+  std::vector<int64_t> base_, limit_;  // per variable: first element and elements available
+  float combined_ = 0;                 // the combine leaf's value, read by the reduce leaf
+};
+
+}  // namespace
+
+TensorData AllocateTensors(const Program& program) {
+  TensorData data;
+  for (int t = 0; t < static_cast<int>(program.tensors().size()); ++t) {
+    data.emplace_back(program.NumElements(t), 0.0f);
+  }
+  return data;
+}
+
+void FillInputs(const Program& program, uint64_t seed, bool small_integers, TensorData& data) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> ints(-2, 2);
+  std::uniform_real_distribution<float> reals(-1.0f, 1.0f);
+  for (int t : program.InputTensors()) {
+    for (float& x : data[t]) x = small_integers ? static_cast<float>(ints(rng)) : reals(rng);
+  }
+}
+
+void Interpret(const LoopTree& tree, TensorData& data, VisitCounts* counts) {
+  LT_CHECK(data.size() == tree.program().tensors().size());
+  Interpreter(tree, data, counts).Run();
+}
+
+}  // namespace looptool

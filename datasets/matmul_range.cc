@@ -1,0 +1,48 @@
+#include "datasets/matmul_range.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace looptool::datasets {
+
+absl::StatusOr<MatmulShape> ParseMatmulName(absl::string_view name) {
+  absl::string_view rest = name;
+  std::vector<absl::string_view> parts;
+  if (absl::ConsumePrefix(&rest, "mm")) parts = absl::StrSplit(rest, '_');
+  MatmulShape s;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &s.m) || !absl::SimpleAtoi(parts[1], &s.n) ||
+      !absl::SimpleAtoi(parts[2], &s.k) || s.m < 1 || s.n < 1 || s.k < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not a matmul name of the form mmM_N_K, e.g. mm112_208_256"));
+  }
+  return s;
+}
+
+std::string MatmulName(const MatmulShape& s) { return absl::StrCat("mm", s.m, "_", s.n, "_", s.k); }
+
+std::string MatmulProgram(const MatmulShape& s) {
+  return absl::StrCat("C[m,n] += A[m,k] * B[k,n]\nm=", s.m, " n=", s.n, " k=", s.k, "\n");
+}
+
+std::vector<MatmulShape> MatmulRange() {
+  std::vector<MatmulShape> out;
+  for (int64_t m = 64; m <= 256; m += 16) {
+    for (int64_t n = 64; n <= 256; n += 16) {
+      for (int64_t k = 64; k <= 256; k += 16) out.push_back({m, n, k});
+    }
+  }
+  return out;
+}
+
+bool InTestSplit(const MatmulShape& shape) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : MatmulName(shape)) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h % 5 == 0;
+}
+
+}  // namespace looptool::datasets

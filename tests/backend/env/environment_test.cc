@@ -1,0 +1,101 @@
+// The environment: steps by index, errors for bad indices and names, every observation's kind
+// and shape as declared, and forks that never affect their parent.
+#include "backend/env/environment.h"
+
+#include "backend/ir/parser.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace looptool {
+namespace {
+
+using ::testing::ElementsAre;
+
+Environment MakeEnv(const ActionSpace& space, std::shared_ptr<KernelEvaluator> ev = nullptr) {
+  auto p = ParseProgram("C[m,n] += A[m,k] * B[k,n]; m=112 n=208 k=256", Limits{});
+  EXPECT_TRUE(p.ok());
+  return Environment(LoopTree::Initial(std::make_shared<const Program>(*p)), space, Limits{},
+                     std::move(ev));
+}
+
+class FakeEvaluator : public KernelEvaluator {
+ public:
+  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override {
+    ++calls;
+    return Measurement{0.5, 2.0 * tree.num_loops()};
+  }
+  double PeakGflops() override { return 123.0; }
+  int calls = 0;
+};
+
+TEST(Environment, StepsByIndexAndRecordsLoopToolIndices) {
+  Environment env = MakeEnv(LoopTuneActionSpace());
+  EXPECT_EQ(*env.Step(4), NoEffectReason::kNone);       // split_4
+  EXPECT_EQ(*env.Step(0), NoEffectReason::kFirstLoop);  // up: no effect, still recorded
+  EXPECT_THAT(env.history(), ElementsAre(5, 0));        // split_4 is loop_tool index 5
+  EXPECT_EQ(env.tree().schedule(0).compute[0].size, 28);
+  const auto bad = env.Step(7);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "Action index 7 is out of range for action space loop_tune (0..6)");
+  EXPECT_THAT(env.history(), ElementsAre(5, 0));  // nothing recorded
+}
+
+TEST(Environment, EveryObservationMatchesItsDeclaredSpace) {
+  auto ev = std::make_shared<FakeEvaluator>();
+  Environment env = MakeEnv(LoopToolActionSpace(), ev);
+  for (const ObservationSpace& space : ObservationSpaces(Limits{})) {
+    SCOPED_TRACE(space.name);
+    auto obs = env.Observe(space.name);
+    ASSERT_TRUE(obs.ok()) << obs.status();
+    EXPECT_EQ(obs->kind, space.kind);
+    EXPECT_EQ(obs->kind, space.default_value.kind);
+    if (space.kind == Observation::Kind::kFloatTensor) {
+      EXPECT_EQ(obs->shape, space.shape);
+      EXPECT_EQ(obs->floats.size(), static_cast<size_t>(space.shape[0] * space.shape[1]));
+      for (float f : obs->floats) {
+        EXPECT_GE(f, space.low);
+        EXPECT_LE(f, space.high);
+      }
+    }
+  }
+  EXPECT_EQ(env.Observe("flop_count")->integer, 2 * 112 * 208 * 256);
+  EXPECT_EQ(env.Observe("flops")->number, 8.0);  // the fake's 2 * num_loops
+  EXPECT_EQ(env.Observe("runtime")->number, 0.5);
+  EXPECT_EQ(env.Observe("peak_gflops")->number, 123.0);
+  EXPECT_THAT(env.Observe("action_mask")->bools,
+              ElementsAre(false, true, false, true, true, true, true, true, true, true, false,
+                          false, false, false, false, true, true));
+  EXPECT_EQ(env.Observe("loop_tree")->text.substr(0, 42), "for m in 112 : L0  <<<<<< cursor (line 0 )");
+}
+
+TEST(Environment, ObservationErrors) {
+  Environment env = MakeEnv(LoopToolActionSpace());
+  EXPECT_EQ(env.Observe("nope").status().message(), "Unknown observation space: nope");
+  EXPECT_EQ(env.Observe("flops").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Environment, ForkIsIndependent) {
+  Environment parent = MakeEnv(LoopToolActionSpace());
+  Environment child = parent;
+  ASSERT_TRUE(child.Step(5).ok());  // split_4 in the child only
+  EXPECT_NE(child.tree(), parent.tree());
+  EXPECT_TRUE(parent.history().empty());
+  ASSERT_TRUE(parent.Step(1).ok());
+  EXPECT_EQ(child.tree().cursor().depth, 0);
+  EXPECT_EQ(parent.tree().cursor().depth, 1);
+}
+
+TEST(Environment, PrevActionsTensorUsesLoopToolIndices) {
+  Environment env = MakeEnv(LoopTuneActionSpace());
+  ASSERT_TRUE(env.Step(6).ok());  // split_16 = loop_tool index 7
+  const auto t = env.Observe("5_prev_actions_tensor");
+  ASSERT_TRUE(t.ok());
+  EXPECT_THAT(t->shape, ElementsAre(1, 85));
+  EXPECT_EQ(t->floats[7], 1.0f);
+  float sum = 0;
+  for (float f : t->floats) sum += f;
+  EXPECT_EQ(sum, 1.0f);
+}
+
+}  // namespace
+}  // namespace looptool
