@@ -1,0 +1,22 @@
+// CodegenOptions: the knobs of the code generator, with LoopNest's defaults where it has one.
+#ifndef LOOPTOOL_BACKEND_CODEGEN_CODEGEN_OPTIONS_H_
+#define LOOPTOOL_BACKEND_CODEGEN_CODEGEN_OPTIONS_H_
+
+#include <cstdint>
+
+namespace looptool {
+
+struct CodegenOptions {
+  // Inside the register scope, a reduction loop is fully unrolled when its unrolled body has at
+  // most this many vector operations (LoopNest's default_max_fmas_unrolled).
+  int64_t max_unrolled_ops = 320;
+  // An `unroll` mark is honoured while the unrolled loop has at most this many operations;
+  // beyond, the loop stays a loop and the plan says so.
+  int64_t max_annotated_unroll_ops = 16384;
+  // Code of one kernel; a schedule whose tails multiply past it is refused.
+  int64_t max_code_bytes = int64_t{8} << 20;
+};
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_CODEGEN_CODEGEN_OPTIONS_H_

@@ -1,0 +1,414 @@
+#include "backend/codegen/emitter.h"
+
+#include <array>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "backend/codegen/block_emitter.h"
+#include "backend/codegen/vector_ops.h"
+#include "backend/util/check.h"
+
+namespace looptool {
+namespace {
+
+using namespace Xbyak::util;  // NOLINT: registers and address frames read like assembly here
+
+constexpr int kStackSlots = 32;  // loop counters that do not fit in registers
+const Xbyak::Reg64 kCalleeSaved[] = {rbx, rbp, r12, r13, r14, r15};
+const Xbyak::Reg64 kGprPool[] = {rsi, rdx, rcx, r8, r9, r10, r11, rbx, rbp, r12, r13, r14, r15};
+
+// A runtime loop counter, counting down from its trip count to 1.
+struct Counter {
+  int gpr = -1;   // index into kGprPool, or -1
+  int slot = -1;  // stack slot when no register was free
+};
+
+// Where the emitter stands inside a statement's nest: static displacements of each access from
+// its pointer register, the elements left of each variable, the active lanes, and what is known
+// about the reduction loops outside the register scope (for "first visit" and "last visit").
+struct Point {
+  std::array<int64_t, 3> disp{};  // elements; access 0 is the output, 1 and 2 the inputs
+  std::vector<int64_t> limit;     // per program variable
+  int lanes = 1;
+  bool in_scope = false;
+  bool not_first = false, not_last = false;
+  std::vector<std::pair<Counter, int64_t>> first;  // counter == value on the first visit
+  std::vector<Counter> last;                        // counter == 1 on the last visit
+};
+
+// One output element or vector of the register block.
+struct TileEntry {
+  int64_t disp;  // elements from the output pointer
+  int lanes;
+};
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const KernelPlan& plan, Xbyak::CodeGenerator& g)
+      : plan_(plan), g_(g), vec_(g, plan.isa, plan.tail_lanes) {}
+
+  void Emit() {
+    for (const Xbyak::Reg64& r : kCalleeSaved) g_.push(r);
+    g_.sub(rsp, kStackSlots * 8 + 8);
+    vec_.LoadTailMasks();
+    for (const StatementPlan& s : plan_.statements) EmitStatement(s);
+    g_.add(rsp, kStackSlots * 8 + 8);
+    for (int i = 5; i >= 0; --i) g_.pop(kCalleeSaved[i]);
+    if (plan_.isa != Isa::kSse) g_.vzeroupper();
+    g_.ret();
+    vec_.EmitMaskTable();
+  }
+
+ private:
+  // ---- statements -----------------------------------------------------------------------
+  void EmitStatement(const StatementPlan& s) {
+    s_ = &s;
+    const int regs = s.vector_registers;
+    int top = regs;
+    tmp_ = --top;
+    load0_ = --top;
+    load1_ = --top;
+    zero_ = s.post_op == PostOp::kRelu ? --top : -1;
+    const int mask = plan_.isa == Isa::kAvx2 && s.width > 1 ? --top : -1;
+    LT_CHECK(s.accumulators <= top);
+    cache_regs_.clear();
+    for (int r = s.accumulators; r < top; ++r) cache_regs_.push_back(r);
+    vec_.SetWidth(s.width, mask);
+
+    // Pointers: output, then inputs.
+    gpr_used_.assign(std::size(kGprPool), false);
+    slot_used_.assign(kStackSlots, false);
+    accesses_ = {&s.output};
+    for (const AccessPlan& in : s.inputs) accesses_.push_back(&in);
+    pointers_.clear();
+    for (size_t a = 0; a < accesses_.size(); ++a) {
+      gpr_used_[a] = true;
+      pointers_.push_back(kGprPool[a]);
+      g_.mov(pointers_[a], qword[rdi + 8 * accesses_[a]->tensor]);
+    }
+    input_pointers_.assign(pointers_.begin() + 1, pointers_.end());
+
+    Point start;
+    start.lanes = s.width;
+    start.limit.assign(s.output.stride.size(), 0);
+    for (const LoopPlan& l : s.loops) {
+      start.limit[l.var] = std::max(start.limit[l.var], l.size * l.inner + l.tail);
+    }
+    EmitLevel(0, start);
+    LT_CHECK(pending_.empty());
+  }
+
+  // ---- the loop nest ----------------------------------------------------------------------
+  int n() const { return static_cast<int>(s_->loops.size()); }
+
+  // `pt` moved `elements` along loop j's variable; `count` is the new limit (or lanes).
+  Point Child(const Point& pt, int j, int64_t elements, int64_t count) const {
+    const LoopPlan& l = s_->loops[j];
+    Point c = pt;
+    for (size_t a = 0; a < accesses_.size(); ++a) c.disp[a] += elements * accesses_[a]->stride[l.var];
+    if (l.vector) {
+      c.lanes = static_cast<int>(count);
+    } else {
+      c.limit[l.var] = count;
+    }
+    return c;
+  }
+
+  void EmitLevel(int j, const Point& pt) {
+    if (!pt.in_scope && j == s_->scope) {
+      EmitScope(j, pt);
+      return;
+    }
+    if (j == n()) {
+      AppendOp(pt);
+      return;
+    }
+    const LoopPlan& l = s_->loops[j];
+    const int64_t lim = pt.limit[l.var];
+    const int64_t step = l.vector ? s_->width : l.inner;
+    const int64_t full = lim / step, rem = lim % step;
+    const bool outer_reduction = l.reduction && !l.in_scope;
+
+    if (l.unrolled || full <= 1) {
+      for (int64_t i = 0; i < full; ++i) {
+        Point c = Child(pt, j, i * step, step);
+        if (outer_reduction) {
+          c.not_first |= i > 0;
+          c.not_last |= i + 1 < full || rem > 0;
+        }
+        EmitLevel(j + 1, c);
+      }
+      if (rem > 0) {
+        Point c = Child(pt, j, full * step, rem);
+        if (outer_reduction) c.not_first |= full > 0;
+        EmitLevel(j + 1, c);
+      }
+      return;
+    }
+
+    // A runtime loop of `full` iterations, then the partial one, then the pointers go back.
+    FlushBlock();
+    const Counter cnt = AllocCounter();
+    SetCounter(cnt, full);
+    Xbyak::Label top;
+    Place(top);
+    Point c = Child(pt, j, 0, step);
+    if (outer_reduction) {
+      c.first.emplace_back(cnt, full);
+      if (rem > 0) {
+        c.not_last = true;
+      } else {
+        c.last.push_back(cnt);
+      }
+    }
+    EmitLevel(j + 1, c);
+    FlushBlock();
+    Advance(l.var, step);
+    DecrementAndLoop(cnt, top);
+    FreeCounter(cnt);
+    if (rem > 0) {
+      Point r = Child(pt, j, 0, rem);
+      if (outer_reduction) r.not_first = true;
+      EmitLevel(j + 1, r);
+      FlushBlock();
+    }
+    Advance(l.var, -full * step);
+  }
+
+  // Moves every pointer whose access depends on `var` by `elements` of it.
+  void Advance(int var, int64_t elements) {
+    for (size_t a = 0; a < accesses_.size(); ++a) {
+      const int64_t bytes = elements * accesses_[a]->stride[var] * 4;
+      if (bytes != 0) g_.add(pointers_[a], static_cast<int32_t>(bytes));
+    }
+  }
+
+  // ---- the register scope -------------------------------------------------------------------
+  void Tile(int j, const Point& pt, std::vector<TileEntry>& out) const {
+    if (j == n()) {
+      for (const TileEntry& e : out) {
+        if (e.disp == pt.disp[0]) return;
+      }
+      out.push_back({pt.disp[0], s_->horizontal ? s_->width : pt.lanes});
+      return;
+    }
+    const LoopPlan& l = s_->loops[j];
+    if (l.reduction) {
+      Tile(j + 1, pt, out);
+      return;
+    }
+    const int64_t step = l.vector ? s_->width : l.inner;
+    const int64_t lim = pt.limit[l.var];
+    const int64_t full = lim / step, rem = lim % step;
+    for (int64_t i = 0; i < full; ++i) Tile(j + 1, Child(pt, j, i * step, step), out);
+    if (rem > 0) Tile(j + 1, Child(pt, j, full * step, rem), out);
+  }
+
+  Xbyak::Address OutputAt(const TileEntry& e) const {
+    return ptr[pointers_[0] + (e.disp + s_->output.offset) * 4];
+  }
+
+  void EmitScope(int j, const Point& pt) {
+    FlushBlock();
+    tile_.clear();
+    Tile(j, pt, tile_);
+    LT_CHECK(static_cast<int>(tile_.size()) <= s_->accumulators);
+    acc_of_.clear();
+    for (int i = 0; i < static_cast<int>(tile_.size()); ++i) acc_of_[tile_[i].disp] = i;
+
+    // Entry: identity on the first visit of the block, else its partial results.
+    const bool vertical_reduce = s_->reduction != Reduction::kAssign && !s_->horizontal;
+    if (s_->horizontal) {
+      Identity();
+    } else if (vertical_reduce) {
+      if (pt.not_first) {
+        LoadTile();
+      } else if (pt.first.empty()) {
+        Identity();
+      } else {
+        Xbyak::Label load, body;
+        JumpUnlessAll(pt.first, load);
+        Identity();
+        g_.jmp(body, Xbyak::CodeGenerator::T_NEAR);
+        Place(load);
+        LoadTile();
+        Place(body);
+      }
+    }
+
+    Point inside = pt;
+    inside.in_scope = true;
+    EmitLevel(j, inside);
+    FlushBlock();
+
+    // Exit: fold lanes and earlier partial results (horizontal), relu on the last visit, store.
+    if (s_->horizontal) {
+      for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
+        vec_.ReduceLanes(s_->reduction, vec_.V(i), vec_.V(tmp_));
+      }
+      if (pt.not_first) {
+        CombineTile();
+      } else if (!pt.first.empty()) {
+        Xbyak::Label combine, done;
+        JumpUnlessAll(pt.first, combine);
+        g_.jmp(done, Xbyak::CodeGenerator::T_NEAR);
+        Place(combine);
+        CombineTile();
+        Place(done);
+      }
+    }
+    if (s_->post_op == PostOp::kRelu && !pt.not_last) {
+      Xbyak::Label skip;
+      std::vector<std::pair<Counter, int64_t>> last;
+      for (const Counter& c : pt.last) last.emplace_back(c, 1);
+      if (!last.empty()) JumpUnlessAll(last, skip);
+      vec_.Zero(vec_.V(zero_));
+      for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
+        s_->horizontal ? vec_.ReluScalar(vec_.V(i), vec_.V(zero_)) : vec_.Relu(vec_.V(i), vec_.V(zero_));
+      }
+      if (!last.empty()) Place(skip);
+    }
+    for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
+      if (s_->horizontal) {
+        vec_.StoreScalar(OutputAt(tile_[i]), vec_.V(i));
+      } else {
+        vec_.Store(OutputAt(tile_[i]), vec_.V(i), tile_[i].lanes);
+      }
+    }
+  }
+
+  void Identity() {
+    if (tile_.empty()) return;
+    if (s_->reduction == Reduction::kMax) {
+      vec_.NegativeInfinity(vec_.V(0));
+      for (int i = 1; i < static_cast<int>(tile_.size()); ++i) vec_.Copy(vec_.V(i), vec_.V(0));
+    } else {
+      for (int i = 0; i < static_cast<int>(tile_.size()); ++i) vec_.Zero(vec_.V(i));
+    }
+  }
+
+  void LoadTile() {
+    for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
+      vec_.Load(vec_.V(i), OutputAt(tile_[i]), tile_[i].lanes);
+    }
+  }
+
+  void CombineTile() {
+    for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
+      vec_.CombineScalar(s_->reduction, vec_.V(i), dword[pointers_[0] + (tile_[i].disp + s_->output.offset) * 4]);
+    }
+  }
+
+  // ---- point operations -----------------------------------------------------------------------
+  void AppendOp(const Point& pt) {
+    auto it = acc_of_.find(pt.disp[0]);
+    LT_CHECK(it != acc_of_.end());
+    PointOp op;
+    op.acc = it->second;
+    op.lanes = pt.lanes;
+    auto operand = [&](int input) {
+      const AccessPlan& a = s_->inputs[input];
+      OperandRef o;
+      o.input = input;
+      o.offset = (pt.disp[1 + input] + a.offset) * 4;
+      o.kind = a.kind;
+      o.lanes = a.kind == AccessPlan::Kind::kBroadcast ? s_->width : pt.lanes;
+      return o;
+    };
+    op.x = operand(0);
+    if (s_->inputs.size() > 1) op.y = operand(1);
+    pending_.push_back(op);
+  }
+
+  void FlushBlock() {
+    if (pending_.empty()) return;
+    BlockRegisters regs;
+    regs.cache = cache_regs_;
+    regs.load0 = load0_;
+    regs.load1 = load1_;
+    regs.tmp = tmp_;
+    EmitBlock(pending_, *s_, input_pointers_, regs, vec_);
+    pending_.clear();
+  }
+
+  // ---- counters and control flow ----------------------------------------------------------------
+  Counter AllocCounter() {
+    for (size_t i = 0; i < gpr_used_.size(); ++i) {
+      if (!gpr_used_[i]) {
+        gpr_used_[i] = true;
+        return {static_cast<int>(i), -1};
+      }
+    }
+    for (int i = 0; i < kStackSlots; ++i) {
+      if (!slot_used_[i]) {
+        slot_used_[i] = true;
+        return {-1, i};
+      }
+    }
+    LT_CHECK(false);  // more nested runtime loops than Limits::max_loops allows
+    return {};
+  }
+
+  void FreeCounter(const Counter& c) {
+    if (c.gpr >= 0) gpr_used_[c.gpr] = false;
+    if (c.slot >= 0) slot_used_[c.slot] = false;
+  }
+
+  void SetCounter(const Counter& c, int64_t value) {
+    if (c.gpr >= 0) {
+      g_.mov(kGprPool[c.gpr], value);
+    } else {
+      g_.mov(qword[rsp + c.slot * 8], static_cast<int32_t>(value));
+    }
+  }
+
+  void DecrementAndLoop(const Counter& c, const Xbyak::Label& top) {
+    if (c.gpr >= 0) {
+      g_.dec(kGprPool[c.gpr]);
+    } else {
+      g_.dec(qword[rsp + c.slot * 8]);
+    }
+    g_.jnz(top, Xbyak::CodeGenerator::T_NEAR);
+  }
+
+  // Falls through when every counter equals its value; jumps to `target` otherwise.
+  void JumpUnlessAll(const std::vector<std::pair<Counter, int64_t>>& conditions,
+                     const Xbyak::Label& target) {
+    for (const auto& [c, value] : conditions) {
+      if (c.gpr >= 0) {
+        g_.cmp(kGprPool[c.gpr], static_cast<int32_t>(value));
+      } else {
+        g_.cmp(qword[rsp + c.slot * 8], static_cast<int32_t>(value));
+      }
+      g_.jne(target, Xbyak::CodeGenerator::T_NEAR);
+    }
+  }
+
+  // Labels are join points: what the AVX2 mask register holds is unknown after one.
+  void Place(Xbyak::Label& label) {
+    g_.L(label);
+    vec_.ForgetMask();
+  }
+
+  const KernelPlan& plan_;
+  Xbyak::CodeGenerator& g_;
+  VectorOps vec_;
+  const StatementPlan* s_ = nullptr;
+  std::vector<const AccessPlan*> accesses_;
+  std::vector<Xbyak::Reg64> pointers_, input_pointers_;
+  std::vector<bool> gpr_used_, slot_used_;
+  int tmp_ = 0, load0_ = 0, load1_ = 0, zero_ = -1;
+  std::vector<int> cache_regs_;
+  std::vector<TileEntry> tile_;
+  std::map<int64_t, int> acc_of_;  // output displacement -> accumulator register
+  std::vector<PointOp> pending_;
+};
+
+}  // namespace
+
+void EmitKernel(const KernelPlan& plan, Xbyak::CodeGenerator& g) {
+  KernelEmitter(plan, g).Emit();
+}
+
+}  // namespace looptool

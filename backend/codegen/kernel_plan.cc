@@ -1,0 +1,233 @@
+#include "backend/codegen/kernel_plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "backend/ir/printer.h"
+#include "backend/util/check.h"
+
+namespace looptool {
+namespace {
+
+AccessPlan PlanAccess(const Program& p, const Access& a) {
+  AccessPlan plan;
+  plan.tensor = a.tensor;
+  plan.stride.assign(p.vars().size(), 0);
+  int64_t dim_stride = 1;
+  const auto& shape = p.tensor(a.tensor).shape;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    plan.offset += a.index[d].offset * dim_stride;
+    for (const auto& t : a.index[d].terms) plan.stride[t.var] += t.coeff * dim_stride;
+    dim_stride *= shape[d];
+  }
+  return plan;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Elements of `var` the loops at depth >= p cover (1 when none of them runs over `var`).
+int64_t CoveredInside(const std::vector<LoopPlan>& loops, int p, int var) {
+  for (int j = p; j < static_cast<int>(loops.size()); ++j) {
+    if (loops[j].var == var) return loops[j].size * loops[j].inner + loops[j].tail;
+  }
+  return 1;
+}
+
+// Vector chunks the loops over the vector variable at depth >= j emit for `limit` elements
+// (a loop of 8 over a vector of 16 lanes emits one masked chunk per iteration).
+int64_t VectorChunks(const StatementPlan& s, int j, int64_t limit) {
+  const int v = s.loops[s.vector_loop].var;
+  for (; j < static_cast<int>(s.loops.size()); ++j) {
+    const LoopPlan& l = s.loops[j];
+    if (l.var != v) continue;
+    if (l.vector) return CeilDiv(limit, s.width);
+    const int64_t full = limit / l.inner, rem = limit % l.inner;
+    return full * VectorChunks(s, j + 1, l.inner) + (rem ? VectorChunks(s, j + 1, rem) : 0);
+  }
+  return 1;
+}
+
+// Accumulator registers when the scope starts at depth p.
+int64_t Footprint(const StatementPlan& s, const std::vector<int>& out_vars, int p) {
+  const int v = s.loops[s.vector_loop].var;
+  int64_t f = 1;
+  for (int u : out_vars) {
+    const int64_t covered = CoveredInside(s.loops, p, u);
+    if (u == v && !s.horizontal) {
+      f *= s.vector_loop >= p ? VectorChunks(s, p, covered) : 1;
+    } else {
+      f *= covered;
+    }
+  }
+  return f;
+}
+
+// Iterations of loop j as emitted (vector loops count chunks).
+int64_t EmittedCount(const LoopPlan& l, int width) {
+  return l.vector ? CeilDiv(l.size, width) : l.size + (l.tail > 0 ? 1 : 0);
+}
+
+// Operations in loops[j..] fully unrolled, saturating.
+int64_t UnrolledOps(const std::vector<LoopPlan>& loops, int j, int width) {
+  int64_t ops = 1;
+  for (int i = j; i < static_cast<int>(loops.size()); ++i) {
+    ops *= EmittedCount(loops[i], width);
+    if (ops > (int64_t{1} << 40)) return ops;
+  }
+  return ops;
+}
+
+// Element counts of `var` that reach its vector loop under every combination of tails, and so
+// the masked lane counts (count % width) its chunks can have.
+void CollectTailLanes(const StatementPlan& s, std::set<int>& lanes) {
+  const int v = s.loops[s.vector_loop].var;
+  std::set<int64_t> limits = {0};
+  bool first = true;
+  for (const LoopPlan& l : s.loops) {
+    if (l.var != v) continue;
+    const int64_t extent = l.size * l.inner + l.tail;
+    if (first) limits = {extent};
+    first = false;
+    if (l.vector) break;
+    std::set<int64_t> next;
+    for (int64_t lim : limits) {
+      if (lim / l.inner > 0) next.insert(l.inner);
+      if (lim % l.inner) next.insert(lim % l.inner);
+    }
+    limits = std::move(next);
+  }
+  for (int64_t lim : limits) {
+    if (lim % s.width) lanes.insert(static_cast<int>(lim % s.width));
+  }
+}
+
+}  // namespace
+
+KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
+  const Program& p = tree.program();
+  const IsaTraits traits = Traits(isa);
+  KernelPlan plan;
+  plan.isa = isa;
+  std::set<int> lanes;
+  for (int s = 0; s < p.num_statements(); ++s) {
+    const Statement& st = p.statement(s);
+    const LoopOrder& order = tree.schedule(s).compute;
+    StatementPlan sp;
+    sp.statement = s;
+    sp.reduction = st.reduction;
+    sp.combiner = st.combiner;
+    sp.post_op = st.post_op;
+    sp.output = PlanAccess(p, st.output);
+    for (const Access& in : st.inputs) sp.inputs.push_back(PlanAccess(p, in));
+    sp.vector_loop = static_cast<int>(order.size()) - 1;
+    for (int j = 0; j < static_cast<int>(order.size()); ++j) {
+      if (order[j].vectorize) sp.vector_loop = j;
+    }
+    for (int j = 0; j < static_cast<int>(order.size()); ++j) {
+      LoopPlan l;
+      l.var = order[j].var;
+      l.size = order[j].size;
+      l.tail = order[j].tail;
+      l.inner = InnerExtent(order, j);
+      l.vector = j == sp.vector_loop;
+      l.reduction = p.IsReductionVar(s, l.var);
+      sp.loops.push_back(l);
+    }
+    LT_CHECK(sp.loops[sp.vector_loop].inner == 1);
+
+    // Vectorize when every access moves by 0 or 1 element along the vector variable.
+    const int v = sp.loops[sp.vector_loop].var;
+    sp.width = traits.vector_width;
+    auto check = [&](const AccessPlan& a, const std::string& name) {
+      if (a.stride[v] > 1 && sp.width > 1) {
+        sp.width = 1;
+        sp.notes.push_back(absl::StrCat("scalar code: ", name, " has stride ", a.stride[v],
+                                        " along '", p.var(v).name, "'"));
+      }
+    };
+    check(sp.output, p.tensor(st.output.tensor).name);
+    for (size_t i = 0; i < sp.inputs.size(); ++i) {
+      check(sp.inputs[i], p.tensor(st.inputs[i].tensor).name);
+    }
+    sp.horizontal = sp.width > 1 && sp.output.stride[v] == 0;
+    for (AccessPlan& a : sp.inputs) {
+      a.kind = sp.width > 1 && a.stride[v] == 0 ? AccessPlan::Kind::kBroadcast
+                                                : AccessPlan::Kind::kVector;
+    }
+    if (sp.width > 1) CollectTailLanes(sp, lanes);
+
+    // The register scope: the outermost depth whose output block fits the accumulators.
+    const bool masked_tails = isa == Isa::kAvx2 && sp.width > 1;
+    // Two operand temporaries, one arithmetic temporary, relu's zero, AVX2's lane mask.
+    const int reserved = 3 + (sp.post_op == PostOp::kRelu ? 1 : 0) + (masked_tails ? 1 : 0);
+    // Scalar code stays in xmm0-15 (VEX-encodable on every AVX machine).
+    const int registers = sp.width == 1 ? 16 : traits.vector_registers;
+    const int64_t available = registers - reserved;
+    const std::vector<int> out_vars = p.OutputVars(s);
+    const int n = static_cast<int>(sp.loops.size());
+    sp.scope = n;
+    for (int depth = 0; depth <= n; ++depth) {
+      if (Footprint(sp, out_vars, depth) <= available) {
+        sp.scope = depth;
+        break;
+      }
+    }
+    sp.accumulators = static_cast<int>(Footprint(sp, out_vars, sp.scope));
+    sp.vector_registers = registers;
+
+    // Unrolling: output loops in the scope always (their accumulators are fixed registers);
+    // reduction loops in the scope while the unrolled body is small; `unroll` marks while the
+    // unrolled loop is not too large.
+    for (int j = 0; j < n; ++j) {
+      LoopPlan& l = sp.loops[j];
+      l.in_scope = j >= sp.scope;
+      const int64_t ops = UnrolledOps(sp.loops, j, sp.width);
+      if (l.in_scope && !l.reduction) {
+        l.unrolled = true;
+      } else if (l.in_scope && ops <= options.max_unrolled_ops) {
+        l.unrolled = true;
+      } else if (order[j].unroll) {
+        if (ops <= options.max_annotated_unroll_ops) {
+          l.unrolled = true;
+        } else {
+          sp.notes.push_back(absl::StrCat("unroll of loop ", j + 1, " ignored: ", ops,
+                                          " operations unrolled exceed ",
+                                          options.max_annotated_unroll_ops));
+        }
+      }
+    }
+    plan.statements.push_back(std::move(sp));
+  }
+  plan.tail_lanes.assign(lanes.begin(), lanes.end());
+  return plan;
+}
+
+std::string DescribePlan(const KernelPlan& plan, const Program& p) {
+  std::string out;
+  for (const StatementPlan& s : plan.statements) {
+    absl::StrAppend(&out, "statement ", s.statement + 1, ": ",
+                    PrintStatement(p, p.statement(s.statement)), "\n  ", Traits(plan.isa).name,
+                    ", ", s.width, s.width == 1 ? " lane" : " lanes",
+                    s.horizontal ? ", horizontal" : "", ", ", s.accumulators,
+                    " accumulator", s.accumulators == 1 ? "" : "s", "\n");
+    for (const std::string& note : s.notes) absl::StrAppend(&out, "  note: ", note, "\n");
+    std::vector<int> seen(p.vars().size(), 0);
+    for (int j = 0; j <= static_cast<int>(s.loops.size()); ++j) {
+      const std::string indent(2 + j, ' ');
+      if (j == s.scope) absl::StrAppend(&out, indent, "-- register scope\n");
+      if (j == static_cast<int>(s.loops.size())) break;
+      const LoopPlan& l = s.loops[j];
+      std::string name = p.var(l.var).name;
+      name.append(seen[l.var]++, '\'');
+      absl::StrAppend(&out, indent, "for ", name, " in ", l.size);
+      if (l.tail) absl::StrAppend(&out, " r ", l.tail);
+      if (l.inner > 1) absl::StrAppend(&out, " step ", l.inner);
+      if (l.vector && s.width > 1) absl::StrAppend(&out, " by ", s.width, " lanes");
+      absl::StrAppend(&out, l.unrolled ? " (unrolled)" : " (loop)", "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace looptool

@@ -1,0 +1,74 @@
+// KernelPlan: every decision the code generator makes about a schedule, as plain data, before a
+// single instruction is emitted (LoopNest's design, planned in data). Per statement: which loop
+// is vectorized and how each tensor is accessed along it, where the register scope starts (the
+// outermost loop below which a block of the output fits in vector registers: loaded or zeroed
+// on entry, stored on exit, never spilled), and which loops are unrolled. The schedule decides
+// loop order and split sizes; Lower decides the rest.
+#ifndef LOOPTOOL_BACKEND_CODEGEN_KERNEL_PLAN_H_
+#define LOOPTOOL_BACKEND_CODEGEN_KERNEL_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/codegen/codegen_options.h"
+#include "backend/codegen/isa.h"
+#include "backend/schedule/loop_tree.h"
+
+namespace looptool {
+
+struct AccessPlan {
+  // How the access moves along the vector variable: kVector reads consecutive elements into
+  // lanes (stride 1), kBroadcast one element into every lane (stride 0). Scalar statements
+  // (width 1) use kVector.
+  enum class Kind { kVector, kBroadcast };
+  int tensor = 0;
+  int64_t offset = 0;           // elements: the constant part of the index
+  std::vector<int64_t> stride;  // elements per unit of each program variable
+  Kind kind = Kind::kVector;
+};
+
+struct LoopPlan {
+  int var = 0;
+  int64_t size = 1, tail = 0;
+  int64_t inner = 1;       // elements of `var` one iteration covers
+  bool vector = false;     // runs over its elements `width` at a time (masked last chunk)
+  bool reduction = false;  // `var` is reduced over (not an index of the output)
+  bool unrolled = false;   // emitted once per iteration instead of as a runtime loop
+  bool in_scope = false;   // inside the register scope
+};
+
+struct StatementPlan {
+  int statement = 0;
+  Reduction reduction = Reduction::kAssign;
+  Combiner combiner = Combiner::kIdentity;
+  PostOp post_op = PostOp::kNone;
+  int width = 1;            // lanes per operation: the ISA's vector width, or 1 (scalar code)
+  bool horizontal = false;  // the vector variable is a reduction variable: each accumulator
+                            // holds per-lane partial results, reduced across lanes on exit
+  int vector_loop = 0;      // index in `loops` of the vectorized loop
+  int scope = 0;            // loops[scope..] are inside the register scope
+  int accumulators = 0;     // vector registers the output block takes (at full extents)
+  int vector_registers = 16;  // registers the statement's code may use (xmm0-15 for scalar code)
+  std::vector<LoopPlan> loops;  // the compute nest, outermost first
+  AccessPlan output;
+  std::vector<AccessPlan> inputs;
+  std::vector<std::string> notes;  // decisions worth telling a user (scalar fallback, ...)
+};
+
+struct KernelPlan {
+  Isa isa = Isa::kSse;
+  std::vector<StatementPlan> statements;
+  std::vector<int> tail_lanes;  // distinct lane counts of masked chunks, ascending
+};
+
+// Plans the kernel of `tree`'s schedule for `isa`. Total: every valid LoopTree has a plan.
+KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options = {});
+
+// The plan as indented pseudo-code, one line per loop, the register scope marked:
+//   for k' in 64 (loop)            for n' in 64 by 16 lanes (unrolled)
+std::string DescribePlan(const KernelPlan& plan, const Program& program);
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_CODEGEN_KERNEL_PLAN_H_

@@ -1,0 +1,272 @@
+#include "backend/codegen/vector_ops.h"
+
+#include "backend/util/check.h"
+
+namespace looptool {
+
+using namespace Xbyak::util;  // NOLINT: registers and address frames read like assembly here
+
+VectorOps::VectorOps(Xbyak::CodeGenerator& g, Isa isa, const std::vector<int>& tail_lanes)
+    : g_(g), isa_(isa), width_(Traits(isa).vector_width), mask_register_(-1) {
+  if (isa_ == Isa::kAvx512) {
+    for (size_t i = 0; i < tail_lanes.size() && i < 6; ++i) {
+      mask_of_lanes_[tail_lanes[i]] = static_cast<int>(i) + 1;
+    }
+  }
+}
+
+void VectorOps::SetWidth(int width, int mask_register) {
+  width_ = width;
+  mask_register_ = mask_register;
+  avx2_mask_lanes_ = -1;
+}
+
+Xbyak::Xmm VectorOps::V(int i) const {
+  if (width_ == 1) return Xbyak::Xmm(i);
+  if (isa_ == Isa::kAvx512) return Xbyak::Zmm(i);
+  return Xbyak::Ymm(i);
+}
+
+void VectorOps::LoadTailMasks() {
+  for (const auto& [lanes, k] : mask_of_lanes_) {
+    g_.mov(eax, (1u << lanes) - 1);
+    g_.kmovw(Xbyak::Opmask(k), eax);
+  }
+}
+
+void VectorOps::EmitMaskTable() {
+  if (isa_ != Isa::kAvx2) return;
+  g_.align(32);
+  g_.L(mask_table_);
+  for (int i = 0; i < 8; ++i) g_.dd(0xffffffffu);
+  for (int i = 0; i < 8; ++i) g_.dd(0);
+}
+
+Xbyak::Opmask VectorOps::Mask(int lanes) {
+  auto it = mask_of_lanes_.find(lanes);
+  if (it != mask_of_lanes_.end()) return Xbyak::Opmask(it->second);
+  g_.mov(eax, (1u << lanes) - 1);
+  g_.kmovw(k7, eax);
+  return k7;
+}
+
+void VectorOps::SetAvx2Mask(int lanes) {
+  LT_CHECK(mask_register_ >= 0);
+  if (avx2_mask_lanes_ == lanes) return;
+  g_.vmovups(Xbyak::Ymm(mask_register_), ptr[rip + mask_table_ + (8 - lanes) * 4]);
+  avx2_mask_lanes_ = lanes;
+}
+
+void VectorOps::Load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int lanes) {
+  if (width_ == 1) {
+    sse() ? g_.movss(dst, src) : g_.vmovss(dst, src);
+  } else if (lanes == width_) {
+    g_.vmovups(dst, src);
+  } else if (isa_ == Isa::kAvx512) {
+    g_.vmovups(dst | Mask(lanes) | T_z, src);
+  } else {
+    SetAvx2Mask(lanes);
+    g_.vmaskmovps(dst, Xbyak::Ymm(mask_register_), src);
+  }
+}
+
+void VectorOps::Broadcast(const Xbyak::Xmm& dst, const Xbyak::Address& src) {
+  if (width_ == 1) {
+    sse() ? g_.movss(dst, src) : g_.vmovss(dst, src);
+  } else {
+    g_.vbroadcastss(dst, src);
+  }
+}
+
+void VectorOps::Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lanes) {
+  if (width_ == 1) {
+    sse() ? g_.movss(dst, src) : g_.vmovss(dst, src);
+  } else if (lanes == width_) {
+    g_.vmovups(dst, src);
+  } else if (isa_ == Isa::kAvx512) {
+    g_.vmovups(dst | Mask(lanes), src);
+  } else {
+    SetAvx2Mask(lanes);
+    g_.vmaskmovps(dst, Xbyak::Ymm(mask_register_), src);
+  }
+}
+
+void VectorOps::Copy(const Xbyak::Xmm& dst, const Xbyak::Xmm& src) {
+  if (dst.getIdx() == src.getIdx()) return;
+  sse() ? g_.movaps(dst, src) : g_.vmovaps(dst, src);
+}
+
+void VectorOps::Zero(const Xbyak::Xmm& dst) {
+  if (sse()) {
+    g_.xorps(dst, dst);
+  } else if (isa_ == Isa::kAvx512 && width_ > 1) {
+    g_.vpxord(dst, dst, dst);
+  } else {
+    g_.vxorps(dst, dst, dst);
+  }
+}
+
+void VectorOps::NegativeInfinity(const Xbyak::Xmm& dst) {
+  g_.mov(eax, 0xff800000u);
+  const Xbyak::Xmm low(dst.getIdx());
+  if (sse()) {
+    g_.movd(low, eax);
+    return;
+  }
+  g_.vmovd(low, eax);
+  if (width_ > 1) g_.vbroadcastss(dst, low);
+}
+
+void VectorOps::Relu(const Xbyak::Xmm& acc, const Xbyak::Xmm& zero) {
+  if (width_ == 1) {
+    ReluScalar(acc, zero);
+  } else {
+    g_.vmaxps(acc, acc, zero);
+  }
+}
+
+Xbyak::Address VectorOps::VectorMemory(const Xbyak::RegExp& at) const {
+  return width_ == 1 ? dword[at] : ptr[at];
+}
+
+Xbyak::Address VectorOps::BroadcastMemory(const Xbyak::RegExp& at) const {
+  LT_CHECK(CanBroadcastFromMemory());
+  return ptr_b[at];
+}
+
+void VectorOps::Add(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b) {
+  if (width_ > 1) {
+    g_.vaddps(d, a, b);
+  } else if (!sse()) {
+    g_.vaddss(d, a, b);
+  } else {
+    if (d.getIdx() != a.getIdx()) g_.movss(d, a);
+    g_.addss(d, b);
+  }
+}
+
+void VectorOps::Mul(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b) {
+  if (width_ > 1) {
+    g_.vmulps(d, a, b);
+  } else if (!sse()) {
+    g_.vmulss(d, a, b);
+  } else {
+    if (d.getIdx() != a.getIdx()) g_.movss(d, a);
+    g_.mulss(d, b);
+  }
+}
+
+void VectorOps::Max(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b) {
+  if (width_ > 1) {
+    g_.vmaxps(d, a, b);
+  } else if (!sse()) {
+    g_.vmaxss(d, a, b);
+  } else {
+    if (d.getIdx() != a.getIdx()) g_.movss(d, a);
+    g_.maxss(d, b);
+  }
+}
+
+void VectorOps::Fma(const Xbyak::Xmm& acc, const Xbyak::Xmm& a, const Xbyak::Operand& b) {
+  LT_CHECK(!sse());
+  width_ > 1 ? g_.vfmadd231ps(acc, a, b) : g_.vfmadd231ss(acc, a, b);
+}
+
+void VectorOps::Accumulate(Reduction reduction, Combiner combiner, bool horizontal,
+                           const Xbyak::Xmm& acc, const Xbyak::Operand& x,
+                           const Xbyak::Operand& y, int lanes, const Xbyak::Xmm& tmp) {
+  auto reg = [](const Xbyak::Operand& o) -> const Xbyak::Xmm& {
+    LT_CHECK(o.isXMM() || o.isYMM() || o.isZMM());
+    return static_cast<const Xbyak::Xmm&>(o);
+  };
+  const bool masked = lanes < width_;
+  if (masked && horizontal && isa_ == Isa::kAvx2) {
+    // No merge masking on AVX2: compute the new accumulator in `tmp`, blend the active lanes.
+    if (reduction == Reduction::kSum && combiner == Combiner::kMultiply) {
+      Copy(tmp, acc);
+      Fma(tmp, reg(x), y);
+    } else if (combiner == Combiner::kIdentity) {
+      reduction == Reduction::kMax ? Max(tmp, acc, x) : Add(tmp, acc, x);
+    } else {
+      combiner == Combiner::kMultiply ? Mul(tmp, reg(x), y) : Add(tmp, reg(x), y);
+      reduction == Reduction::kMax ? Max(tmp, acc, tmp) : Add(tmp, acc, tmp);
+    }
+    SetAvx2Mask(lanes);
+    g_.vblendvps(acc, acc, tmp, Xbyak::Ymm(mask_register_));
+    return;
+  }
+  // The write into the accumulator merges only active lanes on AVX-512.
+  const Xbyak::Xmm out = masked && isa_ == Isa::kAvx512 ? (acc | Mask(lanes)) : acc;
+  switch (reduction) {
+    case Reduction::kSum:
+      if (combiner == Combiner::kMultiply && !sse()) {
+        Fma(out, reg(x), y);
+      } else if (combiner == Combiner::kIdentity) {
+        Add(out, acc, x);
+      } else {
+        combiner == Combiner::kMultiply ? Mul(tmp, reg(x), y) : Add(tmp, reg(x), y);
+        Add(out, acc, tmp);
+      }
+      break;
+    case Reduction::kMax:
+      if (combiner == Combiner::kIdentity) {
+        Max(out, acc, x);
+      } else {
+        combiner == Combiner::kMultiply ? Mul(tmp, reg(x), y) : Add(tmp, reg(x), y);
+        Max(out, acc, tmp);
+      }
+      break;
+    case Reduction::kAssign:
+      if (combiner == Combiner::kMultiply) {
+        Mul(acc, reg(x), y);
+      } else if (combiner == Combiner::kAdd) {
+        Add(acc, reg(x), y);
+      } else {
+        Copy(acc, reg(x));
+      }
+      break;
+  }
+}
+
+void VectorOps::ReduceLanes(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Xmm& tmp) {
+  if (width_ == 1) return;
+  auto op = [&](const Xbyak::Xmm& d, const Xbyak::Xmm& b) {
+    reduction == Reduction::kMax ? g_.vmaxps(d, d, b) : g_.vaddps(d, d, b);
+  };
+  if (isa_ == Isa::kAvx512) {
+    const Xbyak::Zmm a(acc.getIdx()), t(tmp.getIdx());
+    g_.vshuff32x4(t, a, a, 0x4E);  // swap 256-bit halves
+    op(acc, tmp);
+    g_.vshuff32x4(t, a, a, 0xB1);  // swap 128-bit lanes within each half
+    op(acc, tmp);
+  } else {
+    const Xbyak::Ymm a(acc.getIdx()), t(tmp.getIdx());
+    g_.vperm2f128(t, a, a, 0x01);  // swap 128-bit halves
+    op(acc, tmp);
+  }
+  g_.vpermilps(tmp, acc, 0x4E);  // swap 64-bit pairs
+  op(acc, tmp);
+  g_.vpermilps(tmp, acc, 0xB1);  // swap neighbours
+  op(acc, tmp);
+}
+
+void VectorOps::CombineScalar(Reduction reduction, const Xbyak::Xmm& acc,
+                              const Xbyak::Address& at) {
+  const Xbyak::Xmm x = Scalar(acc);
+  if (sse()) {
+    reduction == Reduction::kMax ? g_.maxss(x, at) : g_.addss(x, at);
+  } else {
+    reduction == Reduction::kMax ? g_.vmaxss(x, x, at) : g_.vaddss(x, x, at);
+  }
+}
+
+void VectorOps::StoreScalar(const Xbyak::Address& at, const Xbyak::Xmm& acc) {
+  sse() ? g_.movss(at, Scalar(acc)) : g_.vmovss(at, Scalar(acc));
+}
+
+void VectorOps::ReluScalar(const Xbyak::Xmm& acc, const Xbyak::Xmm& zero) {
+  const Xbyak::Xmm x = Scalar(acc), z = Scalar(zero);
+  sse() ? g_.maxss(x, z) : g_.vmaxss(x, x, z);
+}
+
+}  // namespace looptool

@@ -1,0 +1,91 @@
+// VectorOps: the vector instructions of one (ISA, width) pair, so that the emitter says what to
+// compute ("load a chunk", "accumulate x * y") and this class says it in AVX-512, AVX2, AVX
+// scalar or SSE scalar. Masked chunks (lanes < width) use k-registers on AVX-512 and a vmaskmov
+// mask register on AVX2; widths of 1 need no masks.
+//
+// Register roles (named by the caller): accumulators, cached operands, two temporaries, the zero
+// register of relu, and on AVX2 the lane-mask register.
+#ifndef LOOPTOOL_BACKEND_CODEGEN_VECTOR_OPS_H_
+#define LOOPTOOL_BACKEND_CODEGEN_VECTOR_OPS_H_
+
+#include <map>
+#include <vector>
+
+#include <xbyak/xbyak.h>
+
+#include "backend/codegen/isa.h"
+#include "backend/ir/program.h"
+
+namespace looptool {
+
+class VectorOps {
+ public:
+  // `tail_lanes` are the lane counts whose AVX-512 masks the prologue loads into k1..k6 (others
+  // use k7 on demand).
+  VectorOps(Xbyak::CodeGenerator& g, Isa isa, const std::vector<int>& tail_lanes);
+
+  // Width of the statement being emitted (the ISA's vector width, or 1 for scalar code) and the
+  // AVX2 mask register it reserved.
+  void SetWidth(int width, int mask_register);
+  int width() const { return width_; }
+  bool sse() const { return isa_ == Isa::kSse; }
+  // Register i at the active width: zmm, ymm or xmm.
+  Xbyak::Xmm V(int i) const;
+
+  // Kernel prologue work: loads the AVX-512 tail masks. Emits nothing for other ISAs.
+  void LoadTailMasks();
+  // Emits the AVX2 lane-mask table; call once after the kernel's last instruction.
+  void EmitMaskTable();
+  // Forgets which mask the AVX2 mask register holds (after a label another path jumps to).
+  void ForgetMask() { avx2_mask_lanes_ = -1; }
+
+  void Load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int lanes);
+  void Broadcast(const Xbyak::Xmm& dst, const Xbyak::Address& src);
+  void Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lanes);
+  void Copy(const Xbyak::Xmm& dst, const Xbyak::Xmm& src);
+  void Zero(const Xbyak::Xmm& dst);
+  void NegativeInfinity(const Xbyak::Xmm& dst);
+  void Relu(const Xbyak::Xmm& acc, const Xbyak::Xmm& zero);
+
+  // The element operand `x` as a memory operand of an arithmetic instruction: a full vector,
+  // an embedded broadcast (AVX-512 only) or one float (width 1).
+  Xbyak::Address VectorMemory(const Xbyak::RegExp& at) const;
+  Xbyak::Address BroadcastMemory(const Xbyak::RegExp& at) const;
+  bool CanBroadcastFromMemory() const { return isa_ == Isa::kAvx512 && width_ > 1; }
+
+  // acc = reduce(acc, combine(x, y)) for one iteration point, with `tmp` as scratch. For binary
+  // combiners `x` is a register and `y` a register or memory operand; for kIdentity `x` may be
+  // either (a register for kAssign) and `y` is ignored. With `lanes` below the width, a
+  // horizontal accumulator keeps its inactive lanes (merge masking, or a blend on AVX2).
+  void Accumulate(Reduction reduction, Combiner combiner, bool horizontal, const Xbyak::Xmm& acc,
+                  const Xbyak::Operand& x, const Xbyak::Operand& y, int lanes,
+                  const Xbyak::Xmm& tmp);
+
+  // Reduces the lanes of `acc` (sum or max) into lane 0, using `tmp`.
+  void ReduceLanes(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Xmm& tmp);
+  // Lane 0 of acc = reduce(lane 0 of acc, the float at `at`) / store lane 0 to `at`.
+  void CombineScalar(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Address& at);
+  void StoreScalar(const Xbyak::Address& at, const Xbyak::Xmm& acc);
+  void ReluScalar(const Xbyak::Xmm& acc, const Xbyak::Xmm& zero);
+
+ private:
+  Xbyak::Opmask Mask(int lanes);       // AVX-512
+  void SetAvx2Mask(int lanes);         // loads the table row into the mask register
+  Xbyak::Xmm Scalar(const Xbyak::Xmm& r) const { return Xbyak::Xmm(r.getIdx()); }
+  void Add(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);
+  void Mul(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);
+  void Max(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);
+  void Fma(const Xbyak::Xmm& acc, const Xbyak::Xmm& a, const Xbyak::Operand& b);
+
+  Xbyak::CodeGenerator& g_;
+  Isa isa_;
+  int width_;
+  int mask_register_;
+  std::map<int, int> mask_of_lanes_;  // AVX-512: lanes -> k register
+  int avx2_mask_lanes_ = -1;
+  Xbyak::Label mask_table_;
+};
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_CODEGEN_VECTOR_OPS_H_

@@ -1,0 +1,31 @@
+// Test helpers: compile a schedule, run it and the reference interpreter on the same random
+// inputs, and compare every output element.
+#ifndef LOOPTOOL_TESTS_BACKEND_CODEGEN_JIT_CHECK_H_
+#define LOOPTOOL_TESTS_BACKEND_CODEGEN_JIT_CHECK_H_
+
+#include <string>
+#include <vector>
+
+#include "backend/codegen/isa.h"
+#include "backend/schedule/loop_tree.h"
+
+namespace looptool::testing {
+
+// The ISAs this host runs, best first.
+std::vector<Isa> HostIsas();
+
+LoopTree InitialTree(const std::string& program);
+// Applies loop_tool action names ("split_4, down, ...") that must all have an effect.
+LoopTree WithActions(const LoopTree& tree, const std::string& actions);
+
+// "" when the JIT kernel of `tree` for `isa` computes exactly what the interpreter computes on
+// small-integer inputs (and, with `real_inputs`, within 1e-4 relative on uniform inputs);
+// otherwise a description of the first mismatch.
+// With `negative_inputs`, every input is shifted to [-5, -1] first (max reductions must then
+// never see a lane that was not loaded).
+std::string CompareWithInterpreter(const LoopTree& tree, Isa isa, bool real_inputs = false,
+                                   bool negative_inputs = false);
+
+}  // namespace looptool::testing
+
+#endif  // LOOPTOOL_TESTS_BACKEND_CODEGEN_JIT_CHECK_H_

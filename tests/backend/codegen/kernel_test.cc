@@ -1,0 +1,178 @@
+// JIT kernels against the reference interpreter, on every ISA this host runs (AVX-512, AVX2 and
+// scalar SSE on the development machines): named tail cases in the XNNPACK style, then random
+// schedules of every primitive of the language.
+#include <random>
+
+#include "backend/actions/apply.h"
+#include "backend/codegen/isa.h"
+#include "gtest/gtest.h"
+#include "tests/backend/codegen/jit_check.h"
+
+namespace looptool {
+namespace {
+
+using testing::CompareWithInterpreter;
+using testing::HostIsas;
+using testing::InitialTree;
+using testing::WithActions;
+
+void ExpectExact(const LoopTree& tree) {
+  for (Isa isa : HostIsas()) EXPECT_EQ(CompareWithInterpreter(tree, isa, true), "");
+}
+
+void ExpectExact(const std::string& program, const std::string& actions = "") {
+  ExpectExact(WithActions(InitialTree(program), actions));
+}
+
+TEST(HostIsas, DevelopmentMachinesRunAllThree) {
+  // The project's machines have AVX-512; if this fails, the vector paths are untested here.
+  EXPECT_EQ(HostIsas().size(), 3u);
+}
+
+// ---- vector extents against the vector width ----
+TEST(Kernel, ExtentEqualsVector) {
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=3 n=16 k=4");
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=3 n=8 k=4");
+}
+TEST(Kernel, ExtentBelowVector) { ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=3 n=5 k=7"); }
+TEST(Kernel, ExtentAboveVector) {
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=3 n=19 k=2");
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=2 n=33 k=3");
+}
+TEST(Kernel, ExtentMultipleOfVector) { ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=4 n=64 k=9"); }
+
+// ---- splits and tails ----
+TEST(Kernel, SplitFactorDoesNotDivide) {
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=13 n=20 k=11",
+              "split_4, down, down, split_4, down, down, split_8");
+}
+TEST(Kernel, TailOfTheOuterLoopOverTheVectorVariable) {
+  // LoopTune's sequence: n in 1 r 80 over n' 8 over n'' 16.
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=24 n=208 k=10",
+              "split_4, down, swap_down, down, split_16, swap_up, swap_up, swap_up, split_8");
+}
+TEST(Kernel, RegisterBlockPartialInTheTail) {
+  // m' 4 inside the scope, m in 3 r 2: the last block has two rows.
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=14 n=24 k=6", "split_4, down, swap_down");
+}
+TEST(Kernel, LargeRowsFallOutOfTheRegisterScope) {
+  // 400 columns are 25 zmm (50 ymm): the scope moves inside the row loop.
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=3 n=400 k=5");
+}
+
+// ---- reductions outside the register scope: first and last visits ----
+TEST(Kernel, ReductionLoopOutsideTheScope) {
+  // k in 4 r 1 (step 16) outermost, then m, n, k': the block is loaded after the first k.
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=6 n=40 k=65", "down, split_16, swap_up");
+}
+TEST(Kernel, ReluOnlyAfterTheLastReduction) {
+  ExpectExact("C[m,n] += A[m,k] * B[k,n] -> relu; m=5 n=24 k=33", "down, split_8, swap_up");
+  ExpectExact("C[m,n] += A[m,k] * B[k,n] -> relu; m=5 n=24 k=32", "down, split_8, swap_up");
+}
+TEST(Kernel, MaxReductionOutsideTheScope) {
+  ExpectExact("O[r,c] max= I[r+kr, c+kc]; r=5 c=21 kr=3 kc=2", "down, swap_up");
+}
+TEST(Kernel, HandScheduleOfTheBenchmarks) {
+  // k/64, m/4, n/64, k, m, n at a size with every tail.
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=30 n=150 k=70",
+              "split_4, down, down, split_64, swap_up, swap_up, down, down, swap_down, down, "
+              "split_64, swap_up, swap_up");
+}
+
+// ---- horizontal accumulators ----
+TEST(Kernel, GemvReducesAcrossLanes) { ExpectExact("y[m] += A[m,k] * x[k]; m=7 k=45"); }
+TEST(Kernel, RowReductionWithTail) { ExpectExact("s[m] += A[m,n]; m=5 n=23"); }
+TEST(Kernel, FullReduction) { ExpectExact("t[] += A[m,n]; m=6 n=19"); }
+TEST(Kernel, MaxReductionAcrossLanesWithTail) {
+  ExpectExact("s[m] max= A[m,n] -> relu; m=6 n=13");
+  ExpectExact("s[m] max= A[m,n] * B[m,n]; m=6 n=21");
+}
+TEST(Kernel, MaxReductionsOfNegativeValuesNeverSeeUnloadedLanes) {
+  for (const char* program : {"s[m] max= A[m,n]; m=6 n=13", "t[] max= A[m,n]; m=3 n=21",
+                              "O[r,c] max= I[r+kr, c+kc]; r=5 c=21 kr=3 kc=2"}) {
+    for (Isa isa : HostIsas()) {
+      EXPECT_EQ(CompareWithInterpreter(InitialTree(program), isa, true, true), "") << program;
+    }
+  }
+}
+TEST(Kernel, HorizontalWithOuterReductionLoop) {
+  ExpectExact("y[m] += A[m,k] * x[k]; m=4 k=70", "down, split_16, swap_up");
+}
+
+// ---- the other primitives ----
+TEST(Kernel, Convolution) { ExpectExact("O[r,c] += I[r+kr, c+kc] * W[kr,kc]; r=6 c=20 kr=3 kc=3"); }
+TEST(Kernel, ConvolutionVectorizedAlongTheOutput) {
+  ExpectExact("O[r,c] += I[r+kr, c+kc] * W[kr,kc]; r=6 c=20 kr=3 kc=3", "down, swap_down, swap_down");
+}
+TEST(Kernel, StridedPoolingIsScalar) { ExpectExact("O[r,c] max= I[2*r+kr, 2*c+kc]; r=5 c=9 kr=3 kc=3"); }
+TEST(Kernel, Transpose) { ExpectExact("B[n,m] = A[m,n]; m=11 n=21"); }
+TEST(Kernel, Broadcast) { ExpectExact("B[m,n] = a[n]; m=3 n=35"); }
+TEST(Kernel, Concatenation) { ExpectExact("C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13"); }
+TEST(Kernel, ElementwiseAddWithRelu) { ExpectExact("C[m,n] = A[m,n] + B[m,n] -> relu; m=3 n=41"); }
+TEST(Kernel, GevmAndMatmulRelu) {
+  ExpectExact("y[n] += x[k] * A[k,n]; n=37 k=9");
+  ExpectExact("C[m,n] += A[m,k] * B[k,n] -> relu; m=7 n=17 k=9");
+}
+TEST(Kernel, SumOfSumsAndMaxOfProducts) {
+  ExpectExact("s[m] += A[m,n] + B[m,n]; m=3 n=29");
+  ExpectExact("C[m,n] max= A[m,k] * B[k,n]; m=4 n=19 k=5");
+}
+
+// ---- annotations ----
+TEST(Kernel, UnrollMarksAreHonoured) {
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=9 n=20 k=6", "unroll, down, unroll");
+}
+TEST(Kernel, VectorizingAnOuterLoop) {
+  // m k n with n marked vectorize and moved outside k: outer-loop vectorization.
+  ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=5 n=21 k=7", "down, down, vectorize, swap_up");
+  ExpectExact("y[m] += A[m,k] * x[k]; m=21 k=5", "vectorize, swap_down");
+}
+
+// ---- many runtime loops: counters beyond the registers live on the stack ----
+TEST(Kernel, ThirteenNestedRuntimeLoops) {
+  std::string actions;
+  for (int i = 0; i < 12; ++i) actions += "split_2, ";
+  ExpectExact("B[m] = A[m]; m=8192", actions);
+}
+
+// ---- property: random schedules of every primitive ----
+constexpr const char* kPrograms[] = {
+    "C[m,n] += A[m,k] * B[k,n]; m=13 n=37 k=11",
+    "y[m] += A[m,k] * x[k]; m=17 k=35",
+    "y[n] += x[k] * A[k,n]; n=41 k=9",
+    "O[r,c] += I[r+kr, c+kc] * W[kr,kc]; r=7 c=19 kr=3 kc=2",
+    "O[r,c] max= I[2*r+kr, 2*c+kc]; r=5 c=6 kr=3 kc=2",
+    "s[m] += A[m,n]; m=7 n=45",
+    "t[] += A[m,n]; m=6 n=21",
+    "B[n,m] = A[m,n]; m=11 n=13",
+    "B[m,n] = a[n]; m=9 n=33",
+    "C[m,a] = A[m,a]; C[m,b+18] = B[m,b]; m=5 a=18 b=23",
+    "C[m,n] += A[m,k] * B[k,n] -> relu; m=10 n=19 k=7",
+    "C[m,n] = A[m,n] + B[m,n]; m=3 n=37",
+    "s[m] max= A[m,n] * B[m,n] -> relu; m=6 n=31",
+};
+
+TEST(Kernel, RandomSchedulesOfEveryPrimitiveMatchTheInterpreter) {
+  std::mt19937 rng(1122);
+  const ActionSpace& space = LoopToolActionSpace();
+  int checked = 0;
+  for (const char* text : kPrograms) {
+    const LoopTree initial = InitialTree(text);
+    for (int seq = 0; seq < 60; ++seq) {
+      LoopTree tree = initial;
+      const int length = 1 + static_cast<int>(rng() % 16);
+      for (int i = 0; i < length; ++i) {
+        tree = Apply(tree, space.actions[rng() % space.size()], Limits{}).tree;
+      }
+      for (Isa isa : HostIsas()) {
+        const std::string diff = CompareWithInterpreter(tree, isa);
+        ASSERT_EQ(diff, "") << text;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 13 * 60 * static_cast<int>(HostIsas().size()));
+}
+
+}  // namespace
+}  // namespace looptool
