@@ -27,6 +27,11 @@ class Kernel {
 
   void Run(float* const* tensors) const { entry_(tensors); }
   Entry entry() const { return entry_; }
+  // The entry point as another signature (the peak kernel takes an iteration count).
+  template <typename Fn>
+  Fn EntryAs() const {
+    return reinterpret_cast<Fn>(pages_);
+  }
   size_t code_size() const { return size_; }
 
  private:

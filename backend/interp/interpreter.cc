@@ -73,10 +73,13 @@ class Interpreter {
       }
     }
     children_.resize(tree.nodes().size());
+    leaf_parent_.assign(tree.nodes().size(), true);
     for (int ref = 0; ref < static_cast<int>(tree.nodes().size()); ++ref) {
       const TreeNode& n = tree.nodes()[ref];
+      if (n.kind == TreeNode::Kind::kLeaf) leaf_parent_[ref] = false;
       if (n.parent >= 0) {
         children_[n.parent].push_back(ref);
+        if (n.kind == TreeNode::Kind::kLoop) leaf_parent_[n.parent] = false;
       } else {
         roots_.push_back(ref);
       }
@@ -98,6 +101,10 @@ class Interpreter {
     const TreeNode& n = tree_.nodes()[ref];
     if (n.kind == TreeNode::Kind::kLeaf) {
       Leaf(n);
+      return;
+    }
+    if (!counts_ && leaf_parent_[ref]) {
+      InnermostLoop(n, ref);
       return;
     }
     const StatementSchedule& sched = tree_.schedule(n.statement);
@@ -154,6 +161,73 @@ class Interpreter {
     }
   }
 
+  // The same as the generic loop for a loop whose children are all leaves (it is then the
+  // innermost loop over its variable: inner extent 1, no tail), with addresses stepped instead
+  // of recomputed: the interpreter's hot path.
+  void InnermostLoop(const TreeNode& n, int ref) {
+    const int v = n.loop.var;
+    const int64_t count = std::min(n.loop.size, limit_[v]);
+    struct Step {
+      TreeNode::Leaf kind;
+      const Statement* st;
+      const float* x = nullptr;
+      const float* y = nullptr;
+      float* acc = nullptr;
+      float* out = nullptr;
+      int64_t dx = 0, dy = 0, dacc = 0, dout = 0;
+    };
+    std::vector<Step> steps;
+    for (int c : children_[ref]) {
+      const TreeNode& leaf = tree_.nodes()[c];
+      const Statement& st = p_.statement(leaf.statement);
+      StatementInfo& info = stmts_[leaf.statement];
+      Step s{leaf.leaf, &st};
+      s.acc = &info.acc[info.accumulator.At(base_)];
+      s.dacc = info.accumulator.stride[v];
+      s.x = &data_[st.inputs[0].tensor][info.inputs[0].At(base_)];
+      s.dx = info.inputs[0].stride[v];
+      if (st.inputs.size() > 1) {
+        s.y = &data_[st.inputs[1].tensor][info.inputs[1].At(base_)];
+        s.dy = info.inputs[1].stride[v];
+      }
+      if (leaf.leaf == TreeNode::Leaf::kWrite) {
+        s.out = &data_[st.output.tensor][info.output.At(base_)];
+        s.dout = info.output.stride[v];
+      }
+      steps.push_back(s);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      for (Step& s : steps) {
+        const Statement& st = *s.st;
+        switch (s.kind) {
+          case TreeNode::Leaf::kCombine: {
+            float value = *s.x;
+            if (st.combiner == Combiner::kMultiply) value *= *s.y;
+            if (st.combiner == Combiner::kAdd) value += *s.y;
+            combined_ = value;
+            if (st.reduction == Reduction::kAssign) *s.acc = value;
+            break;
+          }
+          case TreeNode::Leaf::kReduce: {
+            const float value = st.combiner == Combiner::kIdentity ? *s.x : combined_;
+            *s.acc = st.reduction == Reduction::kSum ? *s.acc + value : std::max(*s.acc, value);
+            break;
+          }
+          case TreeNode::Leaf::kWrite: {
+            float value = *s.acc;
+            if (st.post_op == PostOp::kRelu) value = std::max(value, 0.0f);
+            *s.out = value;
+            break;
+          }
+        }
+        s.x += s.dx;
+        s.y += s.dy;
+        s.acc += s.dacc;
+        s.out += s.dout;
+      }
+    }
+  }
+
   void Count(const TreeNode& n) {
     if (counts_) ++counts_->compute[n.statement][stmts_[n.statement].iteration.At(base_)];
   }
@@ -164,6 +238,7 @@ class Interpreter {
   VisitCounts* counts_;
   std::vector<StatementInfo> stmts_;
   std::vector<std::vector<int>> children_;
+  std::vector<bool> leaf_parent_;  // loops whose children are all leaves
   std::vector<int> roots_;
   std::vector<int64_t> base_, limit_;  // per variable: first element and elements available
   float combined_ = 0;                 // the combine leaf's value, read by the reduce leaf

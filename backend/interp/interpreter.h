@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "backend/schedule/loop_tree.h"
+#include "backend/util/aligned_allocator.h"
 
 namespace looptool {
 
-// One row-major float array per tensor of a program, indexed by tensor id.
-using TensorData = std::vector<std::vector<float>>;
+// One row-major float array per tensor of a program, indexed by tensor id; each starts on a
+// cache line.
+using TensorBuffer = std::vector<float, CacheLineAllocator<float>>;
+using TensorData = std::vector<TensorBuffer>;
 
 // Arrays of the program's shapes, all zero.
 TensorData AllocateTensors(const Program& program);

@@ -77,6 +77,11 @@ TEST(RandomSequences, ResultsIterationCountsAndIrArePreserved) {
         for (int c : per_statement) ASSERT_EQ(c, 1);
       }
       for (int t : program->OutputTensors()) ASSERT_EQ(data[t], reference[t]);
+      // The interpreter's hot path (taken without visit counts) computes the same.
+      TensorData fast = AllocateTensors(*program);
+      FillInputs(*program, 7, /*small_integers=*/true, fast);
+      Interpret(tree, fast);
+      for (int t : program->OutputTensors()) ASSERT_EQ(fast[t], reference[t]);
       ++sequences;
     }
   }
@@ -92,14 +97,14 @@ TEST(RandomSequences, InterpreterComputesTheProgramNotJustAConstant) {
   d[1] = {1, 2, 3, 4};   // A
   d[2] = {5, 6, -7, 8};  // B
   Interpret(LoopTree::Initial(std::make_shared<const Program>(*mm)), d);
-  EXPECT_EQ(d[0], (std::vector<float>{0, 22, 0, 50}));  // [-9, 22; -13, 50] through relu
+  EXPECT_EQ(d[0], (TensorBuffer{0, 22, 0, 50}));  // [-9, 22; -13, 50] through relu
 
   auto pool = ParseProgram("O[r] max= I[2*r + kr]; r=3 kr=3", Limits{});
   ASSERT_TRUE(pool.ok());
   TensorData q = AllocateTensors(*pool);
   q[1] = {1, -5, 3, 9, -2, 0, 4};
   Interpret(LoopTree::Initial(std::make_shared<const Program>(*pool)), q);
-  EXPECT_EQ(q[0], (std::vector<float>{3, 9, 4}));
+  EXPECT_EQ(q[0], (TensorBuffer{3, 9, 4}));
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+#include "backend/codegen/verify.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "backend/schedule/ir_text.h"
+
+namespace looptool {
+namespace {
+
+constexpr double kMaxExact = 16777216.0;  // 2^24: floats hold every integer below
+
+// The largest magnitude a partial result of the statement can reach on inputs in [-2, 2].
+double MaxPartial(const Program& p, int s) {
+  const Statement& st = p.statement(s);
+  const double term = st.combiner == Combiner::kIdentity ? 2.0 : 4.0;
+  double reduction = 1;
+  for (int v : p.LoopVars(s)) {
+    if (p.IsReductionVar(s, v)) reduction *= static_cast<double>(p.var(v).extent);
+  }
+  return term * reduction;
+}
+
+}  // namespace
+
+ReferenceRun MakeReference(const Program& program) {
+  ReferenceRun ref;
+  ref.expected = AllocateTensors(program);
+  FillInputs(program, 20261122, /*small_integers=*/true, ref.expected);
+  Interpret(LoopTree::Initial(std::make_shared<const Program>(program)), ref.expected);
+  double worst = 0;
+  for (int s = 0; s < program.num_statements(); ++s) {
+    if (program.statement(s).reduction == Reduction::kSum) worst = std::max(worst, MaxPartial(program, s));
+  }
+  if (worst >= kMaxExact) {
+    // n additions in float err by at most n * 2^-24 of the running magnitude each.
+    ref.tolerance = worst * worst / kMaxExact;
+  }
+  return ref;
+}
+
+absl::Status VerifyKernel(const Kernel& kernel, const LoopTree& tree, const ReferenceRun& reference,
+                          TensorData& scratch) {
+  const Program& p = tree.program();
+  for (int t : p.InputTensors()) scratch[t] = reference.expected[t];
+  for (int t : p.OutputTensors()) {
+    for (float& x : scratch[t]) x = std::numeric_limits<float>::quiet_NaN();
+  }
+  std::vector<float*> pointers;
+  for (auto& buffer : scratch) pointers.push_back(buffer.data());
+  kernel.Run(pointers.data());
+  for (int t : p.OutputTensors()) {
+    for (size_t i = 0; i < scratch[t].size(); ++i) {
+      const float got = scratch[t][i], want = reference.expected[t][i];
+      const bool ok = reference.tolerance == 0 ? got == want
+                                               : std::fabs(got - want) <= reference.tolerance;
+      if (!ok) {
+        return absl::InternalError(absl::StrCat(
+            "kernel failed verification: ", p.tensor(t).name, "[", i, "] = ", got,
+            " where the reference interpreter computes ", want, "; schedule:\n", PrintIr(tree)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace looptool

@@ -1,0 +1,93 @@
+#include "backend/timing/local_evaluator.h"
+
+#include <time.h>
+
+#include "absl/strings/str_cat.h"
+#include "backend/ir/printer.h"
+#include "backend/schedule/ir_text.h"
+#include "backend/timing/peak.h"
+
+namespace looptool {
+namespace {
+
+double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+LocalEvaluator::LocalEvaluator(Options options)
+    : options_(options), compiler_(options.isa, options.codegen) {}
+
+LocalEvaluator::ProgramData& LocalEvaluator::ProgramFor(const LoopTree& tree) {
+  const std::string key = PrintProgram(tree.program());
+  auto it = programs_.find(key);
+  if (it == programs_.end()) {
+    if (programs_.size() >= options_.max_cached_programs) {
+      auto oldest = programs_.begin();
+      for (auto p = programs_.begin(); p != programs_.end(); ++p) {
+        if (p->second->last_use < oldest->second->last_use) oldest = p;
+      }
+      programs_.erase(oldest);
+    }
+    auto data = std::make_unique<ProgramData>();
+    data->reference = MakeReference(tree.program());
+    data->scratch = data->reference.expected;
+    it = programs_.emplace(key, std::move(data)).first;
+  }
+  it->second->last_use = ++clock_;
+  return *it->second;
+}
+
+absl::StatusOr<Measurement> LocalEvaluator::Measure(const LoopTree& tree) {
+  absl::MutexLock lock(&mu_);
+  const std::string key = absl::StrCat(PrintProgram(tree.program()), ScheduleKey(tree));
+  if (auto it = schedules_.find(key); it != schedules_.end()) {
+    ++stats_.cache_hits;
+    return it->second;
+  }
+  if (schedules_.size() >= options_.max_cached_schedules) schedules_.clear();
+
+  ProgramData& program = ProgramFor(tree);
+  const double t0 = Now();
+  absl::StatusOr<Kernel> kernel = compiler_.Compile(tree);
+  const double t1 = Now();
+  absl::Status verified = kernel.ok() ? VerifyKernel(*kernel, tree, program.reference, program.scratch)
+                                      : kernel.status();
+  const double t2 = Now();
+  absl::StatusOr<Measurement> result = Measurement{};
+  if (!verified.ok()) {
+    result = verified;
+  } else {
+    std::vector<float*> pointers;
+    for (auto& buffer : program.scratch) pointers.push_back(buffer.data());
+    const TimingResult t = MeasureRuns([&] { kernel->Run(pointers.data()); }, options_.timing);
+    result = Measurement{t.min_seconds,
+                         static_cast<double>(tree.program().Flops()) / t.min_seconds * 1e-9};
+  }
+  const double t3 = Now();
+  ++stats_.measured;
+  stats_.compile_seconds += t1 - t0;
+  stats_.verify_seconds += t2 - t1;
+  stats_.timing_seconds += t3 - t2;
+  schedules_.emplace(key, result);
+  return result;
+}
+
+double LocalEvaluator::PeakGflops() {
+  absl::MutexLock lock(&mu_);
+  if (peak_gflops_ == 0) {
+    auto peak = MeasurePeakGflops(options_.isa, options_.peak_budget_seconds);
+    peak_gflops_ = peak.ok() ? *peak : 1.0;
+  }
+  return peak_gflops_;
+}
+
+LocalEvaluator::Stats LocalEvaluator::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace looptool

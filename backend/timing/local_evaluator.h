@@ -1,0 +1,67 @@
+// LocalEvaluator: the KernelEvaluator that compiles, verifies and times schedules in this
+// process, on this thread's core. A schedule is compiled and checked against the reference
+// interpreter the first time it is seen; its measurement is cached under (program, schedule),
+// so cursor moves and revisited states cost nothing. Kernel workers run one each; benchmarks
+// and tests use it directly. Thread-safe (calls are serialized: one core, one measurement).
+#ifndef LOOPTOOL_BACKEND_TIMING_LOCAL_EVALUATOR_H_
+#define LOOPTOOL_BACKEND_TIMING_LOCAL_EVALUATOR_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "backend/codegen/codegen_options.h"
+#include "backend/codegen/compile.h"
+#include "backend/codegen/isa.h"
+#include "backend/codegen/verify.h"
+#include "backend/env/evaluator.h"
+#include "backend/timing/measure.h"
+
+namespace looptool {
+
+class LocalEvaluator : public KernelEvaluator {
+ public:
+  struct Options {
+    Isa isa = Isa::kSse;
+    CodegenOptions codegen;
+    TimingOptions timing;                // per new schedule: about 10 ms of runs by default
+    double peak_budget_seconds = 0.2;    // once, at the first PeakGflops()
+    size_t max_cached_schedules = 1 << 16;
+    size_t max_cached_programs = 32;     // reference runs and tensor buffers
+  };
+
+  // What one new schedule cost; for benchmarks and the service's statistics.
+  struct Stats {
+    int64_t measured = 0;     // schedules compiled, verified and timed
+    int64_t cache_hits = 0;
+    double compile_seconds = 0, verify_seconds = 0, timing_seconds = 0;
+  };
+
+  explicit LocalEvaluator(Options options);
+
+  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override;
+  double PeakGflops() override;
+  Stats stats() const;
+
+ private:
+  struct ProgramData {
+    ReferenceRun reference;
+    TensorData scratch;  // the kernel's working buffers: reference inputs, scratch outputs
+    int64_t last_use = 0;
+  };
+  ProgramData& ProgramFor(const LoopTree& tree) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  KernelCompiler compiler_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<ProgramData>> programs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::StatusOr<Measurement>> schedules_ ABSL_GUARDED_BY(mu_);
+  double peak_gflops_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_TIMING_LOCAL_EVALUATOR_H_

@@ -1,0 +1,29 @@
+// MeasureRuns: honest timing of a kernel, LoopNest's measure: warm up, then run it repeatedly
+// within a time budget, timing every run on its own; report the fastest single run (and the
+// median, for users who want to see noise).
+#ifndef LOOPTOOL_BACKEND_TIMING_MEASURE_H_
+#define LOOPTOOL_BACKEND_TIMING_MEASURE_H_
+
+#include <cstdint>
+#include <functional>
+
+namespace looptool {
+
+struct TimingOptions {
+  double budget_seconds = 0.010;  // timed runs stop once their sum passes this
+  double warmup_seconds = 0.001;  // untimed runs first (caches, TLB, clock)
+  int64_t min_runs = 3;
+  int64_t max_runs = 1000000;
+};
+
+struct TimingResult {
+  double min_seconds = 0;
+  double median_seconds = 0;
+  int64_t runs = 0;
+};
+
+TimingResult MeasureRuns(const std::function<void()>& run, const TimingOptions& options = {});
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_TIMING_MEASURE_H_

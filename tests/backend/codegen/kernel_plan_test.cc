@@ -1,0 +1,92 @@
+// Plan decisions for known schedules, asserted without running code: where the register scope
+// starts, how many accumulators it takes, what is unrolled, when code goes scalar.
+#include "backend/codegen/kernel_plan.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/backend/codegen/jit_check.h"
+
+namespace looptool {
+namespace {
+
+using testing::InitialTree;
+using testing::WithActions;
+
+constexpr char kHand[] =
+    "split_4, down, down, split_64, swap_up, swap_up, down, down, swap_down, down, split_64, "
+    "swap_up, swap_up";
+
+TEST(KernelPlan, HandScheduleKeepsAFourByFourBlockInZmmRegisters) {
+  const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
+  const KernelPlan plan = Lower(t, Isa::kAvx512);
+  ASSERT_EQ(plan.statements.size(), 1u);
+  const StatementPlan& s = plan.statements[0];
+  EXPECT_EQ(s.width, 16);
+  EXPECT_FALSE(s.horizontal);
+  EXPECT_EQ(s.scope, 3);         // k', m', n' inside: m' 4 x n' 64 / 16
+  EXPECT_EQ(s.accumulators, 16);
+  EXPECT_TRUE(plan.tail_lanes.empty());
+  EXPECT_EQ(DescribePlan(plan, t.program()),
+            "statement 1: C[m, n] += A[m, k] * B[k, n]\n"
+            "  avx512, 16 lanes, 16 accumulators\n"
+            "  for k in 2 step 64 (loop)\n"
+            "   for m in 32 step 4 (loop)\n"
+            "    for n in 2 step 64 (loop)\n"
+            "     -- register scope\n"
+            "     for k' in 64 (loop)\n"
+            "      for m' in 4 (unrolled)\n"
+            "       for n' in 64 by 16 lanes (unrolled)\n");
+}
+
+TEST(KernelPlan, AvxTwoHalvesTheBlock) {
+  const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
+  const StatementPlan s = Lower(t, Isa::kAvx2).statements[0];
+  EXPECT_EQ(s.width, 8);
+  // 4 x 8 ymm do not fit 16 - 4 registers: the scope moves in to n' alone (8 accumulators).
+  EXPECT_EQ(s.scope, 5);
+  EXPECT_EQ(s.accumulators, 8);
+}
+
+TEST(KernelPlan, LoopTunesStartStateBlocksARowOfC) {
+  const StatementPlan s =
+      Lower(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=112 n=208 k=256"), Isa::kAvx512).statements[0];
+  EXPECT_EQ(s.scope, 1);          // k and n inside
+  EXPECT_EQ(s.accumulators, 13);  // 208 / 16
+  EXPECT_FALSE(s.loops[1].unrolled);  // 256 * 13 operations > 320
+  EXPECT_TRUE(s.loops[2].unrolled);
+}
+
+TEST(KernelPlan, MaskedChunksOfTheLoopTuneSequence) {
+  const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=112 n=208 k=256"),
+                                 "down, down, split_8");  // n in 26 step 8: half vectors
+  EXPECT_THAT(Lower(t, Isa::kAvx512).tail_lanes, ::testing::ElementsAre(8));
+  EXPECT_TRUE(Lower(t, Isa::kAvx2).tail_lanes.empty());
+}
+
+TEST(KernelPlan, GemvAccumulatesAcrossLanes) {
+  const StatementPlan s = Lower(InitialTree("y[m] += A[m,k] * x[k]; m=64 k=100"), Isa::kAvx512).statements[0];
+  EXPECT_TRUE(s.horizontal);
+  EXPECT_EQ(s.inputs[0].kind, AccessPlan::Kind::kVector);
+  EXPECT_EQ(s.inputs[1].kind, AccessPlan::Kind::kVector);
+}
+
+TEST(KernelPlan, BroadcastOperandsAndScalarFallback) {
+  const StatementPlan mm =
+      Lower(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=8 n=32 k=8"), Isa::kAvx512).statements[0];
+  EXPECT_EQ(mm.inputs[0].kind, AccessPlan::Kind::kBroadcast);  // A along n
+  EXPECT_EQ(mm.inputs[1].kind, AccessPlan::Kind::kVector);     // B along n
+  const StatementPlan tr = Lower(InitialTree("B[n,m] = A[m,n]; m=8 n=32"), Isa::kAvx512).statements[0];
+  EXPECT_EQ(tr.width, 1);
+  EXPECT_THAT(tr.notes, ::testing::ElementsAre("scalar code: B has stride 8 along 'n'"));
+}
+
+TEST(KernelPlan, UnrollMarkBeyondTheLimitIsReported) {
+  const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=256 n=256 k=256"), "unroll");
+  const StatementPlan s = Lower(t, Isa::kAvx512).statements[0];
+  EXPECT_FALSE(s.loops[0].unrolled);
+  EXPECT_THAT(s.notes, ::testing::ElementsAre(
+                           "unroll of loop 1 ignored: 1048576 operations unrolled exceed 16384"));
+}
+
+}  // namespace
+}  // namespace looptool
