@@ -1,0 +1,131 @@
+#include "backend/timing/worker_main.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "backend/codegen/isa.h"
+#include "backend/schedule/ir_text.h"
+#include "backend/timing/local_evaluator.h"
+#include "backend/timing/worker_protocol.h"
+#include "backend/util/limits.h"
+#include "xbyak/xbyak.h"
+
+namespace looptool {
+namespace {
+
+constexpr char kWorkerFlag[] = "--looptool_worker";
+
+// The test hooks' faulty kernels, JIT-compiled like every other kernel.
+struct CrashKernel : Xbyak::CodeGenerator {
+  CrashKernel() {
+    xor_(eax, eax);
+    mov(dword[rax], 1);  // store to address 0: SIGSEGV
+    ret();
+  }
+};
+struct HangKernel : Xbyak::CodeGenerator {
+  HangKernel() {
+    L("spin");
+    jmp("spin");  // never returns
+  }
+};
+
+absl::StatusOr<WorkerArgs> ParseArgs(int argc, char** argv) {
+  WorkerArgs a;
+  for (int i = 2; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    absl::string_view v = arg;
+    if (absl::ConsumePrefix(&v, "--fd=") && absl::SimpleAtoi(v, &a.fd)) continue;
+    v = arg;
+    if (absl::ConsumePrefix(&v, "--core=") && absl::SimpleAtoi(v, &a.core)) continue;
+    v = arg;
+    if (absl::ConsumePrefix(&v, "--isa=")) { a.isa = std::string(v); continue; }
+    v = arg;
+    if (absl::ConsumePrefix(&v, "--budget_ms=") && absl::SimpleAtod(v, &a.budget_ms)) continue;
+    return absl::InvalidArgumentError(absl::StrCat("bad worker argument: ", arg));
+  }
+  return a;
+}
+
+WorkerReply Serve(const WorkerRequest& request, LocalEvaluator& evaluator, const Limits& limits) {
+  WorkerReply reply;
+  switch (request.task) {
+    case WorkerTask::kPeak:
+      reply.measurement.gflops = evaluator.PeakGflops();
+      break;
+    case WorkerTask::kCrash: {
+      CrashKernel k;
+      k.getCode<void (*)()>()();
+      break;
+    }
+    case WorkerTask::kHang: {
+      HangKernel k;
+      k.getCode<void (*)()>()();
+      break;
+    }
+    case WorkerTask::kMeasure: {
+      absl::StatusOr<LoopTree> tree = ParseIr(request.ir, limits);
+      if (!tree.ok()) {
+        reply.status = tree.status();
+        break;
+      }
+      absl::StatusOr<Measurement> m = evaluator.Measure(*tree);
+      if (m.ok()) {
+        reply.measurement = *m;
+      } else {
+        reply.status = m.status();
+      }
+      break;
+    }
+  }
+  return reply;
+}
+
+}  // namespace
+
+std::vector<std::string> WorkerArgs::ToArgv() const {
+  return {kWorkerFlag, absl::StrCat("--fd=", fd), absl::StrCat("--core=", core),
+          absl::StrCat("--isa=", isa), absl::StrCat("--budget_ms=", budget_ms)};
+}
+
+std::optional<int> MaybeRunKernelWorker(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], kWorkerFlag) != 0) return std::nullopt;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the pool
+  absl::StatusOr<WorkerArgs> args = ParseArgs(argc, argv);
+  if (!args.ok()) return 2;
+  if (args->core >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(args->core, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+  }
+  absl::StatusOr<Isa> isa = ParseIsa(args->isa);
+  if (!isa.ok()) return 2;
+  LocalEvaluator::Options options;
+  options.isa = *isa;
+  options.timing.budget_seconds = args->budget_ms / 1000.0;
+  LocalEvaluator evaluator(options);
+  const Limits limits;
+  while (true) {
+    absl::StatusOr<std::string> frame = ReadFrame(args->fd, -1);
+    if (!frame.ok()) return 0;  // the pool closed the socket
+    absl::StatusOr<WorkerRequest> request = DecodeRequest(*frame);
+    WorkerReply reply;
+    if (request.ok()) {
+      reply = Serve(*request, evaluator, limits);
+    } else {
+      reply.status = request.status();
+    }
+    if (!WriteFrame(args->fd, EncodeReply(reply)).ok()) return 0;
+  }
+}
+
+}  // namespace looptool

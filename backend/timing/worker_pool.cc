@@ -1,0 +1,191 @@
+#include "backend/timing/worker_pool.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "backend/ir/printer.h"
+#include "backend/schedule/ir_text.h"
+#include "backend/timing/worker_main.h"
+
+extern char** environ;
+
+namespace looptool {
+namespace {
+
+constexpr int kWorkerFd = 3;
+
+// A worker's answer (a measurement, or the code generator's or the verifier's verdict) is a fact
+// about the schedule; a crash or a hang is not cached (the next request tries again).
+bool Cacheable(const absl::StatusOr<WorkerReply>& reply) {
+  if (!reply.ok()) return false;
+  const absl::StatusCode c = reply->status.code();
+  return c == absl::StatusCode::kOk || c == absl::StatusCode::kInvalidArgument ||
+         c == absl::StatusCode::kInternal;
+}
+
+}  // namespace
+
+WorkerPool::WorkerPool(Options options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(Options options) {
+  if (options.cores.empty()) options.cores.push_back(-1);
+  std::unique_ptr<WorkerPool> pool(new WorkerPool(options));
+  {
+    absl::MutexLock lock(&pool->mu_);
+    for (int core : options.cores) {
+      Worker w;
+      w.core = core;
+      absl::Status s = pool->Spawn(w);
+      pool->workers_.push_back(w);
+      if (!s.ok()) return s;
+    }
+  }
+  absl::StatusOr<WorkerReply> peak = pool->Call({WorkerTask::kPeak, ""});
+  if (!peak.ok()) return peak.status();
+  if (!peak->status.ok()) return peak->status;
+  pool->peak_gflops_ = peak->measurement.gflops;
+  return pool;
+}
+
+WorkerPool::~WorkerPool() {
+  absl::MutexLock lock(&mu_);
+  for (Worker& w : workers_) Kill(w);
+}
+
+absl::Status WorkerPool::Spawn(Worker& worker) const {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return absl::InternalError(absl::StrCat("socketpair failed: errno ", errno));
+  }
+  WorkerArgs args;
+  args.fd = kWorkerFd;
+  args.core = worker.core;
+  args.isa = options_.isa;
+  args.budget_ms = options_.budget_ms;
+  std::vector<std::string> argv_strings = args.ToArgv();
+  argv_strings.insert(argv_strings.begin(), "looptool-kernel-worker");
+  std::vector<char*> argv;
+  for (std::string& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // dup2 onto fd 3 clears close-on-exec there; every other descriptor of ours stays closed.
+  int child_end = fds[1];
+  if (child_end == kWorkerFd) child_end = fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
+  posix_spawn_file_actions_adddup2(&actions, child_end, kWorkerFd);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, options_.executable.c_str(), &actions, nullptr, argv.data(),
+                             environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (child_end != fds[1]) close(child_end);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return absl::InternalError(
+        absl::StrCat("cannot start kernel worker ", options_.executable, ": errno ", rc));
+  }
+  worker.pid = pid;
+  worker.fd = fds[0];
+  return absl::OkStatus();
+}
+
+void WorkerPool::Kill(Worker& worker) {
+  if (worker.fd >= 0) close(worker.fd);
+  if (worker.pid > 0) {
+    kill(worker.pid, SIGKILL);
+    waitpid(worker.pid, nullptr, 0);
+  }
+  worker.fd = -1;
+  worker.pid = -1;
+}
+
+absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request) {
+  // Take a free worker (waiting in line for one), then talk to it without holding the lock.
+  Worker* worker = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto any_free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (const Worker& w : workers_) {
+        if (!w.busy) return true;
+      }
+      return false;
+    };
+    mu_.Await(absl::Condition(&any_free));
+    for (Worker& w : workers_) {
+      if (!w.busy) {
+        worker = &w;
+        break;
+      }
+    }
+    worker->busy = true;
+    if (worker->pid < 0) {
+      absl::Status s = Spawn(*worker);
+      if (!s.ok()) {
+        worker->busy = false;
+        return s;
+      }
+    }
+  }
+  const int deadline_ms = static_cast<int>(options_.deadline_seconds * 1000);
+  absl::StatusOr<std::string> frame = absl::UnavailableError("not sent");
+  absl::Status sent = WriteFrame(worker->fd, EncodeRequest(request));
+  if (sent.ok()) frame = ReadFrame(worker->fd, deadline_ms);
+
+  absl::MutexLock lock(&mu_);
+  worker->busy = false;
+  if (frame.ok()) {
+    ++stats_.measured;
+    return DecodeReply(*frame);
+  }
+  // The worker died or hung: replace it (a new one starts on the next request).
+  const bool hung = frame.status().code() == absl::StatusCode::kDeadlineExceeded;
+  Kill(*worker);
+  if (hung) {
+    ++stats_.timeouts;
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the kernel ran longer than ", options_.deadline_seconds, " s; its worker was replaced"));
+  }
+  ++stats_.crashes;
+  return absl::InternalError("the kernel worker crashed while running this kernel; it was replaced");
+}
+
+absl::StatusOr<Measurement> WorkerPool::Measure(const LoopTree& tree) {
+  const std::string key = absl::StrCat(PrintProgram(tree.program()), ScheduleKey(tree));
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      ++stats_.cache_hits;
+      return it->second;
+    }
+  }
+  absl::StatusOr<WorkerReply> reply = Call({WorkerTask::kMeasure, PrintIr(tree)});
+  absl::StatusOr<Measurement> result =
+      !reply.ok() ? absl::StatusOr<Measurement>(reply.status())
+      : reply->status.ok() ? absl::StatusOr<Measurement>(reply->measurement)
+                           : absl::StatusOr<Measurement>(reply->status);
+  if (Cacheable(reply)) {
+    absl::MutexLock lock(&mu_);
+    if (cache_.size() >= options_.max_cached) cache_.clear();
+    cache_.emplace(key, result);
+  }
+  return result;
+}
+
+absl::Status WorkerPool::RunFault(WorkerTask fault) {
+  absl::StatusOr<WorkerReply> reply = Call({fault, ""});
+  if (!reply.ok()) return reply.status();
+  return reply->status;
+}
+
+WorkerPool::Stats WorkerPool::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace looptool

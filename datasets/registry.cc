@@ -1,0 +1,54 @@
+#include "datasets/registry.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "datasets/matmul_range.h"
+
+namespace looptool::datasets {
+
+namespace {
+constexpr char kPrefix[] = "benchmark://";
+}  // namespace
+
+std::vector<DatasetInfo> Datasets() {
+  return {{kMatmulRangeDataset,
+           "LoopTune's matmuls C[m,n] += A[m,k] * B[k,n], m, n, k in 64..256 step 16 (any mmM_N_K "
+           "resolves)",
+           static_cast<int64_t>(MatmulRange().size())}};
+}
+
+std::vector<std::string> BenchmarkNames(absl::string_view dataset) {
+  std::vector<std::string> out;
+  if (dataset == kMatmulRangeDataset) {
+    for (const MatmulShape& s : MatmulRange()) out.push_back(MatmulName(s));
+  }
+  return out;
+}
+
+bool InTestSplit(absl::string_view dataset, absl::string_view name) {
+  if (dataset == kMatmulRangeDataset) {
+    auto shape = ParseMatmulName(name);
+    return shape.ok() && datasets::InTestSplit(*shape);
+  }
+  return false;
+}
+
+std::optional<std::string> ResolveUri(absl::string_view uri) {
+  absl::string_view rest = uri;
+  if (!absl::ConsumePrefix(&rest, kPrefix)) return std::nullopt;
+  const size_t slash = rest.find('/');
+  if (slash == absl::string_view::npos) return std::nullopt;
+  const absl::string_view dataset = rest.substr(0, slash), name = rest.substr(slash + 1);
+  if (dataset == kMatmulRangeDataset) {
+    auto shape = ParseMatmulName(name);
+    if (shape.ok()) return MatmulProgram(*shape);
+  }
+  return std::nullopt;
+}
+
+std::string Uri(absl::string_view dataset, absl::string_view name) {
+  return absl::StrCat(kPrefix, dataset, "/", name);
+}
+
+}  // namespace looptool::datasets

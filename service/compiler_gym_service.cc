@@ -1,0 +1,293 @@
+#include "service/compiler_gym_service.h"
+
+#include <exception>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "backend/actions/action.h"
+#include "backend/actions/action_space.h"
+#include "backend/env/environment.h"
+#include "backend/schedule/loop_tree.h"
+#include "backend/util/status_macros.h"
+#include "service/proto_convert.h"
+
+namespace looptool::service {
+namespace {
+
+constexpr char kCompilerGymVersion[] = "0.2.5";  // the protocol generation this server speaks
+constexpr char kFaultParameter[] = "test.inject_fault";
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  // absl::StatusCode and grpc::StatusCode share their numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// The exception firewall: whatever a handler throws becomes INTERNAL, never UNKNOWN.
+template <typename Fn>
+grpc::Status Guarded(Fn&& fn) {
+  try {
+    return ToGrpc(fn());
+  } catch (const std::exception& e) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, absl::StrCat("Unhandled exception: ", e.what()));
+  } catch (...) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "Unhandled exception");
+  }
+}
+
+bool IsTimed(absl::string_view name) {
+  return name == "flops" || name == "runtime" || name == "peak_gflops";
+}
+
+// An action is an index (CompilerGym's discrete actions) or, for people and scripts, a name.
+absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const ActionSpace& space) {
+  if (e.value_case() == compiler_gym::Event::kInt64Value) return e.int64_value();
+  if (e.value_case() == compiler_gym::Event::kStringValue) {
+    absl::StatusOr<Action> a = ActionFromName(e.string_value());
+    const int index = a.ok() ? space.IndexOf(*a) : -1;
+    if (index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Unknown action '", e.string_value(),
+                                                     "' for action space ", space.name));
+    }
+    return index;
+  }
+  return absl::InvalidArgumentError(
+      "An action must be an Event with int64_value (the index in the action space) or "
+      "string_value (the action's name)");
+}
+
+}  // namespace
+
+LoopToolService::LoopToolService(ServiceOptions options, std::shared_ptr<KernelEvaluator> evaluator)
+    : options_(std::move(options)),
+      evaluator_(std::move(evaluator)),
+      observation_spaces_(ObservationSpaces(options_.limits)),
+      benchmarks_(options_.limits),
+      sessions_(options_.max_sessions) {}
+
+grpc::Status LoopToolService::GetVersion(grpc::ServerContext*,
+                                         const compiler_gym::GetVersionRequest*,
+                                         compiler_gym::GetVersionReply* reply) {
+  return Guarded([&] {
+    reply->set_service_version(kCompilerGymVersion);
+    reply->set_compiler_version(options_.compiler_version);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status LoopToolService::GetSpaces(grpc::ServerContext*, const compiler_gym::GetSpacesRequest*,
+                                        compiler_gym::GetSpacesReply* reply) {
+  return Guarded([&] {
+    for (const ActionSpace& s : AllActionSpaces()) *reply->add_action_space_list() = ToProto(s);
+    for (const ObservationSpace& s : observation_spaces_) {
+      *reply->add_observation_space_list() = ToProto(s);
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status LoopToolService::StartSession(grpc::ServerContext*,
+                                           const compiler_gym::StartSessionRequest* request,
+                                           compiler_gym::StartSessionReply* reply) {
+  return Guarded([&] { return DoStartSession(*request, *reply); });
+}
+
+absl::Status LoopToolService::DoStartSession(const compiler_gym::StartSessionRequest& request,
+                                             compiler_gym::StartSessionReply& reply) {
+  const std::string& uri = request.benchmark().uri();
+  if (uri.empty()) return absl::InvalidArgumentError("No benchmark URI set for StartSession()");
+  if (request.benchmark().has_program()) {
+    compiler_gym::AddBenchmarkRequest add;
+    *add.add_benchmark() = request.benchmark();
+    RETURN_IF_ERROR(DoAddBenchmark(add));
+  }
+  const std::vector<ActionSpace>& spaces = AllActionSpaces();
+  if (request.action_space() < 0 || request.action_space() >= static_cast<int>(spaces.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Action space index out of range: ", request.action_space()));
+  }
+  if (request.observation_space_size() > options_.max_observations_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Too many observations requested: at most ", options_.max_observations_per_request));
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const Program> program, benchmarks_.Load(uri));
+  LoopTree initial = LoopTree::Initial(std::move(program));
+  if (initial.num_loops() > options_.limits.max_loops) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Loop nest too large: benchmark ", uri, " has ", initial.num_loops(),
+                     " loops, this server allows at most ", options_.limits.max_loops));
+  }
+  auto session = std::make_shared<Session>(
+      uri, Environment(std::move(initial), spaces[request.action_space()], options_.limits,
+                       evaluator_));
+  {
+    absl::MutexLock lock(&session->mu);
+    RETURN_IF_ERROR(Observe(session->env, session->pending_fault, request.observation_space(),
+                            *reply.mutable_observation()));
+  }
+  ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(session), absl::Now()));
+  reply.set_session_id(id);
+  return absl::OkStatus();
+}
+
+grpc::Status LoopToolService::ForkSession(grpc::ServerContext*,
+                                          const compiler_gym::ForkSessionRequest* request,
+                                          compiler_gym::ForkSessionReply* reply) {
+  return Guarded([&] { return DoForkSession(*request, *reply); });
+}
+
+absl::Status LoopToolService::DoForkSession(const compiler_gym::ForkSessionRequest& request,
+                                            compiler_gym::ForkSessionReply& reply) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Session> parent,
+                   sessions_.Find(request.session_id(), absl::Now()));
+  std::shared_ptr<Session> child;
+  {
+    absl::MutexLock lock(&parent->mu);
+    child = std::make_shared<Session>(parent->benchmark, parent->env);  // a deep copy
+  }
+  ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(child), absl::Now()));
+  reply.set_session_id(id);
+  return absl::OkStatus();
+}
+
+grpc::Status LoopToolService::EndSession(grpc::ServerContext*,
+                                         const compiler_gym::EndSessionRequest* request,
+                                         compiler_gym::EndSessionReply* reply) {
+  return Guarded([&] {
+    reply->set_remaining_sessions(sessions_.End(request->session_id()));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status LoopToolService::Step(grpc::ServerContext*, const compiler_gym::StepRequest* request,
+                                   compiler_gym::StepReply* reply) {
+  return Guarded([&] { return DoStep(*request, *reply); });
+}
+
+absl::Status LoopToolService::DoStep(const compiler_gym::StepRequest& request,
+                                     compiler_gym::StepReply& reply) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
+                   sessions_.Find(request.session_id(), absl::Now()));
+  if (request.action_size() > options_.max_actions_per_step) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Too many actions in one step: ", request.action_size(), ", at most ",
+                     options_.max_actions_per_step));
+  }
+  if (request.observation_space_size() > options_.max_observations_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Too many observations requested: at most ", options_.max_observations_per_request));
+  }
+  absl::MutexLock lock(&session->mu);
+  Environment& env = session->env;
+  // Validate every action before applying any, so a bad request changes nothing.
+  std::vector<int64_t> indices;
+  for (const compiler_gym::Event& e : request.action()) {
+    ASSIGN_OR_RETURN(const int64_t index, ActionIndex(e, env.action_space()));
+    if (index < 0 || index >= env.action_space().size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Action index ", index, " is out of range for action space ",
+                       env.action_space().name, " (0..", env.action_space().size() - 1, ")"));
+    }
+    indices.push_back(index);
+  }
+  bool no_effect = true;
+  for (int64_t index : indices) {
+    ASSIGN_OR_RETURN(const NoEffectReason r, env.Step(index));
+    no_effect = no_effect && r != NoEffectReason::kNone;
+  }
+  reply.set_action_had_no_effect(no_effect);
+  reply.set_end_of_session(false);
+  return Observe(env, session->pending_fault, request.observation_space(),
+                 *reply.mutable_observation());
+}
+
+absl::Status LoopToolService::Observe(
+    const Environment& env, std::string& pending_fault,
+    const google::protobuf::RepeatedField<int32_t>& indices,
+    google::protobuf::RepeatedPtrField<compiler_gym::Event>& out) const {
+  for (int32_t index : indices) {
+    if (index < 0 || index >= static_cast<int>(observation_spaces_.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Observation space index out of range: ", index));
+    }
+    const std::string& name = observation_spaces_[index].name;
+    if (!pending_fault.empty() && IsTimed(name) && options_.fault_hook) {
+      const std::string fault = std::move(pending_fault);
+      pending_fault.clear();
+      RETURN_IF_ERROR(options_.fault_hook(fault));
+    }
+    ASSIGN_OR_RETURN(const Observation o, env.Observe(name));
+    *out.Add() = ToEvent(o);
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status LoopToolService::AddBenchmark(grpc::ServerContext*,
+                                           const compiler_gym::AddBenchmarkRequest* request,
+                                           compiler_gym::AddBenchmarkReply*) {
+  return Guarded([&] { return DoAddBenchmark(*request); });
+}
+
+absl::Status LoopToolService::DoAddBenchmark(const compiler_gym::AddBenchmarkRequest& request) {
+  if (request.benchmark_size() > options_.max_benchmarks_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Too many benchmarks in one request: at most ", options_.max_benchmarks_per_request));
+  }
+  for (const compiler_gym::Benchmark& b : request.benchmark()) {
+    if (b.program().data_case() == compiler_gym::File::kUri) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Benchmark ", b.uri(), ": File.uri is not supported; send the program text in "
+          "program.contents"));
+    }
+    RETURN_IF_ERROR(benchmarks_.Add(b.uri(), b.program().contents()));
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status LoopToolService::SendSessionParameter(
+    grpc::ServerContext*, const compiler_gym::SendSessionParameterRequest* request,
+    compiler_gym::SendSessionParameterReply* reply) {
+  return Guarded([&] { return DoSendSessionParameter(*request, *reply); });
+}
+
+absl::Status LoopToolService::DoSendSessionParameter(
+    const compiler_gym::SendSessionParameterRequest& request,
+    compiler_gym::SendSessionParameterReply& reply) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
+                   sessions_.Find(request.session_id(), absl::Now()));
+  for (const compiler_gym::SessionParameter& p : request.parameter()) {
+    const std::string& key = p.key();
+    if (key == "service.benchmark_cache.set_max_size_in_bytes") {
+      int64_t bytes = 0;
+      if (!absl::SimpleAtoi(p.value(), &bytes) || bytes < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Parameter ", key, " needs a byte count, got '", p.value(), "'"));
+      }
+      benchmarks_.set_max_size_in_bytes(bytes);
+      reply.add_reply(p.value());
+    } else if (key == "service.benchmark_cache.get_max_size_in_bytes") {
+      reply.add_reply(absl::StrCat(benchmarks_.max_size_in_bytes()));
+    } else if (key == "service.benchmark_cache.get_size_in_bytes") {
+      reply.add_reply(absl::StrCat(benchmarks_.size_in_bytes()));
+    } else if (key == "looptool.benchmark") {
+      reply.add_reply(session->benchmark);
+    } else if (key == kFaultParameter && options_.fault_hook) {
+      if (p.value() != "crash" && p.value() != "hang") {
+        return absl::InvalidArgumentError(
+            absl::StrCat(kFaultParameter, " takes crash or hang, got '", p.value(), "'"));
+      }
+      absl::MutexLock lock(&session->mu);
+      session->pending_fault = p.value();
+      reply.add_reply(p.value());
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("Unknown parameter: ", key));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int LoopToolService::ReapIdleSessions(absl::Duration timeout) {
+  return sessions_.ReapIdle(absl::Now(), timeout);
+}
+
+}  // namespace looptool::service

@@ -1,0 +1,114 @@
+#include "service/server.h"
+
+#include <sched.h>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/security/server_credentials.h"
+#include "backend/timing/worker_protocol.h"
+
+namespace looptool::service {
+namespace {
+
+void PinAwayFrom(const std::vector<int>& eval_cores) {
+  std::vector<int> rest;
+  for (int cpu : AllowedCpus()) {
+    bool eval = false;
+    for (int c : eval_cores) eval = eval || c == cpu;
+    if (!eval) rest.push_back(cpu);
+  }
+  if (rest.empty()) return;  // one core: nothing to keep apart
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : rest) CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+}
+
+}  // namespace
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConfig config) {
+  std::unique_ptr<LoopToolServer> s(new LoopToolServer());
+  if (config.workers.cores.empty()) {
+    const std::vector<int> cpus = AllowedCpus();
+    config.workers.cores.push_back(cpus.size() > 1 ? cpus.back() : -1);
+  }
+  s->eval_cores_ = config.workers.cores;
+  PinAwayFrom(s->eval_cores_);  // threads started from here on inherit it
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(config.workers);
+  if (!pool.ok()) return pool.status();
+  s->pool_ = *std::move(pool);
+
+  ServiceOptions options = config.service;
+  if (config.test_hooks) {
+    WorkerPool* raw = s->pool_.get();
+    options.fault_hook = [raw](const std::string& fault) {
+      return raw->RunFault(fault == "hang" ? WorkerTask::kHang : WorkerTask::kCrash);
+    };
+  }
+  s->service_ = std::make_unique<LoopToolService>(options, s->pool_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat(config.bind, ":", config.port),
+                           grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(config.max_message_bytes);
+  builder.SetMaxSendMessageSize(config.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 512 * 1024);
+  grpc::ResourceQuota quota("looptool-server");
+  quota.SetMaxThreads(config.max_rpc_threads);
+  builder.SetResourceQuota(quota);
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || s->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", config.bind, ":", config.port));
+  }
+  s->bind_ = config.bind;
+  s->reaper_ = std::thread([raw = s.get(), t = config.session_idle_timeout] { raw->ReaperLoop(t); });
+  return s;
+}
+
+LoopToolServer::~LoopToolServer() { Shutdown(); }
+
+std::string LoopToolServer::address() const { return absl::StrCat(bind_, ":", port_); }
+
+void LoopToolServer::ReaperLoop(absl::Duration timeout) {
+  const absl::Duration period = std::min(timeout / 4, absl::Seconds(10));
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
+    if (!stopping_) service_->ReapIdleSessions(timeout);
+  }
+}
+
+void LoopToolServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  if (reaper_.joinable()) reaper_.join();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
+    server_->Wait();
+  }
+  pool_.reset();
+}
+
+}  // namespace looptool::service

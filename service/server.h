@@ -1,0 +1,67 @@
+// LoopToolServer: a running gRPC server with the LoopTool service, its kernel workers and its
+// idle-session reaper. The looptool-server binary runs one; the CLI embeds one on loopback.
+#ifndef LOOPTOOL_SERVICE_SERVER_H_
+#define LOOPTOOL_SERVICE_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "backend/timing/worker_pool.h"
+#include "grpcpp/server.h"
+#include "service/compiler_gym_service.h"
+
+namespace looptool::service {
+
+struct ServerConfig {
+  std::string bind = "127.0.0.1";
+  int port = 0;                                  // 0: pick a free port
+  ServiceOptions service;
+  WorkerPool::Options workers;                   // cores empty: the last CPU we may run on
+  absl::Duration session_idle_timeout = absl::Hours(1);
+  int max_rpc_threads = 64;
+  int max_message_bytes = 64 << 20;
+  bool test_hooks = false;                       // enables the test.inject_fault parameter
+};
+
+class LoopToolServer {
+ public:
+  // Starts the kernel workers (measuring the peak), pins this process's other threads away
+  // from their cores where there are others, and starts listening.
+  static absl::StatusOr<std::unique_ptr<LoopToolServer>> Start(ServerConfig config);
+  ~LoopToolServer();
+
+  int port() const { return port_; }
+  std::string address() const;  // "<bind>:<port>"
+  double peak_gflops() const { return pool_->PeakGflops(); }
+  const std::vector<int>& eval_cores() const { return eval_cores_; }
+
+  // Stops accepting calls, lets running ones finish (for at most `grace`), ends the reaper and
+  // the workers. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
+
+ private:
+  LoopToolServer() = default;
+  void ReaperLoop(absl::Duration timeout);
+
+  int port_ = 0;
+  std::string bind_;
+  std::vector<int> eval_cores_;
+  std::shared_ptr<WorkerPool> pool_;
+  std::unique_ptr<LoopToolService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
+};
+
+// The CPUs this process may run on, in order.
+std::vector<int> AllowedCpus();
+
+}  // namespace looptool::service
+
+#endif  // LOOPTOOL_SERVICE_SERVER_H_

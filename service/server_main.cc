@@ -1,0 +1,128 @@
+// looptool-server: the LoopTool CompilerGym service.
+//
+//   bazel run //service:looptool-server -- --port=50051 --working_dir=/tmp/looptool
+//
+// Writes <working_dir>/port.txt and pid.txt (atomically, once listening), so CompilerGym can
+// also start and manage it. SIGTERM or SIGINT drains running calls and exits 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "backend/timing/worker_main.h"
+#include "service/server.h"
+
+ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (written to port.txt)");
+ABSL_FLAG(std::string, bind, "127.0.0.1", "address to listen on; 0.0.0.0 exposes the server");
+ABSL_FLAG(std::string, working_dir, "", "where port.txt, pid.txt and logs/ go (created)");
+ABSL_FLAG(int, max_sessions, 1024, "live sessions at most");
+ABSL_FLAG(double, session_idle_timeout, 3600, "seconds after which an unused session is ended");
+ABSL_FLAG(std::string, eval_cores, "",
+          "comma-separated CPUs, one kernel worker pinned to each (default: the last CPU)");
+ABSL_FLAG(double, eval_deadline, 30, "seconds a kernel evaluation may take before it is a hang");
+ABSL_FLAG(double, timing_budget_ms, 10, "timing budget for each new schedule, milliseconds");
+ABSL_FLAG(std::string, isa, "auto", "code generation target: auto, avx512, avx2 or sse");
+ABSL_FLAG(int, max_loops, 16, "loops a loop tree may have (both nests)");
+ABSL_FLAG(bool, test_hooks, false, "enable the test.inject_fault session parameter");
+// CompilerGym passes glog's flags to the services it starts; accepted and ignored.
+ABSL_FLAG(bool, alsologtostderr, false, "ignored (glog)");
+ABSL_FLAG(bool, logtostderr, false, "ignored (glog)");
+ABSL_FLAG(int, v, 0, "ignored (glog)");
+ABSL_FLAG(int, logbuflevel, 0, "ignored (glog)");
+ABSL_FLAG(int, minloglevel, 0, "ignored (glog)");
+ABSL_FLAG(int, stderrthreshold, 2, "ignored (glog)");
+ABSL_FLAG(std::string, log_dir, "", "ignored (glog)");
+
+namespace looptool::service {
+namespace {
+
+bool WriteAtomically(const std::filesystem::path& path, const std::string& text) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out.good()) return false;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  return !ec;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("LoopTool's CompilerGym-compatible loop-nest tuning service");
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::cerr << "looptool-server: unexpected argument '" << rest[1] << "'\n";
+    return 1;
+  }
+  ServerConfig config;
+  config.bind = absl::GetFlag(FLAGS_bind);
+  config.port = absl::GetFlag(FLAGS_port);
+  config.service.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  config.service.limits.max_loops = absl::GetFlag(FLAGS_max_loops);
+  config.session_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_session_idle_timeout));
+  config.test_hooks = absl::GetFlag(FLAGS_test_hooks);
+  config.workers.isa = absl::GetFlag(FLAGS_isa);
+  config.workers.deadline_seconds = absl::GetFlag(FLAGS_eval_deadline);
+  config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
+  for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_eval_cores), ',', absl::SkipEmpty())) {
+    int cpu = 0;
+    if (!absl::SimpleAtoi(c, &cpu) || cpu < 0) {
+      std::cerr << "looptool-server: --eval_cores takes CPU numbers, got '" << c << "'\n";
+      return 1;
+    }
+    config.workers.cores.push_back(cpu);
+  }
+
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<LoopToolServer>> server = LoopToolServer::Start(config);
+  if (!server.ok()) {
+    std::cerr << "looptool-server: " << server.status().message() << "\n";
+    return 1;
+  }
+  std::fprintf(stderr, "looptool-server listening on %s (peak %.1f GFLOPS, kernel workers on",
+               (*server)->address().c_str(), (*server)->peak_gflops());
+  for (int c : (*server)->eval_cores()) std::fprintf(stderr, " cpu %d", c);
+  std::fprintf(stderr, ")\n");
+
+  const std::string working_dir = absl::GetFlag(FLAGS_working_dir);
+  if (!working_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(working_dir) / "logs", ec);
+    if (ec || !WriteAtomically(std::filesystem::path(working_dir) / "port.txt",
+                               std::to_string((*server)->port()) + "\n") ||
+        !WriteAtomically(std::filesystem::path(working_dir) / "pid.txt",
+                         std::to_string(getpid()) + "\n")) {
+      std::cerr << "looptool-server: cannot write port.txt/pid.txt in " << working_dir << "\n";
+      return 1;
+    }
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "looptool-server: signal %d, shutting down\n", signal_number);
+  (*server)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace looptool::service
+
+int main(int argc, char** argv) {
+  if (auto rc = looptool::MaybeRunKernelWorker(argc, argv)) return *rc;
+  return looptool::service::Main(argc, argv);
+}

@@ -1,0 +1,57 @@
+// SessionRegistry: the server's live sessions by id. Each session carries its own lock, so
+// concurrent clients stepping different sessions never wait for each other, and a session is
+// held by shared_ptr so EndSession or the idle reaper never frees one a handler is using. Ids
+// are never reused. Thread-safe.
+#ifndef LOOPTOOL_SERVICE_SESSION_REGISTRY_H_
+#define LOOPTOOL_SERVICE_SESSION_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "backend/env/environment.h"
+
+namespace looptool::service {
+
+// One client's episode. Lock `mu` for everything but the immutable fields.
+struct Session {
+  Session(std::string benchmark_uri, Environment env)
+      : benchmark(std::move(benchmark_uri)), env(std::move(env)) {}
+  const std::string benchmark;
+  absl::Mutex mu;
+  Environment env ABSL_GUARDED_BY(mu);
+  std::string pending_fault ABSL_GUARDED_BY(mu);  // test hook: "crash" | "hang" | ""
+};
+
+class SessionRegistry {
+ public:
+  explicit SessionRegistry(int max_sessions) : max_sessions_(max_sessions) {}
+
+  // Registers `session` under a fresh id. RESOURCE_EXHAUSTED when max_sessions are live.
+  absl::StatusOr<int64_t> Add(std::shared_ptr<Session> session, absl::Time now);
+  // The session of `id`, marked as used at `now`. NOT_FOUND "Session not found: <id>".
+  absl::StatusOr<std::shared_ptr<Session>> Find(int64_t id, absl::Time now);
+  // Removes `id` if it is live; returns how many sessions remain.
+  int End(int64_t id);
+  // Removes the sessions unused since `now - idle_timeout`; returns how many it removed.
+  int ReapIdle(absl::Time now, absl::Duration idle_timeout);
+  int size() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<Session> session;
+    absl::Time last_used;
+  };
+  const int max_sessions_;
+  mutable absl::Mutex mu_;
+  std::map<int64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace looptool::service
+
+#endif  // LOOPTOOL_SERVICE_SESSION_REGISTRY_H_

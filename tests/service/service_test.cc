@@ -1,0 +1,486 @@
+// Drives a real looptool-server over loopback with the generated C++ stubs: every RPC, the
+// status codes and messages CompilerGym's clients key on, observations equal to the in-process
+// engine's, fork independence, concurrent clients, idle reaping, crashing and hanging kernels,
+// and SIGTERM.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <random>
+#include <thread>
+
+#include "backend/actions/action_space.h"
+#include "backend/env/environment.h"
+#include "backend/ir/parser.h"
+#include "datasets/matmul_range.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "tests/service/server_process.h"
+
+namespace looptool {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using testing::ServerProcess;
+namespace cg = compiler_gym;
+
+constexpr char kMm[] = "benchmark://mm64_256_16_range-v0/mm112_208_256";
+const std::vector<std::string> kLoopTuneSequence = {"split_4",  "down",    "swap_down",
+                                                    "down",     "split_16", "swap_up",
+                                                    "swap_up",  "swap_up", "split_8"};
+
+// A thin synchronous client over the stub, for readable tests.
+class Client {
+ public:
+  explicit Client(cg::CompilerGymService::Stub& stub) : stub_(stub) {
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_.GetSpaces(&ctx, cg::GetSpacesRequest(), &spaces_).ok());
+  }
+  int Obs(const std::string& name) const {
+    for (int i = 0; i < spaces_.observation_space_list_size(); ++i) {
+      if (spaces_.observation_space_list(i).name() == name) return i;
+    }
+    ADD_FAILURE() << "no observation space " << name;
+    return -1;
+  }
+  int Act(const std::string& name, int space = 0) const {
+    const auto& names = spaces_.action_space_list(space).space().named_discrete().name();
+    for (int i = 0; i < names.size(); ++i) {
+      if (names[i] == name) return i;
+    }
+    ADD_FAILURE() << "no action " << name;
+    return -1;
+  }
+  grpc::Status Start(const std::string& uri, const std::vector<std::string>& obs,
+                     cg::StartSessionReply* reply, int action_space = 0) {
+    cg::StartSessionRequest r;
+    r.mutable_benchmark()->set_uri(uri);
+    r.set_action_space(action_space);
+    for (const auto& o : obs) r.add_observation_space(Obs(o));
+    grpc::ClientContext ctx;
+    return stub_.StartSession(&ctx, r, reply);
+  }
+  int64_t StartOk(const std::string& uri = kMm) {
+    cg::StartSessionReply reply;
+    grpc::Status s = Start(uri, {}, &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return reply.session_id();
+  }
+  grpc::Status Step(int64_t id, const std::vector<std::string>& actions,
+                    const std::vector<std::string>& obs, cg::StepReply* reply) {
+    cg::StepRequest r;
+    r.set_session_id(id);
+    for (const auto& a : actions) r.add_action()->set_int64_value(Act(a));
+    for (const auto& o : obs) r.add_observation_space(Obs(o));
+    grpc::ClientContext ctx;
+    return stub_.Step(&ctx, r, reply);
+  }
+  std::string LoopTree(int64_t id) {
+    cg::StepReply reply;
+    grpc::Status s = Step(id, {}, {"loop_tree"}, &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return reply.observation_size() ? reply.observation(0).string_value() : "";
+  }
+  int64_t Fork(int64_t id) {
+    cg::ForkSessionRequest r;
+    r.set_session_id(id);
+    cg::ForkSessionReply reply;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_.ForkSession(&ctx, r, &reply).ok());
+    return reply.session_id();
+  }
+  int End(int64_t id) {
+    cg::EndSessionRequest r;
+    r.set_session_id(id);
+    cg::EndSessionReply reply;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_.EndSession(&ctx, r, &reply).ok());
+    return reply.remaining_sessions();
+  }
+  grpc::Status Param(int64_t id, const std::string& key, const std::string& value,
+                     cg::SendSessionParameterReply* reply) {
+    cg::SendSessionParameterRequest r;
+    r.set_session_id(id);
+    auto* p = r.add_parameter();
+    p->set_key(key);
+    p->set_value(value);
+    grpc::ClientContext ctx;
+    return stub_.SendSessionParameter(&ctx, r, reply);
+  }
+  grpc::Status AddBenchmark(const std::string& uri, const std::string& program) {
+    cg::AddBenchmarkRequest r;
+    auto* b = r.add_benchmark();
+    b->set_uri(uri);
+    b->mutable_program()->set_contents(program);
+    cg::AddBenchmarkReply reply;
+    grpc::ClientContext ctx;
+    return stub_.AddBenchmark(&ctx, r, &reply);
+  }
+  const cg::GetSpacesReply& spaces() const { return spaces_; }
+
+ private:
+  cg::CompilerGymService::Stub& stub_;
+  cg::GetSpacesReply spaces_;
+};
+
+// The same episode run in-process, for exact comparisons.
+Environment LocalEnv(const std::string& program_text, const std::vector<std::string>& actions) {
+  auto program = ParseProgram(program_text, Limits());
+  EXPECT_TRUE(program.ok());
+  Environment env(LoopTree::Initial(std::make_shared<const Program>(*program)),
+                  LoopToolActionSpace(), Limits(), nullptr);
+  for (const auto& a : actions) {
+    env.Step(LoopToolActionSpace().IndexOf(*ActionFromName(a))).IgnoreError();
+  }
+  return env;
+}
+
+std::string Mm112() { return datasets::MatmulProgram({112, 208, 256}); }
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess({"--test_hooks", "--timing_budget_ms=1"});
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Terminate(), 0);  // SIGTERM: drained, exit status 0
+    delete server_;
+  }
+  void SetUp() override { ASSERT_TRUE(server_->ok()); }
+  static ServerProcess* server_;
+};
+ServerProcess* ServiceTest::server_ = nullptr;
+
+TEST_F(ServiceTest, GetVersionAndSpaces) {
+  grpc::ClientContext ctx;
+  cg::GetVersionReply version;
+  ASSERT_TRUE(server_->stub().GetVersion(&ctx, cg::GetVersionRequest(), &version).ok());
+  EXPECT_EQ(version.service_version(), "0.2.5");
+  EXPECT_THAT(version.compiler_version(), StartsWith("LoopTool"));
+
+  Client c(server_->stub());
+  const auto& spaces = c.spaces();
+  ASSERT_EQ(spaces.action_space_list_size(), 2);
+  EXPECT_EQ(spaces.action_space_list(0).name(), "loop_tool");
+  EXPECT_THAT(spaces.action_space_list(0).space().named_discrete().name(),
+              ::testing::ElementsAre("up", "down", "swap_up", "swap_down", "split_2", "split_4",
+                                     "split_8", "split_16", "split_32", "split_64", "split_128",
+                                     "split_256", "split_512", "split_1024", "merge", "unroll",
+                                     "vectorize"));
+  EXPECT_EQ(spaces.action_space_list(1).name(), "loop_tune");
+  EXPECT_THAT(spaces.action_space_list(1).space().named_discrete().name(),
+              ::testing::ElementsAre("up", "down", "swap_up", "swap_down", "split_4", "split_8",
+                                     "split_16"));
+  std::vector<std::string> names;
+  for (const auto& s : spaces.observation_space_list()) {
+    names.push_back(s.name());
+    EXPECT_TRUE(s.has_default_observation()) << s.name();
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("ir", "loop_tree", "loops_tensor", "stride_tensor",
+                                            "5_prev_actions_tensor", "ir_graph_networkx",
+                                            "ir_tree_networkx", "action_mask", "flop_count",
+                                            "flops", "runtime", "peak_gflops"));
+  const auto& loops = spaces.observation_space_list(c.Obs("loops_tensor"));
+  ASSERT_TRUE(loops.space().has_float_box());
+  EXPECT_THAT(loops.space().float_box().low().shape(), ::testing::ElementsAre(1, 16 * 20));
+  const auto& graph = spaces.observation_space_list(c.Obs("ir_graph_networkx"));
+  EXPECT_TRUE(graph.space().has_string_value());
+  cg::Opaque opaque;
+  ASSERT_TRUE(graph.default_observation().any_value().UnpackTo(&opaque));
+  EXPECT_EQ(opaque.format(), "json://networkx/MultiDiGraph");
+  const auto& flops = spaces.observation_space_list(c.Obs("flops"));
+  EXPECT_TRUE(flops.space().has_double_value());
+  EXPECT_FALSE(flops.deterministic());
+  EXPECT_TRUE(flops.platform_dependent());
+}
+
+TEST_F(ServiceTest, ObservationsEqualTheInProcessEngine) {
+  Client c(server_->stub());
+  cg::StartSessionReply start;
+  ASSERT_TRUE(c.Start(kMm, {"loop_tree", "loops_tensor", "flop_count"}, &start).ok());
+  ASSERT_EQ(start.observation_size(), 3);
+  const Environment local = LocalEnv(Mm112(), {});
+  EXPECT_EQ(start.observation(0).string_value(), local.Observe("loop_tree")->text);
+  const auto& t = start.observation(1).float_tensor();
+  EXPECT_THAT(t.shape(), ::testing::ElementsAre(1, 320));
+  EXPECT_THAT(std::vector<float>(t.value().begin(), t.value().end()),
+              ::testing::ContainerEq(local.Observe("loops_tensor")->floats));
+  // LoopTune's numbers for the m loop: cursor 1, size 112, tail 0, compute nest, bucket 8 = 1.
+  EXPECT_EQ(t.value(0), 1);
+  EXPECT_EQ(t.value(1), 112);
+  EXPECT_EQ(t.value(2), 0);
+  EXPECT_EQ(t.value(3), 1);
+  EXPECT_EQ(t.value(4 + 8), 1.0f);
+  EXPECT_EQ(start.observation(2).int64_value(), 2LL * 112 * 208 * 256);
+
+  cg::StepReply step;
+  const std::vector<std::string> all = {"ir",           "loop_tree",        "loops_tensor",
+                                        "stride_tensor", "5_prev_actions_tensor",
+                                        "ir_graph_networkx", "ir_tree_networkx", "action_mask"};
+  ASSERT_TRUE(c.Step(start.session_id(), kLoopTuneSequence, all, &step).ok());
+  EXPECT_FALSE(step.action_had_no_effect());
+  const Environment after = LocalEnv(Mm112(), kLoopTuneSequence);
+  EXPECT_EQ(step.observation(0).string_value(), after.Observe("ir")->text);
+  EXPECT_EQ(step.observation(1).string_value(), after.Observe("loop_tree")->text);
+  EXPECT_THAT(step.observation(1).string_value(), HasSubstr("    for m' in 4 : L4\n     for n'' in 16 : L5\n"));
+  for (int i : {2, 3, 4}) {
+    const auto& v = step.observation(i).float_tensor().value();
+    EXPECT_THAT(std::vector<float>(v.begin(), v.end()),
+                ::testing::ContainerEq(after.Observe(all[i])->floats))
+        << all[i];
+  }
+  for (int i : {5, 6}) {
+    cg::Opaque opaque;
+    ASSERT_TRUE(step.observation(i).any_value().UnpackTo(&opaque)) << all[i];
+    EXPECT_EQ(opaque.format(), "json://networkx/MultiDiGraph");
+    EXPECT_EQ(opaque.data(), after.Observe(all[i])->text);
+  }
+  const auto& mask = step.observation(7).boolean_tensor().value();
+  EXPECT_THAT(std::vector<bool>(mask.begin(), mask.end()),
+              ::testing::ContainerEq(after.Observe("action_mask")->bools));
+}
+
+TEST_F(ServiceTest, StepNoEffectIsTheAndOverActions) {
+  Client c(server_->stub());
+  const int64_t id = c.StartOk();
+  cg::StepReply r;
+  ASSERT_TRUE(c.Step(id, {}, {"loop_tree"}, &r).ok());  // no actions: observations only
+  EXPECT_TRUE(r.action_had_no_effect());
+  EXPECT_EQ(r.observation_size(), 1);
+  r.Clear();
+  ASSERT_TRUE(c.Step(id, {"up"}, {}, &r).ok());  // cursor on the first loop
+  EXPECT_TRUE(r.action_had_no_effect());
+  r.Clear();
+  ASSERT_TRUE(c.Step(id, {"up", "down"}, {}, &r).ok());
+  EXPECT_FALSE(r.action_had_no_effect());
+  EXPECT_FALSE(r.end_of_session());
+}
+
+TEST_F(ServiceTest, ActionsByName) {
+  Client c(server_->stub());
+  const int64_t id = c.StartOk();
+  cg::StepRequest req;
+  req.set_session_id(id);
+  req.add_action()->set_string_value("split_4");
+  cg::StepReply reply;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(server_->stub().Step(&ctx, req, &reply).ok());
+  EXPECT_EQ(c.LoopTree(id), LocalEnv(Mm112(), {"split_4"}).Observe("loop_tree")->text);
+}
+
+TEST_F(ServiceTest, StatusCodesAndMessages) {
+  Client c(server_->stub());
+  cg::StepReply step;
+  grpc::Status s = c.Step(987654, {"down"}, {}, &step);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "Session not found: 987654");
+
+  cg::StartSessionReply start;
+  s = c.Start("benchmark://mm64_256_16_range-v0/nonsense", {}, &start);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "Benchmark not found: benchmark://mm64_256_16_range-v0/nonsense");
+  s = c.Start("", {}, &start);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "No benchmark URI set for StartSession()");
+  s = c.Start(kMm, {}, &start, /*action_space=*/7);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "Action space index out of range: 7");
+
+  const int64_t id = c.StartOk();
+  const std::string before = c.LoopTree(id);
+  cg::StepRequest bad;
+  bad.set_session_id(id);
+  bad.add_action()->set_int64_value(c.Act("split_4"));
+  bad.add_action()->set_int64_value(17);  // out of range: the whole step changes nothing
+  grpc::ClientContext ctx;
+  s = server_->stub().Step(&ctx, bad, &step);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("Action index 17 is out of range for action space loop_tool"));
+  EXPECT_EQ(c.LoopTree(id), before);
+
+  cg::StepRequest bad_obs;
+  bad_obs.set_session_id(id);
+  bad_obs.add_observation_space(99);
+  grpc::ClientContext ctx2;
+  s = server_->stub().Step(&ctx2, bad_obs, &step);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "Observation space index out of range: 99");
+
+  cg::SendSessionParameterReply param;
+  s = c.Param(id, "nope", "1", &param);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "Unknown parameter: nope");
+  s = c.Param(424242, "nope", "1", &param);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // EndSession of an unknown id is OK and reports the count.
+  const int remaining = c.End(555555);
+  EXPECT_GE(remaining, 1);
+  EXPECT_EQ(c.End(id), remaining - 1);
+}
+
+TEST_F(ServiceTest, AddBenchmarkParsesOnArrival) {
+  Client c(server_->stub());
+  grpc::Status s = c.AddBenchmark("benchmark://user/bad", "C[m,n] += A[m,k] * ; m=4 n=4 k=4");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("Malformed program for benchmark benchmark://user/bad"));
+  EXPECT_THAT(s.error_message(), HasSubstr("line 1, column"));
+  s = c.AddBenchmark("benchmark://user/huge", "C[m,n] += A[m,k] * B[k,n]; m=100000 n=4 k=4");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  ASSERT_TRUE(c.AddBenchmark("benchmark://user/rowsum", "O[r] += I[r,c]; r=64 c=48").ok());
+  const int64_t id = c.StartOk("benchmark://user/rowsum");
+  EXPECT_EQ(c.LoopTree(id), LocalEnv("O[r] += I[r,c]; r=64 c=48", {}).Observe("loop_tree")->text);
+
+  // A program sent with StartSession is added first.
+  cg::StartSessionRequest r;
+  r.mutable_benchmark()->set_uri("benchmark://user/gemv");
+  r.mutable_benchmark()->mutable_program()->set_contents("y[m] += A[m,k] * x[k]; m=32 k=64");
+  cg::StartSessionReply reply;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(server_->stub().StartSession(&ctx, r, &reply).ok());
+
+  cg::SendSessionParameterReply param;
+  ASSERT_TRUE(c.Param(id, "service.benchmark_cache.get_size_in_bytes", "", &param).ok());
+  EXPECT_GT(std::stoll(param.reply(0)), 0);
+}
+
+TEST(ServiceLimits, LoopNestTooLargeIsRefused) {
+  ServerProcess server({"--max_loops=3"});
+  ASSERT_TRUE(server.ok());
+  Client c(server.stub());
+  cg::StartSessionReply reply;
+  grpc::Status s = c.Start(kMm, {}, &reply);  // m (shared by both nests), k, n, and the write-back n
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            std::string("Loop nest too large: benchmark ") + kMm +
+                " has 4 loops, this server allows at most 3");
+  ASSERT_TRUE(c.AddBenchmark("benchmark://user/rowsum", "O[r] += I[r,c]; r=64 c=48").ok());
+  EXPECT_TRUE(c.Start("benchmark://user/rowsum", {}, &reply).ok());  // r, c, write-back
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST_F(ServiceTest, ForkIsIndependentAndIdsAreNeverReused) {
+  Client c(server_->stub());
+  const int64_t parent = c.StartOk();
+  cg::StepReply r;
+  ASSERT_TRUE(c.Step(parent, {"split_4"}, {}, &r).ok());
+  const std::string parent_tree = c.LoopTree(parent);
+  const int64_t child = c.Fork(parent);
+  EXPECT_GT(child, parent);
+  EXPECT_EQ(c.LoopTree(child), parent_tree);
+  ASSERT_TRUE(c.Step(child, {"down", "swap_down", "split_16"}, {}, &r).ok());
+  EXPECT_EQ(c.LoopTree(parent), parent_tree);
+  EXPECT_EQ(c.LoopTree(child),
+            LocalEnv(Mm112(), {"split_4", "down", "swap_down", "split_16"})
+                .Observe("loop_tree")->text);
+  c.End(child);
+  const int64_t next = c.StartOk();
+  EXPECT_GT(next, child);
+  cg::StepReply gone;
+  EXPECT_EQ(c.Step(child, {}, {}, &gone).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, TimingObservations) {
+  Client c(server_->stub());
+  const int64_t id = c.StartOk("benchmark://mm64_256_16_range-v0/mm64_64_64");
+  cg::StepReply r;
+  ASSERT_TRUE(c.Step(id, {}, {"flops", "runtime", "peak_gflops", "flop_count"}, &r).ok());
+  const double gflops = r.observation(0).double_value(), seconds = r.observation(1).double_value();
+  EXPECT_GT(gflops, 0);
+  EXPECT_GT(seconds, 0);
+  EXPECT_GT(r.observation(2).double_value(), 0);
+  EXPECT_NEAR(gflops, r.observation(3).int64_value() / seconds * 1e-9, 1e-6 * gflops);
+  // The measurement is cached: a cursor move reports the very same number.
+  cg::StepReply again;
+  ASSERT_TRUE(c.Step(id, {"down"}, {"flops"}, &again).ok());
+  EXPECT_EQ(again.observation(0).double_value(), gflops);
+}
+
+TEST_F(ServiceTest, CrashingAndHangingKernelsFailOneStepOnly) {
+  Client c(server_->stub());
+  const int64_t victim = c.StartOk("benchmark://mm64_256_16_range-v0/mm64_80_96");
+  const int64_t bystander = c.StartOk("benchmark://mm64_256_16_range-v0/mm64_96_80");
+  cg::SendSessionParameterReply param;
+  ASSERT_TRUE(c.Param(victim, "test.inject_fault", "crash", &param).ok());
+  cg::StepReply r;
+  grpc::Status s = c.Step(victim, {"split_4"}, {"flops"}, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(s.error_message(), HasSubstr("crashed"));
+  r.Clear();
+  s = c.Step(bystander, {"split_8"}, {"flops"}, &r);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GT(r.observation(0).double_value(), 0);
+  r.Clear();
+  s = c.Step(victim, {}, {"flops", "loop_tree"}, &r);  // the victim's session goes on
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(r.observation(1).string_value(),
+            LocalEnv(datasets::MatmulProgram({64, 80, 96}), {"split_4"}).Observe("loop_tree")->text);
+}
+
+TEST(ServiceLimits, HangingKernelHitsTheDeadline) {
+  ServerProcess server({"--test_hooks", "--eval_deadline=1", "--timing_budget_ms=1"});
+  ASSERT_TRUE(server.ok());
+  Client c(server.stub());
+  const int64_t id = c.StartOk();
+  cg::SendSessionParameterReply param;
+  ASSERT_TRUE(c.Param(id, "test.inject_fault", "hang", &param).ok());
+  cg::StepReply r;
+  grpc::Status s = c.Step(id, {}, {"flops"}, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  r.Clear();
+  s = c.Step(id, {}, {"flops"}, &r);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(ServiceLimits, MaxSessionsAndIdleReaping) {
+  ServerProcess server({"--max_sessions=3", "--session_idle_timeout=1"});
+  ASSERT_TRUE(server.ok());
+  Client c(server.stub());
+  const int64_t a = c.StartOk();
+  c.StartOk();
+  c.StartOk();
+  cg::StartSessionReply reply;
+  grpc::Status s = c.Start(kMm, {}, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("Too many sessions"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  cg::StepReply r;
+  s = c.Step(a, {}, {}, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(c.End(a), 0);  // all three were reaped
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST_F(ServiceTest, SixteenConcurrentClientsManySessions) {
+  constexpr int kThreads = 16, kSessions = 6, kSteps = 25;
+  const std::vector<std::string> names = LoopToolActionSpace().Names();
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = server_->NewStub();
+      Client c(*stub);
+      std::mt19937 rng(t);
+      for (int s = 0; s < kSessions; ++s) {
+        const int64_t id = c.StartOk();
+        std::vector<std::string> taken;
+        for (int i = 0; i < kSteps; ++i) {
+          const std::string a = names[rng() % 14];  // cursor, swaps and splits
+          cg::StepReply r;
+          if (!c.Step(id, {a}, {"loops_tensor"}, &r).ok()) ++failures;
+          taken.push_back(a);
+        }
+        if (c.LoopTree(id) != LocalEnv(Mm112(), taken).Observe("loop_tree")->text) ++failures;
+        c.End(id);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace looptool
