@@ -286,6 +286,21 @@ absl::Status LoopToolService::DoSendSessionParameter(
   return absl::OkStatus();
 }
 
+bool LoopToolService::MayBlock(const compiler_gym::StepRequest& request) {
+  for (int32_t index : request.observation_space()) {
+    if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) &&
+        IsTimed(observation_spaces_[index].name)) {
+      return true;
+    }
+  }
+  absl::StatusOr<std::shared_ptr<Session>> session =
+      sessions_.Find(request.session_id(), absl::Now());
+  if (!session.ok()) return false;
+  if (!(*session)->mu.TryLock()) return true;
+  (*session)->mu.Unlock();
+  return false;
+}
+
 int LoopToolService::ReapIdleSessions(absl::Duration timeout) {
   return sessions_.ReapIdle(absl::Now(), timeout);
 }

@@ -56,6 +56,10 @@ class LoopToolService final : public compiler_gym::CompilerGymService::Service {
                                     const compiler_gym::SendSessionParameterRequest*,
                                     compiler_gym::SendSessionParameterReply*) override;
 
+  // Whether `request` may wait long: it asks for a timing observation (a kernel to measure), or
+  // its session is busy with another call. Front ends run such steps off their I/O threads.
+  bool MayBlock(const compiler_gym::StepRequest& request);
+
   // Ends the sessions idle for longer than `timeout`; returns how many. The server calls this
   // periodically.
   int ReapIdleSessions(absl::Duration timeout);

@@ -60,20 +60,19 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
     };
   }
   s->service_ = std::make_unique<LoopToolService>(options, s->pool_);
+  s->blocking_pool_ = std::make_unique<ThreadPool>(config.blocking_threads, config.max_queued_calls);
+  s->front_end_ = std::make_unique<CallbackFrontEnd>(*s->service_, *s->blocking_pool_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(config.bind, ":", config.port),
                            grpc::InsecureServerCredentials(), &s->port_);
-  builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->front_end_.get());
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.SetMaxSendMessageSize(config.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 512 * 1024);
-  grpc::ResourceQuota quota("looptool-server");
-  quota.SetMaxThreads(config.max_rpc_threads);
-  builder.SetResourceQuota(quota);
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     return absl::UnavailableError(
@@ -108,6 +107,7 @@ void LoopToolServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
     server_->Wait();
   }
+  blocking_pool_.reset();  // after the server: no call is left to schedule work
   pool_.reset();
 }
 

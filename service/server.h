@@ -13,7 +13,9 @@
 #include "absl/time/time.h"
 #include "backend/timing/worker_pool.h"
 #include "grpcpp/server.h"
+#include "service/callback_front_end.h"
 #include "service/compiler_gym_service.h"
+#include "service/thread_pool.h"
 
 namespace looptool::service {
 
@@ -23,7 +25,8 @@ struct ServerConfig {
   ServiceOptions service;
   WorkerPool::Options workers;                   // cores empty: the last CPU we may run on
   absl::Duration session_idle_timeout = absl::Hours(1);
-  int max_rpc_threads = 64;
+  int blocking_threads = 32;                     // for calls that may wait (timing, forks)
+  size_t max_queued_calls = 4096;                // beyond this: RESOURCE_EXHAUSTED
   int max_message_bytes = 64 << 20;
   bool test_hooks = false;                       // enables the test.inject_fault parameter
 };
@@ -53,6 +56,8 @@ class LoopToolServer {
   std::vector<int> eval_cores_;
   std::shared_ptr<WorkerPool> pool_;
   std::unique_ptr<LoopToolService> service_;
+  std::unique_ptr<ThreadPool> blocking_pool_;
+  std::unique_ptr<CallbackFrontEnd> front_end_;
   std::unique_ptr<grpc::Server> server_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

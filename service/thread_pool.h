@@ -1,0 +1,39 @@
+// ThreadPool: a fixed set of threads running queued closures, for the RPCs that may block (a
+// kernel being timed, a session busy elsewhere) so that gRPC's own threads never do. Hand-written:
+// neither gRPC 1.51 nor Abseil 20220623 exports one. The queue is bounded; Schedule refuses work
+// beyond it. Thread-safe.
+#ifndef LOOPTOOL_SERVICE_THREAD_POOL_H_
+#define LOOPTOOL_SERVICE_THREAD_POOL_H_
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace looptool::service {
+
+class ThreadPool {
+ public:
+  ThreadPool(int num_threads, size_t max_queued);
+  // Runs every closure already queued, then joins the threads.
+  ~ThreadPool();
+
+  // Queues `fn`; false (and `fn` is dropped) when max_queued closures are already waiting.
+  bool Schedule(std::function<void()> fn);
+
+ private:
+  void Work();
+
+  const size_t max_queued_;
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace looptool::service
+
+#endif  // LOOPTOOL_SERVICE_THREAD_POOL_H_
