@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "datasets/split.h"
 
 namespace looptool::datasets {
 
@@ -36,13 +37,6 @@ std::vector<MatmulShape> MatmulRange() {
   return out;
 }
 
-bool InTestSplit(const MatmulShape& shape) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : MatmulName(shape)) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h % 5 == 0;
-}
+bool InTestSplit(const MatmulShape& shape) { return NameInTestSplit(MatmulName(shape)); }
 
 }  // namespace looptool::datasets

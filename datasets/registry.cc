@@ -3,7 +3,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "datasets/catalog.h"
 #include "datasets/matmul_range.h"
+#include "datasets/split.h"
 
 namespace looptool::datasets {
 
@@ -12,16 +14,24 @@ constexpr char kPrefix[] = "benchmark://";
 }  // namespace
 
 std::vector<DatasetInfo> Datasets() {
-  return {{kMatmulRangeDataset,
+  std::vector<DatasetInfo> out = {{kMatmulRangeDataset,
            "LoopTune's matmuls C[m,n] += A[m,k] * B[k,n], m, n, k in 64..256 step 16 (any mmM_N_K "
            "resolves)",
            static_cast<int64_t>(MatmulRange().size())}};
+  for (const CatalogDataset& d : Catalog()) {
+    out.push_back({d.name, d.description, static_cast<int64_t>(d.benchmarks.size())});
+  }
+  return out;
 }
 
 std::vector<std::string> BenchmarkNames(absl::string_view dataset) {
   std::vector<std::string> out;
   if (dataset == kMatmulRangeDataset) {
     for (const MatmulShape& s : MatmulRange()) out.push_back(MatmulName(s));
+  }
+  for (const CatalogDataset& d : Catalog()) {
+    if (d.name != dataset) continue;
+    for (const CatalogBenchmark& b : d.benchmarks) out.push_back(b.name);
   }
   return out;
 }
@@ -31,7 +41,7 @@ bool InTestSplit(absl::string_view dataset, absl::string_view name) {
     auto shape = ParseMatmulName(name);
     return shape.ok() && datasets::InTestSplit(*shape);
   }
-  return false;
+  return NameInTestSplit(name);
 }
 
 std::optional<std::string> ResolveUri(absl::string_view uri) {
@@ -43,6 +53,13 @@ std::optional<std::string> ResolveUri(absl::string_view uri) {
   if (dataset == kMatmulRangeDataset) {
     auto shape = ParseMatmulName(name);
     if (shape.ok()) return MatmulProgram(*shape);
+    return std::nullopt;
+  }
+  for (const CatalogDataset& d : Catalog()) {
+    if (d.name != dataset) continue;
+    for (const CatalogBenchmark& b : d.benchmarks) {
+      if (b.name == name) return b.program;
+    }
   }
   return std::nullopt;
 }

@@ -1,0 +1,24 @@
+// The train/test split every dataset uses: a fixed hash of the benchmark's name (FNV-1a, 64 bit);
+// a benchmark is in the test split when hash % 5 == 0 (about 20%), the same on every machine and
+// independent of the order benchmarks are listed in.
+#ifndef LOOPTOOL_DATASETS_SPLIT_H_
+#define LOOPTOOL_DATASETS_SPLIT_H_
+
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace looptool::datasets {
+
+inline bool NameInTestSplit(absl::string_view name) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h % 5 == 0;
+}
+
+}  // namespace looptool::datasets
+
+#endif  // LOOPTOOL_DATASETS_SPLIT_H_
