@@ -1,0 +1,55 @@
+// Connection: a channel to a LoopTool (or any CompilerGym-protocol) server, with the spaces it
+// declared and a deadline on every call. Calls wait for the channel to (re)connect within their
+// deadline instead of failing at once, so a restarted server or a dropped connection is ridden
+// out. Shared by every Env of one client; thread-safe.
+#ifndef LOOPTOOL_CLIENT_CPP_CONNECTION_H_
+#define LOOPTOOL_CLIENT_CPP_CONNECTION_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
+#include "proto/compiler_gym_service.grpc.pb.h"
+
+namespace looptool::client {
+
+class Connection {
+ public:
+  // Connects to "host:port" and fetches the spaces. UNAVAILABLE when no server answers within
+  // `connect_timeout`.
+  static absl::StatusOr<std::shared_ptr<Connection>> Connect(
+      const std::string& address, absl::Duration connect_timeout = absl::Seconds(10),
+      absl::Duration call_timeout = absl::Seconds(60));
+
+  compiler_gym::CompilerGymService::Stub& stub() { return *stub_; }
+  const std::string& address() const { return address_; }
+  const compiler_gym::GetSpacesReply& spaces() const { return spaces_; }
+
+  // A context for one call, with the default deadline or `timeout`, waiting for readiness.
+  std::unique_ptr<grpc::ClientContext> Context() const;
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
+
+  // Index of the named observation space; NOT_FOUND when the server has none.
+  absl::StatusOr<int> ObservationIndex(const std::string& name) const;
+  // The names of the named action space, in index order; NOT_FOUND when there is none.
+  absl::StatusOr<std::vector<std::string>> ActionNames(const std::string& space) const;
+  absl::StatusOr<int> ActionSpaceIndex(const std::string& space) const;
+
+ private:
+  Connection() = default;
+  std::string address_;
+  absl::Duration call_timeout_;
+  std::unique_ptr<compiler_gym::CompilerGymService::Stub> stub_;
+  compiler_gym::GetSpacesReply spaces_;
+};
+
+// absl::Status of a gRPC status (the codes share their numbering).
+absl::Status FromGrpc(const grpc::Status& status);
+
+}  // namespace looptool::client
+
+#endif  // LOOPTOOL_CLIENT_CPP_CONNECTION_H_

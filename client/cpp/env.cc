@@ -1,0 +1,129 @@
+#include "client/cpp/env.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace looptool::client {
+
+Env::Env(std::shared_ptr<Connection> connection, int64_t session, std::string benchmark,
+         std::shared_ptr<const std::vector<std::string>> action_names)
+    : connection_(std::move(connection)),
+      session_id_(session),
+      open_(true),
+      benchmark_(std::move(benchmark)),
+      action_names_(std::move(action_names)) {}
+
+Env::Env(Env&& o) noexcept { *this = std::move(o); }
+
+Env& Env::operator=(Env&& o) noexcept {
+  if (this != &o) {
+    Close().IgnoreError();
+    connection_ = std::move(o.connection_);
+    session_id_ = o.session_id_;
+    open_ = o.open_;
+    benchmark_ = std::move(o.benchmark_);
+    action_names_ = std::move(o.action_names_);
+    o.open_ = false;
+  }
+  return *this;
+}
+
+Env::~Env() { Close().IgnoreError(); }
+
+absl::StatusOr<Env> Env::Start(std::shared_ptr<Connection> connection,
+                               const std::string& benchmark, const std::string& action_space) {
+  absl::StatusOr<int> space = connection->ActionSpaceIndex(action_space);
+  if (!space.ok()) return space.status();
+  compiler_gym::StartSessionRequest request;
+  request.mutable_benchmark()->set_uri(benchmark);
+  request.set_action_space(*space);
+  compiler_gym::StartSessionReply reply;
+  absl::Status s = FromGrpc(connection->stub().StartSession(connection->Context().get(), request, &reply));
+  if (!s.ok()) return s;
+  auto names = std::make_shared<const std::vector<std::string>>(*connection->ActionNames(action_space));
+  return Env(std::move(connection), reply.session_id(), benchmark, std::move(names));
+}
+
+absl::StatusOr<Env> Env::StartProgram(std::shared_ptr<Connection> connection,
+                                      const std::string& uri, const std::string& program,
+                                      const std::string& action_space) {
+  compiler_gym::AddBenchmarkRequest request;
+  compiler_gym::Benchmark* b = request.add_benchmark();
+  b->set_uri(uri);
+  b->mutable_program()->set_contents(program);
+  compiler_gym::AddBenchmarkReply reply;
+  absl::Status s = FromGrpc(connection->stub().AddBenchmark(connection->Context().get(), request, &reply));
+  if (!s.ok()) return s;
+  return Start(std::move(connection), uri, action_space);
+}
+
+absl::StatusOr<StepResult> Env::Step(const std::vector<int>& actions,
+                                     const std::vector<std::string>& observations) {
+  if (!open_) return absl::FailedPreconditionError("the environment is closed");
+  compiler_gym::StepRequest request;
+  request.set_session_id(session_id_);
+  for (int a : actions) request.add_action()->set_int64_value(a);
+  for (const std::string& name : observations) {
+    absl::StatusOr<int> index = connection_->ObservationIndex(name);
+    if (!index.ok()) return index.status();
+    request.add_observation_space(*index);
+  }
+  compiler_gym::StepReply reply;
+  absl::Status s = FromGrpc(connection_->stub().Step(connection_->Context().get(), request, &reply));
+  if (!s.ok()) return s;
+  StepResult result;
+  result.action_had_no_effect = reply.action_had_no_effect();
+  for (const compiler_gym::Event& e : reply.observation()) {
+    absl::StatusOr<Value> v = FromEvent(e);
+    if (!v.ok()) return v.status();
+    result.observations.push_back(*std::move(v));
+  }
+  if (result.observations.size() != observations.size()) {
+    return absl::InternalError("the server returned the wrong number of observations");
+  }
+  return result;
+}
+
+absl::StatusOr<StepResult> Env::StepNamed(const std::vector<std::string>& actions,
+                                          const std::vector<std::string>& observations) {
+  std::vector<int> indices;
+  for (const std::string& name : actions) {
+    const int i = ActionIndex(name);
+    if (i < 0) return absl::InvalidArgumentError(absl::StrCat("unknown action '", name, "'"));
+    indices.push_back(i);
+  }
+  return Step(indices, observations);
+}
+
+absl::StatusOr<Value> Env::Observe(const std::string& observation) {
+  absl::StatusOr<StepResult> r = Step({}, {observation});
+  if (!r.ok()) return r.status();
+  return std::move(r->observations[0]);
+}
+
+absl::StatusOr<Env> Env::Fork() const {
+  if (!open_) return absl::FailedPreconditionError("the environment is closed");
+  compiler_gym::ForkSessionRequest request;
+  request.set_session_id(session_id_);
+  compiler_gym::ForkSessionReply reply;
+  absl::Status s = FromGrpc(connection_->stub().ForkSession(connection_->Context().get(), request, &reply));
+  if (!s.ok()) return s;
+  return Env(connection_, reply.session_id(), benchmark_, action_names_);
+}
+
+absl::Status Env::Close() {
+  if (!open_) return absl::OkStatus();
+  open_ = false;
+  compiler_gym::EndSessionRequest request;
+  request.set_session_id(session_id_);
+  compiler_gym::EndSessionReply reply;
+  return FromGrpc(connection_->stub().EndSession(connection_->Context(absl::Seconds(5)).get(), request, &reply));
+}
+
+int Env::ActionIndex(const std::string& name) const {
+  for (size_t i = 0; i < action_names_->size(); ++i) {
+    if ((*action_names_)[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace looptool::client

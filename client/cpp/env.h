@@ -1,0 +1,68 @@
+// Env: one episode on a server, CompilerGym style: a session started on a benchmark, stepped by
+// action index or name, observed by name, forked (a cheap server-side deep copy) and closed.
+// Move-only; closing (or destroying) ends the session. Not thread-safe; use one Env per thread.
+#ifndef LOOPTOOL_CLIENT_CPP_ENV_H_
+#define LOOPTOOL_CLIENT_CPP_ENV_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/cpp/connection.h"
+#include "client/cpp/value.h"
+
+namespace looptool::client {
+
+struct StepResult {
+  bool action_had_no_effect = true;  // all actions changed nothing
+  std::vector<Value> observations;   // in the order asked for
+};
+
+class Env {
+ public:
+  // Starts a session on `benchmark` (a URI). NOT_FOUND when the server has no such benchmark.
+  static absl::StatusOr<Env> Start(std::shared_ptr<Connection> connection,
+                                   const std::string& benchmark,
+                                   const std::string& action_space = "loop_tool");
+  // Adds `program` (loop-nest language) under `uri`, then starts a session on it.
+  static absl::StatusOr<Env> StartProgram(std::shared_ptr<Connection> connection,
+                                          const std::string& uri, const std::string& program,
+                                          const std::string& action_space = "loop_tool");
+
+  Env(Env&& other) noexcept;
+  Env& operator=(Env&& other) noexcept;
+  ~Env();
+
+  // Applies `actions` (indices of the action space) in order, then returns `observations`.
+  absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
+                                  const std::vector<std::string>& observations = {});
+  // The same with action names ("split_4"); INVALID_ARGUMENT for a name the space lacks.
+  absl::StatusOr<StepResult> StepNamed(const std::vector<std::string>& actions,
+                                       const std::vector<std::string>& observations = {});
+  absl::StatusOr<Value> Observe(const std::string& observation);
+  // A new session in the current state; later steps of either never affect the other.
+  absl::StatusOr<Env> Fork() const;
+  // Ends the session; later calls fail. Idempotent.
+  absl::Status Close();
+
+  int64_t session_id() const { return session_id_; }
+  const std::string& benchmark() const { return benchmark_; }
+  const std::vector<std::string>& action_names() const { return *action_names_; }
+  // Index of an action name, or -1.
+  int ActionIndex(const std::string& name) const;
+
+ private:
+  Env(std::shared_ptr<Connection> connection, int64_t session, std::string benchmark,
+      std::shared_ptr<const std::vector<std::string>> action_names);
+
+  std::shared_ptr<Connection> connection_;
+  int64_t session_id_ = -1;
+  bool open_ = false;
+  std::string benchmark_;
+  std::shared_ptr<const std::vector<std::string>> action_names_;
+};
+
+}  // namespace looptool::client
+
+#endif  // LOOPTOOL_CLIENT_CPP_ENV_H_

@@ -1,0 +1,56 @@
+// Search: the LoopTune paper's search baselines over a server session, as a performance engineer
+// uses them: greedy1/greedy2 (lookahead 1 or 2, move by the first action of the best path, stop
+// when nothing improves), beam2dfs/beam4dfs (depth-first to depth 10, the `width` best children
+// of each node), beam2bfs/beam4bfs (level by level, the `width` best children of each frontier
+// node), and random (random rollouts of depth 10). Children are evaluated on forks of the
+// session (ForkSession), ranked by measured GFLOPS (the published code ranks beams by action
+// name, a bug not copied here), and states already visited are never expanded again. Every
+// algorithm stops at a hard time limit.
+#ifndef LOOPTOOL_CLIENT_CPP_SEARCH_H_
+#define LOOPTOOL_CLIENT_CPP_SEARCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/cpp/env.h"
+
+namespace looptool::client {
+
+struct SearchProgress {
+  double best_gflops = 0;
+  double peak_gflops = 0;
+  int64_t states_evaluated = 0;
+  double elapsed_seconds = 0;
+};
+
+struct SearchOptions {
+  std::string algorithm = "beam4dfs";  // one of SearchAlgorithms()
+  double time_limit_seconds = 10;
+  int depth = 10;                       // LoopTune's episode length
+  uint64_t seed = 0;                    // random's rollouts
+  // Called after every evaluated state (from the calling thread).
+  std::function<void(const SearchProgress&)> on_progress;
+};
+
+struct SearchResult {
+  std::vector<std::string> actions;  // from the start state to the best state
+  std::string loop_tree;             // of the best state
+  std::string ir;                    // of the best state (program and schedule)
+  double gflops = 0, start_gflops = 0, peak_gflops = 0;
+  int64_t states_evaluated = 0;      // distinct states whose kernel was measured
+  double seconds = 0;
+};
+
+// "greedy1", "greedy2", "beam2dfs", "beam4dfs", "beam2bfs", "beam4bfs", "random".
+const std::vector<std::string>& SearchAlgorithms();
+
+// Searches from `start`'s current state (left unchanged). INVALID_ARGUMENT for an unknown
+// algorithm; the server's status when the start state itself cannot be measured.
+absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& options);
+
+}  // namespace looptool::client
+
+#endif  // LOOPTOOL_CLIENT_CPP_SEARCH_H_
