@@ -31,6 +31,7 @@
 #include "backend/ir/parser.h"
 #include "backend/timing/local_evaluator.h"
 #include "backend/timing/peak.h"
+#include "bench/clean_environment.h"
 #include "bench/hand_schedules.h"
 #include "bench/references.h"
 #include "datasets/matmul_range.h"
@@ -43,22 +44,6 @@ ABSL_FLAG(std::string, out, "bench/results", "directory for the result files");
 
 namespace looptool::bench {
 namespace {
-
-// OpenBLAS reads its environment when the library loads: run again without the two variables
-// that make it pick a slow kernel on this machine, and with every library on one thread.
-void ReexecWithCleanEnvironment(char** argv) {
-  if (getenv("LOOPTOOL_BENCH_CLEAN")) return;
-  for (const char* v : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}) {
-    if (const char* value = getenv(v)) std::printf("note: unsetting %s=%s for OpenBLAS\n", v, value);
-    unsetenv(v);
-  }
-  setenv("OMP_NUM_THREADS", "1", 1);
-  setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  setenv("LOOPTOOL_BENCH_CLEAN", "1", 1);
-  std::fflush(stdout);
-  execv("/proc/self/exe", argv);
-  std::perror("re-exec failed; OpenBLAS keeps the inherited environment");
-}
 
 void PinToCore(int core) {
   cpu_set_t set;

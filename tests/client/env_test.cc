@@ -1,0 +1,159 @@
+// The C++ client library against a real server: typed observations equal to the in-process
+// engine's, forks, closing, errors, reconnection after a server restart, and every search
+// algorithm returning a schedule that replays to exactly the state and GFLOPS it reports.
+#include "client/cpp/env.h"
+
+#include "backend/actions/action_space.h"
+#include "backend/env/environment.h"
+#include "backend/ir/parser.h"
+#include "client/cpp/search.h"
+#include "datasets/matmul_range.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/service/server_process.h"
+
+namespace looptool::client {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ServerProcess;
+
+constexpr char kMm[] = "benchmark://mm64_256_16_range-v0/mm112_208_256";
+const std::vector<std::string> kLoopTuneSequence = {"split_4",  "down",    "swap_down",
+                                                    "down",     "split_16", "swap_up",
+                                                    "swap_up",  "swap_up", "split_8"};
+
+Environment LocalEnv(const std::string& program_text, const std::vector<std::string>& actions) {
+  Environment env(LoopTree::Initial(std::make_shared<const Program>(
+                      *ParseProgram(program_text, Limits()))),
+                  LoopToolActionSpace(), Limits(), nullptr);
+  for (const auto& a : actions) {
+    env.Step(LoopToolActionSpace().IndexOf(*ActionFromName(a))).IgnoreError();
+  }
+  return env;
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new ServerProcess({"--timing_budget_ms=1"}); }
+  static void TearDownTestSuite() { delete server_; }
+  void SetUp() override {
+    ASSERT_TRUE(server_->ok());
+    auto c = Connection::Connect("127.0.0.1:" + std::to_string(server_->port()));
+    ASSERT_TRUE(c.ok()) << c.status();
+    connection_ = *c;
+  }
+  static ServerProcess* server_;
+  std::shared_ptr<Connection> connection_;
+};
+ServerProcess* ClientTest::server_ = nullptr;
+
+TEST_F(ClientTest, TypedObservationsEqualTheEngine) {
+  auto env = Env::Start(connection_, kMm);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->action_names().size(), 17u);
+  EXPECT_EQ(env->ActionIndex("split_16"), 7);
+  auto r = env->StepNamed(kLoopTuneSequence, {"loop_tree", "loops_tensor", "action_mask",
+                                              "ir_graph_networkx", "flop_count"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->action_had_no_effect);
+  const Environment local = LocalEnv(datasets::MatmulProgram({112, 208, 256}), kLoopTuneSequence);
+  EXPECT_EQ(r->observations[0].kind, Value::Kind::kString);
+  EXPECT_EQ(r->observations[0].text, local.Observe("loop_tree")->text);
+  EXPECT_EQ(r->observations[1].kind, Value::Kind::kFloats);
+  EXPECT_THAT(r->observations[1].shape, ::testing::ElementsAre(1, 320));
+  EXPECT_EQ(r->observations[1].floats, local.Observe("loops_tensor")->floats);
+  EXPECT_EQ(r->observations[2].kind, Value::Kind::kBools);
+  EXPECT_EQ(r->observations[2].bools, local.Observe("action_mask")->bools);
+  EXPECT_EQ(r->observations[3].kind, Value::Kind::kGraphJson);
+  EXPECT_EQ(r->observations[3].text, local.Observe("ir_graph_networkx")->text);
+  EXPECT_EQ(r->observations[4].kind, Value::Kind::kInt64);
+  EXPECT_EQ(r->observations[4].integer, 2LL * 112 * 208 * 256);
+}
+
+TEST_F(ClientTest, ForkCloseAndErrors) {
+  auto env = Env::Start(connection_, kMm);
+  ASSERT_TRUE(env.ok());
+  ASSERT_TRUE(env->StepNamed({"split_4"}).ok());
+  auto fork = env->Fork();
+  ASSERT_TRUE(fork.ok());
+  EXPECT_NE(fork->session_id(), env->session_id());
+  ASSERT_TRUE(fork->StepNamed({"down", "split_8"}).ok());
+  EXPECT_EQ(env->Observe("loop_tree")->text,
+            LocalEnv(datasets::MatmulProgram({112, 208, 256}), {"split_4"}).Observe("loop_tree")->text);
+  EXPECT_EQ(env->StepNamed({"jump"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(env->Step({99}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(env->Observe("nope").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(fork->Close().ok());
+  EXPECT_TRUE(fork->Close().ok());  // idempotent
+  EXPECT_EQ(fork->Observe("ir").status().code(), absl::StatusCode::kFailedPrecondition);
+
+  auto missing = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/oops");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("Benchmark not found"));
+  auto user = Env::StartProgram(connection_, "benchmark://user-v0/gemv",
+                                "y[m] += A[m,k] * x[k]; m=64 k=128");
+  ASSERT_TRUE(user.ok()) << user.status();
+  EXPECT_EQ(user->Observe("flop_count")->integer, 2 * 64 * 128);
+}
+
+TEST_F(ClientTest, EverySearchReplaysToWhatItReports) {
+  auto start = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/mm64_80_96");
+  ASSERT_TRUE(start.ok());
+  for (const std::string& algorithm : SearchAlgorithms()) {
+    SearchOptions o;
+    o.algorithm = algorithm;
+    o.time_limit_seconds = 1.0;
+    int64_t progress_calls = 0;
+    o.on_progress = [&](const SearchProgress& p) {
+      ++progress_calls;
+      EXPECT_GT(p.peak_gflops, 0);
+    };
+    auto r = Search(*start, o);
+    ASSERT_TRUE(r.ok()) << algorithm << ": " << r.status();
+    EXPECT_GE(r->gflops, r->start_gflops) << algorithm;
+    EXPECT_GT(r->states_evaluated, 0) << algorithm;
+    EXPECT_GT(progress_calls, r->states_evaluated) << algorithm;
+    EXPECT_LT(r->seconds, o.time_limit_seconds + 1.0) << algorithm;
+    // Replay: the same state (ir, cursor included) and, measurements being cached per schedule,
+    // the very same GFLOPS.
+    auto replay = start->Fork();
+    ASSERT_TRUE(replay.ok());
+    auto s = replay->StepNamed(r->actions, {"ir", "loop_tree", "flops"});
+    ASSERT_TRUE(s.ok()) << algorithm;
+    EXPECT_EQ(s->observations[0].text, r->ir) << algorithm;
+    EXPECT_EQ(s->observations[1].text, r->loop_tree) << algorithm;
+    EXPECT_EQ(s->observations[2].number, r->gflops) << algorithm;
+  }
+  // The search left the start state alone.
+  EXPECT_EQ(start->Observe("loop_tree")->text,
+            LocalEnv(datasets::MatmulProgram({64, 80, 96}), {}).Observe("loop_tree")->text);
+  SearchOptions bad;
+  bad.algorithm = "beam3";
+  EXPECT_EQ(Search(*start, bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Connection, UnreachableServerIsUnavailable) {
+  auto c = Connection::Connect("127.0.0.1:1", absl::Milliseconds(300));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("127.0.0.1:1"));
+}
+
+TEST(Connection, RidesOutAServerRestart) {
+  auto first = std::make_unique<ServerProcess>();
+  ASSERT_TRUE(first->ok());
+  const int port = first->port();
+  auto c = Connection::Connect("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Env::Start(*c, kMm).ok());
+  EXPECT_EQ(first->Terminate(), 0);
+  first.reset();
+  ServerProcess second({"--port=" + std::to_string(port)});
+  ASSERT_TRUE(second.ok());
+  auto env = Env::Start(*c, kMm);  // the same connection, reconnected
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->session_id(), 0);  // a new server: ids start again
+}
+
+}  // namespace
+}  // namespace looptool::client
