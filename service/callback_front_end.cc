@@ -6,13 +6,18 @@ template <typename Call>
 grpc::ServerUnaryReactor* CallbackFrontEnd::Run(grpc::CallbackServerContext* context,
                                                 bool may_block, Call call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  ++in_flight_;
+  auto finish = [this, reactor](const grpc::Status& status) {
+    reactor->Finish(status);
+    --in_flight_;
+  };
   if (!may_block) {
-    reactor->Finish(call());
+    finish(call());
     return reactor;
   }
-  if (!pool_.Schedule([reactor, call] { reactor->Finish(call()); })) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 "Server busy: too many calls waiting; retry later"));
+  if (!pool_.Schedule([finish, call] { finish(call()); })) {
+    finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "Server busy: too many calls waiting; retry later"));
   }
   return reactor;
 }

@@ -5,6 +5,7 @@
 #ifndef LOOPTOOL_SERVICE_CALLBACK_FRONT_END_H_
 #define LOOPTOOL_SERVICE_CALLBACK_FRONT_END_H_
 
+#include <atomic>
 #include <memory>
 
 #include "proto/compiler_gym_service.grpc.pb.h"
@@ -17,6 +18,9 @@ class CallbackFrontEnd final : public compiler_gym::CompilerGymService::Callback
  public:
   // `service` and `pool` must outlive this.
   CallbackFrontEnd(LoopToolService& service, ThreadPool& pool) : service_(service), pool_(pool) {}
+
+  // Calls received and not yet answered; the server drains them before it stops.
+  int in_flight() const { return in_flight_.load(); }
 
   grpc::ServerUnaryReactor* GetVersion(grpc::CallbackServerContext*,
                                        const compiler_gym::GetVersionRequest*,
@@ -49,6 +53,7 @@ class CallbackFrontEnd final : public compiler_gym::CompilerGymService::Callback
 
   LoopToolService& service_;
   ThreadPool& pool_;
+  std::atomic<int> in_flight_{0};
 };
 
 }  // namespace looptool::service

@@ -78,6 +78,9 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.bind, ":", config.port));
   }
+  // Health: SERVING for the server as a whole ("") and for the service by name.
+  s->server_->GetHealthCheckService()->SetServingStatus(
+      compiler_gym::CompilerGymService::service_full_name(), true);
   s->bind_ = config.bind;
   s->reaper_ = std::thread([raw = s.get(), t = config.session_idle_timeout] { raw->ReaperLoop(t); });
   return s;
@@ -104,7 +107,11 @@ void LoopToolServer::Shutdown(absl::Duration grace) {
   }
   if (reaper_.joinable()) reaper_.join();
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
+    // gRPC's own drain also waits for idle client connections to go away, for the whole grace
+    // period; wait for our calls in flight instead, then shut down without delay.
+    const absl::Time deadline = absl::Now() + grace;
+    while (front_end_->in_flight() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+    server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
   blocking_pool_.reset();  // after the server: no call is left to schedule work

@@ -43,8 +43,8 @@ class LoopToolServer {
   double peak_gflops() const { return pool_->PeakGflops(); }
   const std::vector<int>& eval_cores() const { return eval_cores_; }
 
-  // Stops accepting calls, lets running ones finish (for at most `grace`), ends the reaper and
-  // the workers. Idempotent.
+  // Lets the calls in flight finish (for at most `grace`), then stops at once (idle client
+  // connections do not hold it up), ends the reaper and the workers. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
  private:

@@ -11,11 +11,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
 #include "proto/compiler_gym_service.grpc.pb.h"
 
 namespace looptool::client {
+
+// absl::Status of a gRPC status (the codes share their numbering).
+absl::Status FromGrpc(const grpc::Status& status);
 
 class Connection {
  public:
@@ -28,6 +32,25 @@ class Connection {
   compiler_gym::CompilerGymService::Stub& stub() { return *stub_; }
   const std::string& address() const { return address_; }
   const compiler_gym::GetSpacesReply& spaces() const { return spaces_; }
+
+  // Runs `call(context)` (a stub call returning grpc::Status) with a fresh context per attempt.
+  // With `retry`, an UNAVAILABLE answer (a connection that broke under the call, a server that
+  // restarted) is tried again, up to 3 times with backoff; calls that must not run twice (a step
+  // that applies actions) pass false.
+  template <typename Call>
+  absl::Status Invoke(Call call, bool retry = true,
+                      absl::Duration timeout = absl::ZeroDuration()) const {
+    grpc::Status s;
+    for (int attempt = 0;; ++attempt) {
+      auto ctx = Context(timeout == absl::ZeroDuration() ? call_timeout_ : timeout);
+      s = call(ctx.get());
+      if (s.ok() || !retry || s.error_code() != grpc::StatusCode::UNAVAILABLE || attempt == 3) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(50) * (1 << attempt));
+    }
+    return FromGrpc(s);
+  }
 
   // A context for one call, with the default deadline or `timeout`, waiting for readiness.
   std::unique_ptr<grpc::ClientContext> Context() const;
@@ -46,9 +69,6 @@ class Connection {
   std::unique_ptr<compiler_gym::CompilerGymService::Stub> stub_;
   compiler_gym::GetSpacesReply spaces_;
 };
-
-// absl::Status of a gRPC status (the codes share their numbering).
-absl::Status FromGrpc(const grpc::Status& status);
 
 }  // namespace looptool::client
 

@@ -37,7 +37,9 @@ absl::StatusOr<Env> Env::Start(std::shared_ptr<Connection> connection,
   request.mutable_benchmark()->set_uri(benchmark);
   request.set_action_space(*space);
   compiler_gym::StartSessionReply reply;
-  absl::Status s = FromGrpc(connection->stub().StartSession(connection->Context().get(), request, &reply));
+  absl::Status s = connection->Invoke([&](grpc::ClientContext* ctx) {
+    return connection->stub().StartSession(ctx, request, &reply);
+  });
   if (!s.ok()) return s;
   auto names = std::make_shared<const std::vector<std::string>>(*connection->ActionNames(action_space));
   return Env(std::move(connection), reply.session_id(), benchmark, std::move(names));
@@ -51,7 +53,9 @@ absl::StatusOr<Env> Env::StartProgram(std::shared_ptr<Connection> connection,
   b->set_uri(uri);
   b->mutable_program()->set_contents(program);
   compiler_gym::AddBenchmarkReply reply;
-  absl::Status s = FromGrpc(connection->stub().AddBenchmark(connection->Context().get(), request, &reply));
+  absl::Status s = connection->Invoke([&](grpc::ClientContext* ctx) {
+    return connection->stub().AddBenchmark(ctx, request, &reply);
+  });
   if (!s.ok()) return s;
   return Start(std::move(connection), uri, action_space);
 }
@@ -68,7 +72,9 @@ absl::StatusOr<StepResult> Env::Step(const std::vector<int>& actions,
     request.add_observation_space(*index);
   }
   compiler_gym::StepReply reply;
-  absl::Status s = FromGrpc(connection_->stub().Step(connection_->Context().get(), request, &reply));
+  absl::Status s = connection_->Invoke(
+      [&](grpc::ClientContext* ctx) { return connection_->stub().Step(ctx, request, &reply); },
+      /*retry=*/actions.empty());
   if (!s.ok()) return s;
   StepResult result;
   result.action_had_no_effect = reply.action_had_no_effect();
@@ -105,7 +111,9 @@ absl::StatusOr<Env> Env::Fork() const {
   compiler_gym::ForkSessionRequest request;
   request.set_session_id(session_id_);
   compiler_gym::ForkSessionReply reply;
-  absl::Status s = FromGrpc(connection_->stub().ForkSession(connection_->Context().get(), request, &reply));
+  absl::Status s = connection_->Invoke([&](grpc::ClientContext* ctx) {
+    return connection_->stub().ForkSession(ctx, request, &reply);
+  });
   if (!s.ok()) return s;
   return Env(connection_, reply.session_id(), benchmark_, action_names_);
 }
@@ -116,7 +124,9 @@ absl::Status Env::Close() {
   compiler_gym::EndSessionRequest request;
   request.set_session_id(session_id_);
   compiler_gym::EndSessionReply reply;
-  return FromGrpc(connection_->stub().EndSession(connection_->Context(absl::Seconds(5)).get(), request, &reply));
+  return connection_->Invoke(
+      [&](grpc::ClientContext* ctx) { return connection_->stub().EndSession(ctx, request, &reply); },
+      /*retry=*/true, absl::Seconds(5));
 }
 
 int Env::ActionIndex(const std::string& name) const {

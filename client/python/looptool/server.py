@@ -1,0 +1,169 @@
+"""Starting and stopping a local looptool-server process.
+
+    with LocalServer() as server:              # runs looptool-server --port=0 --working_dir=...
+        env = LoopToolEnv(server.address, benchmark=...)
+
+The server picks a free port and, once listening, writes port.txt and pid.txt into its working
+directory (atomically); `LocalServer` waits for port.txt (at most `startup_timeout` seconds) and
+fails early if the process exits first. `close()` sends SIGTERM (the server drains running calls
+and exits 0), waits, and returns the exit status; a server that does not stop within
+`stop_timeout` seconds is killed. The server's stdout and stderr go to
+<working_dir>/server.log.
+
+The binary is the `binary` argument, else $LOOPTOOL_SERVER, else "service/looptool-server"
+relative to the current directory (the runfiles root under `bazel test` / `bazel run`).
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import weakref
+
+DEFAULT_BINARY = "service/looptool-server"
+BINARY_ENV_VAR = "LOOPTOOL_SERVER"
+
+
+class ServerStartError(RuntimeError):
+    """The server process exited, or wrote no port.txt in time."""
+
+
+def default_binary():
+    """$LOOPTOOL_SERVER if set, else "service/looptool-server" (relative to the cwd)."""
+    return os.environ.get(BINARY_ENV_VAR) or DEFAULT_BINARY
+
+
+def _stop(process, timeout):
+    """SIGTERM, wait up to `timeout` s, then SIGKILL. Returns the exit status."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+def _cleanup(process, log, tmpdir):
+    """Last-resort cleanup (garbage collection, interpreter exit): never leave a server running."""
+    _stop(process, 5)
+    log.close()
+    if tmpdir is not None:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+class LocalServer:
+    """A looptool-server child process.
+
+    Args:
+      binary: path of looptool-server (default: see `default_binary()`).
+      flags: extra command-line flags, e.g. ["--test_hooks", "--timing_budget_ms=1"].
+      working_dir: where port.txt, pid.txt and server.log go; default: a fresh temporary
+        directory, deleted on close.
+      port: the port to listen on; 0 (default) lets the server pick a free one.
+      startup_timeout: seconds to wait for port.txt.
+      stop_timeout: seconds `close()` waits after SIGTERM before killing the process.
+
+    Attributes: `address` ("127.0.0.1:PORT"), `port`, `pid`, `working_dir`, `process`,
+    `returncode` (None while running).
+    """
+
+    def __init__(self, binary=None, flags=(), working_dir=None, port=0, startup_timeout=30.0,
+                 stop_timeout=30.0):
+        self.binary = os.path.abspath(binary or default_binary())
+        if not os.access(self.binary, os.X_OK):
+            raise ServerStartError(f"looptool-server not found or not executable: {self.binary} "
+                                   f"(pass binary= or set ${BINARY_ENV_VAR})")
+        self._tmpdir = None
+        if working_dir is None:
+            working_dir = self._tmpdir = tempfile.mkdtemp(prefix="looptool-server-")
+        os.makedirs(working_dir, exist_ok=True)
+        self.working_dir = working_dir
+        self.stop_timeout = stop_timeout
+        self.returncode = None
+        port_file = os.path.join(working_dir, "port.txt")
+        if os.path.exists(port_file):
+            os.remove(port_file)  # a stale one from an earlier server
+
+        self.args = [self.binary, f"--port={port}", f"--working_dir={working_dir}", *flags]
+        self._log = open(os.path.join(working_dir, "server.log"), "wb")
+        self.process = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
+                                        stdout=self._log, stderr=subprocess.STDOUT)
+        self._finalizer = weakref.finalize(self, _cleanup, self.process, self._log, self._tmpdir)
+        try:
+            self.port = self._wait_for_port(port_file, startup_timeout)
+        except BaseException:
+            self.close()
+            raise
+        self.pid = self.process.pid
+        self.address = f"{_connect_host(flags)}:{self.port}"
+
+    def _wait_for_port(self, port_file, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerStartError(f"looptool-server exited with status "
+                                       f"{self.process.returncode} before listening:\n"
+                                       f"{self.log()}")
+            try:
+                with open(port_file) as f:
+                    text = f.read().strip()
+                if text:
+                    return int(text)
+            except FileNotFoundError:
+                pass
+            time.sleep(0.01)
+        raise ServerStartError(f"looptool-server wrote no {port_file} in {timeout} s:\n"
+                               f"{self.log()}")
+
+    def log(self):
+        """What the server has written to stdout/stderr so far."""
+        if not self._log.closed:
+            self._log.flush()
+        try:
+            with open(os.path.join(self.working_dir, "server.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def connect(self, **kwargs):
+        """A `Connection` to this server (kwargs go to `Connection`)."""
+        from looptool.connection import Connection
+
+        return Connection(self.address, **kwargs)
+
+    def close(self):
+        """Stops the server (SIGTERM, then SIGKILL after `stop_timeout` s) and returns its exit
+        status: 0 for a clean shutdown, negative for death by a signal. Idempotent."""
+        if self.returncode is None:
+            self.returncode = _stop(self.process, self.stop_timeout)
+        self._finalizer()  # closes the log and deletes the temporary working directory
+        return self.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "running" if self.returncode is None else f"exited {self.returncode}"
+        return f"LocalServer({getattr(self, 'address', '?')}, {state})"
+
+
+def _connect_host(flags):
+    """The host to connect to, from the server's --bind flag (default 127.0.0.1)."""
+    bind = "127.0.0.1"
+    for flag in flags:
+        if flag.startswith("--bind="):
+            bind = flag[len("--bind="):]
+    if bind in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if bind in ("::", "[::]"):
+        return "[::1]"
+    if ":" in bind and not bind.startswith("["):
+        return f"[{bind}]"  # an IPv6 address
+    return bind

@@ -1,0 +1,204 @@
+"""Action and observation spaces, built from the service's GetSpaces reply.
+
+The service names its spaces; the protocol addresses them by index (StartSession and Step take
+indices into GetSpaces' lists). These classes keep both:
+
+* `NamedDiscrete`: a discrete action space whose actions have names (LoopTool's `loop_tool`
+  space has 17: up, down, swap_up, swap_down, split_2 .. split_1024, merge, unroll, vectorize;
+  `loop_tune` has LoopTune's 7).
+* `ObservationSpaceSpec`: one observation space: its name and index, what kind of value it
+  produces, the declared shape of tensors, whether it is deterministic / platform dependent, and
+  the default observation (what an environment returns when a step fails).
+* `Spaces`: everything GetSpaces returned, looked up by name.
+"""
+
+import random
+
+import numpy as np
+
+from looptool import convert
+from proto import compiler_gym_service_pb2 as pb
+
+
+class NamedDiscrete:
+    """A discrete action space of `n` actions, each with a name.
+
+    `name` is the space's name ("loop_tool"); `names[i]` is action i's name. `index(name)` and
+    `space[name]` map a name to its index, `action_name(i)` an index to its name.
+    """
+
+    def __init__(self, name, names, index=0):
+        self.name = name
+        self.names = tuple(names)
+        self.space_index = index  # the index in GetSpaces' action_space_list
+        self._index = {n: i for i, n in enumerate(self.names)}
+
+    @property
+    def n(self):
+        return len(self.names)
+
+    def __len__(self):
+        return len(self.names)
+
+    def index(self, name):
+        """The index of the action called `name` (ValueError if there is none)."""
+        try:
+            return self._index[name]
+        except KeyError:
+            raise ValueError(f"Unknown action {name!r} in action space {self.name}") from None
+
+    def __getitem__(self, name):
+        return self.index(name)
+
+    def action_name(self, i):
+        """The name of action `i` (IndexError if out of range)."""
+        if not 0 <= int(i) < len(self.names):
+            raise IndexError(f"Action index {i} out of range for {self.name} (0..{self.n - 1})")
+        return self.names[int(i)]
+
+    def to_index(self, action):
+        """An action given as an index or a name, as an index (the index is not range-checked)."""
+        if isinstance(action, str):
+            return self.index(action)
+        return int(action)
+
+    def contains(self, action):
+        """True for a valid index or a known name."""
+        if isinstance(action, str):
+            return action in self._index
+        try:
+            return 0 <= int(action) < len(self.names)
+        except (TypeError, ValueError):
+            return False
+
+    __contains__ = contains
+
+    def sample(self, rng=None):
+        """A uniformly random action index. `rng`: a numpy Generator, a `random.Random`, or None."""
+        if rng is None:
+            return random.randrange(len(self.names))
+        if isinstance(rng, np.random.Generator):
+            return int(rng.integers(len(self.names)))
+        if isinstance(rng, np.random.RandomState):
+            return int(rng.randint(len(self.names)))
+        return rng.randrange(len(self.names))
+
+    @classmethod
+    def from_proto(cls, action_space, index=0):
+        """From a `compiler_gym.ActionSpace` whose space is `named_discrete`."""
+        kind = action_space.space.WhichOneof("value")
+        if kind != "named_discrete":
+            raise TypeError(f"Action space {action_space.name} is {kind}, not named_discrete")
+        return cls(action_space.name, action_space.space.named_discrete.name, index)
+
+    def __eq__(self, other):
+        return (isinstance(other, NamedDiscrete) and self.name == other.name
+                and self.names == other.names)
+
+    def __hash__(self):
+        return hash((self.name, self.names))
+
+    def __repr__(self):
+        return f"NamedDiscrete({self.name!r}, n={self.n})"
+
+
+# What an observation space produces, from the default observation's Event field.
+_KIND_OF_EVENT = {
+    "string_value": "string",
+    "any_value": "graph",  # LoopTool's only Any payload: networkx node-link JSON
+    "float_tensor": "float_tensor",
+    "double_tensor": "double_tensor",
+    "int64_tensor": "int64_tensor",
+    "boolean_tensor": "bool_tensor",
+    "byte_tensor": "byte_tensor",
+    "double_value": "double",
+    "float_value": "float",
+    "int64_value": "int64",
+    "boolean_value": "bool",
+}
+
+
+class ObservationSpaceSpec:
+    """One observation space.
+
+    Attributes:
+      name: the space's name ("loops_tensor").
+      index: its index in GetSpaces' observation_space_list (what requests carry).
+      kind: what it produces: "string", "graph", "float_tensor", "bool_tensor", "double",
+        "int64", ... (see `_KIND_OF_EVENT`).
+      space_type: the `compiler_gym.Space` field that describes it ("float_box", "string_value",
+        "boolean_sequence", "double_value", "int64_value", ...).
+      shape: the declared shape of a box (a tuple), else None.
+      low, high: a box's bounds or a range's min and max (None when unset).
+      deterministic, platform_dependent: as declared by the service.
+      default_value: the default observation, converted (a fresh object on every access).
+      proto: the `compiler_gym.ObservationSpace` message.
+    """
+
+    def __init__(self, proto, index):
+        self.proto = proto
+        self.index = index
+        self.name = proto.name
+        self.deterministic = proto.deterministic
+        self.platform_dependent = proto.platform_dependent
+        self.space_type = proto.space.WhichOneof("value")
+        default_kind = proto.default_observation.WhichOneof("value")
+        self.kind = _KIND_OF_EVENT.get(default_kind, self.space_type)
+        self.shape = None
+        self.low = self.high = None
+        space = proto.space
+        if self.space_type and self.space_type.endswith("_box"):
+            box = getattr(space, self.space_type)
+            self.shape = tuple(int(d) for d in box.low.shape)
+            self.low = convert.event_to_python(_tensor_event(self.space_type, box.low))
+            self.high = convert.event_to_python(_tensor_event(self.space_type, box.high))
+        elif self.space_type in ("double_value", "float_value", "int64_value", "boolean_value"):
+            r = getattr(space, self.space_type)
+            self.low = r.min if r.WhichOneof("optional_min") else None
+            self.high = r.max if r.WhichOneof("optional_max") else None
+
+    @property
+    def default_value(self):
+        return convert.event_to_python(self.proto.default_observation)
+
+    def __repr__(self):
+        shape = f", shape={self.shape}" if self.shape is not None else ""
+        return f"ObservationSpaceSpec({self.name!r}, kind={self.kind!r}{shape})"
+
+
+def _tensor_event(box_type, tensor):
+    """An Event holding a box bound, so convert.py turns it into a numpy array."""
+    field = {"float_box": "float_tensor", "double_box": "double_tensor",
+             "int64_box": "int64_tensor", "boolean_box": "boolean_tensor",
+             "byte_box": "byte_tensor"}[box_type]
+    event = pb.Event()
+    getattr(event, field).CopyFrom(tensor)
+    return event
+
+
+class Spaces:
+    """Everything GetSpaces returned: `action_spaces` and `observation_spaces`, dicts by name in
+    the service's order."""
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.action_spaces = {}
+        for i, a in enumerate(reply.action_space_list):
+            self.action_spaces[a.name] = NamedDiscrete.from_proto(a, i)
+        self.observation_spaces = {}
+        for i, o in enumerate(reply.observation_space_list):
+            self.observation_spaces[o.name] = ObservationSpaceSpec(o, i)
+
+    def action_space(self, name):
+        try:
+            return self.action_spaces[name]
+        except KeyError:
+            raise ValueError(f"Unknown action space {name!r}; the service has "
+                             f"{', '.join(self.action_spaces)}") from None
+
+    def observation_space(self, name):
+        try:
+            return self.observation_spaces[name]
+        except KeyError:
+            raise KeyError(f"Unknown observation space {name!r}; the service has "
+                           f"{', '.join(self.observation_spaces)}") from None

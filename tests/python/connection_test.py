@@ -1,0 +1,233 @@
+"""LocalServer (process start, port.txt/pid.txt, startup failures, SIGTERM) and Connection
+(RPC helpers, error mapping, UNAVAILABLE retries and reconnection, deadlines) against real
+looptool-server processes."""
+
+import os
+import tempfile
+import threading
+import time
+import unittest
+from unittest import mock
+
+import grpc
+
+from looptool import (Connection, LocalServer, LoopToolEnv, ServerStartError, ServiceError,
+                      ServiceTransportError, SessionNotFound)
+from looptool import server as server_lib
+
+SERVER = "service/looptool-server"  # relative to the runfiles root, the cwd under bazel test
+MM = "benchmark://mm64_256_16_range-v0/mm112_208_256"
+
+
+class LocalServerTest(unittest.TestCase):
+
+    def test_start_and_stop(self):
+        server = LocalServer(SERVER)
+        working_dir = server.working_dir
+        with open(os.path.join(working_dir, "port.txt")) as f:
+            self.assertEqual(f.read(), f"{server.port}\n")
+        with open(os.path.join(working_dir, "pid.txt")) as f:
+            self.assertEqual(f.read(), f"{server.pid}\n")
+        self.assertEqual(server.pid, server.process.pid)
+        self.assertGreater(server.port, 0)
+        self.assertEqual(server.address, f"127.0.0.1:{server.port}")
+        self.assertIn(f"looptool-server listening on 127.0.0.1:{server.port}", server.log())
+        self.assertIsNone(server.returncode)
+        self.assertEqual(server.close(), 0)
+        self.assertEqual(server.returncode, 0)
+        self.assertEqual(server.close(), 0)  # idempotent
+        self.assertFalse(os.path.exists(working_dir))  # the temporary directory is removed
+
+    def test_given_working_dir_is_kept_and_stale_port_file_ignored(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "port.txt"), "w") as f:
+                f.write("1\n")  # left over from an earlier server
+            with LocalServer(SERVER, working_dir=tmp) as server:
+                self.assertNotEqual(server.port, 1)
+                with server.connect() as connection:
+                    self.assertEqual(connection.get_version().service_version, "0.2.5")
+            self.assertEqual(server.returncode, 0)
+            self.assertTrue(os.path.exists(os.path.join(tmp, "server.log")))
+
+    def test_startup_failures(self):
+        with self.assertRaisesRegex(ServerStartError, "exited with status 1 before listening"):
+            LocalServer(SERVER, flags=["--no_such_flag"])
+        with self.assertRaisesRegex(ServerStartError, "not found or not executable"):
+            LocalServer("no/such/looptool-server")
+
+    def test_binary_from_environment(self):
+        with mock.patch.dict(os.environ, {"LOOPTOOL_SERVER": os.path.abspath(SERVER)}):
+            self.assertEqual(server_lib.default_binary(), os.path.abspath(SERVER))
+            with LocalServer() as server:
+                self.assertEqual(server.binary, os.path.abspath(SERVER))
+        with mock.patch.dict(os.environ, {"LOOPTOOL_SERVER": ""}):
+            self.assertEqual(server_lib.default_binary(), "service/looptool-server")
+
+
+class ConnectionTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = LocalServer(SERVER)
+
+    @classmethod
+    def tearDownClass(cls):
+        status = cls.server.close()
+        if status != 0:
+            raise AssertionError(f"looptool-server exited with status {status}")
+
+    def connect(self, **kwargs):
+        connection = Connection(self.server.address, **kwargs)
+        self.addCleanup(connection.close)
+        return connection
+
+    def test_rpc_helpers(self):
+        connection = self.connect()
+        version = connection.get_version()
+        self.assertEqual(version.service_version, "0.2.5")
+        self.assertTrue(version.compiler_version.startswith("LoopTool"))
+        spaces = connection.spaces()
+        self.assertIs(connection.spaces(), spaces)  # fetched once
+        self.assertEqual(list(spaces.action_spaces), ["loop_tool", "loop_tune"])
+        flop_count = spaces.observation_space("flop_count").index
+        reply = connection.start_session(MM, observation_spaces=[flop_count])
+        self.assertEqual(reply.observation[0].int64_value, 2 * 112 * 208 * 256)
+        session = reply.session_id
+        self.assertFalse(connection.step(session, ["split_4", 0]).action_had_no_effect)
+        fork = connection.fork_session(session)
+        self.assertGreater(fork, session)
+        self.assertEqual(connection.send_session_parameter(session, "looptool.benchmark", ""), MM)
+        remaining = connection.end_session(fork)
+        self.assertEqual(connection.end_session(session), remaining - 1)
+
+    def test_add_benchmark(self):
+        connection = self.connect()
+        connection.add_benchmark("benchmark://user/rowsum", "O[r] += I[r,c]; r=64 c=48")
+        with LoopToolEnv(connection, benchmark="benchmark://user/rowsum") as env:
+            env.reset()
+            self.assertEqual(env.observation["loop_tree"],
+                             "for r in 64 : L0  <<<<<< cursor (line 0 )\n"
+                             " for c in 48 : L1\n"
+                             "  %1[r] <- add(%0)\n"
+                             " %2[r] <- write(%1)\n")
+        with self.assertRaises(ServiceError) as caught:
+            connection.add_benchmark("benchmark://user/bad", "C[m,n] += A[m,k] * ; m=4 n=4 k=4")
+        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("Malformed program for benchmark benchmark://user/bad",
+                      caught.exception.details)
+        # A program sent with StartSession is added first.
+        reply = connection.start_session("benchmark://user/gemv",
+                                         program="y[m] += A[m,k] * x[k]; m=32 k=64")
+        connection.end_session(reply.session_id)
+
+    def test_errors(self):
+        connection = self.connect()
+        with self.assertRaises(SessionNotFound) as caught:
+            connection.step(987654)
+        self.assertEqual(caught.exception.code, grpc.StatusCode.NOT_FOUND)
+        self.assertEqual(caught.exception.details, "Session not found: 987654")
+        self.assertEqual(caught.exception.method, "Step")
+        with self.assertRaises(ServiceError) as caught:
+            connection.start_session("benchmark://mm64_256_16_range-v0/nonsense")
+        self.assertNotIsInstance(caught.exception, SessionNotFound)
+        self.assertEqual(caught.exception.code, grpc.StatusCode.NOT_FOUND)
+        session = connection.start_session(MM).session_id
+        self.addCleanup(connection.end_session, session)
+        with self.assertRaises(ServiceError) as caught:
+            connection.send_session_parameter(session, "nope", "1")
+        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(caught.exception.details, "Unknown parameter: nope")
+
+    def test_closed_connection_refuses_calls(self):
+        connection = Connection(self.server.address)
+        connection.acquire()
+        connection.release()
+        self.assertFalse(connection.closed)  # one user left
+        connection.release()
+        self.assertTrue(connection.closed)
+        with self.assertRaises(RuntimeError):
+            connection.get_version()
+        with self.assertRaises(RuntimeError):
+            connection.acquire()
+
+
+class ReconnectionTest(unittest.TestCase):
+
+    def test_unavailable_is_retried_then_raised(self):
+        server = LocalServer(SERVER)
+        address = server.address
+        self.assertEqual(server.close(), 0)
+        connection = Connection(address, retries=2, backoff=0.05)
+        self.addCleanup(connection.close)
+        start = time.monotonic()
+        with self.assertRaises(ServiceTransportError) as caught:
+            connection.get_version()
+        self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+        self.assertGreaterEqual(time.monotonic() - start, 0.05 + 0.075)  # two retries waited
+
+    def test_reconnects_to_a_restarted_server(self):
+        first = LocalServer(SERVER)
+        port = first.port
+        self.assertEqual(first.close(), 0)
+        # A second server comes up on the same port while the call below is retrying.
+        connection = Connection(first.address, retries=12, backoff=0.1)
+        self.addCleanup(connection.close)
+        started = []
+        restart = threading.Timer(0.3, lambda: started.append(LocalServer(SERVER, port=port)))
+        restart.start()
+        start = time.monotonic()
+        try:
+            self.assertEqual(connection.get_version().service_version, "0.2.5")
+            self.assertGreaterEqual(time.monotonic() - start, 0.3)  # it began with no server
+        finally:
+            restart.join()
+            connection.close()
+            for server in started:
+                self.assertEqual(server.close(), 0)
+        self.assertEqual(len(started), 1)
+        self.assertEqual(started[0].port, port)
+
+    def test_same_connection_works_after_a_restart(self):
+        first = LocalServer(SERVER)
+        port = first.port
+        connection = Connection(first.address, retries=12, backoff=0.1)
+        self.addCleanup(connection.close)
+        session = connection.start_session(MM).session_id
+        # Kill the first server outright (no drain to wait for), then restart it.
+        first.process.kill()
+        first.close()
+        second = LocalServer(SERVER, port=port)
+        self.addCleanup(second.close)
+        # The same Connection object works again; the old session did not survive.
+        self.assertEqual(connection.get_version().service_version, "0.2.5")
+        with self.assertRaises(SessionNotFound):
+            connection.step(session)
+        connection.close()
+        self.assertEqual(second.close(), 0)
+
+
+class DeadlineTest(unittest.TestCase):
+
+    def test_client_deadline(self):
+        with LocalServer(SERVER, flags=["--test_hooks", "--eval_deadline=1",
+                                        "--timing_budget_ms=1"]) as server:
+            connection = server.connect(timeout=0.3)
+            self.addCleanup(connection.close)
+            session = connection.start_session(MM).session_id
+            connection.send_session_parameter(session, "test.inject_fault", "hang")
+            flops = connection.spaces().observation_space("flops").index
+            with self.assertRaises(ServiceError) as caught:
+                connection.step(session, observation_spaces=[flops])
+            self.assertEqual(caught.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+            # The client's 0.3 s ran out (gRPC's message), not the server's 1 s ("the kernel
+            # ran longer than 1 s; its worker was replaced").
+            self.assertEqual(caught.exception.details, "Deadline Exceeded")
+            # A per-call deadline overrides the connection's.
+            reply = connection.step(session, observation_spaces=[flops], timeout=30)
+            self.assertGreater(reply.observation[0].double_value, 0)
+            connection.close()
+        self.assertEqual(server.returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
