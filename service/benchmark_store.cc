@@ -25,11 +25,13 @@ absl::Status BenchmarkStore::Add(absl::string_view uri, absl::string_view progra
   auto it = added_.find(uri);
   if (it != added_.end()) {
     size_ -= it->second.bytes;
+    by_age_.erase(it->second.added);
     added_.erase(it);
   }
   Entry e{std::make_shared<const Program>(*std::move(program)),
           static_cast<int64_t>(uri.size() + program_text.size()), ++clock_};
   size_ += e.bytes;
+  by_age_.emplace(e.added, std::string(uri));
   added_.emplace(std::string(uri), std::move(e));
   EvictToFit();
   return absl::OkStatus();
@@ -68,13 +70,11 @@ void BenchmarkStore::set_max_size_in_bytes(int64_t bytes) {
 }
 
 void BenchmarkStore::EvictToFit() {
-  while (size_ > max_size_ && !added_.empty()) {
-    auto oldest = added_.begin();
-    for (auto it = added_.begin(); it != added_.end(); ++it) {
-      if (it->second.added < oldest->second.added) oldest = it;
-    }
+  while (size_ > max_size_ && !by_age_.empty()) {
+    auto oldest = added_.find(by_age_.begin()->second);
     size_ -= oldest->second.bytes;
     added_.erase(oldest);
+    by_age_.erase(by_age_.begin());
   }
 }
 

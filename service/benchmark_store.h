@@ -34,7 +34,7 @@ class BenchmarkStore {
 
   int64_t size_in_bytes() const;
   int64_t max_size_in_bytes() const;
-  // Evicts the oldest added benchmarks until the cache fits.
+  // Evicts the oldest added benchmarks until the cache fits (each eviction O(log n)).
   void set_max_size_in_bytes(int64_t bytes);
 
  private:
@@ -48,6 +48,7 @@ class BenchmarkStore {
   const Limits limits_;
   mutable absl::Mutex mu_;
   std::map<std::string, Entry, std::less<>> added_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::string> by_age_ ABSL_GUARDED_BY(mu_);  // insertion clock -> URI
   int64_t size_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t max_size_ ABSL_GUARDED_BY(mu_);
   int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;

@@ -15,7 +15,11 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Run(grpc::CallbackServerContext* con
     finish(call());
     return reactor;
   }
-  if (!pool_.Schedule([finish, call] { finish(call()); })) {
+  if (!pool_.Schedule([finish, call, context] {
+        // A client that gave up while the call waited in line gets nothing done for it (no
+        // session it would never learn about).
+        finish(context->IsCancelled() ? grpc::Status::CANCELLED : call());
+      })) {
     finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "Server busy: too many calls waiting; retry later"));
   }
@@ -56,7 +60,12 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::EndSession(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* CallbackFrontEnd::Step(grpc::CallbackServerContext* c,
                                                  const compiler_gym::StepRequest* q,
                                                  compiler_gym::StepReply* r) {
-  return Run(c, service_.MayBlock(*q), [=] { return service_.Step(nullptr, q, r); });
+  if (std::optional<grpc::Status> quick = service_.StepIfQuick(q, r)) {
+    grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
+    reactor->Finish(*quick);
+    return reactor;
+  }
+  return Run(c, true, [=] { return service_.Step(nullptr, q, r); });
 }
 
 grpc::ServerUnaryReactor* CallbackFrontEnd::AddBenchmark(grpc::CallbackServerContext* c,

@@ -1,7 +1,8 @@
 // CallbackFrontEnd: serves LoopToolService through gRPC's callback API. Cheap calls (a step that
 // asks for no kernel timing, GetSpaces, EndSession, ...) run inline on the thread that received
 // them, which saves the hand-offs between threads that dominate a step's round trip; calls that
-// may block (timing observations, starting or forking sessions) run on a ThreadPool.
+// may block (timing observations, a busy session, starting or forking sessions) run on a
+// ThreadPool, and are dropped (CANCELLED) if their client gave up while they waited.
 #ifndef LOOPTOOL_SERVICE_CALLBACK_FRONT_END_H_
 #define LOOPTOOL_SERVICE_CALLBACK_FRONT_END_H_
 

@@ -62,7 +62,7 @@ LoopToolService::LoopToolService(ServiceOptions options, std::shared_ptr<KernelE
     : options_(std::move(options)),
       evaluator_(std::move(evaluator)),
       observation_spaces_(ObservationSpaces(options_.limits)),
-      benchmarks_(options_.limits),
+      benchmarks_(options_.limits, options_.max_benchmark_cache_bytes),
       sessions_(options_.max_sessions) {}
 
 grpc::Status LoopToolService::GetVersion(grpc::ServerContext*,
@@ -168,6 +168,13 @@ absl::Status LoopToolService::DoStep(const compiler_gym::StepRequest& request,
                                      compiler_gym::StepReply& reply) {
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                    sessions_.Find(request.session_id(), absl::Now()));
+  absl::MutexLock lock(&session->mu);
+  return DoStepLocked(*session, request, reply);
+}
+
+absl::Status LoopToolService::DoStepLocked(Session& session,
+                                           const compiler_gym::StepRequest& request,
+                                           compiler_gym::StepReply& reply) {
   if (request.action_size() > options_.max_actions_per_step) {
     return absl::InvalidArgumentError(
         absl::StrCat("Too many actions in one step: ", request.action_size(), ", at most ",
@@ -177,9 +184,15 @@ absl::Status LoopToolService::DoStep(const compiler_gym::StepRequest& request,
     return absl::InvalidArgumentError(absl::StrCat(
         "Too many observations requested: at most ", options_.max_observations_per_request));
   }
-  absl::MutexLock lock(&session->mu);
-  Environment& env = session->env;
-  // Validate every action before applying any, so a bad request changes nothing.
+  // Validate every action and observation index before applying anything, so that a bad
+  // request changes nothing.
+  for (int32_t index : request.observation_space()) {
+    if (index < 0 || index >= static_cast<int>(observation_spaces_.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Observation space index out of range: ", index));
+    }
+  }
+  Environment& env = session.env;
   std::vector<int64_t> indices;
   for (const compiler_gym::Event& e : request.action()) {
     ASSIGN_OR_RETURN(const int64_t index, ActionIndex(e, env.action_space()));
@@ -197,7 +210,7 @@ absl::Status LoopToolService::DoStep(const compiler_gym::StepRequest& request,
   }
   reply.set_action_had_no_effect(no_effect);
   reply.set_end_of_session(false);
-  return Observe(env, session->pending_fault, request.observation_space(),
+  return Observe(env, session.pending_fault, request.observation_space(),
                  *reply.mutable_observation());
 }
 
@@ -263,8 +276,9 @@ absl::Status LoopToolService::DoSendSessionParameter(
         return absl::InvalidArgumentError(
             absl::StrCat("Parameter ", key, " needs a byte count, got '", p.value(), "'"));
       }
+      bytes = std::min(bytes, options_.max_benchmark_cache_bytes);
       benchmarks_.set_max_size_in_bytes(bytes);
-      reply.add_reply(p.value());
+      reply.add_reply(absl::StrCat(bytes));
     } else if (key == "service.benchmark_cache.get_max_size_in_bytes") {
       reply.add_reply(absl::StrCat(benchmarks_.max_size_in_bytes()));
     } else if (key == "service.benchmark_cache.get_size_in_bytes") {
@@ -286,19 +300,24 @@ absl::Status LoopToolService::DoSendSessionParameter(
   return absl::OkStatus();
 }
 
-bool LoopToolService::MayBlock(const compiler_gym::StepRequest& request) {
-  for (int32_t index : request.observation_space()) {
+std::optional<grpc::Status> LoopToolService::StepIfQuick(const compiler_gym::StepRequest* request,
+                                                         compiler_gym::StepReply* reply) {
+  for (int32_t index : request->observation_space()) {
     if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) &&
         IsTimed(observation_spaces_[index].name)) {
-      return true;
+      return std::nullopt;  // a kernel to measure: may wait for a worker
     }
   }
   absl::StatusOr<std::shared_ptr<Session>> session =
-      sessions_.Find(request.session_id(), absl::Now());
-  if (!session.ok()) return false;
-  if (!(*session)->mu.TryLock()) return true;
-  (*session)->mu.Unlock();
-  return false;
+      sessions_.Find(request->session_id(), absl::Now());
+  if (!session.ok()) return ToGrpc(session.status());
+  Session& s = **session;
+  if (!s.mu.TryLock()) return std::nullopt;  // busy with another call: may wait
+  grpc::Status status = Guarded([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return DoStepLocked(s, *request, *reply);
+  });
+  s.mu.Unlock();
+  return status;
 }
 
 int LoopToolService::ReapIdleSessions(absl::Duration timeout) {

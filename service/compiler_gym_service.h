@@ -5,6 +5,7 @@
 #define LOOPTOOL_SERVICE_COMPILER_GYM_SERVICE_H_
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ struct ServiceOptions {
   int max_actions_per_step = 4096;
   int max_observations_per_request = 64;
   int max_benchmarks_per_request = 1024;
+  int64_t max_benchmark_cache_bytes = int64_t{256} << 20;  // clients may lower it, not raise it
   std::string compiler_version = "LoopTool 0.1";
   // Test hook (--test_hooks): runs a crashing ("crash") or hanging ("hang") kernel in a worker
   // and returns the status the step gets. Null: the test.inject_fault parameter is unknown.
@@ -56,9 +58,11 @@ class LoopToolService final : public compiler_gym::CompilerGymService::Service {
                                     const compiler_gym::SendSessionParameterRequest*,
                                     compiler_gym::SendSessionParameterReply*) override;
 
-  // Whether `request` may wait long: it asks for a timing observation (a kernel to measure), or
-  // its session is busy with another call. Front ends run such steps off their I/O threads.
-  bool MayBlock(const compiler_gym::StepRequest& request);
+  // Runs the step at once if it is quick: it asks for no timing observation and its session is
+  // free (the session's lock is taken here without waiting, and held for the step). nullopt
+  // when it may wait: the caller runs Step where blocking is allowed.
+  std::optional<grpc::Status> StepIfQuick(const compiler_gym::StepRequest* request,
+                                          compiler_gym::StepReply* reply);
 
   // Ends the sessions idle for longer than `timeout`; returns how many. The server calls this
   // periodically.
@@ -71,6 +75,8 @@ class LoopToolService final : public compiler_gym::CompilerGymService::Service {
   absl::Status DoForkSession(const compiler_gym::ForkSessionRequest& request,
                              compiler_gym::ForkSessionReply& reply);
   absl::Status DoStep(const compiler_gym::StepRequest& request, compiler_gym::StepReply& reply);
+  absl::Status DoStepLocked(Session& session, const compiler_gym::StepRequest& request,
+                            compiler_gym::StepReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);
   absl::Status DoAddBenchmark(const compiler_gym::AddBenchmarkRequest& request);
   absl::Status DoSendSessionParameter(const compiler_gym::SendSessionParameterRequest& request,
                                       compiler_gym::SendSessionParameterReply& reply);

@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
     config.workers.cores.push_back(cpus.size() > 1 ? cpus.back() : -1);
   }
   s->eval_cores_ = config.workers.cores;
+  config.workers.max_loops = config.service.limits.max_loops;
   PinAwayFrom(s->eval_cores_);  // threads started from here on inherit it
   absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(config.workers);
   if (!pool.ok()) return pool.status();
@@ -73,6 +74,9 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   builder.SetMaxSendMessageSize(config.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 512 * 1024);
+  grpc::ResourceQuota quota("looptool-server");
+  quota.Resize(config.max_memory_bytes);  // requests and replies in flight, all together
+  builder.SetResourceQuota(quota);
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     return absl::UnavailableError(
@@ -91,7 +95,8 @@ LoopToolServer::~LoopToolServer() { Shutdown(); }
 std::string LoopToolServer::address() const { return absl::StrCat(bind_, ":", port_); }
 
 void LoopToolServer::ReaperLoop(absl::Duration timeout) {
-  const absl::Duration period = std::min(timeout / 4, absl::Seconds(10));
+  const absl::Duration period =
+      std::max(std::min(timeout / 4, absl::Seconds(10)), absl::Milliseconds(100));
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);

@@ -26,8 +26,9 @@ struct ServerConfig {
   WorkerPool::Options workers;                   // cores empty: the last CPU we may run on
   absl::Duration session_idle_timeout = absl::Hours(1);
   int blocking_threads = 32;                     // for calls that may wait (timing, forks)
-  size_t max_queued_calls = 4096;                // beyond this: RESOURCE_EXHAUSTED
-  int max_message_bytes = 64 << 20;
+  size_t max_queued_calls = 1024;                // beyond this: RESOURCE_EXHAUSTED
+  int max_message_bytes = 64 << 20;             // CompilerGym: unlimited; bounded here
+  size_t max_memory_bytes = size_t{2} << 30;     // gRPC's buffers for calls in flight
   bool test_hooks = false;                       // enables the test.inject_fault parameter
 };
 

@@ -68,6 +68,13 @@ int Main(int argc, char** argv) {
   config.port = absl::GetFlag(FLAGS_port);
   config.service.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   config.service.limits.max_loops = absl::GetFlag(FLAGS_max_loops);
+  if (absl::GetFlag(FLAGS_session_idle_timeout) <= 0 || absl::GetFlag(FLAGS_max_sessions) <= 0 ||
+      absl::GetFlag(FLAGS_eval_deadline) <= 0 || absl::GetFlag(FLAGS_timing_budget_ms) <= 0 ||
+      absl::GetFlag(FLAGS_max_loops) <= 0) {
+    std::cerr << "looptool-server: --session_idle_timeout, --max_sessions, --eval_deadline, "
+                 "--timing_budget_ms and --max_loops must be positive\n";
+    return 1;
+  }
   config.session_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_session_idle_timeout));
   config.test_hooks = absl::GetFlag(FLAGS_test_hooks);
   config.workers.isa = absl::GetFlag(FLAGS_isa);

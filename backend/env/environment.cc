@@ -87,6 +87,7 @@ Environment::Environment(LoopTree initial, ActionSpace space, Limits limits,
 absl::StatusOr<NoEffectReason> Environment::Step(int64_t index) {
   ASSIGN_OR_RETURN(const Action action, space_.At(index));
   ActionResult r = Apply(tree_, action, limits_);
+  if (history_.size() == kHistory) history_.erase(history_.begin());
   history_.push_back(LoopToolIndex(action));
   tree_ = std::move(r.tree);
   return r.reason;

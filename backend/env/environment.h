@@ -31,7 +31,9 @@ class Environment {
 
   const LoopTree& tree() const { return tree_; }
   const ActionSpace& action_space() const { return space_; }
-  // Every action stepped, effective or not, as loop_tool action-space indices.
+  // The last actions stepped (at most kHistory), effective or not, as loop_tool action-space
+  // indices, oldest first. Bounded so that a long episode costs no memory.
+  static constexpr size_t kHistory = 64;
   const std::vector<int>& history() const { return history_; }
 
   // Applies the action at `index` of the action space and returns why it changed nothing, or

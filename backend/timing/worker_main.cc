@@ -50,6 +50,8 @@ absl::StatusOr<WorkerArgs> ParseArgs(int argc, char** argv) {
     if (absl::ConsumePrefix(&v, "--isa=")) { a.isa = std::string(v); continue; }
     v = arg;
     if (absl::ConsumePrefix(&v, "--budget_ms=") && absl::SimpleAtod(v, &a.budget_ms)) continue;
+    v = arg;
+    if (absl::ConsumePrefix(&v, "--max_loops=") && absl::SimpleAtoi(v, &a.max_loops)) continue;
     return absl::InvalidArgumentError(absl::StrCat("bad worker argument: ", arg));
   }
   return a;
@@ -93,7 +95,8 @@ WorkerReply Serve(const WorkerRequest& request, LocalEvaluator& evaluator, const
 
 std::vector<std::string> WorkerArgs::ToArgv() const {
   return {kWorkerFlag, absl::StrCat("--fd=", fd), absl::StrCat("--core=", core),
-          absl::StrCat("--isa=", isa), absl::StrCat("--budget_ms=", budget_ms)};
+          absl::StrCat("--isa=", isa), absl::StrCat("--budget_ms=", budget_ms),
+          absl::StrCat("--max_loops=", max_loops)};
 }
 
 std::optional<int> MaybeRunKernelWorker(int argc, char** argv) {
@@ -113,7 +116,11 @@ std::optional<int> MaybeRunKernelWorker(int argc, char** argv) {
   options.isa = *isa;
   options.timing.budget_seconds = args->budget_ms / 1000.0;
   LocalEvaluator evaluator(options);
-  const Limits limits;
+  // The server validated the program against all its limits; the IR it sends adds schedule
+  // lines to the program text, so only the frame size bounds it here.
+  Limits limits;
+  limits.max_loops = args->max_loops;
+  limits.max_program_bytes = kMaxFrameBytes;
   while (true) {
     absl::StatusOr<std::string> frame = ReadFrame(args->fd, -1);
     if (!frame.ok()) return 0;  // the pool closed the socket

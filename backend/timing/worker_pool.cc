@@ -67,6 +67,7 @@ absl::Status WorkerPool::Spawn(Worker& worker) const {
   args.core = worker.core;
   args.isa = options_.isa;
   args.budget_ms = options_.budget_ms;
+  args.max_loops = options_.max_loops;
   std::vector<std::string> argv_strings = args.ToArgv();
   argv_strings.insert(argv_strings.begin(), "looptool-kernel-worker");
   std::vector<char*> argv;
@@ -165,10 +166,17 @@ absl::StatusOr<Measurement> WorkerPool::Measure(const LoopTree& tree) {
     }
   }
   absl::StatusOr<WorkerReply> reply = Call({WorkerTask::kMeasure, PrintIr(tree)});
-  absl::StatusOr<Measurement> result =
-      !reply.ok() ? absl::StatusOr<Measurement>(reply.status())
-      : reply->status.ok() ? absl::StatusOr<Measurement>(reply->measurement)
-                           : absl::StatusOr<Measurement>(reply->status);
+  absl::StatusOr<Measurement> result = Measurement{};
+  if (!reply.ok()) {
+    result = reply.status();  // a crash (INTERNAL) or a hang (DEADLINE_EXCEEDED)
+  } else if (!reply->status.ok()) {
+    // Whatever the worker could not do with a schedule the server accepted is an internal
+    // failure of this step, never the client's INVALID_ARGUMENT.
+    result = absl::InternalError(
+        absl::StrCat("the kernel of this schedule could not be measured: ", reply->status.message()));
+  } else {
+    result = reply->measurement;
+  }
   if (Cacheable(reply)) {
     absl::MutexLock lock(&mu_);
     if (cache_.size() >= options_.max_cached) cache_.clear();

@@ -2,7 +2,9 @@
 // worker processes (worker_main.h), one pinned to each measurement core, never in the caller's
 // process. A request waits for a free worker, so concurrent sessions queue for a core instead of
 // sharing one. A worker that crashes (INTERNAL) or overruns the deadline (DEADLINE_EXCEEDED) is
-// killed and replaced; only that request fails. Measurements are cached by (program, schedule).
+// killed and replaced; only that request fails. Every other failure (the code generator refusing a
+// schedule, a kernel failing verification) is INTERNAL too, with the worker's message.
+// Measurements are cached by (program, schedule).
 // Thread-safe.
 #ifndef LOOPTOOL_BACKEND_TIMING_WORKER_POOL_H_
 #define LOOPTOOL_BACKEND_TIMING_WORKER_POOL_H_
@@ -27,6 +29,7 @@ class WorkerPool : public KernelEvaluator {
     std::vector<int> cores;          // one worker pinned to each; empty: one unpinned worker
     std::string isa = "auto";        // see ParseIsa
     double budget_ms = 10;           // timing budget per new schedule
+    int max_loops = 16;              // the loop trees callers send may have this many loops
     double deadline_seconds = 30;    // a request still running after this is a hang
     size_t max_cached = 1 << 16;     // cached measurements (cleared when full)
     std::string executable = "/proc/self/exe";  // a binary that calls MaybeRunKernelWorker

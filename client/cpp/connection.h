@@ -5,6 +5,7 @@
 #ifndef LOOPTOOL_CLIENT_CPP_CONNECTION_H_
 #define LOOPTOOL_CLIENT_CPP_CONNECTION_H_
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +37,9 @@ class Connection {
   // Runs `call(context)` (a stub call returning grpc::Status) with a fresh context per attempt.
   // With `retry`, an UNAVAILABLE answer (a connection that broke under the call, a server that
   // restarted) is tried again, up to 3 times with backoff; calls that must not run twice (a step
-  // that applies actions) pass false.
+  // that applies actions) pass false. StartSession and ForkSession do retry: in the rare case
+  // that the connection broke after the server ran the call, the orphaned session is reaped as
+  // idle, a smaller harm than failing every first call after a server restart.
   template <typename Call>
   absl::Status Invoke(Call call, bool retry = true,
                       absl::Duration timeout = absl::ZeroDuration()) const {
@@ -50,6 +53,11 @@ class Connection {
       absl::SleepFor(absl::Milliseconds(50) * (1 << attempt));
     }
     return FromGrpc(s);
+  }
+
+  // The timeout of a call that must end by `deadline` (at most the default call timeout).
+  absl::Duration TimeoutUntil(absl::Time deadline) const {
+    return std::max(std::min(call_timeout_, deadline - absl::Now()), absl::Milliseconds(1));
   }
 
   // A context for one call, with the default deadline or `timeout`, waiting for readiness.

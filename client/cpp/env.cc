@@ -19,6 +19,7 @@ Env& Env::operator=(Env&& o) noexcept {
     Close().IgnoreError();
     connection_ = std::move(o.connection_);
     session_id_ = o.session_id_;
+    deadline_ = o.deadline_;
     open_ = o.open_;
     benchmark_ = std::move(o.benchmark_);
     action_names_ = std::move(o.action_names_);
@@ -74,7 +75,7 @@ absl::StatusOr<StepResult> Env::Step(const std::vector<int>& actions,
   compiler_gym::StepReply reply;
   absl::Status s = connection_->Invoke(
       [&](grpc::ClientContext* ctx) { return connection_->stub().Step(ctx, request, &reply); },
-      /*retry=*/actions.empty());
+      /*retry=*/actions.empty(), connection_->TimeoutUntil(deadline_));
   if (!s.ok()) return s;
   StepResult result;
   result.action_had_no_effect = reply.action_had_no_effect();
@@ -111,11 +112,13 @@ absl::StatusOr<Env> Env::Fork() const {
   compiler_gym::ForkSessionRequest request;
   request.set_session_id(session_id_);
   compiler_gym::ForkSessionReply reply;
-  absl::Status s = connection_->Invoke([&](grpc::ClientContext* ctx) {
-    return connection_->stub().ForkSession(ctx, request, &reply);
-  });
+  absl::Status s = connection_->Invoke(
+      [&](grpc::ClientContext* ctx) { return connection_->stub().ForkSession(ctx, request, &reply); },
+      /*retry=*/true, connection_->TimeoutUntil(deadline_));
   if (!s.ok()) return s;
-  return Env(connection_, reply.session_id(), benchmark_, action_names_);
+  Env fork(connection_, reply.session_id(), benchmark_, action_names_);
+  fork.deadline_ = deadline_;
+  return fork;
 }
 
 absl::Status Env::Close() {

@@ -46,6 +46,9 @@ class Env {
   // Ends the session; later calls fail. Idempotent.
   absl::Status Close();
 
+  // Calls (but Close) end by `deadline` at the latest (DEADLINE_EXCEEDED); forks inherit it.
+  void set_deadline(absl::Time deadline) { deadline_ = deadline; }
+
   int64_t session_id() const { return session_id_; }
   const std::string& benchmark() const { return benchmark_; }
   const std::vector<std::string>& action_names() const { return *action_names_; }
@@ -61,6 +64,7 @@ class Env {
   bool open_ = false;
   std::string benchmark_;
   std::shared_ptr<const std::vector<std::string>> action_names_;
+  absl::Time deadline_ = absl::InfiniteFuture();
 };
 
 }  // namespace looptool::client

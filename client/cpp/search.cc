@@ -7,6 +7,8 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace looptool::client {
 namespace {
@@ -28,18 +30,22 @@ const std::vector<std::string> kObservations = {"ir", "loop_tree", "flops", "act
 class Searcher {
  public:
   Searcher(const Env& start, const SearchOptions& options)
-      : start_(start), options_(options), t0_(Clock::now()) {}
+      : start_(start),
+        options_(options),
+        t0_(Clock::now()),
+        deadline_(absl::Now() + absl::Seconds(options.time_limit_seconds)) {}
 
   absl::Status Init() {
     absl::StatusOr<Env> env = start_.Fork();
     if (!env.ok()) return env.status();
+    env->set_deadline(deadline_);
     std::vector<std::string> observations = kObservations;
     observations.push_back("peak_gflops");
     absl::StatusOr<StepResult> r = env->Step({}, observations);
     if (!r.ok()) return r.status();
     progress_.peak_gflops = r->observations.back().number;
     root_ = ToNode({}, *r);
-    visited_.emplace(root_.ir, root_.gflops);
+    visited_.emplace(root_.ir, root_);
     best_ = root_;
     Report();
     return absl::OkStatus();
@@ -55,23 +61,28 @@ class Searcher {
   double start_gflops() const { return root_.gflops; }
   double peak() const { return progress_.peak_gflops; }
 
-  // A session in `node`'s state: a fork of the start, stepped along the path in one call.
+  // A session in `node`'s state: a fork of the start, stepped along the path in one call. Its
+  // calls (and its forks') end at the search's deadline.
   absl::StatusOr<Env> Materialize(const Node& node) {
     absl::StatusOr<Env> env = start_.Fork();
-    if (!env.ok() || node.path.empty()) return env;
+    if (!env.ok()) return env;
+    env->set_deadline(deadline_);
+    if (node.path.empty()) return env;
     absl::StatusOr<StepResult> r = env->Step(node.path);
     if (!r.ok()) return r.status();
     return env;
   }
 
-  // Applies `action` to `env` (in `parent`'s state) and returns the new node, or nullopt when the
-  // state was visited before. The kernel of a new state is measured; one that fails to compile,
-  // verify or run scores 0.
-  absl::StatusOr<std::optional<Node>> Advance(Env& env, const Node& parent, int action) {
+  // Applies `action` to `env` (in `parent`'s state) and returns the node it reaches; `is_new`
+  // says whether the state was never seen before (a seen one comes from the cache, with this
+  // path, and is not counted again). The kernel of a new state is measured; one that fails to
+  // compile, verify or run scores 0.
+  absl::StatusOr<Node> Advance(Env& env, const Node& parent, int action, bool& is_new) {
     std::vector<int> path = parent.path;
     path.push_back(action);
     absl::StatusOr<StepResult> r = env.Step({action}, kObservations);
     if (!r.ok()) {
+      if (Expired()) return r.status();
       // The action was applied; only the measurement failed. Look at the state without it.
       absl::StatusOr<StepResult> plain = env.Step({}, {"ir", "loop_tree", "action_mask"});
       if (!plain.ok()) return plain.status();
@@ -79,24 +90,32 @@ class Searcher {
       r = std::move(plain);
     }
     Node node = ToNode(std::move(path), *r);
-    auto [it, inserted] = visited_.emplace(node.ir, node.gflops);
-    if (!inserted) return std::optional<Node>();
+    auto [it, inserted] = visited_.emplace(node.ir, node);
+    is_new = inserted;
+    if (!inserted) {
+      Node seen = it->second;
+      seen.path = std::move(node.path);
+      return seen;
+    }
     ++progress_.states_evaluated;
     if (node.gflops > best_.gflops) best_ = node;
     Report();
-    return std::optional<Node>(std::move(node));
+    return node;
   }
 
-  // Every new child of `parent` (whose state `env` holds), best first.
-  absl::StatusOr<std::vector<Node>> Expand(const Env& env, const Node& parent) {
+  // The children of `parent` (whose state `env` holds), best first: only states never seen
+  // before, or with `include_seen` also those (from the cache, not measured again).
+  absl::StatusOr<std::vector<Node>> Expand(const Env& env, const Node& parent,
+                                           bool include_seen = false) {
     std::vector<Node> children;
     for (int a = 0; a < static_cast<int>(parent.mask.size()) && !Expired(); ++a) {
       if (!parent.mask[a]) continue;
       absl::StatusOr<Env> child = env.Fork();
       if (!child.ok()) return child.status();
-      absl::StatusOr<std::optional<Node>> node = Advance(*child, parent, a);
+      bool is_new = false;
+      absl::StatusOr<Node> node = Advance(*child, parent, a, is_new);
       if (!node.ok()) return node.status();
-      if (node->has_value()) children.push_back(**std::move(node));
+      if (is_new || include_seen) children.push_back(*std::move(node));
     }
     std::stable_sort(children.begin(), children.end(),
                      [](const Node& a, const Node& b) { return a.gflops > b.gflops; });
@@ -123,8 +142,9 @@ class Searcher {
   const Env& start_;
   const SearchOptions& options_;
   const Clock::time_point t0_;
+  const absl::Time deadline_;
   Node root_, best_;
-  std::map<std::string, double> visited_;
+  std::map<std::string, Node> visited_;  // by ir (program, schedule and cursor)
   SearchProgress progress_;
 };
 
@@ -136,7 +156,8 @@ absl::Status Greedy(Searcher& s, int lookahead, int depth) {
     if (!env.ok()) return env.status();
     // All paths of up to `lookahead` actions, level by level; remember each one's first child.
     std::vector<std::pair<Node, Node>> level;  // (node, first-level ancestor)
-    absl::StatusOr<std::vector<Node>> children = s.Expand(*env, current);
+    // Lookahead revisits states seen from the previous position: include them (cached).
+    absl::StatusOr<std::vector<Node>> children = s.Expand(*env, current, /*include_seen=*/true);
     if (!children.ok()) return children.status();
     for (Node& c : *children) level.emplace_back(c, c);
     std::optional<std::pair<Node, Node>> best;
@@ -147,7 +168,7 @@ absl::Status Greedy(Searcher& s, int lookahead, int depth) {
         if (d == lookahead || s.Expired()) continue;
         absl::StatusOr<Env> e = s.Materialize(node);
         if (!e.ok()) return e.status();
-        absl::StatusOr<std::vector<Node>> grand = s.Expand(*e, node);
+        absl::StatusOr<std::vector<Node>> grand = s.Expand(*e, node, /*include_seen=*/true);
         if (!grand.ok()) return grand.status();
         for (Node& g : *grand) next.emplace_back(g, first);
       }
@@ -193,28 +214,25 @@ absl::Status BeamBfs(Searcher& s, int width, int depth) {
 
 absl::Status Random(Searcher& s, int depth, uint64_t seed) {
   std::mt19937_64 rng(seed);
+  auto legal_actions = [](const Node& node) {
+    std::vector<int> legal;
+    for (int a = 0; a < static_cast<int>(node.mask.size()); ++a) {
+      if (node.mask[a]) legal.push_back(a);
+    }
+    return legal;
+  };
+  if (legal_actions(s.root()).empty()) return absl::OkStatus();  // nothing to try
   while (!s.Expired()) {
     absl::StatusOr<Env> env = s.Materialize(s.root());
     if (!env.ok()) return env.status();
     Node node = s.root();
     for (int d = 0; d < depth && !s.Expired(); ++d) {
-      std::vector<int> legal;
-      for (int a = 0; a < static_cast<int>(node.mask.size()); ++a) {
-        if (node.mask[a]) legal.push_back(a);
-      }
+      const std::vector<int> legal = legal_actions(node);
       if (legal.empty()) break;
-      const int action = legal[rng() % legal.size()];
-      absl::StatusOr<std::optional<Node>> next = s.Advance(*env, node, action);
+      bool is_new = false;
+      absl::StatusOr<Node> next = s.Advance(*env, node, legal[rng() % legal.size()], is_new);
       if (!next.ok()) return next.status();
-      if (next->has_value()) {
-        node = **std::move(next);
-      } else {
-        // A state seen before: keep walking from it without measuring it again.
-        node.path.push_back(action);
-        absl::StatusOr<StepResult> r = env->Step({}, {"action_mask"});
-        if (!r.ok()) return r.status();
-        node.mask = r->observations[0].bools;
-      }
+      node = *std::move(next);  // a state seen before: walk on from it, not measured again
     }
   }
   return absl::OkStatus();

@@ -35,6 +35,11 @@ ServerProcess::ServerProcess(std::vector<std::string> flags) {
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in(working_dir_ + "/port.txt");
     if (in >> port_ && port_ > 0) break;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {  // it exited: a refused start
+      pid_ = -1;
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (port_ <= 0) return;

@@ -16,7 +16,7 @@ namespace looptool::testing {
 class ServerProcess {
  public:
   // Starts `service/looptool-server` (a runfile) with `flags` plus --working_dir and waits for
-  // its port.txt. Check ok() before use.
+  // its port.txt (or its exit: a refused start). Check ok() before use.
   explicit ServerProcess(std::vector<std::string> flags = {});
   ~ServerProcess();
 

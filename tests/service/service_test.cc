@@ -301,11 +301,13 @@ TEST_F(ServiceTest, StatusCodesAndMessages) {
 
   cg::StepRequest bad_obs;
   bad_obs.set_session_id(id);
+  bad_obs.add_action()->set_int64_value(c.Act("split_4"));  // not applied: the request is bad
   bad_obs.add_observation_space(99);
   grpc::ClientContext ctx2;
   s = server_->stub().Step(&ctx2, bad_obs, &step);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(s.error_message(), "Observation space index out of range: 99");
+  EXPECT_EQ(c.LoopTree(id), before);
 
   cg::SendSessionParameterReply param;
   s = c.Param(id, "nope", "1", &param);
@@ -344,6 +346,13 @@ TEST_F(ServiceTest, AddBenchmarkParsesOnArrival) {
   cg::SendSessionParameterReply param;
   ASSERT_TRUE(c.Param(id, "service.benchmark_cache.get_size_in_bytes", "", &param).ok());
   EXPECT_GT(std::stoll(param.reply(0)), 0);
+  // Clients may lower the cache's cap, not raise it past the server's (256 MiB).
+  param.Clear();
+  ASSERT_TRUE(c.Param(id, "service.benchmark_cache.set_max_size_in_bytes", "99999999999", &param).ok());
+  EXPECT_EQ(param.reply(0), "268435456");
+  param.Clear();
+  s = c.Param(id, "service.benchmark_cache.set_max_size_in_bytes", "lots", &param);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST(ServiceLimits, LoopNestTooLargeIsRefused) {
@@ -417,6 +426,43 @@ TEST_F(ServiceTest, CrashingAndHangingKernelsFailOneStepOnly) {
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(r.observation(1).string_value(),
             LocalEnv(datasets::MatmulProgram({64, 80, 96}), {"split_4"}).Observe("loop_tree")->text);
+}
+
+TEST(ServiceLimits, TreesBeyondSixteenLoopsAreTimedWhenTheServerAllowsThem) {
+  ServerProcess server({"--max_loops=24", "--timing_budget_ms=1"});
+  ASSERT_TRUE(server.ok());
+  Client c(server.stub());
+  // Split by 2 where the cursor is, else walk down, until the tree has more than 16 loops.
+  std::vector<std::string> actions;
+  Limits limits;
+  limits.max_loops = 24;
+  Environment local(LoopTree::Initial(std::make_shared<const Program>(
+                        *ParseProgram(datasets::MatmulProgram({64, 64, 64}), limits))),
+                    LoopToolActionSpace(), limits, nullptr);
+  while (local.tree().num_loops() <= 16) {
+    bool moved = false;
+    for (const std::string a : {"split_2", "down"}) {
+      if (*local.Step(LoopToolActionSpace().IndexOf(*ActionFromName(a))) == NoEffectReason::kNone) {
+        actions.push_back(a);
+        moved = true;
+        break;
+      }
+    }
+    ASSERT_TRUE(moved) << "stuck at " << local.tree().num_loops() << " loops";
+  }
+  ASSERT_LE(local.tree().num_loops(), 24);
+  const int64_t id = c.StartOk("benchmark://mm64_256_16_range-v0/mm64_64_64");
+  cg::StepReply r;
+  grpc::Status s = c.Step(id, actions, {"loop_tree", "flops"}, &r);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(r.observation(0).string_value(), local.Observe("loop_tree")->text);
+  EXPECT_GT(r.observation(1).double_value(), 0);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(ServiceLimits, BadFlagsAreRefused) {
+  ServerProcess server({"--session_idle_timeout=0"});
+  EXPECT_FALSE(server.ok());
 }
 
 TEST(ServiceLimits, HangingKernelHitsTheDeadline) {

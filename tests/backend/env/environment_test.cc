@@ -38,6 +38,9 @@ TEST(Environment, StepsByIndexAndRecordsLoopToolIndices) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(), "Action index 7 is out of range for action space loop_tune (0..6)");
   EXPECT_THAT(env.history(), ElementsAre(5, 0));  // nothing recorded
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(env.Step(1).ok());  // down
+  EXPECT_EQ(env.history().size(), Environment::kHistory);  // bounded: the last 64
+  EXPECT_EQ(env.history().front(), 1);
 }
 
 TEST(Environment, EveryObservationMatchesItsDeclaredSpace) {
