@@ -5,11 +5,12 @@
 namespace looptool::client {
 
 Env::Env(std::shared_ptr<Connection> connection, int64_t session, std::string benchmark,
-         std::shared_ptr<const std::vector<std::string>> action_names)
+         std::string action_space, std::shared_ptr<const std::vector<std::string>> action_names)
     : connection_(std::move(connection)),
       session_id_(session),
       open_(true),
       benchmark_(std::move(benchmark)),
+      action_space_(std::move(action_space)),
       action_names_(std::move(action_names)) {}
 
 Env::Env(Env&& o) noexcept { *this = std::move(o); }
@@ -22,6 +23,7 @@ Env& Env::operator=(Env&& o) noexcept {
     deadline_ = o.deadline_;
     open_ = o.open_;
     benchmark_ = std::move(o.benchmark_);
+    action_space_ = std::move(o.action_space_);
     action_names_ = std::move(o.action_names_);
     o.open_ = false;
   }
@@ -43,7 +45,7 @@ absl::StatusOr<Env> Env::Start(std::shared_ptr<Connection> connection,
   });
   if (!s.ok()) return s;
   auto names = std::make_shared<const std::vector<std::string>>(*connection->ActionNames(action_space));
-  return Env(std::move(connection), reply.session_id(), benchmark, std::move(names));
+  return Env(std::move(connection), reply.session_id(), benchmark, action_space, std::move(names));
 }
 
 absl::StatusOr<Env> Env::StartProgram(std::shared_ptr<Connection> connection,
@@ -59,6 +61,19 @@ absl::StatusOr<Env> Env::StartProgram(std::shared_ptr<Connection> connection,
   });
   if (!s.ok()) return s;
   return Start(std::move(connection), uri, action_space);
+}
+
+absl::Status Env::Reset(const std::string& benchmark) {
+  const std::string uri = benchmark.empty() ? benchmark_ : benchmark;
+  std::shared_ptr<Connection> connection = connection_;
+  const std::string space = action_space_;
+  const absl::Time deadline = deadline_;
+  Close().IgnoreError();
+  absl::StatusOr<Env> fresh = Start(std::move(connection), uri, space);
+  if (!fresh.ok()) return fresh.status();
+  *this = *std::move(fresh);
+  deadline_ = deadline;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StepResult> Env::Step(const std::vector<int>& actions,
@@ -116,7 +131,7 @@ absl::StatusOr<Env> Env::Fork() const {
       [&](grpc::ClientContext* ctx) { return connection_->stub().ForkSession(ctx, request, &reply); },
       /*retry=*/true, connection_->TimeoutUntil(deadline_));
   if (!s.ok()) return s;
-  Env fork(connection_, reply.session_id(), benchmark_, action_names_);
+  Env fork(connection_, reply.session_id(), benchmark_, action_space_, action_names_);
   fork.deadline_ = deadline_;
   return fork;
 }

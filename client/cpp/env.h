@@ -34,6 +34,10 @@ class Env {
   Env& operator=(Env&& other) noexcept;
   ~Env();
 
+  // Ends this episode's session and starts a new one on `benchmark` (the same one when empty),
+  // with the same action space. On error the Env is closed.
+  absl::Status Reset(const std::string& benchmark = "");
+
   // Applies `actions` (indices of the action space) in order, then returns `observations`.
   absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
                                   const std::vector<std::string>& observations = {});
@@ -57,12 +61,13 @@ class Env {
 
  private:
   Env(std::shared_ptr<Connection> connection, int64_t session, std::string benchmark,
-      std::shared_ptr<const std::vector<std::string>> action_names);
+      std::string action_space, std::shared_ptr<const std::vector<std::string>> action_names);
 
   std::shared_ptr<Connection> connection_;
   int64_t session_id_ = -1;
   bool open_ = false;
   std::string benchmark_;
+  std::string action_space_;
   std::shared_ptr<const std::vector<std::string>> action_names_;
   absl::Time deadline_ = absl::InfiniteFuture();
 };

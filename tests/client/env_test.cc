@@ -88,6 +88,18 @@ TEST_F(ClientTest, ForkCloseAndErrors) {
   EXPECT_TRUE(fork->Close().ok());  // idempotent
   EXPECT_EQ(fork->Observe("ir").status().code(), absl::StatusCode::kFailedPrecondition);
 
+  // Reset: a new session on the same or another benchmark, in the start state.
+  const int64_t old_session = env->session_id();
+  ASSERT_TRUE(env->Reset().ok());
+  EXPECT_GT(env->session_id(), old_session);
+  EXPECT_EQ(env->Observe("loop_tree")->text,
+            LocalEnv(datasets::MatmulProgram({112, 208, 256}), {}).Observe("loop_tree")->text);
+  ASSERT_TRUE(env->Reset("benchmark://mm64_256_16_range-v0/mm64_80_96").ok());
+  EXPECT_EQ(env->benchmark(), "benchmark://mm64_256_16_range-v0/mm64_80_96");
+  EXPECT_EQ(env->Observe("flop_count")->integer, 2 * 64 * 80 * 96);
+  EXPECT_EQ(env->Reset("benchmark://nope/x").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(env->Observe("ir").status().code(), absl::StatusCode::kFailedPrecondition);
+
   auto missing = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/oops");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("Benchmark not found"));
