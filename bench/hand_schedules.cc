@@ -11,7 +11,8 @@ std::string MatmulTile::Name() const {
 }
 
 std::vector<MatmulTile> MatmulTiles() {
-  return {{4, 64, 64}, {4, 64, 32}, {6, 64, 32}, {8, 32, 64}, {4, 48, 64}};
+  // The last keeps whole rows of n <= 128 in registers (4 x up to 8 vectors), for narrow shapes.
+  return {{4, 64, 64}, {4, 64, 32}, {6, 64, 32}, {8, 32, 64}, {4, 48, 64}, {4, 128, 64}};
 }
 
 LoopTree TiledMatmul(std::shared_ptr<const Program> program, const MatmulTile& tile) {
