@@ -2,7 +2,11 @@
 
 #include <time.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "backend/ir/printer.h"
 #include "backend/schedule/ir_text.h"
 #include "backend/timing/peak.h"
@@ -63,7 +67,13 @@ absl::StatusOr<Measurement> LocalEvaluator::Measure(const LoopTree& tree) {
   } else {
     std::vector<float*> pointers;
     for (auto& buffer : program.scratch) pointers.push_back(buffer.data());
-    const TimingResult t = MeasureRuns([&] { kernel->Run(pointers.data()); }, options_.timing);
+    TimingOptions timing = options_.timing;
+    if (options_.give_up_factor > 0) {
+      timing.give_up_above_seconds = options_.give_up_factor * program.best_seconds;
+    }
+    const TimingResult t = MeasureRuns([&] { kernel->Run(pointers.data()); }, timing);
+    if (t.runs == 1 && t.runs < timing.min_runs) ++stats_.given_up;
+    program.best_seconds = std::min(program.best_seconds, t.min_seconds);
     result = Measurement{t.min_seconds,
                          static_cast<double>(tree.program().Flops()) / t.min_seconds * 1e-9};
   }
@@ -79,8 +89,15 @@ absl::StatusOr<Measurement> LocalEvaluator::Measure(const LoopTree& tree) {
 double LocalEvaluator::PeakGflops() {
   absl::MutexLock lock(&mu_);
   if (peak_gflops_ == 0) {
-    auto peak = MeasurePeakGflops(options_.isa, options_.peak_budget_seconds);
-    peak_gflops_ = peak.ok() ? *peak : 1.0;
+    // The best of a few spaced rounds, so that a moment of contention at start-up (which would
+    // lower the peak and inflate every reward after it) is outvoted.
+    constexpr int kRounds = 5;
+    for (int round = 0; round < kRounds; ++round) {
+      if (round > 0) absl::SleepFor(absl::Milliseconds(10));
+      auto peak = MeasurePeakGflops(options_.isa, options_.peak_budget_seconds / kRounds);
+      if (peak.ok()) peak_gflops_ = std::max(peak_gflops_, *peak);
+    }
+    if (peak_gflops_ == 0) peak_gflops_ = 1.0;
   }
   return peak_gflops_;
 }

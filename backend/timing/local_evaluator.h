@@ -26,14 +26,19 @@ class LocalEvaluator : public KernelEvaluator {
     Isa isa = Isa::kSse;
     CodegenOptions codegen;
     TimingOptions timing;                // per new schedule: about 10 ms of runs by default
-    double peak_budget_seconds = 0.2;    // once, at the first PeakGflops()
+    double peak_budget_seconds = 0.2;    // once, at the first PeakGflops(): the best of 5 rounds
     size_t max_cached_schedules = 1 << 16;
     size_t max_cached_programs = 32;     // reference runs and tensor buffers
+    // A schedule whose first timed run is this many times slower than the fastest kernel of its
+    // program measured so far is timed once (after warm-up): searches waste less time on bad
+    // schedules of slow programs. 0 disables it.
+    double give_up_factor = 4;
   };
 
   // What one new schedule cost; for benchmarks and the service's statistics.
   struct Stats {
     int64_t measured = 0;     // schedules compiled, verified and timed
+    int64_t given_up = 0;     // of those, timed once for being far slower than the best
     int64_t cache_hits = 0;
     double compile_seconds = 0, verify_seconds = 0, timing_seconds = 0;
   };
@@ -49,6 +54,7 @@ class LocalEvaluator : public KernelEvaluator {
     ReferenceRun reference;
     TensorData scratch;  // the kernel's working buffers: reference inputs, scratch outputs
     int64_t last_use = 0;
+    double best_seconds = 1e30;  // the fastest kernel of this program measured so far
   };
   ProgramData& ProgramFor(const LoopTree& tree) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -31,6 +31,7 @@ TimingResult MeasureRuns(const std::function<void()>& run, const TimingOptions& 
     const double t = Now() - start;
     times.push_back(t);
     total += t;
+    if (times.size() == 1 && t > options.give_up_above_seconds) break;
   }
   TimingResult r;
   r.runs = static_cast<int64_t>(times.size());

@@ -14,6 +14,9 @@ struct TimingOptions {
   double warmup_seconds = 0.001;  // untimed runs first (caches, TLB, clock)
   int64_t min_runs = 3;
   int64_t max_runs = 1000000;
+  // A first timed run slower than this ends the measurement (runs = 1): a kernel far slower
+  // than one already known needs no precise number, and a search sees more states.
+  double give_up_above_seconds = 1e30;
 };
 
 struct TimingResult {

@@ -3,6 +3,8 @@
 // is asserted here (that is bench/'s job).
 #include "backend/timing/local_evaluator.h"
 
+#include <time.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/backend/codegen/jit_check.h"
@@ -65,6 +67,47 @@ TEST(MeasureRuns, HonoursMinimumRunsAndReportsMinBelowMedian) {
   EXPECT_EQ(r.runs, 7);
   EXPECT_EQ(calls, 8);  // one warm-up run, then seven timed
   EXPECT_LE(r.min_seconds, r.median_seconds);
+}
+
+TEST(MeasureRuns, GivesUpAfterOneRunSlowerThanTheBound) {
+  int calls = 0;
+  TimingOptions o;
+  o.warmup_seconds = 0;
+  o.give_up_above_seconds = 1e-4;
+  const auto sleep_1ms = [&] {
+    ++calls;
+    timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);
+  };
+  const TimingResult r = MeasureRuns(sleep_1ms, o);
+  EXPECT_EQ(r.runs, 1);
+  EXPECT_EQ(calls, 2);  // warm-up and one timed run
+  EXPECT_GE(r.min_seconds, 1e-3);
+  o.give_up_above_seconds = 1.0;  // not slower than the bound: the usual minimum of runs
+  const TimingResult full = MeasureRuns(sleep_1ms, o);
+  EXPECT_GE(full.runs, o.min_runs);  // a 10 ms budget of (at least) 1 ms runs
+  EXPECT_LE(full.runs, 10);
+}
+
+TEST(LocalEvaluator, FarSlowerSchedulesOfAProgramAreTimedOnce) {
+  // With a tiny factor every schedule after the program's first is "far slower" than the best.
+  LocalEvaluator::Options o = Fast();
+  o.give_up_factor = 1e-9;
+  LocalEvaluator ev(o);
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
+  ASSERT_TRUE(ev.Measure(t).ok());
+  EXPECT_EQ(ev.stats().given_up, 0);  // nothing known yet: timed as usual
+  ASSERT_TRUE(ev.Measure(WithActions(t, "split_4")).ok());
+  EXPECT_EQ(ev.stats().given_up, 1);
+  // Another program has its own best.
+  ASSERT_TRUE(ev.Measure(InitialTree("s[m] += A[m,n]; m=8 n=8")).ok());
+  EXPECT_EQ(ev.stats().given_up, 1);
+  // Factor 0 never gives up.
+  o.give_up_factor = 0;
+  LocalEvaluator never(o);
+  ASSERT_TRUE(never.Measure(t).ok());
+  ASSERT_TRUE(never.Measure(WithActions(t, "split_4")).ok());
+  EXPECT_EQ(never.stats().given_up, 0);
 }
 
 }  // namespace
