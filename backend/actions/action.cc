@@ -62,7 +62,7 @@ std::string Describe(NoEffectReason r) {
     case NoEffectReason::kSplitNotSmaller:
       return "split: the split factor does not divide the loop into more than one iteration";
     case NoEffectReason::kTooManyLoops:
-      return "split: the loop tree would exceed its loop limit";
+      return "the loop tree would exceed its loop limit";
     case NoEffectReason::kNoEnclosingSameVariable:
       return "merge: no enclosing loop runs over the same variable";
     case NoEffectReason::kNotInnermostOfVariable:

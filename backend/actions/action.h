@@ -36,7 +36,7 @@ enum class NoEffectReason {
   kInnermostLoop,            // swap_down: no loop nested inside in the same nest
   kSameVariable,             // swap: both loops run over one variable (resplit instead)
   kSplitNotSmaller,          // split_N: N iterations already cover the loop's extent
-  kTooManyLoops,             // split_N: the tree would exceed the loop limit
+  kTooManyLoops,             // any action: the result would exceed the loop limit
   kNoEnclosingSameVariable,  // merge: no enclosing loop runs over the same variable
   kNotInnermostOfVariable,   // vectorize: lanes would not be consecutive elements
 };

@@ -19,42 +19,8 @@ namespace {
 
 using namespace actions_internal;  // NOLINT: the primitives are this file's vocabulary
 
-// The failing precondition, or kNone with the next state in `next`.
-NoEffectReason Try(const LoopTree& tree, const Action& action, const Limits& limits,
-                   LoopTree* next) {
-  NoEffectReason r = NoEffectReason::kNone;
-  switch (action.kind) {
-    case Action::Kind::kUp:
-      if ((r = CheckUp(tree)) == NoEffectReason::kNone) *next = DoUp(tree);
-      return r;
-    case Action::Kind::kDown:
-      if ((r = CheckDown(tree)) == NoEffectReason::kNone) *next = DoDown(tree);
-      return r;
-    case Action::Kind::kSwapUp:
-      if ((r = CheckSwapUp(tree)) == NoEffectReason::kNone) *next = DoSwapUp(tree);
-      return r;
-    case Action::Kind::kSwapDown:
-      if ((r = CheckSwapDown(tree)) == NoEffectReason::kNone) *next = DoSwapDown(tree);
-      return r;
-    case Action::Kind::kSplit:
-      return TrySplit(tree, action.factor, limits, next);
-    case Action::Kind::kMerge:
-      if ((r = CheckMerge(tree)) == NoEffectReason::kNone) *next = DoMerge(tree);
-      return r;
-    case Action::Kind::kUnroll:
-      *next = DoUnroll(tree);
-      return r;
-    case Action::Kind::kVectorize:
-      if ((r = CheckVectorize(tree)) == NoEffectReason::kNone) *next = DoVectorize(tree);
-      return r;
-  }
-  LT_CHECK(false);
-  return r;
-}
-
-}  // namespace
-
-NoEffectReason CheckApplicable(const LoopTree& tree, const Action& action, const Limits& limits) {
+// The action's own precondition (apply.h's numbered rules, limits aside).
+NoEffectReason CheckPrecondition(const LoopTree& tree, const Action& action) {
   switch (action.kind) {
     case Action::Kind::kUp:
       return CheckUp(tree);
@@ -64,25 +30,64 @@ NoEffectReason CheckApplicable(const LoopTree& tree, const Action& action, const
       return CheckSwapUp(tree);
     case Action::Kind::kSwapDown:
       return CheckSwapDown(tree);
+    case Action::Kind::kSplit:
+      return CheckSplit(tree, action.factor);
     case Action::Kind::kMerge:
       return CheckMerge(tree);
     case Action::Kind::kUnroll:
       return NoEffectReason::kNone;
     case Action::Kind::kVectorize:
       return CheckVectorize(tree);
-    case Action::Kind::kSplit: {
-      LoopTree unused = tree;
-      return TrySplit(tree, action.factor, limits, &unused);
-    }
   }
+  LT_CHECK(false);
   return NoEffectReason::kNone;
 }
 
+// The next state. REQUIRES: CheckPrecondition(tree, action) == kNone.
+LoopTree Do(const LoopTree& tree, const Action& action) {
+  switch (action.kind) {
+    case Action::Kind::kUp:
+      return DoUp(tree);
+    case Action::Kind::kDown:
+      return DoDown(tree);
+    case Action::Kind::kSwapUp:
+      return DoSwapUp(tree);
+    case Action::Kind::kSwapDown:
+      return DoSwapDown(tree);
+    case Action::Kind::kSplit:
+      return DoSplit(tree, action.factor);
+    case Action::Kind::kMerge:
+      return DoMerge(tree);
+    case Action::Kind::kUnroll:
+      return DoUnroll(tree);
+    case Action::Kind::kVectorize:
+      return DoVectorize(tree);
+  }
+  LT_CHECK(false);
+  return tree;
+}
+
+// The one place where every action's result meets the limits: an action whose result would
+// exceed them has no effect, whatever the action (a split adds loops; so can a swap that
+// separates a compute nest from the write-back nest it shared loops with).
+NoEffectReason CheckLimits(const LoopTree& next, const Limits& limits) {
+  if (next.num_loops() > limits.max_loops) return NoEffectReason::kTooManyLoops;
+  return NoEffectReason::kNone;
+}
+
+}  // namespace
+
+NoEffectReason CheckApplicable(const LoopTree& tree, const Action& action, const Limits& limits) {
+  return Apply(tree, action, limits).reason;
+}
+
 ActionResult Apply(const LoopTree& tree, const Action& action, const Limits& limits) {
-  LoopTree next = tree;
-  const NoEffectReason reason = Try(tree, action, limits, &next);
+  NoEffectReason reason = CheckPrecondition(tree, action);
   if (reason != NoEffectReason::kNone) return {tree, reason};
-  return {std::move(next), reason};
+  LoopTree next = Do(tree, action);
+  reason = CheckLimits(next, limits);
+  if (reason != NoEffectReason::kNone) return {tree, reason};
+  return {std::move(next), NoEffectReason::kNone};
 }
 
 std::vector<bool> ActionMask(const LoopTree& tree, const ActionSpace& space,

@@ -1,7 +1,10 @@
 // Apply: actions as functions from one LoopTree to the next. An action that cannot apply leaves
-// the state unchanged and says why; it is never an error. The preconditions, numbered as the
-// NoEffectReason each one produces when it fails (the cursor loop is X, at depth d of its
-// statement's compute nest):
+// the state unchanged and says why; it is never an error. Every action has one more, common
+// precondition, checked last and in one place: its result stays within the Limits (today:
+// limits.max_loops; kTooManyLoops). Splits add loops, and so can a swap that separates the
+// write-back nest from loops it shared with the compute nest. The actions' own preconditions,
+// numbered as the NoEffectReason each one produces when it fails (the cursor loop is X, at depth
+// d of its statement's compute nest):
 //
 // up         1) X is not the first compute loop of the tree (kFirstLoop).
 //            Moves the cursor to the previous compute loop (statement by statement, outer first).
@@ -15,7 +18,7 @@
 // swap_down  1) X has a loop Y nested inside it in its compute nest (kInnermostLoop);
 //            2) X and Y run over different variables (kSameVariable). As swap_up on Y.
 // split_N    1) N * inner(X) < extent(X): the split leaves more than one outer iteration's worth
-//            (kSplitNotSmaller); 2) the tree stays within limits.max_loops (kTooManyLoops).
+//            (kSplitNotSmaller).
 //            X becomes an outer loop of extent(X) / (N * inner) iterations with tail
 //            extent(X) % (N * inner) and an inner loop of N iterations (loop_tool's split),
 //            in every nest sharing X; annotations of X are dropped. The cursor stays outer.

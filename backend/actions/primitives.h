@@ -1,11 +1,11 @@
 // The schedule primitives behind Apply (internal to backend/actions). Each Check* returns the
 // failing precondition of backend/actions/apply.h or kNone; each Do* assumes its Check* passed.
+// No primitive checks Limits: Apply checks every result against them, in one place.
 #ifndef LOOPTOOL_BACKEND_ACTIONS_PRIMITIVES_H_
 #define LOOPTOOL_BACKEND_ACTIONS_PRIMITIVES_H_
 
 #include "backend/actions/action.h"
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/limits.h"
 
 namespace looptool::actions_internal {
 
@@ -19,8 +19,8 @@ NoEffectReason CheckSwapDown(const LoopTree& tree);
 LoopTree DoSwapUp(const LoopTree& tree);
 LoopTree DoSwapDown(const LoopTree& tree);
 
-// Split needs the result to check the loop limit, so it returns the reason and the new tree.
-NoEffectReason TrySplit(const LoopTree& tree, int factor, const Limits& limits, LoopTree* out);
+NoEffectReason CheckSplit(const LoopTree& tree, int factor);
+LoopTree DoSplit(const LoopTree& tree, int factor);
 NoEffectReason CheckMerge(const LoopTree& tree);
 LoopTree DoMerge(const LoopTree& tree);
 

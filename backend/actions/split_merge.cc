@@ -34,20 +34,22 @@ void MergeAt(LoopOrder& order, int a, int d) {
 
 }  // namespace
 
-NoEffectReason TrySplit(const LoopTree& tree, int factor, const Limits& limits, LoopTree* out) {
+NoEffectReason CheckSplit(const LoopTree& tree, int factor) {
   const Cursor c = tree.cursor();
   const LoopOrder& order = tree.schedule(c.statement).compute;
   if (int64_t{factor} * InnerExtent(order, c.depth) >= Extent(order, c.depth)) {
     return NoEffectReason::kSplitNotSmaller;
   }
+  return NoEffectReason::kNone;
+}
+
+LoopTree DoSplit(const LoopTree& tree, int factor) {
+  const Cursor c = tree.cursor();
   std::vector<StatementSchedule> schedules = tree.schedules();
   StatementSchedule& sched = schedules[c.statement];
   SplitAt(sched.compute, c.depth, factor);
   if (tree.SharedDepth(c.statement) > c.depth) SplitAt(sched.write, c.depth, factor);
-  LoopTree next = Rebuild(tree, std::move(schedules), c);
-  if (next.num_loops() > limits.max_loops) return NoEffectReason::kTooManyLoops;
-  *out = std::move(next);
-  return NoEffectReason::kNone;
+  return Rebuild(tree, std::move(schedules), c);
 }
 
 NoEffectReason CheckMerge(const LoopTree& tree) {

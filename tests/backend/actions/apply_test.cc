@@ -2,6 +2,7 @@
 // and agrees with the action mask; names round-trip; the two action spaces are LoopTune's.
 #include "backend/actions/apply.h"
 
+#include "absl/strings/str_split.h"
 #include "backend/ir/parser.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "gmock/gmock.h"
@@ -83,6 +84,38 @@ TEST(Apply, SplitBeyondTheLoopLimit) {
   EXPECT_EQ(r.tree.num_loops(), 5);
   ExpectNoEffect(r.tree, "split_2", NoEffectReason::kTooManyLoops, limits);
   ExpectNoEffect(Do(r.tree, {"down", "down"}), "split_2", NoEffectReason::kTooManyLoops, limits);
+}
+
+TEST(Apply, SwapThatUnsharesLoopsBeyondTheLoopLimit) {
+  Limits limits;
+  limits.max_loops = 4;  // the initial matmul tree has 4 loops: m (shared), k, n, n'
+  // swap_down on m exchanges m and k: the compute nest becomes k, m, n while the write nest
+  // keeps m, n, so nothing is shared any more and the tree would need 5 loops.
+  const LoopTree t = Initial(kMatmul);
+  ASSERT_EQ(t.num_loops(), 4);
+  ExpectNoEffect(t, "swap_down", NoEffectReason::kTooManyLoops, limits);
+  const ActionResult r = Apply(t, A("swap_down"), Limits{});
+  ASSERT_TRUE(r.had_effect());
+  EXPECT_EQ(r.tree.num_loops(), 5);
+}
+
+// The sequence of the hardening issue: on mm128_128_256 it reached 17 loops under a limit of
+// 16 (swaps unsharing split loops), and the server aborted on the next observation.
+TEST(Apply, TheIssueSequenceStaysWithinTheDefaultLoopLimit) {
+  LoopTree t = Initial("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=256");
+  const Limits limits;
+  int refused = 0;
+  for (absl::string_view name : absl::StrSplit(
+           "split_4 split_2 split_4 down down down up down split_2 down swap_down down split_2 "
+           "down up split_16 split_2 swap_up swap_up down split_16 down split_2 split_2 up up up "
+           "swap_down up swap_up",
+           ' ')) {
+    ActionResult r = Apply(t, A(std::string(name)), limits);
+    refused += r.reason == NoEffectReason::kTooManyLoops;
+    t = r.tree;
+    ASSERT_LE(t.num_loops(), limits.max_loops) << "after " << name;
+  }
+  EXPECT_GE(refused, 1);  // without the common check, the tree grew to 17 loops
 }
 
 TEST(Apply, MergeWithoutAnEnclosingLoopOverTheVariable) {
