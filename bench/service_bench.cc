@@ -105,7 +105,7 @@ int Main() {
     cg::StartSessionRequest start;
     start.mutable_benchmark()->set_uri(kBenchmark);
     cg::StartSessionReply started;
-    direct.StartSession(nullptr, &start, &started);
+    direct.StartSession(service::CallContext{"bench"}, start, started).IgnoreError();
     std::vector<double> us;
     for (int i = 0; i < 20000; ++i) {
       cg::StepRequest r;
@@ -114,7 +114,7 @@ int Main() {
       r.add_observation_space(kLoopsTensor);
       cg::StepReply reply;
       const auto t0 = Clock::now();
-      direct.Step(nullptr, &r, &reply);
+      direct.Step(r, reply).IgnoreError();
       std::string wire = reply.SerializeAsString();
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }

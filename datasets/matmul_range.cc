@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "backend/util/strict_int.h"
 #include "datasets/split.h"
 
 namespace looptool::datasets {
@@ -13,8 +14,8 @@ absl::StatusOr<MatmulShape> ParseMatmulName(absl::string_view name) {
   std::vector<absl::string_view> parts;
   if (absl::ConsumePrefix(&rest, "mm")) parts = absl::StrSplit(rest, '_');
   MatmulShape s;
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &s.m) || !absl::SimpleAtoi(parts[1], &s.n) ||
-      !absl::SimpleAtoi(parts[2], &s.k) || s.m < 1 || s.n < 1 || s.k < 1) {
+  if (parts.size() != 3 || !ParseDecimal(parts[0], &s.m) || !ParseDecimal(parts[1], &s.n) ||
+      !ParseDecimal(parts[2], &s.k) || s.m < 1 || s.n < 1 || s.k < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", name, "' is not a matmul name of the form mmM_N_K, e.g. mm112_208_256"));
   }

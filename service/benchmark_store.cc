@@ -1,80 +1,161 @@
 #include "service/benchmark_store.h"
 
-#include "absl/strings/match.h"
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "backend/ir/parser.h"
+#include "backend/ir/printer.h"
 #include "datasets/registry.h"
 
 namespace looptool::service {
+namespace {
 
-BenchmarkStore::BenchmarkStore(Limits limits, int64_t max_size_in_bytes)
-    : limits_(limits), max_size_(max_size_in_bytes) {}
+// A URI is one token of printable ASCII: "benchmark://x/mm 64_64_64" is not a name of anything.
+bool WellFormedUri(absl::string_view uri) {
+  if (uri.empty() || uri.size() > 1024) return false;
+  for (char c : uri) {
+    if (c <= ' ' || c >= 127) return false;
+  }
+  return true;
+}
 
-absl::Status BenchmarkStore::Add(absl::string_view uri, absl::string_view program_text) {
-  if (!absl::StartsWith(uri, "benchmark://") || uri.size() <= 12) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Benchmark URI must look like benchmark://<dataset>/<name>, got '", uri,
-                     "'"));
+}  // namespace
+
+BenchmarkStore::BenchmarkStore(Limits limits, int64_t max_client_bytes, int64_t max_total_bytes,
+                               int max_clients)
+    : limits_(limits),
+      max_client_bytes_(max_client_bytes),
+      max_total_bytes_(max_total_bytes),
+      max_clients_(static_cast<size_t>(std::max(1, max_clients))) {}
+
+absl::Status BenchmarkStore::Add(absl::string_view client, absl::string_view uri,
+                                 absl::string_view program_text) {
+  if (!WellFormedUri(uri)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Benchmark URI must be one token of printable characters (e.g. "
+        "benchmark://<dataset>/<name> or file:///path), got '",
+        uri, "'"));
   }
   absl::StatusOr<Program> program = ParseProgram(program_text, limits_);
   if (!program.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Malformed program for benchmark ", uri, ": ", program.status().message()));
   }
-  absl::MutexLock lock(&mu_);
-  auto it = added_.find(uri);
-  if (it != added_.end()) {
-    size_ -= it->second.bytes;
-    by_age_.erase(it->second.added);
-    added_.erase(it);
+  if (std::optional<std::string> builtin = datasets::ResolveUri(uri)) {
+    // Built-in benchmarks are immutable; sending one's own program back is harmless.
+    absl::StatusOr<Program> original = ParseProgram(*builtin, Limits{});
+    if (original.ok() && PrintProgram(*original) == PrintProgram(*program)) {
+      return absl::OkStatus();
+    }
+    return absl::AlreadyExistsError(absl::StrCat(
+        "Benchmark ", uri, " is built in and cannot be replaced; add your program under a URI "
+        "of your own"));
   }
-  Entry e{std::make_shared<const Program>(*std::move(program)),
-          static_cast<int64_t>(uri.size() + program_text.size()), ++clock_};
-  size_ += e.bytes;
-  by_age_.emplace(e.added, std::string(uri));
-  added_.emplace(std::string(uri), std::move(e));
-  EvictToFit();
+  const int64_t bytes = static_cast<int64_t>(uri.size() + program_text.size());
+  absl::MutexLock lock(&mu_);
+  auto c = clients_.find(client);
+  if (c == clients_.end()) {
+    if (clients_.size() >= max_clients_) {
+      // Too many clients hold benchmarks: the one that added least recently loses its cache.
+      auto stalest = clients_.begin();
+      for (auto it = clients_.begin(); it != clients_.end(); ++it) {
+        if (it->second.last_added < stalest->second.last_added) stalest = it;
+      }
+      while (!stalest->second.by_uri.empty()) Erase(stalest, stalest->second.by_uri.begin());
+      clients_.erase(stalest);
+    }
+    c = clients_.emplace(std::string(client), ClientCache{}).first;
+    c->second.max_size = max_client_bytes_;
+  }
+  if (auto old = c->second.by_uri.find(uri); old != c->second.by_uri.end()) {
+    Erase(c, old);
+  }
+  Entry e{std::make_shared<const Program>(*std::move(program)), bytes, ++clock_};
+  c->second.size += bytes;
+  c->second.last_added = e.added;
+  total_ += bytes;
+  by_age_.emplace(e.added, std::make_pair(std::string(client), std::string(uri)));
+  c->second.by_age.emplace(e.added, std::string(uri));
+  c->second.by_uri.emplace(std::string(uri), std::move(e));
+  EvictClientToFit(c);
+  EvictTotalToFit();
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const Program>> BenchmarkStore::Load(absl::string_view uri) const {
+absl::StatusOr<std::shared_ptr<const Program>> BenchmarkStore::Load(absl::string_view client,
+                                                                    absl::string_view uri) const {
   {
     absl::MutexLock lock(&mu_);
-    auto it = added_.find(uri);
-    if (it != added_.end()) return it->second.program;
+    if (auto c = clients_.find(client); c != clients_.end()) {
+      if (auto it = c->second.by_uri.find(uri); it != c->second.by_uri.end()) {
+        return it->second.program;
+      }
+    }
   }
-  std::optional<std::string> text = datasets::ResolveUri(uri);
+  std::optional<std::string> text =
+      WellFormedUri(uri) ? datasets::ResolveUri(uri) : std::nullopt;
   if (!text) return absl::NotFoundError(absl::StrCat("Benchmark not found: ", uri));
   absl::StatusOr<Program> program = ParseProgram(*text, limits_);
   if (!program.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Benchmark ", uri, " is over this server's caps: ", program.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Benchmark ", uri, " is over this server's caps: ", program.status().message()));
   }
   return std::make_shared<const Program>(*std::move(program));
 }
 
-int64_t BenchmarkStore::size_in_bytes() const {
+int64_t BenchmarkStore::size_in_bytes(absl::string_view client) const {
   absl::MutexLock lock(&mu_);
-  return size_;
+  auto c = clients_.find(client);
+  return c == clients_.end() ? 0 : c->second.size;
 }
 
-int64_t BenchmarkStore::max_size_in_bytes() const {
+int64_t BenchmarkStore::max_size_in_bytes(absl::string_view client) const {
   absl::MutexLock lock(&mu_);
-  return max_size_;
+  auto c = clients_.find(client);
+  return c == clients_.end() ? max_client_bytes_ : c->second.max_size;
 }
 
-void BenchmarkStore::set_max_size_in_bytes(int64_t bytes) {
+int64_t BenchmarkStore::set_max_size_in_bytes(absl::string_view client, int64_t bytes) {
+  bytes = std::clamp<int64_t>(bytes, 0, max_client_bytes_);
   absl::MutexLock lock(&mu_);
-  max_size_ = bytes;
-  EvictToFit();
+  auto c = clients_.find(client);
+  if (c == clients_.end()) {
+    if (bytes == max_client_bytes_) return bytes;  // the default: nothing to keep
+    if (clients_.size() >= max_clients_) return max_client_bytes_;  // kept only while it adds
+    c = clients_.emplace(std::string(client), ClientCache{}).first;
+  }
+  c->second.max_size = bytes;
+  EvictClientToFit(c);
+  return bytes;
 }
 
-void BenchmarkStore::EvictToFit() {
-  while (size_ > max_size_ && !by_age_.empty()) {
-    auto oldest = added_.find(by_age_.begin()->second);
-    size_ -= oldest->second.bytes;
-    added_.erase(oldest);
-    by_age_.erase(by_age_.begin());
+int64_t BenchmarkStore::total_size_in_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return total_;
+}
+
+void BenchmarkStore::Erase(std::map<std::string, ClientCache, std::less<>>::iterator client,
+                           std::map<std::string, Entry, std::less<>>::iterator entry) {
+  client->second.size -= entry->second.bytes;
+  total_ -= entry->second.bytes;
+  by_age_.erase(entry->second.added);
+  client->second.by_age.erase(entry->second.added);
+  client->second.by_uri.erase(entry);
+}
+
+void BenchmarkStore::EvictClientToFit(
+    std::map<std::string, ClientCache, std::less<>>::iterator client) {
+  ClientCache& cache = client->second;
+  while (cache.size > cache.max_size && !cache.by_age.empty()) {
+    Erase(client, cache.by_uri.find(cache.by_age.begin()->second));
+  }
+}
+
+void BenchmarkStore::EvictTotalToFit() {
+  while (total_ > max_total_bytes_ && !by_age_.empty()) {
+    const auto& [client, uri] = by_age_.begin()->second;
+    auto c = clients_.find(client);
+    Erase(c, c->second.by_uri.find(uri));
   }
 }
 

@@ -1,7 +1,9 @@
-// BenchmarkStore: resolves benchmark URIs to programs. URIs of the built-in datasets resolve
-// without AddBenchmark; programs that clients add are parsed on arrival (a malformed one is
-// refused then, not at StartSession) and kept in a size-bounded cache, as CompilerGym's
-// BenchmarkCache does. Thread-safe.
+// BenchmarkStore: resolves benchmark URIs to programs for each client. URIs of the built-in
+// datasets resolve without AddBenchmark and are immutable. Programs that a client adds are
+// parsed on arrival (a malformed one is refused then, not at StartSession) and kept in that
+// client's own size-bounded cache, as CompilerGym's BenchmarkCache does: one client can neither
+// replace nor evict another's benchmarks, nor change another's cache size. All clients' caches
+// together stay under the server's total (the oldest added anywhere goes first). Thread-safe.
 #ifndef LOOPTOOL_SERVICE_BENCHMARK_STORE_H_
 #define LOOPTOOL_SERVICE_BENCHMARK_STORE_H_
 
@@ -9,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -20,22 +23,33 @@ namespace looptool::service {
 
 class BenchmarkStore {
  public:
-  explicit BenchmarkStore(Limits limits, int64_t max_size_in_bytes = int64_t{256} << 20);
+  // `max_client_bytes`: the default (and greatest) cache size of one client; `max_total_bytes`:
+  // all clients' caches together; `max_clients`: clients with benchmarks kept at once (the one
+  // that added least recently loses its cache first).
+  BenchmarkStore(Limits limits, int64_t max_client_bytes, int64_t max_total_bytes,
+                 int max_clients = 4096);
 
-  // Parses `program_text` and stores it under `uri`, replacing an earlier one. Errors:
-  // INVALID_ARGUMENT for an empty or non-benchmark:// URI, or a program that does not parse or
-  // is over the caps (the parser's message, with line and column).
-  absl::Status Add(absl::string_view uri, absl::string_view program_text);
+  // Parses `program_text` and stores it under `uri` for `client`, replacing that client's
+  // earlier one. Any URI scheme works (benchmark://, file://, generator://, ...). Errors:
+  // INVALID_ARGUMENT for an empty URI or one with spaces or control characters, or a program that
+  // does not parse or is over the caps (the parser's message, with line and column);
+  // ALREADY_EXISTS for a built-in dataset URI with a different program.
+  absl::Status Add(absl::string_view client, absl::string_view uri,
+                   absl::string_view program_text);
 
-  // The program of `uri`: one added by a client first, else a dataset's. NOT_FOUND
+  // The program of `uri` for `client`: one the client added first, else a dataset's. NOT_FOUND
   // "Benchmark not found: <uri>" when neither has it; INVALID_ARGUMENT when a dataset's program
   // is over this server's caps.
-  absl::StatusOr<std::shared_ptr<const Program>> Load(absl::string_view uri) const;
+  absl::StatusOr<std::shared_ptr<const Program>> Load(absl::string_view client,
+                                                      absl::string_view uri) const;
 
-  int64_t size_in_bytes() const;
-  int64_t max_size_in_bytes() const;
-  // Evicts the oldest added benchmarks until the cache fits (each eviction O(log n)).
-  void set_max_size_in_bytes(int64_t bytes);
+  // The client's cache: bytes used, and its cap. set_max_size_in_bytes clamps `bytes` to
+  // [0, max_client_bytes], evicts the client's oldest benchmarks until they fit, and returns the
+  // cap it set.
+  int64_t size_in_bytes(absl::string_view client) const;
+  int64_t max_size_in_bytes(absl::string_view client) const;
+  int64_t set_max_size_in_bytes(absl::string_view client, int64_t bytes);
+  int64_t total_size_in_bytes() const;
 
  private:
   struct Entry {
@@ -43,14 +57,30 @@ class BenchmarkStore {
     int64_t bytes = 0;
     int64_t added = 0;  // insertion clock, for eviction
   };
-  void EvictToFit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct ClientCache {
+    std::map<std::string, Entry, std::less<>> by_uri;
+    std::map<int64_t, std::string> by_age;  // insertion clock -> URI
+    int64_t size = 0;
+    int64_t max_size = 0;
+    int64_t last_added = 0;
+  };
+  // Removes one benchmark of `client`.
+  void Erase(std::map<std::string, ClientCache, std::less<>>::iterator client,
+             std::map<std::string, Entry, std::less<>>::iterator entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EvictClientToFit(std::map<std::string, ClientCache, std::less<>>::iterator client)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EvictTotalToFit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Limits limits_;
+  const int64_t max_client_bytes_;
+  const int64_t max_total_bytes_;
+  const size_t max_clients_;
   mutable absl::Mutex mu_;
-  std::map<std::string, Entry, std::less<>> added_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, std::string> by_age_ ABSL_GUARDED_BY(mu_);  // insertion clock -> URI
-  int64_t size_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t max_size_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, ClientCache, std::less<>> clients_ ABSL_GUARDED_BY(mu_);
+  // Insertion clock -> (client, URI), over all clients: the global eviction order.
+  std::map<int64_t, std::pair<std::string, std::string>> by_age_ ABSL_GUARDED_BY(mu_);
+  int64_t total_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

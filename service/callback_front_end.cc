@@ -1,24 +1,120 @@
 #include "service/callback_front_end.h"
 
-namespace looptool::service {
+#include <type_traits>
 
-template <typename Call>
-grpc::ServerUnaryReactor* CallbackFrontEnd::Run(grpc::CallbackServerContext* context,
-                                                bool may_block, Call call) {
+#include "absl/strings/str_cat.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
+
+namespace looptool::service {
+namespace {
+
+namespace cg = compiler_gym;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  // absl::StatusCode and grpc::StatusCode share their numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// Comparison whose time does not depend on where the strings first differ.
+bool SameSecret(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+CallContext ContextOf(const grpc::CallbackServerContext& context) {
+  CallContext call;
+  auto id = context.client_metadata().find(kClientIdMetadata);
+  if (id != context.client_metadata().end() && !id->second.empty() && id->second.size() <= 128) {
+    call.client = absl::StrCat("id:", absl::string_view(id->second.data(), id->second.size()));
+  } else {
+    call.client = absl::StrCat("peer:", context.peer());
+  }
+  return call;
+}
+
+// One call's request and reply, alive until the call finishes (possibly on another thread).
+template <typename Request, typename Reply>
+struct CallState {
+  CallContext call;
+  Request request;
+  Reply reply;
+};
+
+}  // namespace
+
+bool CallbackFrontEnd::Authorized(const Context& context) const {
+  if (auth_token_.empty()) return true;
+  auto it = context.client_metadata().find(kAuthMetadata);
+  if (it == context.client_metadata().end()) return false;
+  return SameSecret(absl::string_view(it->second.data(), it->second.size()),
+                    absl::StrCat("Bearer ", auth_token_));
+}
+
+template <typename Request, typename Reply, typename Call>
+grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::ByteBuffer* in,
+                                                  grpc::ByteBuffer* out, int64_t limit, Mode mode,
+                                                  Call call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   ++in_flight_;
   auto finish = [this, reactor](const grpc::Status& status) {
     reactor->Finish(status);
     --in_flight_;
   };
-  if (!may_block) {
-    finish(call());
+  if (!Authorized(*context)) {
+    finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "This server requires a token: send metadata 'authorization: Bearer "
+                        "<token>' (looptool --auth_token_file)"));
     return reactor;
   }
-  if (!pool_.Schedule([finish, call, context] {
+  const int64_t bytes = static_cast<int64_t>(in->Length());
+  if (bytes > limit) {
+    finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat(Request::descriptor()->name(), " of ", bytes,
+                     " bytes is larger than this server accepts for it (", limit, " bytes)")));
+    return reactor;
+  }
+  auto state = std::make_shared<CallState<Request, Reply>>();
+  state->call = ContextOf(*context);
+  {
+    grpc::ByteBuffer copy(*in);  // shares the slices
+    grpc::ProtoBufferReader reader(&copy);
+    if (!state->request.ParseFromZeroCopyStream(&reader)) {
+      finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("Malformed ", Request::descriptor()->name())));
+      return reactor;
+    }
+  }
+  auto complete = [out, state, finish](const absl::Status& status) {
+    if (status.ok()) {
+      bool own = false;
+      grpc::Status s = grpc::SerializationTraits<Reply>::Serialize(state->reply, out, &own);
+      finish(s);
+    } else {
+      finish(ToGrpc(status));
+    }
+  };
+  if (mode == Mode::kInline) {
+    complete(call(*state));
+    return reactor;
+  }
+  if constexpr (std::is_same_v<Request, cg::StepRequest>) {
+    if (mode == Mode::kStep) {
+      if (std::optional<absl::Status> quick = service_.StepIfQuick(state->request, state->reply)) {
+        complete(*quick);
+        return reactor;
+      }
+    }
+  }
+  if (!pool_.Schedule([state, call, complete, context] {
         // A client that gave up while the call waited in line gets nothing done for it (no
         // session it would never learn about).
-        finish(context->IsCancelled() ? grpc::Status::CANCELLED : call());
+        complete(context->IsCancelled() ? absl::CancelledError("The client cancelled the call")
+                                        : call(*state));
       })) {
     finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "Server busy: too many calls waiting; retry later"));
@@ -26,58 +122,29 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Run(grpc::CallbackServerContext* con
   return reactor;
 }
 
-grpc::ServerUnaryReactor* CallbackFrontEnd::GetVersion(grpc::CallbackServerContext* c,
-                                                       const compiler_gym::GetVersionRequest* q,
-                                                       compiler_gym::GetVersionReply* r) {
-  return Run(c, false, [=] { return service_.GetVersion(nullptr, q, r); });
-}
-
-grpc::ServerUnaryReactor* CallbackFrontEnd::GetSpaces(grpc::CallbackServerContext* c,
-                                                      const compiler_gym::GetSpacesRequest* q,
-                                                      compiler_gym::GetSpacesReply* r) {
-  return Run(c, false, [=] { return service_.GetSpaces(nullptr, q, r); });
-}
-
-grpc::ServerUnaryReactor* CallbackFrontEnd::StartSession(grpc::CallbackServerContext* c,
-                                                         const compiler_gym::StartSessionRequest* q,
-                                                         compiler_gym::StartSessionReply* r) {
-  return Run(c, true, [=] { return service_.StartSession(nullptr, q, r); });
-}
-
-grpc::ServerUnaryReactor* CallbackFrontEnd::ForkSession(grpc::CallbackServerContext* c,
-                                                        const compiler_gym::ForkSessionRequest* q,
-                                                        compiler_gym::ForkSessionReply* r) {
-  // Forking waits for the parent's lock, which a timing step may hold.
-  return Run(c, true, [=] { return service_.ForkSession(nullptr, q, r); });
-}
-
-grpc::ServerUnaryReactor* CallbackFrontEnd::EndSession(grpc::CallbackServerContext* c,
-                                                       const compiler_gym::EndSessionRequest* q,
-                                                       compiler_gym::EndSessionReply* r) {
-  return Run(c, false, [=] { return service_.EndSession(nullptr, q, r); });
-}
-
-grpc::ServerUnaryReactor* CallbackFrontEnd::Step(grpc::CallbackServerContext* c,
-                                                 const compiler_gym::StepRequest* q,
-                                                 compiler_gym::StepReply* r) {
-  if (std::optional<grpc::Status> quick = service_.StepIfQuick(q, r)) {
-    grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
-    reactor->Finish(*quick);
-    return reactor;
+#define LOOPTOOL_SERVE(NAME, LIMIT, MODE, EXPR)                                                   \
+  grpc::ServerUnaryReactor* CallbackFrontEnd::NAME(Context* c, const grpc::ByteBuffer* q,        \
+                                                   grpc::ByteBuffer* r) {                        \
+    return Serve<cg::NAME##Request, cg::NAME##Reply>(                                            \
+        c, q, r, LIMIT, MODE, [this](CallState<cg::NAME##Request, cg::NAME##Reply>& s) {         \
+          (void)s.call;                                                                          \
+          return EXPR;                                                                           \
+        });                                                                                      \
   }
-  return Run(c, true, [=] { return service_.Step(nullptr, q, r); });
-}
 
-grpc::ServerUnaryReactor* CallbackFrontEnd::AddBenchmark(grpc::CallbackServerContext* c,
-                                                         const compiler_gym::AddBenchmarkRequest* q,
-                                                         compiler_gym::AddBenchmarkReply* r) {
-  return Run(c, true, [=] { return service_.AddBenchmark(nullptr, q, r); });
-}
+LOOPTOOL_SERVE(GetVersion, limits_.small, Mode::kInline, service_.GetVersion(s.request, s.reply))
+LOOPTOOL_SERVE(GetSpaces, limits_.small, Mode::kInline, service_.GetSpaces(s.request, s.reply))
+LOOPTOOL_SERVE(StartSession, limits_.start_session, Mode::kPool,
+               service_.StartSession(s.call, s.request, s.reply))
+// Forking waits for the parent's lock, which a timing step may hold.
+LOOPTOOL_SERVE(ForkSession, limits_.small, Mode::kPool, service_.ForkSession(s.request, s.reply))
+LOOPTOOL_SERVE(EndSession, limits_.small, Mode::kInline, service_.EndSession(s.request, s.reply))
+LOOPTOOL_SERVE(Step, limits_.step, Mode::kStep, service_.Step(s.request, s.reply))
+LOOPTOOL_SERVE(AddBenchmark, limits_.add_benchmark, Mode::kPool,
+               service_.AddBenchmark(s.call, s.request, s.reply))
+LOOPTOOL_SERVE(SendSessionParameter, limits_.send_session_parameter, Mode::kPool,
+               service_.SendSessionParameter(s.call, s.request, s.reply))
 
-grpc::ServerUnaryReactor* CallbackFrontEnd::SendSessionParameter(
-    grpc::CallbackServerContext* c, const compiler_gym::SendSessionParameterRequest* q,
-    compiler_gym::SendSessionParameterReply* r) {
-  return Run(c, true, [=] { return service_.SendSessionParameter(nullptr, q, r); });
-}
+#undef LOOPTOOL_SERVE
 
 }  // namespace looptool::service

@@ -1,13 +1,18 @@
-// CallbackFrontEnd: serves LoopToolService through gRPC's callback API. Cheap calls (a step that
-// asks for no kernel timing, GetSpaces, EndSession, ...) run inline on the thread that received
-// them, which saves the hand-offs between threads that dominate a step's round trip; calls that
-// may block (timing observations, a busy session, starting or forking sessions) run on a
-// ThreadPool, and are dropped (CANCELLED) if their client gave up while they waited.
+// CallbackFrontEnd: the only gRPC type of the service. It receives CompilerGymService's eight
+// RPCs through gRPC's callback API as raw bytes, so that each RPC's size limit is checked before
+// anything is parsed (a 16M-action Step costs nothing), checks the shared token when one is set,
+// parses, and calls LoopToolService. Cheap calls (a step that asks for no kernel timing,
+// GetSpaces, EndSession, ...) run inline on the thread that received them, which saves the
+// hand-offs between threads that dominate a step's round trip; calls that may block (timing
+// observations, a busy session, starting or forking sessions) run on a ThreadPool, and are
+// dropped (CANCELLED) if their client gave up while they waited.
 #ifndef LOOPTOOL_SERVICE_CALLBACK_FRONT_END_H_
 #define LOOPTOOL_SERVICE_CALLBACK_FRONT_END_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "proto/compiler_gym_service.grpc.pb.h"
 #include "service/compiler_gym_service.h"
@@ -15,45 +20,70 @@
 
 namespace looptool::service {
 
-class CallbackFrontEnd final : public compiler_gym::CompilerGymService::CallbackService {
+// What each RPC may send, in bytes of its serialized request: sized to what it legitimately
+// needs (Step: max_actions_per_step named actions plus observations; AddBenchmark:
+// max_benchmarks_per_request programs of max_program_bytes).
+struct RequestLimits {
+  int64_t small = 4 << 10;                // GetVersion, GetSpaces, ForkSession, EndSession
+  int64_t step = 256 << 10;
+  int64_t start_session = 64 << 10;       // one benchmark, program included
+  int64_t add_benchmark = 2 << 20;
+  int64_t send_session_parameter = 64 << 10;
+  int64_t largest() const { return add_benchmark; }
+};
+
+// The metadata our clients send: a random id per connection object, so per-client state
+// survives reconnects (without it the peer address is the client), and the shared token.
+inline constexpr char kClientIdMetadata[] = "looptool-client-id";
+inline constexpr char kAuthMetadata[] = "authorization";  // "Bearer <token>"
+
+using RawCompilerGymService = compiler_gym::CompilerGymService::WithRawCallbackMethod_GetVersion<
+    compiler_gym::CompilerGymService::WithRawCallbackMethod_GetSpaces<
+        compiler_gym::CompilerGymService::WithRawCallbackMethod_StartSession<
+            compiler_gym::CompilerGymService::WithRawCallbackMethod_ForkSession<
+                compiler_gym::CompilerGymService::WithRawCallbackMethod_EndSession<
+                    compiler_gym::CompilerGymService::WithRawCallbackMethod_Step<
+                        compiler_gym::CompilerGymService::WithRawCallbackMethod_AddBenchmark<
+                            compiler_gym::CompilerGymService::
+                                WithRawCallbackMethod_SendSessionParameter<
+                                    compiler_gym::CompilerGymService::Service>>>>>>>>;
+
+class CallbackFrontEnd final : public RawCompilerGymService {
  public:
-  // `service` and `pool` must outlive this.
-  CallbackFrontEnd(LoopToolService& service, ThreadPool& pool) : service_(service), pool_(pool) {}
+  // `service` and `pool` must outlive this. A non-empty `auth_token` is required of every call
+  // (metadata "authorization: Bearer <token>"); UNAUTHENTICATED otherwise.
+  CallbackFrontEnd(LoopToolService& service, ThreadPool& pool, RequestLimits limits,
+                   std::string auth_token)
+      : service_(service), pool_(pool), limits_(limits), auth_token_(std::move(auth_token)) {}
 
   // Calls received and not yet answered; the server drains them before it stops.
   int in_flight() const { return in_flight_.load(); }
 
-  grpc::ServerUnaryReactor* GetVersion(grpc::CallbackServerContext*,
-                                       const compiler_gym::GetVersionRequest*,
-                                       compiler_gym::GetVersionReply*) override;
-  grpc::ServerUnaryReactor* GetSpaces(grpc::CallbackServerContext*,
-                                      const compiler_gym::GetSpacesRequest*,
-                                      compiler_gym::GetSpacesReply*) override;
-  grpc::ServerUnaryReactor* StartSession(grpc::CallbackServerContext*,
-                                         const compiler_gym::StartSessionRequest*,
-                                         compiler_gym::StartSessionReply*) override;
-  grpc::ServerUnaryReactor* ForkSession(grpc::CallbackServerContext*,
-                                        const compiler_gym::ForkSessionRequest*,
-                                        compiler_gym::ForkSessionReply*) override;
-  grpc::ServerUnaryReactor* EndSession(grpc::CallbackServerContext*,
-                                       const compiler_gym::EndSessionRequest*,
-                                       compiler_gym::EndSessionReply*) override;
-  grpc::ServerUnaryReactor* Step(grpc::CallbackServerContext*, const compiler_gym::StepRequest*,
-                                 compiler_gym::StepReply*) override;
-  grpc::ServerUnaryReactor* AddBenchmark(grpc::CallbackServerContext*,
-                                         const compiler_gym::AddBenchmarkRequest*,
-                                         compiler_gym::AddBenchmarkReply*) override;
-  grpc::ServerUnaryReactor* SendSessionParameter(
-      grpc::CallbackServerContext*, const compiler_gym::SendSessionParameterRequest*,
-      compiler_gym::SendSessionParameterReply*) override;
+  using Reactor = grpc::ServerUnaryReactor;
+  using Context = grpc::CallbackServerContext;
+  Reactor* GetVersion(Context* c, const grpc::ByteBuffer* q, grpc::ByteBuffer* r) override;
+  Reactor* GetSpaces(Context* c, const grpc::ByteBuffer* q, grpc::ByteBuffer* r) override;
+  Reactor* StartSession(Context* c, const grpc::ByteBuffer* q, grpc::ByteBuffer* r) override;
+  Reactor* ForkSession(Context* c, const grpc::ByteBuffer* q, grpc::ByteBuffer* r) override;
+  Reactor* EndSession(Context* c, const grpc::ByteBuffer* q, grpc::ByteBuffer* r) override;
+  Reactor* Step(Context* c, const grpc::ByteBuffer* q, grpc::ByteBuffer* r) override;
+  Reactor* AddBenchmark(Context* c, const grpc::ByteBuffer* q, grpc::ByteBuffer* r) override;
+  Reactor* SendSessionParameter(Context* c, const grpc::ByteBuffer* q,
+                                grpc::ByteBuffer* r) override;
 
  private:
-  // Runs `call` (returning grpc::Status) inline or on the pool and finishes the call with it.
-  template <typename Call>
-  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, bool may_block, Call call);
+  enum class Mode { kInline, kPool, kStep };
+  // Checks the token and `limit`, parses `Request`, runs `call(CallContext, request, reply)`
+  // inline or on the pool, serializes the reply and finishes the call.
+  template <typename Request, typename Reply, typename Call>
+  Reactor* Serve(Context* context, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
+                 int64_t limit, Mode mode, Call call);
+  bool Authorized(const Context& context) const;
 
   LoopToolService& service_;
   ThreadPool& pool_;
+  const RequestLimits limits_;
+  const std::string auth_token_;
   std::atomic<int> in_flight_{0};
 };
 

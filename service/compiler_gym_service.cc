@@ -2,13 +2,13 @@
 
 #include <exception>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "backend/actions/action.h"
 #include "backend/actions/action_space.h"
 #include "backend/env/environment.h"
 #include "backend/schedule/loop_tree.h"
 #include "backend/util/status_macros.h"
+#include "backend/util/strict_int.h"
 #include "service/proto_convert.h"
 
 namespace looptool::service {
@@ -17,21 +17,15 @@ namespace {
 constexpr char kCompilerGymVersion[] = "0.2.5";  // the protocol generation this server speaks
 constexpr char kFaultParameter[] = "test.inject_fault";
 
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  // absl::StatusCode and grpc::StatusCode share their numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
 // The exception firewall: whatever a handler throws becomes INTERNAL, never UNKNOWN.
 template <typename Fn>
-grpc::Status Guarded(Fn&& fn) {
+absl::Status Guarded(Fn&& fn) {
   try {
-    return ToGrpc(fn());
+    return fn();
   } catch (const std::exception& e) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, absl::StrCat("Unhandled exception: ", e.what()));
+    return absl::InternalError(absl::StrCat("Unhandled exception: ", e.what()));
   } catch (...) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "Unhandled exception");
+    return absl::InternalError("Unhandled exception");
   }
 }
 
@@ -62,44 +56,45 @@ LoopToolService::LoopToolService(ServiceOptions options, std::shared_ptr<KernelE
     : options_(std::move(options)),
       evaluator_(std::move(evaluator)),
       observation_spaces_(ObservationSpaces(options_.limits)),
-      benchmarks_(options_.limits, options_.max_benchmark_cache_bytes),
+      benchmarks_(options_.limits, options_.max_benchmark_cache_bytes,
+                  options_.max_total_benchmark_bytes),
       sessions_(options_.max_sessions) {}
 
-grpc::Status LoopToolService::GetVersion(grpc::ServerContext*,
-                                         const compiler_gym::GetVersionRequest*,
-                                         compiler_gym::GetVersionReply* reply) {
+absl::Status LoopToolService::GetVersion(const compiler_gym::GetVersionRequest&,
+                                         compiler_gym::GetVersionReply& reply) {
   return Guarded([&] {
-    reply->set_service_version(kCompilerGymVersion);
-    reply->set_compiler_version(options_.compiler_version);
+    reply.set_service_version(kCompilerGymVersion);
+    reply.set_compiler_version(options_.compiler_version);
     return absl::OkStatus();
   });
 }
 
-grpc::Status LoopToolService::GetSpaces(grpc::ServerContext*, const compiler_gym::GetSpacesRequest*,
-                                        compiler_gym::GetSpacesReply* reply) {
+absl::Status LoopToolService::GetSpaces(const compiler_gym::GetSpacesRequest&,
+                                        compiler_gym::GetSpacesReply& reply) {
   return Guarded([&] {
-    for (const ActionSpace& s : AllActionSpaces()) *reply->add_action_space_list() = ToProto(s);
+    for (const ActionSpace& s : AllActionSpaces()) *reply.add_action_space_list() = ToProto(s);
     for (const ObservationSpace& s : observation_spaces_) {
-      *reply->add_observation_space_list() = ToProto(s);
+      *reply.add_observation_space_list() = ToProto(s);
     }
     return absl::OkStatus();
   });
 }
 
-grpc::Status LoopToolService::StartSession(grpc::ServerContext*,
-                                           const compiler_gym::StartSessionRequest* request,
-                                           compiler_gym::StartSessionReply* reply) {
-  return Guarded([&] { return DoStartSession(*request, *reply); });
+absl::Status LoopToolService::StartSession(const CallContext& call,
+                                           const compiler_gym::StartSessionRequest& request,
+                                           compiler_gym::StartSessionReply& reply) {
+  return Guarded([&] { return DoStartSession(call, request, reply); });
 }
 
-absl::Status LoopToolService::DoStartSession(const compiler_gym::StartSessionRequest& request,
+absl::Status LoopToolService::DoStartSession(const CallContext& call,
+                                             const compiler_gym::StartSessionRequest& request,
                                              compiler_gym::StartSessionReply& reply) {
   const std::string& uri = request.benchmark().uri();
   if (uri.empty()) return absl::InvalidArgumentError("No benchmark URI set for StartSession()");
   if (request.benchmark().has_program()) {
     compiler_gym::AddBenchmarkRequest add;
     *add.add_benchmark() = request.benchmark();
-    RETURN_IF_ERROR(DoAddBenchmark(add));
+    RETURN_IF_ERROR(DoAddBenchmark(call, add));
   }
   const std::vector<ActionSpace>& spaces = AllActionSpaces();
   if (request.action_space() < 0 || request.action_space() >= static_cast<int>(spaces.size())) {
@@ -110,7 +105,7 @@ absl::Status LoopToolService::DoStartSession(const compiler_gym::StartSessionReq
     return absl::InvalidArgumentError(absl::StrCat(
         "Too many observations requested: at most ", options_.max_observations_per_request));
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<const Program> program, benchmarks_.Load(uri));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Program> program, benchmarks_.Load(call.client, uri));
   LoopTree initial = LoopTree::Initial(std::move(program));
   if (initial.num_loops() > options_.limits.max_loops) {
     return absl::InvalidArgumentError(
@@ -130,10 +125,9 @@ absl::Status LoopToolService::DoStartSession(const compiler_gym::StartSessionReq
   return absl::OkStatus();
 }
 
-grpc::Status LoopToolService::ForkSession(grpc::ServerContext*,
-                                          const compiler_gym::ForkSessionRequest* request,
-                                          compiler_gym::ForkSessionReply* reply) {
-  return Guarded([&] { return DoForkSession(*request, *reply); });
+absl::Status LoopToolService::ForkSession(const compiler_gym::ForkSessionRequest& request,
+                                          compiler_gym::ForkSessionReply& reply) {
+  return Guarded([&] { return DoForkSession(request, reply); });
 }
 
 absl::Status LoopToolService::DoForkSession(const compiler_gym::ForkSessionRequest& request,
@@ -150,18 +144,17 @@ absl::Status LoopToolService::DoForkSession(const compiler_gym::ForkSessionReque
   return absl::OkStatus();
 }
 
-grpc::Status LoopToolService::EndSession(grpc::ServerContext*,
-                                         const compiler_gym::EndSessionRequest* request,
-                                         compiler_gym::EndSessionReply* reply) {
+absl::Status LoopToolService::EndSession(const compiler_gym::EndSessionRequest& request,
+                                         compiler_gym::EndSessionReply& reply) {
   return Guarded([&] {
-    reply->set_remaining_sessions(sessions_.End(request->session_id()));
+    reply.set_remaining_sessions(sessions_.End(request.session_id()));
     return absl::OkStatus();
   });
 }
 
-grpc::Status LoopToolService::Step(grpc::ServerContext*, const compiler_gym::StepRequest* request,
-                                   compiler_gym::StepReply* reply) {
-  return Guarded([&] { return DoStep(*request, *reply); });
+absl::Status LoopToolService::Step(const compiler_gym::StepRequest& request,
+                                   compiler_gym::StepReply& reply) {
+  return Guarded([&] { return DoStep(request, reply); });
 }
 
 absl::Status LoopToolService::DoStep(const compiler_gym::StepRequest& request,
@@ -235,13 +228,14 @@ absl::Status LoopToolService::Observe(
   return absl::OkStatus();
 }
 
-grpc::Status LoopToolService::AddBenchmark(grpc::ServerContext*,
-                                           const compiler_gym::AddBenchmarkRequest* request,
-                                           compiler_gym::AddBenchmarkReply*) {
-  return Guarded([&] { return DoAddBenchmark(*request); });
+absl::Status LoopToolService::AddBenchmark(const CallContext& call,
+                                           const compiler_gym::AddBenchmarkRequest& request,
+                                           compiler_gym::AddBenchmarkReply&) {
+  return Guarded([&] { return DoAddBenchmark(call, request); });
 }
 
-absl::Status LoopToolService::DoAddBenchmark(const compiler_gym::AddBenchmarkRequest& request) {
+absl::Status LoopToolService::DoAddBenchmark(const CallContext& call,
+                                             const compiler_gym::AddBenchmarkRequest& request) {
   if (request.benchmark_size() > options_.max_benchmarks_per_request) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Too many benchmarks in one request: at most ", options_.max_benchmarks_per_request));
@@ -252,19 +246,26 @@ absl::Status LoopToolService::DoAddBenchmark(const compiler_gym::AddBenchmarkReq
           "Benchmark ", b.uri(), ": File.uri is not supported; send the program text in "
           "program.contents"));
     }
-    RETURN_IF_ERROR(benchmarks_.Add(b.uri(), b.program().contents()));
+    if (b.program().data_case() == compiler_gym::File::DATA_NOT_SET ||
+        b.program().contents().empty()) {
+      // CompilerGym's client falls back to AddBenchmark with whatever it has for an unknown
+      // URI: with no program, the benchmark simply does not exist here.
+      RETURN_IF_ERROR(benchmarks_.Load(call.client, b.uri()).status());
+      continue;
+    }
+    RETURN_IF_ERROR(benchmarks_.Add(call.client, b.uri(), b.program().contents()));
   }
   return absl::OkStatus();
 }
 
-grpc::Status LoopToolService::SendSessionParameter(
-    grpc::ServerContext*, const compiler_gym::SendSessionParameterRequest* request,
-    compiler_gym::SendSessionParameterReply* reply) {
-  return Guarded([&] { return DoSendSessionParameter(*request, *reply); });
+absl::Status LoopToolService::SendSessionParameter(
+    const CallContext& call, const compiler_gym::SendSessionParameterRequest& request,
+    compiler_gym::SendSessionParameterReply& reply) {
+  return Guarded([&] { return DoSendSessionParameter(call, request, reply); });
 }
 
 absl::Status LoopToolService::DoSendSessionParameter(
-    const compiler_gym::SendSessionParameterRequest& request,
+    const CallContext& call, const compiler_gym::SendSessionParameterRequest& request,
     compiler_gym::SendSessionParameterReply& reply) {
   ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                    sessions_.Find(request.session_id(), absl::Now()));
@@ -272,17 +273,16 @@ absl::Status LoopToolService::DoSendSessionParameter(
     const std::string& key = p.key();
     if (key == "service.benchmark_cache.set_max_size_in_bytes") {
       int64_t bytes = 0;
-      if (!absl::SimpleAtoi(p.value(), &bytes) || bytes < 0) {
+      if (!ParseDecimal(p.value(), &bytes)) {
         return absl::InvalidArgumentError(
             absl::StrCat("Parameter ", key, " needs a byte count, got '", p.value(), "'"));
       }
-      bytes = std::min(bytes, options_.max_benchmark_cache_bytes);
-      benchmarks_.set_max_size_in_bytes(bytes);
-      reply.add_reply(absl::StrCat(bytes));
+      // The caller's own cache only: other clients' benchmarks stay.
+      reply.add_reply(absl::StrCat(benchmarks_.set_max_size_in_bytes(call.client, bytes)));
     } else if (key == "service.benchmark_cache.get_max_size_in_bytes") {
-      reply.add_reply(absl::StrCat(benchmarks_.max_size_in_bytes()));
+      reply.add_reply(absl::StrCat(benchmarks_.max_size_in_bytes(call.client)));
     } else if (key == "service.benchmark_cache.get_size_in_bytes") {
-      reply.add_reply(absl::StrCat(benchmarks_.size_in_bytes()));
+      reply.add_reply(absl::StrCat(benchmarks_.size_in_bytes(call.client)));
     } else if (key == "looptool.benchmark") {
       reply.add_reply(session->benchmark);
     } else if (key == kFaultParameter && options_.fault_hook) {
@@ -300,21 +300,21 @@ absl::Status LoopToolService::DoSendSessionParameter(
   return absl::OkStatus();
 }
 
-std::optional<grpc::Status> LoopToolService::StepIfQuick(const compiler_gym::StepRequest* request,
-                                                         compiler_gym::StepReply* reply) {
-  for (int32_t index : request->observation_space()) {
+std::optional<absl::Status> LoopToolService::StepIfQuick(const compiler_gym::StepRequest& request,
+                                                         compiler_gym::StepReply& reply) {
+  for (int32_t index : request.observation_space()) {
     if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) &&
         IsTimed(observation_spaces_[index].name)) {
       return std::nullopt;  // a kernel to measure: may wait for a worker
     }
   }
   absl::StatusOr<std::shared_ptr<Session>> session =
-      sessions_.Find(request->session_id(), absl::Now());
-  if (!session.ok()) return ToGrpc(session.status());
+      sessions_.Find(request.session_id(), absl::Now());
+  if (!session.ok()) return session.status();
   Session& s = **session;
   if (!s.mu.TryLock()) return std::nullopt;  // busy with another call: may wait
-  grpc::Status status = Guarded([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return DoStepLocked(s, *request, *reply);
+  absl::Status status = Guarded([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return DoStepLocked(s, request, reply);
   });
   s.mu.Unlock();
   return status;

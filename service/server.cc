@@ -2,6 +2,10 @@
 
 #include <sched.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -27,7 +31,34 @@ void PinAwayFrom(const std::vector<int>& eval_cores) {
   sched_setaffinity(0, sizeof(set), &set);
 }
 
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerConfig& config) {
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both a certificate file and a key file");
+  }
+  if (config.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  absl::StatusOr<std::string> cert = ReadFile(config.tls_cert_file);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadFile(config.tls_key_file);
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(options);
+}
+
 }  // namespace
+
+bool IsLoopback(const std::string& bind) {
+  return absl::StartsWith(bind, "127.") || bind == "::1" || bind == "[::1]" ||
+         bind == "localhost";
+}
 
 std::vector<int> AllowedCpus() {
   cpu_set_t set;
@@ -41,6 +72,14 @@ std::vector<int> AllowedCpus() {
 }
 
 absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConfig config) {
+  if (!IsLoopback(config.bind) && config.auth_token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to listen on ", config.bind, " without a shared token: any host that reaches "
+        "it could use it; give --auth_token_file (and --tls_cert_file/--tls_key_file for "
+        "encryption), or bind to 127.0.0.1"));
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(config);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<LoopToolServer> s(new LoopToolServer());
   if (config.workers.cores.empty()) {
     const std::vector<int> cpus = AllowedCpus();
@@ -62,16 +101,19 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   }
   s->service_ = std::make_unique<LoopToolService>(options, s->pool_);
   s->blocking_pool_ = std::make_unique<ThreadPool>(config.blocking_threads, config.max_queued_calls);
-  s->front_end_ = std::make_unique<CallbackFrontEnd>(*s->service_, *s->blocking_pool_);
+  s->front_end_ = std::make_unique<CallbackFrontEnd>(*s->service_, *s->blocking_pool_,
+                                                     config.request_limits, config.auth_token);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(config.bind, ":", config.port),
-                           grpc::InsecureServerCredentials(), &s->port_);
+                           *credentials, &s->port_);
   builder.RegisterService(s->front_end_.get());
-  builder.SetMaxReceiveMessageSize(config.max_message_bytes);
-  builder.SetMaxSendMessageSize(config.max_message_bytes);
+  // The transport refuses what no RPC may send; the front end then applies each RPC's own limit
+  // before parsing. Replies are bounded by the observations' own sizes.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.request_limits.largest()));
+  builder.SetMaxSendMessageSize(64 << 20);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 512 * 1024);
   grpc::ResourceQuota quota("looptool-server");

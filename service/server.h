@@ -27,15 +27,23 @@ struct ServerConfig {
   absl::Duration session_idle_timeout = absl::Hours(1);
   int blocking_threads = 32;                     // for calls that may wait (timing, forks)
   size_t max_queued_calls = 1024;                // beyond this: RESOURCE_EXHAUSTED
-  int max_message_bytes = 64 << 20;             // CompilerGym: unlimited; bounded here
-  size_t max_memory_bytes = size_t{2} << 30;     // gRPC's buffers for calls in flight
+  RequestLimits request_limits;                  // per RPC; the transport refuses the largest+
+  size_t max_memory_bytes = size_t{1} << 30;     // gRPC's buffers for calls in flight
   bool test_hooks = false;                       // enables the test.inject_fault parameter
+  // Required of every call when set. A server bound to anything but loopback must have one.
+  std::string auth_token;
+  // TLS: PEM files of the server's certificate chain and private key; both or neither.
+  std::string tls_cert_file, tls_key_file;
 };
+
+// Whether `bind` names a loopback address (127.0.0.0/8, ::1, localhost).
+bool IsLoopback(const std::string& bind);
 
 class LoopToolServer {
  public:
   // Starts the kernel workers (measuring the peak), pins this process's other threads away
-  // from their cores where there are others, and starts listening.
+  // from their cores where there are others, and starts listening. INVALID_ARGUMENT for a
+  // non-loopback bind without an auth token, or unreadable TLS files.
   static absl::StatusOr<std::unique_ptr<LoopToolServer>> Start(ServerConfig config);
   ~LoopToolServer();
 

@@ -21,7 +21,12 @@
 #include "service/server.h"
 
 ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one (written to port.txt)");
-ABSL_FLAG(std::string, bind, "127.0.0.1", "address to listen on; 0.0.0.0 exposes the server");
+ABSL_FLAG(std::string, bind, "127.0.0.1",
+          "address to listen on; any but loopback needs --auth_token_file");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding a shared token every client must send (metadata authorization: Bearer)");
+ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain: serve TLS (with --tls_key_file)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
 ABSL_FLAG(std::string, working_dir, "", "where port.txt, pid.txt and logs/ go (created)");
 ABSL_FLAG(int, max_sessions, 1024, "live sessions at most");
 ABSL_FLAG(double, session_idle_timeout, 3600, "seconds after which an unused session is ended");
@@ -77,6 +82,19 @@ int Main(int argc, char** argv) {
   }
   config.session_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_session_idle_timeout));
   config.test_hooks = absl::GetFlag(FLAGS_test_hooks);
+  config.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  config.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  if (const std::string token_file = absl::GetFlag(FLAGS_auth_token_file); !token_file.empty()) {
+    std::ifstream in(token_file);
+    std::string token;
+    std::getline(in, token);
+    if (!in || token.empty()) {
+      std::cerr << "looptool-server: cannot read a token from the first line of " << token_file
+                << "\n";
+      return 1;
+    }
+    config.auth_token = token;
+  }
   config.workers.isa = absl::GetFlag(FLAGS_isa);
   config.workers.deadline_seconds = absl::GetFlag(FLAGS_eval_deadline);
   config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
@@ -108,13 +126,13 @@ int Main(int argc, char** argv) {
   std::fprintf(stderr, ")\n");
 
   const std::string working_dir = absl::GetFlag(FLAGS_working_dir);
+  const std::filesystem::path port_file = std::filesystem::path(working_dir) / "port.txt";
+  const std::filesystem::path pid_file = std::filesystem::path(working_dir) / "pid.txt";
   if (!working_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(working_dir) / "logs", ec);
-    if (ec || !WriteAtomically(std::filesystem::path(working_dir) / "port.txt",
-                               std::to_string((*server)->port()) + "\n") ||
-        !WriteAtomically(std::filesystem::path(working_dir) / "pid.txt",
-                         std::to_string(getpid()) + "\n")) {
+    if (ec || !WriteAtomically(port_file, std::to_string((*server)->port()) + "\n") ||
+        !WriteAtomically(pid_file, std::to_string(getpid()) + "\n")) {
       std::cerr << "looptool-server: cannot write port.txt/pid.txt in " << working_dir << "\n";
       return 1;
     }
@@ -123,6 +141,12 @@ int Main(int argc, char** argv) {
   sigwait(&signals, &signal_number);
   std::fprintf(stderr, "looptool-server: signal %d, shutting down\n", signal_number);
   (*server)->Shutdown();
+  if (!working_dir.empty()) {
+    // A port.txt or pid.txt left behind would point the next client at a dead server.
+    std::error_code ec;
+    std::filesystem::remove(port_file, ec);
+    std::filesystem::remove(pid_file, ec);
+  }
   return 0;
 }
 

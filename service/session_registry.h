@@ -1,12 +1,16 @@
 // SessionRegistry: the server's live sessions by id. Each session carries its own lock, so
 // concurrent clients stepping different sessions never wait for each other, and a session is
 // held by shared_ptr so EndSession or the idle reaper never frees one a handler is using. Ids
-// are never reused. Thread-safe.
+// are 63 random bits from the kernel's CSPRNG, so one client cannot guess (and step or end)
+// another's session; an id is not reused while it is live or among the last ended ones.
+// Thread-safe.
 #ifndef LOOPTOOL_SERVICE_SESSION_REGISTRY_H_
 #define LOOPTOOL_SERVICE_SESSION_REGISTRY_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 
@@ -31,7 +35,8 @@ class SessionRegistry {
  public:
   explicit SessionRegistry(int max_sessions) : max_sessions_(max_sessions) {}
 
-  // Registers `session` under a fresh id. RESOURCE_EXHAUSTED when max_sessions are live.
+  // Registers `session` under a fresh random id in [0, 2^63). RESOURCE_EXHAUSTED when
+  // max_sessions are live.
   absl::StatusOr<int64_t> Add(std::shared_ptr<Session> session, absl::Time now);
   // The session of `id`, marked as used at `now`. NOT_FOUND "Session not found: <id>".
   absl::StatusOr<std::shared_ptr<Session>> Find(int64_t id, absl::Time now);
@@ -46,10 +51,15 @@ class SessionRegistry {
     std::shared_ptr<Session> session;
     absl::Time last_used;
   };
+  static constexpr size_t kRememberedEnded = 1 << 16;
+  void Retire(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const int max_sessions_;
   mutable absl::Mutex mu_;
   std::map<int64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
-  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // Recently ended ids, never handed out again (bounded).
+  std::set<int64_t> ended_ ABSL_GUARDED_BY(mu_);
+  std::deque<int64_t> ended_order_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace looptool::service

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "backend/util/strict_int.h"
 
 namespace looptool {
 
@@ -37,10 +38,10 @@ absl::StatusOr<Action> ActionFromName(absl::string_view name) {
   for (const auto& [n, kind] : kPlain) {
     if (name == n) return Action{kind, 0};
   }
-  int factor = 0;
-  if (absl::StartsWith(name, "split_") && absl::SimpleAtoi(name.substr(6), &factor) &&
+  int64_t factor = 0;
+  if (absl::StartsWith(name, "split_") && ParseDecimal(name.substr(6), &factor) &&
       factor >= 2 && factor <= 1024 && (factor & (factor - 1)) == 0) {
-    return Action{Action::Kind::kSplit, factor};
+    return Action{Action::Kind::kSplit, static_cast<int>(factor)};
   }
   return absl::InvalidArgumentError(absl::StrCat("Unknown action: ", name));
 }

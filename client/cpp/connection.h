@@ -22,10 +22,20 @@ namespace looptool::client {
 // absl::Status of a gRPC status (the codes share their numbering).
 absl::Status FromGrpc(const grpc::Status& status);
 
+struct ConnectionOptions {
+  absl::Duration connect_timeout = absl::Seconds(10);
+  absl::Duration call_timeout = absl::Seconds(60);
+  std::string auth_token;         // sent with every call as "authorization: Bearer <token>"
+  std::string tls_root_certs;     // PEM: connect over TLS, trusting these roots; empty: plain
+  std::string tls_server_name;    // the name the certificate must carry (default: the host)
+};
+
 class Connection {
  public:
   // Connects to "host:port" and fetches the spaces. UNAVAILABLE when no server answers within
-  // `connect_timeout`.
+  // `connect_timeout`; UNAUTHENTICATED when it wants a token we do not have.
+  static absl::StatusOr<std::shared_ptr<Connection>> Connect(const std::string& address,
+                                                             ConnectionOptions options);
   static absl::StatusOr<std::shared_ptr<Connection>> Connect(
       const std::string& address, absl::Duration connect_timeout = absl::Seconds(10),
       absl::Duration call_timeout = absl::Seconds(60));
@@ -60,7 +70,8 @@ class Connection {
     return std::max(std::min(call_timeout_, deadline - absl::Now()), absl::Milliseconds(1));
   }
 
-  // A context for one call, with the default deadline or `timeout`, waiting for readiness.
+  // A context for one call, with the default deadline or `timeout`, waiting for readiness, and
+  // this connection's client id and token as metadata.
   std::unique_ptr<grpc::ClientContext> Context() const;
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
 
@@ -74,6 +85,8 @@ class Connection {
   Connection() = default;
   std::string address_;
   absl::Duration call_timeout_;
+  std::string client_id_;  // random: the server keys this client's benchmarks by it
+  std::string auth_token_;
   std::unique_ptr<compiler_gym::CompilerGymService::Stub> stub_;
   compiler_gym::GetSpacesReply spaces_;
 };

@@ -43,6 +43,12 @@ ABSL_FLAG(uint64_t, seed, 0, "seed of the random search");
 ABSL_FLAG(double, timing_budget_ms, 3,
           "embedded server: timing budget per new schedule (the fastest run within it counts)");
 ABSL_FLAG(std::string, eval_cores, "", "embedded server: comma-separated CPUs for kernel workers");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "--server: a file whose first line is the server's shared token");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "--server: connect over TLS, trusting the PEM certificates in this file");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "--server: the name the server's TLS certificate carries (default: the host)");
 
 namespace looptool::client {
 namespace {
@@ -92,7 +98,26 @@ absl::StatusOr<Connected> Connect(bool quiet) {
                    c.embedded->eval_cores()[0]);
     }
   }
-  absl::StatusOr<std::shared_ptr<Connection>> connection = Connection::Connect(address);
+  ConnectionOptions options;
+  if (const std::string file = absl::GetFlag(FLAGS_auth_token_file); !file.empty()) {
+    std::ifstream in(file);
+    std::getline(in, options.auth_token);
+    if (!in || options.auth_token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read a token from ", file));
+    }
+  }
+  if (const std::string file = absl::GetFlag(FLAGS_tls_ca_file); !file.empty()) {
+    std::ifstream in(file);
+    std::ostringstream pem;
+    pem << in.rdbuf();
+    if (!in || pem.str().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read certificates from ", file));
+    }
+    options.tls_root_certs = pem.str();
+    options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  }
+  absl::StatusOr<std::shared_ptr<Connection>> connection =
+      Connection::Connect(address, std::move(options));
   if (!connection.ok()) return connection.status();
   c.connection = *std::move(connection);
   return c;

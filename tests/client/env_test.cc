@@ -91,7 +91,7 @@ TEST_F(ClientTest, ForkCloseAndErrors) {
   // Reset: a new session on the same or another benchmark, in the start state.
   const int64_t old_session = env->session_id();
   ASSERT_TRUE(env->Reset().ok());
-  EXPECT_GT(env->session_id(), old_session);
+  EXPECT_NE(env->session_id(), old_session);
   EXPECT_EQ(env->Observe("loop_tree")->text,
             LocalEnv(datasets::MatmulProgram({112, 208, 256}), {}).Observe("loop_tree")->text);
   ASSERT_TRUE(env->Reset("benchmark://mm64_256_16_range-v0/mm64_80_96").ok());
@@ -164,7 +164,7 @@ TEST(Connection, RidesOutAServerRestart) {
   ASSERT_TRUE(second.ok());
   auto env = Env::Start(*c, kMm);  // the same connection, reconnected
   ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->session_id(), 0);  // a new server: ids start again
+  EXPECT_GE(env->session_id(), 0);  // a new server: a session of its own
 }
 
 }  // namespace

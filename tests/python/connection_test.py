@@ -95,7 +95,8 @@ class ConnectionTest(unittest.TestCase):
         session = reply.session_id
         self.assertFalse(connection.step(session, ["split_4", 0]).action_had_no_effect)
         fork = connection.fork_session(session)
-        self.assertGreater(fork, session)
+        self.assertNotEqual(fork, session)
+        self.assertGreaterEqual(fork, 0)
         self.assertEqual(connection.send_session_parameter(session, "looptool.benchmark", ""), MM)
         remaining = connection.end_session(fork)
         self.assertEqual(connection.end_session(session), remaining - 1)
@@ -119,6 +120,27 @@ class ConnectionTest(unittest.TestCase):
         reply = connection.start_session("benchmark://user/gemv",
                                          program="y[m] += A[m,k] * x[k]; m=32 k=64")
         connection.end_session(reply.session_id)
+
+    def test_benchmarks_are_per_client_and_survive_a_new_channel(self):
+        mine, theirs = self.connect(), self.connect()
+        mine.add_benchmark("benchmark://user/only-mine", "O[r] += I[r,c]; r=8 c=8")
+        with self.assertRaises(ServiceError) as caught:
+            theirs.start_session("benchmark://user/only-mine")
+        self.assertEqual(caught.exception.code, grpc.StatusCode.NOT_FOUND)
+        mine.reconnect()  # a new channel: the client id, not the connection, keys the cache
+        reply = mine.start_session("benchmark://user/only-mine")
+        mine.end_session(reply.session_id)
+
+    def test_token(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".token") as token:
+            token.write("py-token\n")
+            token.flush()
+            with LocalServer(SERVER, flags=[f"--auth_token_file={token.name}"]) as server:
+                with self.assertRaises(ServiceError) as caught:
+                    Connection(server.address, retries=0).get_version()
+                self.assertEqual(caught.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+                with Connection(server.address, auth_token="py-token") as connection:
+                    self.assertEqual(connection.get_version().service_version, "0.2.5")
 
     def test_errors(self):
         connection = self.connect()

@@ -258,7 +258,7 @@ class ShutdownTest(unittest.TestCase):
             stub = pb_grpc.CompilerGymServiceStub(channel)
             session = stub.StartSession(pb.StartSessionRequest(benchmark=pb.Benchmark(uri=MM)),
                                         timeout=30).session_id
-            self.assertEqual(session, 0)  # ids start at 0
+            self.assertGreaterEqual(session, 0)  # ids are random, non-negative
             # The channel stays open: an idle client connection must not hold up the drain.
             started = time.monotonic()
             self.assertEqual(server.close(), 0)  # with a session still open

@@ -1,7 +1,8 @@
 """A connection to a LoopTool (or any CompilerGym-protocol) service: channel, stub, deadlines,
 retries and error mapping.
 
-`Connection(address)` opens an insecure gRPC channel to "host:port" with the channel options
+`Connection(address)` opens a gRPC channel to "host:port" (TLS when `tls_root_certificates` is
+given; every call carries a random client id, and `auth_token` when given) with the channel options
 CompilerGym's own client uses (unlimited message sizes, 512 KiB metadata, no HTTP proxy, no
 SO_REUSEPORT). Every RPC gets a deadline (`timeout` seconds, per call overridable). A call that
 fails with UNAVAILABLE (server not up yet, restarted, connection dropped) is retried on a new
@@ -19,6 +20,7 @@ A connection may be shared by several environments (a `fork()` shares its parent
 `acquire()` / `release()` count the users and the last release closes the channel.
 """
 
+import os
 import threading
 import time
 
@@ -52,17 +54,27 @@ class Connection:
       timeout: default deadline of each call, in seconds (None: no deadline).
       retries: how many times a call that fails with UNAVAILABLE is sent again.
       backoff: seconds before the first retry; multiplied by `backoff_multiplier` each time.
+      auth_token: the server's shared token (sent as "authorization: Bearer <token>").
+      tls_root_certificates: PEM bytes of the roots to trust; connects over TLS when given.
+      tls_server_name: the name the server's certificate carries (default: the host).
     """
 
     def __init__(self, address, timeout=DEFAULT_TIMEOUT, retries=5, backoff=0.1,
-                 backoff_multiplier=1.5):
+                 backoff_multiplier=1.5, auth_token=None, tls_root_certificates=None,
+                 tls_server_name=None):
         self.address = address
+        self._tls_root_certificates = tls_root_certificates
+        self._tls_server_name = tls_server_name
+        # The server keeps this client's added benchmarks under this id, across reconnects.
+        self._metadata = [("looptool-client-id", os.urandom(16).hex())]
+        if auth_token:
+            self._metadata.append(("authorization", f"Bearer {auth_token}"))
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.backoff_multiplier = backoff_multiplier
         self._lock = threading.Lock()
-        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = self._new_channel()
         self.stub = pb_grpc.CompilerGymServiceStub(self._channel)
         self._old_channels = []  # replaced by reconnect(); closed by close()
         self._users = 1
@@ -104,8 +116,17 @@ class Connection:
             if self.closed or (failed_stub is not None and failed_stub is not self.stub):
                 return
             self._old_channels.append(self._channel)
-            self._channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+            self._channel = self._new_channel()
             self.stub = pb_grpc.CompilerGymServiceStub(self._channel)
+
+    def _new_channel(self):
+        if self._tls_root_certificates is None:
+            return grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        options = CHANNEL_OPTIONS
+        if self._tls_server_name:
+            options = options + (("grpc.ssl_target_name_override", self._tls_server_name),)
+        credentials = grpc.ssl_channel_credentials(root_certificates=self._tls_root_certificates)
+        return grpc.secure_channel(self.address, credentials, options=options)
 
     def __enter__(self):
         return self
@@ -132,7 +153,7 @@ class Connection:
         for attempt in range(self.retries + 1):
             stub = self.stub
             try:
-                return getattr(stub, method)(request, timeout=deadline)
+                return getattr(stub, method)(request, timeout=deadline, metadata=self._metadata)
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.UNAVAILABLE and attempt < self.retries:
                     time.sleep(delay)

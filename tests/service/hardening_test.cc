@@ -1,0 +1,314 @@
+// The hardening issue's findings against a real looptool-server: per-RPC request limits checked
+// before parsing, isolation between clients (built-in benchmarks immutable, per-client benchmark
+// caches, unguessable session ids), strict names and URIs, the shared token and TLS for
+// non-loopback binds, and no stale port.txt/pid.txt after exit.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "tests/service/server_process.h"
+
+namespace looptool {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ServerProcess;
+namespace cg = compiler_gym;
+
+constexpr char kMm[] = "benchmark://mm64_256_16_range-v0/mm64_64_64";
+
+// A context that names its client (as our clients do) and, optionally, carries a token.
+std::unique_ptr<grpc::ClientContext> Ctx(const std::string& client = "",
+                                         const std::string& token = "") {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  if (!client.empty()) ctx->AddMetadata("looptool-client-id", client);
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  return ctx;
+}
+
+grpc::Status Add(cg::CompilerGymService::Stub& stub, const std::string& client,
+                 const std::string& uri, const std::string& program) {
+  cg::AddBenchmarkRequest r;
+  cg::Benchmark* b = r.add_benchmark();
+  b->set_uri(uri);
+  if (!program.empty()) b->mutable_program()->set_contents(program);
+  cg::AddBenchmarkReply reply;
+  return stub.AddBenchmark(Ctx(client).get(), r, &reply);
+}
+
+// Starts a session on `uri` for `client` and returns its loop_tree text ("" on failure, with
+// the status in `status`).
+std::string StartTree(cg::CompilerGymService::Stub& stub, const std::string& client,
+                      const std::string& uri, grpc::Status* status = nullptr) {
+  const int loop_tree = testing::ObservationIndex(stub, "loop_tree");
+  cg::StartSessionRequest r;
+  r.mutable_benchmark()->set_uri(uri);
+  r.add_observation_space(loop_tree);
+  cg::StartSessionReply reply;
+  grpc::Status s = stub.StartSession(Ctx(client).get(), r, &reply);
+  if (status) *status = s;
+  if (!s.ok() || reply.observation_size() != 1) return "";
+  return reply.observation(0).string_value();
+}
+
+std::string Param(cg::CompilerGymService::Stub& stub, const std::string& client, int64_t session,
+                  const std::string& key, const std::string& value) {
+  cg::SendSessionParameterRequest r;
+  r.set_session_id(session);
+  cg::SessionParameter* p = r.add_parameter();
+  p->set_key(key);
+  p->set_value(value);
+  cg::SendSessionParameterReply reply;
+  grpc::Status s = stub.SendSessionParameter(Ctx(client).get(), r, &reply);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return reply.reply_size() ? reply.reply(0) : "";
+}
+
+int64_t Start(cg::CompilerGymService::Stub& stub, const std::string& client = "") {
+  cg::StartSessionRequest r;
+  r.mutable_benchmark()->set_uri(kMm);
+  cg::StartSessionReply reply;
+  grpc::Status s = stub.StartSession(Ctx(client).get(), r, &reply);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return reply.session_id();
+}
+
+// Resident memory of a process, in bytes.
+int64_t Rss(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
+  int64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+class HardeningTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new ServerProcess(); }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Terminate(), 0);
+    delete server_;
+  }
+  static ServerProcess* server_;
+};
+ServerProcess* HardeningTest::server_ = nullptr;
+
+TEST_F(HardeningTest, BuiltInBenchmarksCannotBeReplaced) {
+  ASSERT_TRUE(server_->ok());
+  auto& stub = server_->stub();
+  const std::string original = StartTree(stub, "alice", kMm);
+  ASSERT_FALSE(original.empty());
+  grpc::Status s = Add(stub, "mallory", kMm, "O[r] += I[r,c]; r=8 c=8");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(s.error_message(), std::string("Benchmark ") + kMm +
+                                   " is built in and cannot be replaced; add your program "
+                                   "under a URI of your own");
+  // Sending a built-in benchmark's own program back is harmless (CompilerGym may).
+  EXPECT_TRUE(Add(stub, "bob", kMm, "C[m,n] += A[m,k] * B[k,n]\nm=64 n=64 k=64\n").ok());
+  EXPECT_EQ(StartTree(stub, "alice", kMm), original);
+  EXPECT_EQ(StartTree(stub, "mallory", kMm), original);
+}
+
+TEST_F(HardeningTest, AddedBenchmarksArePerClient) {
+  auto& stub = server_->stub();
+  const std::string uri = "benchmark://user-v0/mine";
+  ASSERT_TRUE(Add(stub, "alice", uri, "O[r] += I[r,c]; r=64 c=48").ok());
+  ASSERT_TRUE(Add(stub, "bob", uri, "s[m] += A[m,n]; m=16 n=8").ok());
+  EXPECT_THAT(StartTree(stub, "alice", uri), HasSubstr("for r in 64"));
+  EXPECT_THAT(StartTree(stub, "bob", uri), HasSubstr("for m in 16"));
+  grpc::Status s;
+  EXPECT_EQ(StartTree(stub, "carol", uri, &s), "");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "Benchmark not found: " + uri);
+
+  // Bob empties his own cache: Alice keeps hers.
+  const int64_t bobs = Start(stub, "bob");
+  EXPECT_EQ(Param(stub, "bob", bobs, "service.benchmark_cache.set_max_size_in_bytes", "0"), "0");
+  EXPECT_EQ(Param(stub, "bob", bobs, "service.benchmark_cache.get_size_in_bytes", ""), "0");
+  EXPECT_EQ(StartTree(stub, "bob", uri, &s), "");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(StartTree(stub, "alice", uri), HasSubstr("for r in 64"));
+  EXPECT_EQ(Param(stub, "alice", bobs, "service.benchmark_cache.get_max_size_in_bytes", ""),
+            "67108864");
+}
+
+TEST_F(HardeningTest, AnyUriSchemeWorksWithItsProgram) {
+  auto& stub = server_->stub();
+  for (const std::string uri : {"file:///home/me/kernel.lt", "generator://rowsum/64x48",
+                                "benchmark://user-v0/rowsum"}) {
+    cg::StartSessionRequest r;
+    r.mutable_benchmark()->set_uri(uri);
+    r.mutable_benchmark()->mutable_program()->set_contents("O[r] += I[r,c]; r=64 c=48");
+    cg::StartSessionReply reply;
+    grpc::Status s = stub.StartSession(Ctx("dora").get(), r, &reply);
+    EXPECT_TRUE(s.ok()) << uri << ": " << s.error_message();
+  }
+  // CompilerGym's fallback for an unknown URI: AddBenchmark without a program.
+  grpc::Status s = Add(stub, "dora", "benchmark://nowhere-v0/x", "");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "Benchmark not found: benchmark://nowhere-v0/x");
+}
+
+TEST_F(HardeningTest, NamesAndUrisWithSpacesDoNotResolve) {
+  auto& stub = server_->stub();
+  for (const std::string uri : {"benchmark://mm64_256_16_range-v0/mm 64_64_64",
+                                "benchmark://mm64_256_16_range-v0/mm64_64_64 ",
+                                "benchmark://mm64_256_16_range-v0/mm+64_64_64"}) {
+    grpc::Status s;
+    EXPECT_EQ(StartTree(stub, "erin", uri, &s), "") << uri;
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << uri;
+  }
+  EXPECT_EQ(Add(stub, "erin", "benchmark://user-v0/a b", "O[r] += I[r,c]; r=4 c=4").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  const int64_t id = Start(stub);
+  for (const std::string name : {"split_4 ", " split_4", "split_+4", "down "}) {
+    cg::StepRequest r;
+    r.set_session_id(id);
+    r.add_action()->set_string_value(name);
+    cg::StepReply reply;
+    grpc::Status s = stub.Step(Ctx().get(), r, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "'" << name << "'";
+    EXPECT_THAT(s.error_message(), HasSubstr("Unknown action '" + name + "'"));
+  }
+}
+
+TEST_F(HardeningTest, OversizedRequestsAreRefusedBeforeParsing) {
+  auto& stub = server_->stub();
+  const int64_t id = Start(stub);
+  // Over Step's own limit (256 KiB) but under the transport's (2 MiB): refused by the front end
+  // with the RPC's limit named, nothing parsed.
+  cg::StepRequest big;
+  big.set_session_id(id);
+  for (int i = 0; i < 150000; ++i) big.add_action()->set_int64_value(1);
+  cg::StepReply reply;
+  grpc::Status s = stub.Step(Ctx().get(), big, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("StepRequest of"));
+  EXPECT_THAT(s.error_message(), HasSubstr("(262144 bytes)"));
+
+  // The 16.7M actions (~50 MB): refused by the transport; the server's memory barely
+  // moves, and it goes on serving.
+  const int64_t before = Rss(server_->pid());
+  cg::StepRequest huge;
+  huge.set_session_id(id);
+  for (int i = 0; i < (1 << 24); ++i) huge.add_action()->set_int64_value(1);
+  for (int round = 0; round < 4; ++round) {
+    s = stub.Step(Ctx().get(), huge, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  const int64_t after = Rss(server_->pid());
+  EXPECT_LT(after - before, int64_t{64} << 20) << "RSS " << before << " -> " << after;
+  cg::StepRequest ok;
+  ok.set_session_id(id);
+  ok.add_action()->set_int64_value(1);
+  EXPECT_TRUE(stub.Step(Ctx().get(), ok, &reply).ok());
+}
+
+TEST_F(HardeningTest, SessionIdsAreNotSequential) {
+  auto& stub = server_->stub();
+  const int64_t a = Start(stub), b = Start(stub);
+  EXPECT_GE(a, 0);
+  EXPECT_GE(b, 0);
+  // Another client cannot reach a session by guessing its neighbour.
+  for (int64_t guess : {a - 1, a + 1, b - 1, b + 1}) {
+    if (guess == a || guess == b) continue;
+    cg::StepRequest r;
+    r.set_session_id(guess);
+    cg::StepReply reply;
+    EXPECT_EQ(stub.Step(Ctx().get(), r, &reply).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+}
+
+TEST(Exit, PortAndPidFilesAreRemoved) {
+  ServerProcess server;
+  ASSERT_TRUE(server.ok());
+  const std::string dir = server.working_dir();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/port.txt"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/pid.txt"));
+  EXPECT_EQ(server.Terminate(), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/port.txt"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/pid.txt"));
+}
+
+std::string TempFile(const std::string& name, const std::string& text) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(Auth, NonLoopbackBindNeedsAToken) {
+  ServerProcess open_to_all({"--bind=0.0.0.0"});
+  EXPECT_FALSE(open_to_all.ok());  // refused to start
+}
+
+TEST(Auth, TokenIsRequiredOfEveryCall) {
+  const std::string token_file = TempFile("token", "s3cret-token\n");
+  ServerProcess server({"--auth_token_file=" + token_file});
+  ASSERT_TRUE(server.ok());
+  cg::GetVersionReply version;
+  grpc::Status s = server.stub().GetVersion(Ctx().get(), {}, &version);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), HasSubstr("requires a token"));
+  s = server.stub().GetVersion(Ctx("", "wrong").get(), {}, &version);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  s = server.stub().GetVersion(Ctx("", "s3cret-token").get(), {}, &version);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  cg::StartSessionRequest r;
+  r.mutable_benchmark()->set_uri(kMm);
+  cg::StartSessionReply reply;
+  EXPECT_EQ(server.stub().StartSession(Ctx().get(), r, &reply).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(server.stub().StartSession(Ctx("", "s3cret-token").get(), r, &reply).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(Auth, TlsWithAToken) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string dir = tmp ? tmp : "/tmp";
+  const std::string key = dir + "/key.pem", cert = dir + "/cert.pem";
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                          "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+                          key + " -out " + cert + " >/dev/null 2>&1";
+  if (system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl cannot make a certificate here";
+  const std::string token_file = TempFile("tls-token", "tls-token\n");
+  ServerProcess server({"--auth_token_file=" + token_file, "--tls_cert_file=" + cert,
+                        "--tls_key_file=" + key});
+  ASSERT_GT(server.port(), 0);
+  const std::string address = "127.0.0.1:" + std::to_string(server.port());
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadAll(cert);
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  auto secure = cg::CompilerGymService::NewStub(
+      grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args));
+  cg::GetVersionReply version;
+  grpc::Status s = secure->GetVersion(Ctx("", "tls-token").get(), {}, &version);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(version.service_version(), "0.2.5");
+  // Plain text to a TLS port gets nowhere.
+  auto plain = cg::CompilerGymService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto ctx = Ctx("", "tls-token");
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  EXPECT_FALSE(plain->GetVersion(ctx.get(), {}, &version).ok());
+}
+
+}  // namespace
+}  // namespace looptool
