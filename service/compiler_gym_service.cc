@@ -115,6 +115,7 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
   auto session = std::make_shared<Session>(
       uri, Environment(std::move(initial), spaces[request.action_space()], options_.limits,
                        evaluator_));
+  session->env.set_tenant(++tenants_);  // kernels queue fairly per session
   {
     absl::MutexLock lock(&session->mu);
     RETURN_IF_ERROR(Observe(session->env, session->pending_fault, request.observation_space(),
@@ -138,6 +139,7 @@ absl::Status LoopToolService::DoForkSession(const compiler_gym::ForkSessionReque
   {
     absl::MutexLock lock(&parent->mu);
     child = std::make_shared<Session>(parent->benchmark, parent->env);  // a deep copy
+    child->env.set_tenant(++tenants_);
   }
   ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(child), absl::Now()));
   reply.set_session_id(id);

@@ -6,6 +6,7 @@
 #ifndef LOOPTOOL_SERVICE_COMPILER_GYM_SERVICE_H_
 #define LOOPTOOL_SERVICE_COMPILER_GYM_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -104,6 +105,7 @@ class LoopToolService {
   const std::vector<ObservationSpace> observation_spaces_;
   BenchmarkStore benchmarks_;
   SessionRegistry sessions_;
+  std::atomic<uint64_t> tenants_{0};  // each session's kernels queue as their own tenant
 };
 
 }  // namespace looptool::service

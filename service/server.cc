@@ -1,5 +1,6 @@
 #include "service/server.h"
 
+#include <malloc.h>
 #include <sched.h>
 
 #include <fstream>
@@ -138,11 +139,16 @@ std::string LoopToolServer::address() const { return absl::StrCat(bind_, ":", po
 
 void LoopToolServer::ReaperLoop(absl::Duration timeout) {
   const absl::Duration period =
-      std::max(std::min(timeout / 4, absl::Seconds(10)), absl::Milliseconds(100));
+      std::max(std::min(timeout / 4, absl::Seconds(1)), absl::Milliseconds(100));
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
-    if (!stopping_) service_->ReapIdleSessions(timeout);
+    if (stopping_) break;
+    service_->ReapIdleSessions(timeout);
+    // gRPC assembles a request from many small slices before it can refuse it for its size; the
+    // allocator keeps those pages after they are freed. Give them back, so that refused
+    // requests (or a burst of big replies) do not leave the server's memory raised.
+    malloc_trim(0);
   }
 }
 

@@ -33,6 +33,8 @@ ABSL_FLAG(double, session_idle_timeout, 3600, "seconds after which an unused ses
 ABSL_FLAG(std::string, eval_cores, "",
           "comma-separated CPUs, one kernel worker pinned to each (default: the last CPU)");
 ABSL_FLAG(double, eval_deadline, 30, "seconds a kernel evaluation may take before it is a hang");
+ABSL_FLAG(double, max_kernel_seconds, 10,
+          "refuse (RESOURCE_EXHAUSTED) kernels whose estimated evaluation cost is larger; 0: none");
 ABSL_FLAG(double, timing_budget_ms, 10, "timing budget for each new schedule, milliseconds");
 ABSL_FLAG(std::string, isa, "auto", "code generation target: auto, avx512, avx2 or sse");
 ABSL_FLAG(int, max_loops, 16, "loops a loop tree may have (both nests)");
@@ -97,6 +99,11 @@ int Main(int argc, char** argv) {
   }
   config.workers.isa = absl::GetFlag(FLAGS_isa);
   config.workers.deadline_seconds = absl::GetFlag(FLAGS_eval_deadline);
+  config.workers.max_kernel_seconds = absl::GetFlag(FLAGS_max_kernel_seconds);
+  if (config.workers.max_kernel_seconds < 0) {
+    std::cerr << "looptool-server: --max_kernel_seconds must be >= 0\n";
+    return 1;
+  }
   config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
   for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_eval_cores), ',', absl::SkipEmpty())) {
     int cpu = 0;

@@ -115,7 +115,7 @@ absl::StatusOr<Observation> Environment::Observe(absl::string_view name) const {
           absl::StrCat("observation ", name, " needs a kernel evaluator, and none is attached"));
     }
     if (name == "peak_gflops") return Observation::Double(evaluator_->PeakGflops());
-    ASSIGN_OR_RETURN(const Measurement m, evaluator_->Measure(tree_));
+    ASSIGN_OR_RETURN(const Measurement m, evaluator_->MeasureFor(tree_, tenant_));
     return Observation::Double(name == "flops" ? m.gflops : m.seconds);
   }
   return absl::InvalidArgumentError(absl::StrCat("Unknown observation space: ", name));

@@ -30,6 +30,8 @@ class Environment {
               std::shared_ptr<KernelEvaluator> evaluator);
 
   const LoopTree& tree() const { return tree_; }
+  // Whom the evaluator measures this episode's kernels for (KernelEvaluator::MeasureFor).
+  void set_tenant(uint64_t tenant) { tenant_ = tenant; }
   const ActionSpace& action_space() const { return space_; }
   // The last actions stepped (at most kHistory), effective or not, as loop_tool action-space
   // indices, oldest first. Bounded so that a long episode costs no memory.
@@ -50,6 +52,7 @@ class Environment {
   Limits limits_;
   std::shared_ptr<KernelEvaluator> evaluator_;
   std::vector<int> history_;
+  uint64_t tenant_ = 0;
 };
 
 }  // namespace looptool

@@ -4,6 +4,8 @@
 #ifndef LOOPTOOL_BACKEND_ENV_EVALUATOR_H_
 #define LOOPTOOL_BACKEND_ENV_EVALUATOR_H_
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "backend/schedule/loop_tree.h"
 
@@ -17,10 +19,17 @@ struct Measurement {
 class KernelEvaluator {
  public:
   virtual ~KernelEvaluator() = default;
-  // The kernel of `tree`'s schedule, measured. Errors: INVALID_ARGUMENT for a schedule the code
-  // generator refuses, INTERNAL for a kernel that fails verification or crashes,
-  // DEADLINE_EXCEEDED for one that hangs. Must be thread-safe.
+  // The kernel of `tree`'s schedule, measured. Errors: INVALID_ARGUMENT (LocalEvaluator) or
+  // INTERNAL (WorkerPool, whose callers' schedules were all legal) for a schedule the code
+  // generator refuses; INTERNAL for a kernel that fails verification or crashes;
+  // DEADLINE_EXCEEDED for one that hangs; RESOURCE_EXHAUSTED for one too costly to run at all.
+  // Must be thread-safe.
   virtual absl::StatusOr<Measurement> Measure(const LoopTree& tree) = 0;
+  // The same on behalf of `tenant` (the service's session): evaluators that queue requests
+  // serve tenants in turn.
+  virtual absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) {
+    return Measure(tree);
+  }
   // The measured single-core FMA peak rewards are normalised by.
   virtual double PeakGflops() = 0;
 };

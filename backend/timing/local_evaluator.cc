@@ -29,20 +29,36 @@ LocalEvaluator::ProgramData& LocalEvaluator::ProgramFor(const LoopTree& tree) {
   const std::string key = PrintProgram(tree.program());
   auto it = programs_.find(key);
   if (it == programs_.end()) {
-    if (programs_.size() >= options_.max_cached_programs) {
+    auto data = std::make_unique<ProgramData>();
+    data->reference = MakeReference(tree.program());
+    data->scratch = data->reference.expected;
+    for (const TensorData* tensors : {&data->reference.expected, &data->scratch}) {
+      for (const auto& buffer : *tensors) {
+        data->bytes += static_cast<int64_t>(buffer.size() * sizeof(buffer[0]));
+      }
+    }
+    // Least recently used programs go until the new one fits, in entries and in bytes (it stays
+    // even when it alone is over: it is the one being measured).
+    while (!programs_.empty() &&
+           (programs_.size() >= options_.max_cached_programs ||
+            program_bytes_ + data->bytes > options_.max_cached_program_bytes)) {
       auto oldest = programs_.begin();
       for (auto p = programs_.begin(); p != programs_.end(); ++p) {
         if (p->second->last_use < oldest->second->last_use) oldest = p;
       }
+      program_bytes_ -= oldest->second->bytes;
       programs_.erase(oldest);
     }
-    auto data = std::make_unique<ProgramData>();
-    data->reference = MakeReference(tree.program());
-    data->scratch = data->reference.expected;
+    program_bytes_ += data->bytes;
     it = programs_.emplace(key, std::move(data)).first;
   }
   it->second->last_use = ++clock_;
   return *it->second;
+}
+
+int64_t LocalEvaluator::cached_program_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return program_bytes_;
 }
 
 absl::StatusOr<Measurement> LocalEvaluator::Measure(const LoopTree& tree) {

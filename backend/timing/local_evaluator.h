@@ -28,7 +28,8 @@ class LocalEvaluator : public KernelEvaluator {
     TimingOptions timing;                // per new schedule: about 10 ms of runs by default
     double peak_budget_seconds = 0.2;    // once, at the first PeakGflops(): the best of 5 rounds
     size_t max_cached_schedules = 1 << 16;
-    size_t max_cached_programs = 32;     // reference runs and tensor buffers
+    size_t max_cached_programs = 32;     // reference runs and tensor buffers...
+    int64_t max_cached_program_bytes = int64_t{256} << 20;  // ... and their bytes
     // A schedule whose first timed run is this many times slower than the fastest kernel of its
     // program measured so far is timed once (after warm-up): searches waste less time on bad
     // schedules of slow programs. 0 disables it.
@@ -48,6 +49,8 @@ class LocalEvaluator : public KernelEvaluator {
   absl::StatusOr<Measurement> Measure(const LoopTree& tree) override;
   double PeakGflops() override;
   Stats stats() const;
+  // Bytes of the cached programs' reference runs and buffers.
+  int64_t cached_program_bytes() const;
 
  private:
   struct ProgramData {
@@ -55,6 +58,7 @@ class LocalEvaluator : public KernelEvaluator {
     TensorData scratch;  // the kernel's working buffers: reference inputs, scratch outputs
     int64_t last_use = 0;
     double best_seconds = 1e30;  // the fastest kernel of this program measured so far
+    int64_t bytes = 0;           // of `reference` and `scratch`
   };
   ProgramData& ProgramFor(const LoopTree& tree) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -65,6 +69,7 @@ class LocalEvaluator : public KernelEvaluator {
   std::map<std::string, absl::StatusOr<Measurement>> schedules_ ABSL_GUARDED_BY(mu_);
   double peak_gflops_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t program_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "backend/ir/printer.h"
 #include "backend/schedule/ir_text.h"
+#include "backend/timing/cost_estimate.h"
 #include "backend/timing/worker_main.h"
 
 extern char** environ;
@@ -19,13 +21,11 @@ namespace {
 
 constexpr int kWorkerFd = 3;
 
-// A worker's answer (a measurement, or the code generator's or the verifier's verdict) is a fact
-// about the schedule; a crash or a hang is not cached (the next request tries again).
+// Every answer is a fact about the schedule, a crash or a hang of its kernel included (JIT'd
+// kernels are deterministic): a schedule that took a worker down is not run again. Only a
+// worker that could not be reached at all (UNAVAILABLE) is not a verdict.
 bool Cacheable(const absl::StatusOr<WorkerReply>& reply) {
-  if (!reply.ok()) return false;
-  const absl::StatusCode c = reply->status.code();
-  return c == absl::StatusCode::kOk || c == absl::StatusCode::kInvalidArgument ||
-         c == absl::StatusCode::kInternal;
+  return reply.ok() || reply.status().code() != absl::StatusCode::kUnavailable;
 }
 
 }  // namespace
@@ -45,16 +45,69 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(Options options) {
       if (!s.ok()) return s;
     }
   }
-  absl::StatusOr<WorkerReply> peak = pool->Call({WorkerTask::kPeak, ""});
+  absl::StatusOr<WorkerReply> peak = pool->Call({WorkerTask::kPeak, ""}, 0);
   if (!peak.ok()) return peak.status();
   if (!peak->status.ok()) return peak->status;
   pool->peak_gflops_ = peak->measurement.gflops;
+  pool->monitor_ = std::thread([raw = pool.get()] { raw->MonitorLoop(); });
   return pool;
 }
 
 WorkerPool::~WorkerPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (monitor_.joinable()) monitor_.join();
   absl::MutexLock lock(&mu_);
   for (Worker& w : workers_) Kill(w);
+}
+
+void WorkerPool::MonitorLoop() {
+  const absl::Duration period = absl::Seconds(options_.monitor_period_seconds);
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
+    for (Worker& w : workers_) {
+      if (w.busy || w.pid <= 0) continue;
+      int status = 0;
+      if (waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      // Died while idle (killed from outside, out of memory): reap it, start another now.
+      close(w.fd);
+      w.fd = -1;
+      w.pid = -1;
+      ++stats_.idle_deaths;
+      Spawn(w).IgnoreError();  // on failure the next request tries again
+    }
+  }
+}
+
+void WorkerPool::Dispatch() {
+  while (!queues_.empty()) {
+    Worker* free = nullptr;
+    for (Worker& w : workers_) {
+      if (!w.busy) {
+        free = &w;
+        break;
+      }
+    }
+    if (free == nullptr) return;
+    // The next tenant after the one served last, wrapping around.
+    auto next = queues_.upper_bound(last_served_);
+    if (next == queues_.end()) next = queues_.begin();
+    Waiter* waiter = next->second.front();
+    next->second.pop_front();
+    last_served_ = next->first;
+    if (next->second.empty()) queues_.erase(next);
+    free->busy = true;
+    waiter->worker = free;
+  }
+}
+
+std::vector<pid_t> WorkerPool::worker_pids() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pid_t> pids;
+  for (const Worker& w : workers_) pids.push_back(w.pid);
+  return pids;
 }
 
 absl::Status WorkerPool::Spawn(Worker& worker) const {
@@ -106,30 +159,31 @@ void WorkerPool::Kill(Worker& worker) {
   worker.pid = -1;
 }
 
-absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request) {
-  // Take a free worker (waiting in line for one), then talk to it without holding the lock.
+absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request, uint64_t tenant) {
+  // Wait in the tenant's queue for a worker, then talk to it without holding the lock.
   Worker* worker = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    auto any_free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      for (const Worker& w : workers_) {
-        if (!w.busy) return true;
-      }
-      return false;
-    };
-    mu_.Await(absl::Condition(&any_free));
-    for (Worker& w : workers_) {
-      if (!w.busy) {
-        worker = &w;
-        break;
-      }
+    Waiter waiter;
+    queues_[tenant].push_back(&waiter);
+    Dispatch();
+    mu_.Await(absl::Condition(
+        +[](Waiter* w) { return w->worker != nullptr; }, &waiter));
+    worker = waiter.worker;
+    int status = 0;
+    if (worker->pid > 0 && waitpid(worker->pid, &status, WNOHANG) == worker->pid) {
+      // Died while idle since the monitor last looked: not this request's kernel's doing.
+      close(worker->fd);
+      worker->fd = -1;
+      worker->pid = -1;
+      ++stats_.idle_deaths;
     }
-    worker->busy = true;
     if (worker->pid < 0) {
       absl::Status s = Spawn(*worker);
       if (!s.ok()) {
         worker->busy = false;
-        return s;
+        Dispatch();
+        return absl::UnavailableError(s.message());
       }
     }
   }
@@ -140,6 +194,7 @@ absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request) {
 
   absl::MutexLock lock(&mu_);
   worker->busy = false;
+  Dispatch();
   if (frame.ok()) {
     ++stats_.measured;
     return DecodeReply(*frame);
@@ -156,7 +211,7 @@ absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request) {
   return absl::InternalError("the kernel worker crashed while running this kernel; it was replaced");
 }
 
-absl::StatusOr<Measurement> WorkerPool::Measure(const LoopTree& tree) {
+absl::StatusOr<Measurement> WorkerPool::MeasureFor(const LoopTree& tree, uint64_t tenant) {
   const std::string key = absl::StrCat(PrintProgram(tree.program()), ScheduleKey(tree));
   {
     absl::MutexLock lock(&mu_);
@@ -165,7 +220,19 @@ absl::StatusOr<Measurement> WorkerPool::Measure(const LoopTree& tree) {
       return it->second;
     }
   }
-  absl::StatusOr<WorkerReply> reply = Call({WorkerTask::kMeasure, PrintIr(tree)});
+  if (options_.max_kernel_seconds > 0) {
+    const double estimate = EstimateEvaluationSeconds(tree.program());
+    if (estimate > options_.max_kernel_seconds) {
+      absl::MutexLock lock(&mu_);
+      ++stats_.refused;
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "Kernel too costly to evaluate on this server: %.3g GFLOP per run, an estimated %.1f s "
+          "to verify and time, over the per-kernel budget of %.1f s (--max_kernel_seconds)",
+          static_cast<double>(tree.program().Flops()) * 1e-9, estimate,
+          options_.max_kernel_seconds));
+    }
+  }
+  absl::StatusOr<WorkerReply> reply = Call({WorkerTask::kMeasure, PrintIr(tree)}, tenant);
   absl::StatusOr<Measurement> result = Measurement{};
   if (!reply.ok()) {
     result = reply.status();  // a crash (INTERNAL) or a hang (DEADLINE_EXCEEDED)
@@ -186,7 +253,7 @@ absl::StatusOr<Measurement> WorkerPool::Measure(const LoopTree& tree) {
 }
 
 absl::Status WorkerPool::RunFault(WorkerTask fault) {
-  absl::StatusOr<WorkerReply> reply = Call({fault, ""});
+  absl::StatusOr<WorkerReply> reply = Call({fault, ""}, 0);
   if (!reply.ok()) return reply.status();
   return reply->status;
 }

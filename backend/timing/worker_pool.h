@@ -1,19 +1,24 @@
 // WorkerPool: the KernelEvaluator the server uses. Kernels are compiled, verified and timed in
 // worker processes (worker_main.h), one pinned to each measurement core, never in the caller's
-// process. A request waits for a free worker, so concurrent sessions queue for a core instead of
-// sharing one. A worker that crashes (INTERNAL) or overruns the deadline (DEADLINE_EXCEEDED) is
-// killed and replaced; only that request fails. Every other failure (the code generator refusing a
-// schedule, a kernel failing verification) is INTERNAL too, with the worker's message.
-// Measurements are cached by (program, schedule).
-// Thread-safe.
+// process. Requests wait for a free worker in one queue per tenant (the service's session),
+// served round-robin, so one session's many or slow kernels cannot starve another's. A kernel
+// whose estimated cost (cost_estimate.h) exceeds max_kernel_seconds is refused before it runs
+// (RESOURCE_EXHAUSTED). A worker that crashes (INTERNAL) or overruns the deadline
+// (DEADLINE_EXCEEDED) is killed and replaced; only that request fails. Every other failure (the
+// code generator refusing a schedule, a kernel failing verification) is INTERNAL too, with the
+// worker's message. Results are cached by (program, schedule), failures included, so a schedule
+// that crashed or hung is not run again. A worker that dies while idle is reaped and replaced
+// by a monitor thread; the next request never pays for it. Thread-safe.
 #ifndef LOOPTOOL_BACKEND_TIMING_WORKER_POOL_H_
 #define LOOPTOOL_BACKEND_TIMING_WORKER_POOL_H_
 
 #include <sys/types.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,15 +36,19 @@ class WorkerPool : public KernelEvaluator {
     double budget_ms = 10;           // timing budget per new schedule
     int max_loops = 16;              // the loop trees callers send may have this many loops
     double deadline_seconds = 30;    // a request still running after this is a hang
-    size_t max_cached = 1 << 16;     // cached measurements (cleared when full)
+    double max_kernel_seconds = 10;  // refuse kernels estimated to cost more (0: no bound)
+    size_t max_cached = 1 << 16;     // cached results (cleared when full)
     std::string executable = "/proc/self/exe";  // a binary that calls MaybeRunKernelWorker
+    double monitor_period_seconds = 1;  // how often idle workers are checked for life
   };
 
   struct Stats {
-    int64_t measured = 0;    // requests a worker answered
+    int64_t measured = 0;     // requests a worker answered
     int64_t cache_hits = 0;
-    int64_t crashes = 0;     // workers that died mid-request
-    int64_t timeouts = 0;    // workers killed at the deadline
+    int64_t crashes = 0;      // workers that died mid-request
+    int64_t timeouts = 0;     // workers killed at the deadline
+    int64_t refused = 0;      // kernels refused for their estimated cost
+    int64_t idle_deaths = 0;  // workers found dead while idle, and replaced
   };
 
   // Starts the workers and measures the FMA peak on the first one. Fails when a worker cannot
@@ -47,7 +56,8 @@ class WorkerPool : public KernelEvaluator {
   static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(Options options);
   ~WorkerPool() override;
 
-  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override;
+  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override { return MeasureFor(tree, 0); }
+  absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override;
   double PeakGflops() override { return peak_gflops_; }
 
   // Test hook: has a worker run a faulty kernel (WorkerTask::kCrash or kHang) and returns the
@@ -56,6 +66,8 @@ class WorkerPool : public KernelEvaluator {
 
   Stats stats() const;
   int num_workers() const { return static_cast<int>(workers_.size()); }
+  // The worker processes' ids (-1 for one not running); for tests.
+  std::vector<pid_t> worker_pids() const;
 
  private:
   struct Worker {
@@ -64,19 +76,31 @@ class WorkerPool : public KernelEvaluator {
     int core = -1;
     bool busy = false;
   };
+  // A request waiting for a worker; `worker` is set when it is its turn.
+  struct Waiter {
+    Worker* worker = nullptr;
+  };
 
   explicit WorkerPool(Options options);
   absl::Status Spawn(Worker& worker) const;
   static void Kill(Worker& worker);
-  // Sends `request` to a free worker and waits for its reply; replaces the worker on failure.
-  absl::StatusOr<WorkerReply> Call(const WorkerRequest& request);
+  // Hands free workers to waiting requests, one tenant after another.
+  void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends `request` to a worker when `tenant`'s turn comes, waits for its reply; replaces the
+  // worker on failure.
+  absl::StatusOr<WorkerReply> Call(const WorkerRequest& request, uint64_t tenant);
+  void MonitorLoop();
 
   const Options options_;
   double peak_gflops_ = 0;
   mutable absl::Mutex mu_;
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::deque<Waiter*>> queues_ ABSL_GUARDED_BY(mu_);  // tenant -> waiting
+  uint64_t last_served_ ABSL_GUARDED_BY(mu_) = 0;  // round-robin position among tenants
   std::map<std::string, absl::StatusOr<Measurement>> cache_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread monitor_;
 };
 
 }  // namespace looptool

@@ -8,8 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <cstdio>
 #include <string>
+#include <thread>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -195,18 +198,29 @@ TEST_F(HardeningTest, OversizedRequestsAreRefusedBeforeParsing) {
   EXPECT_THAT(s.error_message(), HasSubstr("StepRequest of"));
   EXPECT_THAT(s.error_message(), HasSubstr("(262144 bytes)"));
 
-  // The 16.7M actions (~50 MB): refused by the transport; the server's memory barely
-  // moves, and it goes on serving.
-  const int64_t before = Rss(server_->pid());
+  // The 16.7M actions (~50 MB, which the old server parsed into 0.5-1.3 GB before
+  // refusing): refused by the transport, never parsed. gRPC buffers a message before it checks
+  // its size, so memory rises by about one message per concurrent call; it is reused, so more
+  // of them do not add up (the server trims its heap), and the server goes on serving.
   cg::StepRequest huge;
   huge.set_session_id(id);
   for (int i = 0; i < (1 << 24); ++i) huge.add_action()->set_int64_value(1);
-  for (int round = 0; round < 4; ++round) {
-    s = stub.Step(Ctx().get(), huge, &reply);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  }
-  const int64_t after = Rss(server_->pid());
-  EXPECT_LT(after - before, int64_t{64} << 20) << "RSS " << before << " -> " << after;
+  auto send_huge = [&] {
+    cg::StepReply r;
+    grpc::Status status = stub.Step(Ctx().get(), huge, &r);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  };
+  const int64_t before = Rss(server_->pid());
+  for (int round = 0; round < 4; ++round) send_huge();
+  absl::SleepFor(absl::Milliseconds(1500));  // the server trims its heap every second
+  const int64_t first = Rss(server_->pid());
+  for (int round = 0; round < 8; ++round) send_huge();
+  absl::SleepFor(absl::Milliseconds(1500));
+  const int64_t second = Rss(server_->pid());
+  std::printf("RSS %lld -> %lld -> %lld MB\n", static_cast<long long>(before >> 20),
+              static_cast<long long>(first >> 20), static_cast<long long>(second >> 20));
+  EXPECT_LT(first - before, int64_t{64} << 20);
+  EXPECT_LT(second - before, int64_t{64} << 20);
   cg::StepRequest ok;
   ok.set_session_id(id);
   ok.add_action()->set_int64_value(1);
@@ -226,6 +240,44 @@ TEST_F(HardeningTest, SessionIdsAreNotSequential) {
     cg::StepReply reply;
     EXPECT_EQ(stub.Step(Ctx().get(), r, &reply).error_code(), grpc::StatusCode::NOT_FOUND);
   }
+}
+
+TEST_F(HardeningTest, AKernelTooCostlyToTimeIsRefusedAtOnceAndOthersGoOn) {
+  auto& stub = server_->stub();
+  const int flops = testing::ObservationIndex(stub, "flops");
+  auto start_on = [&](const std::string& uri) {
+    cg::StartSessionRequest r;
+    r.mutable_benchmark()->set_uri(uri);
+    cg::StartSessionReply reply;
+    EXPECT_TRUE(stub.StartSession(Ctx().get(), r, &reply).ok());
+    return reply.session_id();
+  };
+  const int64_t big = start_on("benchmark://mm64_256_16_range-v0/mm2048_2048_2048");
+  const int64_t small = start_on("benchmark://mm64_256_16_range-v0/mm64_80_96");
+  std::thread other([&] {
+    cg::StepRequest r;
+    r.set_session_id(small);
+    r.add_observation_space(flops);
+    cg::StepReply reply;
+    grpc::Status s = stub.Step(Ctx().get(), r, &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_GT(reply.observation(0).double_value(), 0);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  cg::StepRequest r;
+  r.set_session_id(big);
+  r.add_observation_space(flops);
+  cg::StepReply reply;
+  grpc::Status s = stub.Step(Ctx().get(), r, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("Kernel too costly to evaluate"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  other.join();
+  // The session itself goes on: cheap observations still answer.
+  r.clear_observation_space();
+  r.add_observation_space(testing::ObservationIndex(stub, "flop_count"));
+  EXPECT_TRUE(stub.Step(Ctx().get(), r, &reply).ok());
+  EXPECT_EQ(reply.observation(0).int64_value(), int64_t{2} * 2048 * 2048 * 2048);
 }
 
 TEST(Exit, PortAndPidFilesAreRemoved) {

@@ -24,6 +24,20 @@ LocalEvaluator::Options Fast() {
   return o;
 }
 
+TEST(LocalEvaluator, ProgramCacheIsBoundedInBytes) {
+  LocalEvaluator::Options o = Fast();
+  o.max_cached_program_bytes = 10 << 20;
+  LocalEvaluator ev(o);
+  // Each 512x512 transpose keeps 4 MiB: inputs and reference outputs, and the kernel's buffers.
+  for (int n : {512, 520, 528, 536}) {
+    const std::string program =
+        "B[n,m] = A[m,n]; m=512 n=" + std::to_string(n);
+    ASSERT_TRUE(ev.Measure(InitialTree(program)).ok());
+    EXPECT_LE(ev.cached_program_bytes(), o.max_cached_program_bytes) << n;
+  }
+  EXPECT_GE(ev.cached_program_bytes(), 2 * 4 * 512 * 512 * 4);  // the last two stay
+}
+
 TEST(LocalEvaluator, MeasuresOnceAndCachesBySchedule) {
   LocalEvaluator ev(Fast());
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");

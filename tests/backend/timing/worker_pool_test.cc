@@ -2,6 +2,14 @@
 // kernel that crashes or hangs fails only its own request while the pool replaces the worker.
 #include "backend/timing/worker_pool.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+
 #include "backend/timing/worker_main.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -58,6 +66,90 @@ TEST(WorkerPool, HangingKernelHitsTheDeadlineAndTheWorkerIsReplaced) {
   EXPECT_EQ(pool->stats().timeouts, 1);
   auto m = pool->Measure(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"));
   EXPECT_TRUE(m.ok()) << m.status();
+}
+
+TEST(WorkerPool, KernelsTooCostlyToEvaluateAreRefusedBeforeTheyRun) {
+  auto pool = StartPool();
+  ASSERT_NE(pool, nullptr);
+  // The mm2048_2048_2048: ~30 s in the reference interpreter alone.
+  const LoopTree huge = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=2048 n=2048 k=2048");
+  const absl::Time start = absl::Now();
+  auto m = pool->Measure(huge);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted) << m.status();
+  EXPECT_THAT(std::string(m.status().message()),
+              ::testing::HasSubstr("Kernel too costly to evaluate on this server: 17.2 GFLOP"));
+  EXPECT_EQ(pool->stats().refused, 1);
+  EXPECT_EQ(pool->stats().measured, 1);  // the peak only: no worker was asked
+}
+
+TEST(WorkerPool, TenantsAreServedInTurn) {
+  WorkerPool::Options o;
+  o.budget_ms = 2;
+  auto started = WorkerPool::Start(o);  // one worker
+  ASSERT_TRUE(started.ok());
+  WorkerPool& pool = **started;
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=96 n=96 k=96");
+  const std::vector<std::string> schedules = {
+      "split_2", "split_4", "split_8", "split_16", "down, split_2", "down, split_4",
+      "down, split_8", "down, split_16", "down, down, split_2", "down, down, split_4",
+      "down, down, split_8", "down, down, split_16", "split_32", "down, split_32",
+      "down, down, split_32", "down, swap_down"};
+  absl::Mutex mu;
+  std::vector<std::string> finished;
+  // Tenant 1 floods the queue with 16 new schedules from 8 threads...
+  std::vector<std::thread> flood;
+  for (int i = 0; i < 8; ++i) {
+    flood.emplace_back([&, i] {
+      for (int j = i; j < static_cast<int>(schedules.size()); j += 8) {
+        ASSERT_TRUE(pool.MeasureFor(WithActions(t, schedules[j]), 1).ok());
+        absl::MutexLock lock(&mu);
+        finished.push_back("flood");
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(5));
+  // ... then tenant 2 asks for one kernel: it waits for at most one of tenant 1's, not all.
+  size_t done_before = 0;
+  {
+    absl::MutexLock lock(&mu);
+    done_before = finished.size();
+  }
+  ASSERT_TRUE(pool.MeasureFor(WithActions(t, "swap_down"), 2).ok());
+  size_t done_after = 0;
+  {
+    absl::MutexLock lock(&mu);
+    done_after = finished.size();
+  }
+  for (auto& th : flood) th.join();
+  EXPECT_LE(done_after - done_before, 2u) << "tenant 2 waited for " << done_after - done_before
+                                          << " of tenant 1's kernels";
+  EXPECT_LT(done_after, schedules.size());
+}
+
+TEST(WorkerPool, AWorkerThatDiesWhileIdleIsReplacedAndReaped) {
+  WorkerPool::Options o;
+  o.budget_ms = 1;
+  o.monitor_period_seconds = 0.05;
+  auto started = WorkerPool::Start(o);
+  ASSERT_TRUE(started.ok());
+  WorkerPool& pool = **started;
+  const pid_t victim = pool.worker_pids()[0];
+  ASSERT_GT(victim, 0);
+  kill(victim, SIGKILL);  // our own child
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (pool.stats().idle_deaths == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(pool.stats().idle_deaths, 1);
+  // Reaped (no zombie left) and replaced by a new process.
+  EXPECT_NE(pool.worker_pids()[0], victim);
+  EXPECT_GT(pool.worker_pids()[0], 0);
+  EXPECT_EQ(waitpid(victim, nullptr, WNOHANG), -1);
+  // The next request is not charged with the death.
+  auto m = pool.Measure(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"));
+  EXPECT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(pool.stats().crashes, 0);
 }
 
 }  // namespace
