@@ -102,6 +102,13 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::
     complete(call(*state));
     return reactor;
   }
+  if constexpr (std::is_same_v<Request, cg::StartSessionRequest>) {
+    // Starting a session is cheap unless it asks for a timed observation.
+    if (mode == Mode::kStart && !service_.NeedsTiming(state->request.observation_space())) {
+      complete(call(*state));
+      return reactor;
+    }
+  }
   if constexpr (std::is_same_v<Request, cg::StepRequest>) {
     if (mode == Mode::kStep) {
       if (std::optional<absl::Status> quick = service_.StepIfQuick(state->request, state->reply)) {
@@ -134,14 +141,16 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::
 
 LOOPTOOL_SERVE(GetVersion, limits_.small, Mode::kInline, service_.GetVersion(s.request, s.reply))
 LOOPTOOL_SERVE(GetSpaces, limits_.small, Mode::kInline, service_.GetSpaces(s.request, s.reply))
-LOOPTOOL_SERVE(StartSession, limits_.start_session, Mode::kPool,
+LOOPTOOL_SERVE(StartSession, limits_.start_session, Mode::kStart,
                service_.StartSession(s.call, s.request, s.reply))
 // Forking waits for the parent's lock, which a timing step may hold.
 LOOPTOOL_SERVE(ForkSession, limits_.small, Mode::kPool, service_.ForkSession(s.request, s.reply))
 LOOPTOOL_SERVE(EndSession, limits_.small, Mode::kInline, service_.EndSession(s.request, s.reply))
 LOOPTOOL_SERVE(Step, limits_.step, Mode::kStep, service_.Step(s.request, s.reply))
-LOOPTOOL_SERVE(AddBenchmark, limits_.add_benchmark, Mode::kPool,
+// Parsing at most 64 programs of 16 KiB: cheap.
+LOOPTOOL_SERVE(AddBenchmark, limits_.add_benchmark, Mode::kInline,
                service_.AddBenchmark(s.call, s.request, s.reply))
+// May wait for the session's lock (the test hook's parameter).
 LOOPTOOL_SERVE(SendSessionParameter, limits_.send_session_parameter, Mode::kPool,
                service_.SendSessionParameter(s.call, s.request, s.reply))
 

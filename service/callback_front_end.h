@@ -1,11 +1,11 @@
 // CallbackFrontEnd: the only gRPC type of the service. It receives CompilerGymService's eight
 // RPCs through gRPC's callback API as raw bytes, so that each RPC's size limit is checked before
 // anything is parsed (a 16M-action Step costs nothing), checks the shared token when one is set,
-// parses, and calls LoopToolService. Cheap calls (a step that asks for no kernel timing,
-// GetSpaces, EndSession, ...) run inline on the thread that received them, which saves the
-// hand-offs between threads that dominate a step's round trip; calls that may block (timing
-// observations, a busy session, starting or forking sessions) run on a ThreadPool, and are
-// dropped (CANCELLED) if their client gave up while they waited.
+// parses, and calls LoopToolService. Cheap calls (a step or a start that asks for no kernel
+// timing, GetSpaces, EndSession, AddBenchmark, ...) run inline on the thread that received them,
+// which saves the hand-offs between threads that dominate a step's round trip; calls that may
+// block (timing observations, a busy session, forks, session parameters) run on a ThreadPool,
+// and are dropped (CANCELLED) if their client gave up while they waited.
 #ifndef LOOPTOOL_SERVICE_CALLBACK_FRONT_END_H_
 #define LOOPTOOL_SERVICE_CALLBACK_FRONT_END_H_
 
@@ -72,7 +72,9 @@ class CallbackFrontEnd final : public RawCompilerGymService {
                                 grpc::ByteBuffer* r) override;
 
  private:
-  enum class Mode { kInline, kPool, kStep };
+  // kStart and kStep: inline when the call times no kernel (and, for a step, its session is
+  // free), else on the pool.
+  enum class Mode { kInline, kPool, kStart, kStep };
   // Checks the token and `limit`, parses `Request`, runs `call(CallContext, request, reply)`
   // inline or on the pool, serializes the reply and finishes the call.
   template <typename Request, typename Reply, typename Call>

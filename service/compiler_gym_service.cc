@@ -222,7 +222,7 @@ absl::Status LoopToolService::Observe(
     if (!pending_fault.empty() && IsTimed(name) && options_.fault_hook) {
       const std::string fault = std::move(pending_fault);
       pending_fault.clear();
-      RETURN_IF_ERROR(options_.fault_hook(fault));
+      RETURN_IF_ERROR(options_.fault_hook(fault, env.tenant()));
     }
     ASSIGN_OR_RETURN(const Observation o, env.Observe(name));
     *out.Add() = ToEvent(o);
@@ -304,12 +304,7 @@ absl::Status LoopToolService::DoSendSessionParameter(
 
 std::optional<absl::Status> LoopToolService::StepIfQuick(const compiler_gym::StepRequest& request,
                                                          compiler_gym::StepReply& reply) {
-  for (int32_t index : request.observation_space()) {
-    if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) &&
-        IsTimed(observation_spaces_[index].name)) {
-      return std::nullopt;  // a kernel to measure: may wait for a worker
-    }
-  }
+  if (NeedsTiming(request.observation_space())) return std::nullopt;  // may wait for a worker
   absl::StatusOr<std::shared_ptr<Session>> session =
       sessions_.Find(request.session_id(), absl::Now());
   if (!session.ok()) return session.status();
@@ -320,6 +315,16 @@ std::optional<absl::Status> LoopToolService::StepIfQuick(const compiler_gym::Ste
   });
   s.mu.Unlock();
   return status;
+}
+
+bool LoopToolService::NeedsTiming(const google::protobuf::RepeatedField<int32_t>& indices) const {
+  for (int32_t index : indices) {
+    if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) &&
+        IsTimed(observation_spaces_[index].name)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 int LoopToolService::ReapIdleSessions(absl::Duration timeout) {

@@ -35,7 +35,8 @@ struct ServiceOptions {
   std::string compiler_version = "LoopTool 0.1";
   // Test hook (--test_hooks): runs a crashing ("crash") or hanging ("hang") kernel in a worker
   // and returns the status the step gets. Null: the test.inject_fault parameter is unknown.
-  std::function<absl::Status(const std::string& fault)> fault_hook;
+  // It runs on behalf of the session's tenant (KernelEvaluator::MeasureFor).
+  std::function<absl::Status(const std::string& fault, uint64_t tenant)> fault_hook;
 };
 
 // Who makes a call: the front end fills it from the call's metadata (a client id our clients
@@ -74,6 +75,9 @@ class LoopToolService {
   // when it may wait: the caller runs Step where blocking is allowed.
   std::optional<absl::Status> StepIfQuick(const compiler_gym::StepRequest& request,
                                           compiler_gym::StepReply& reply);
+
+  // Whether observing `indices` may time a kernel (and so wait for a worker).
+  bool NeedsTiming(const google::protobuf::RepeatedField<int32_t>& indices) const;
 
   // Ends the sessions idle for longer than `timeout`; returns how many. The server calls this
   // periodically.

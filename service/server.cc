@@ -96,8 +96,8 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   ServiceOptions options = config.service;
   if (config.test_hooks) {
     WorkerPool* raw = s->pool_.get();
-    options.fault_hook = [raw](const std::string& fault) {
-      return raw->RunFault(fault == "hang" ? WorkerTask::kHang : WorkerTask::kCrash);
+    options.fault_hook = [raw](const std::string& fault, uint64_t tenant) {
+      return raw->RunFault(fault == "hang" ? WorkerTask::kHang : WorkerTask::kCrash, tenant);
     };
   }
   s->service_ = std::make_unique<LoopToolService>(options, s->pool_);

@@ -1,30 +1,49 @@
 #!/usr/bin/env bash
-# Runs every test: installs missing Debian packages, then `bazel test //...`. Prints one line per
-# test target and a closing "tests: N passed, M failed" line (and the GoogleTest/pytest case
-# counts); exits with Bazel's status. Extra arguments go to `bazel test`.
+# Runs every test: installs missing Debian packages, then `bazel test //...`, then the backend and
+# service tests again under ASan + UBSan (`--config=asan`). Prints one line per test target and a
+# closing "tests: N passed, M failed" line (and the GoogleTest/unittest case counts) over both
+# runs; exits non-zero if either failed. Extra arguments go to both `bazel test` runs.
+# LOOPTOOL_SKIP_ASAN=1 skips the sanitizer run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh || exit 1
 
 trap 'bazel shutdown >/dev/null 2>&1' EXIT
-log=$(mktemp)
-bazel test //... "$@" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-
-passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
-failed=$(grep -cE '^//[^ ]+ +(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log")
+passed=0
+failed=0
 cases_passed=0
 cases_failed=0
-for xml in $(find -L bazel-testlogs/ -name test.xml -not -path '*/run_*_of_*' 2>/dev/null); do
-  n=$(grep -o '<testcase ' "$xml" | wc -l)
-  f=$(grep -oE '<failure' "$xml" | wc -l)
-  # Python's unittest writes no XML: Bazel records one case; count unittest's own.
-  ran=$(grep -oE '^Ran [0-9]+ tests?' "$(dirname "$xml")/test.log" 2>/dev/null | grep -oE '[0-9]+')
-  if [[ -n "$ran" && "$n" -le 1 ]]; then n=$ran; fi
-  cases_passed=$((cases_passed + n - f))
-  cases_failed=$((cases_failed + f))
-done
+
+# Runs `bazel test` with the given arguments and adds its targets and cases to the totals.
+run_tests() {
+  local log
+  log=$(mktemp)
+  bazel test "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  passed=$((passed + $(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")))
+  failed=$((failed + $(grep -cE '^//[^ ]+ +(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log")))
+  for xml in $(find -L bazel-testlogs/ -name test.xml -not -path '*/run_*_of_*' 2>/dev/null); do
+    local n f ran
+    n=$(grep -o '<testcase ' "$xml" | wc -l)
+    f=$(grep -oE '<failure' "$xml" | wc -l)
+    # Python's unittest writes no XML: Bazel records one case; count unittest's own.
+    ran=$(grep -oE '^Ran [0-9]+ tests?' "$(dirname "$xml")/test.log" 2>/dev/null | grep -oE '[0-9]+')
+    if [[ -n "$ran" && "$n" -le 1 ]]; then n=$ran; fi
+    cases_passed=$((cases_passed + n - f))
+    cases_failed=$((cases_failed + f))
+  done
+  rm -f "$log"
+  return "$rc"
+}
+
+run_tests //... "$@"
+rc=$?
+if [[ "${LOOPTOOL_SKIP_ASAN:-0}" != 1 ]]; then
+  echo "== the backend and service tests under ASan + UBSan (--config=asan)"
+  run_tests --config=asan //tests/backend/... //tests/service/... "$@"
+  asan_rc=$?
+  [[ $rc -eq 0 ]] && rc=$asan_rc
+fi
 echo "test cases: ${cases_passed} passed, ${cases_failed} failed"
 echo "tests: ${passed} passed, ${failed} failed"
-rm -f "$log"
 exit "$rc"

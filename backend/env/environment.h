@@ -32,6 +32,7 @@ class Environment {
   const LoopTree& tree() const { return tree_; }
   // Whom the evaluator measures this episode's kernels for (KernelEvaluator::MeasureFor).
   void set_tenant(uint64_t tenant) { tenant_ = tenant; }
+  uint64_t tenant() const { return tenant_; }
   const ActionSpace& action_space() const { return space_; }
   // The last actions stepped (at most kHistory), effective or not, as loop_tool action-space
   // indices, oldest first. Bounded so that a long episode costs no memory.

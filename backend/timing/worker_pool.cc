@@ -252,8 +252,8 @@ absl::StatusOr<Measurement> WorkerPool::MeasureFor(const LoopTree& tree, uint64_
   return result;
 }
 
-absl::Status WorkerPool::RunFault(WorkerTask fault) {
-  absl::StatusOr<WorkerReply> reply = Call({fault, ""}, 0);
+absl::Status WorkerPool::RunFault(WorkerTask fault, uint64_t tenant) {
+  absl::StatusOr<WorkerReply> reply = Call({fault, ""}, tenant);
   if (!reply.ok()) return reply.status();
   return reply->status;
 }

@@ -62,7 +62,7 @@ class WorkerPool : public KernelEvaluator {
 
   // Test hook: has a worker run a faulty kernel (WorkerTask::kCrash or kHang) and returns the
   // status that request got (INTERNAL or DEADLINE_EXCEEDED), the worker then being replaced.
-  absl::Status RunFault(WorkerTask fault);
+  absl::Status RunFault(WorkerTask fault, uint64_t tenant = 0);
 
   Stats stats() const;
   int num_workers() const { return static_cast<int>(workers_.size()); }
