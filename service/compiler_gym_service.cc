@@ -5,7 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "backend/actions/action.h"
 #include "backend/actions/action_space.h"
+#include "backend/compat/loop_tool_v0.h"
 #include "backend/env/environment.h"
+#include "backend/env/loop_tree_episode.h"
 #include "backend/schedule/loop_tree.h"
 #include "backend/util/status_macros.h"
 #include "backend/util/strict_int.h"
@@ -34,20 +36,36 @@ bool IsTimed(absl::string_view name) {
 }
 
 // An action is an index (CompilerGym's discrete actions) or, for people and scripts, a name.
-absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const ActionSpace& space) {
+absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const Episode& episode) {
   if (e.value_case() == compiler_gym::Event::kInt64Value) return e.int64_value();
   if (e.value_case() == compiler_gym::Event::kStringValue) {
-    absl::StatusOr<Action> a = ActionFromName(e.string_value());
-    const int index = a.ok() ? space.IndexOf(*a) : -1;
-    if (index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Unknown action '", e.string_value(),
-                                                     "' for action space ", space.name));
+    const std::vector<std::string>& names = episode.action_names();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == e.string_value()) return static_cast<int64_t>(i);
     }
-    return index;
+    return absl::InvalidArgumentError(absl::StrCat("Unknown action '", e.string_value(),
+                                                   "' for action space ",
+                                                   episode.action_space_name()));
   }
   return absl::InvalidArgumentError(
       "An action must be an Event with int64_value (the index in the action space) or "
       "string_value (the action's name)");
+}
+
+// LoopTool's observation spaces, then upstream loop_tool-v0's action_state.
+std::vector<ObservationSpace> AllObservationSpaces(const Limits& limits) {
+  std::vector<ObservationSpace> spaces = ObservationSpaces(limits);
+  spaces.push_back(compat::ActionStateSpace());
+  return spaces;
+}
+
+std::vector<compiler_gym::ActionSpace> AllActionSpaceProtos() {
+  std::vector<compiler_gym::ActionSpace> out;
+  for (const ActionSpace& s : AllActionSpaces()) out.push_back(ToProto(s));
+  for (const compat::NamedActionSpace& s : compat::LoopToolV0ActionSpaces()) {
+    out.push_back(ToProto(s.name, s.actions));
+  }
+  return out;
 }
 
 }  // namespace
@@ -55,7 +73,8 @@ absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const ActionSp
 LoopToolService::LoopToolService(ServiceOptions options, std::shared_ptr<KernelEvaluator> evaluator)
     : options_(std::move(options)),
       evaluator_(std::move(evaluator)),
-      observation_spaces_(ObservationSpaces(options_.limits)),
+      observation_spaces_(AllObservationSpaces(options_.limits)),
+      action_spaces_(AllActionSpaceProtos()),
       benchmarks_(options_.limits, options_.max_benchmark_cache_bytes,
                   options_.max_total_benchmark_bytes),
       sessions_(options_.max_sessions) {}
@@ -72,7 +91,7 @@ absl::Status LoopToolService::GetVersion(const compiler_gym::GetVersionRequest&,
 absl::Status LoopToolService::GetSpaces(const compiler_gym::GetSpacesRequest&,
                                         compiler_gym::GetSpacesReply& reply) {
   return Guarded([&] {
-    for (const ActionSpace& s : AllActionSpaces()) *reply.add_action_space_list() = ToProto(s);
+    for (const compiler_gym::ActionSpace& s : action_spaces_) *reply.add_action_space_list() = s;
     for (const ObservationSpace& s : observation_spaces_) {
       *reply.add_observation_space_list() = ToProto(s);
     }
@@ -96,30 +115,56 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
     *add.add_benchmark() = request.benchmark();
     RETURN_IF_ERROR(DoAddBenchmark(call, add));
   }
-  const std::vector<ActionSpace>& spaces = AllActionSpaces();
-  if (request.action_space() < 0 || request.action_space() >= static_cast<int>(spaces.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Action space index out of range: ", request.action_space()));
+  const int space = request.action_space();
+  if (space < 0 || space >= static_cast<int>(action_spaces_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("Action space index out of range: ", space));
   }
   if (request.observation_space_size() > options_.max_observations_per_request) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Too many observations requested: at most ", options_.max_observations_per_request));
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<const Program> program, benchmarks_.Load(call.client, uri));
-  LoopTree initial = LoopTree::Initial(std::move(program));
-  if (initial.num_loops() > options_.limits.max_loops) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Loop nest too large: benchmark ", uri, " has ", initial.num_loops(),
-                     " loops, this server allows at most ", options_.limits.max_loops));
+  const int num_ours = static_cast<int>(AllActionSpaces().size());
+  std::unique_ptr<Episode> episode;
+  bool space_changed = space != 0;  // a non-default space goes back in new_action_space
+  ASSIGN_OR_RETURN(const std::optional<int64_t> v0_size, compat::LoopToolV0Size(uri));
+  if (v0_size) {
+    // Upstream's loop_tool-v0 benchmarks run with its spaces; the default space (index 0, what
+    // CompilerGym's client sends when none was chosen) means upstream's default, simple.
+    if (space > 0 && space < num_ours) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Action space ", action_spaces_[space].name(), " does not apply to ", uri,
+          ": loop_tool-cpu-v0 benchmarks take CompilerGym's simple or split"));
+    }
+    const int v0_space = space >= num_ours ? space - num_ours : 0;
+    space_changed = true;
+    episode = std::make_unique<compat::LoopToolV0Episode>(*v0_size, v0_space, evaluator_);
+  } else {
+    if (space >= num_ours) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Action space ", action_spaces_[space].name(), " is CompilerGym's loop_tool-v0 space, "
+          "for benchmark://loop_tool-cpu-v0/N only; ", uri, " takes loop_tool or loop_tune"));
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<const Program> program, benchmarks_.Load(call.client, uri));
+    LoopTree initial = LoopTree::Initial(std::move(program));
+    if (initial.num_loops() > options_.limits.max_loops) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Loop nest too large: benchmark ", uri, " has ", initial.num_loops(),
+                       " loops, this server allows at most ", options_.limits.max_loops));
+    }
+    episode = std::make_unique<LoopTreeEpisode>(Environment(
+        std::move(initial), AllActionSpaces()[space], options_.limits, evaluator_));
   }
-  auto session = std::make_shared<Session>(
-      uri, Environment(std::move(initial), spaces[request.action_space()], options_.limits,
-                       evaluator_));
-  session->env.set_tenant(++tenants_);  // kernels queue fairly per session
+  episode->set_tenant(++tenants_);  // kernels queue fairly per session
+  if (space_changed) {
+    for (const compiler_gym::ActionSpace& s : action_spaces_) {
+      if (s.name() == episode->action_space_name()) *reply.mutable_new_action_space() = s;
+    }
+  }
+  auto session = std::make_shared<Session>(uri, std::move(episode));
   {
     absl::MutexLock lock(&session->mu);
-    RETURN_IF_ERROR(Observe(session->env, session->pending_fault, request.observation_space(),
-                            *reply.mutable_observation()));
+    RETURN_IF_ERROR(Observe(*session->episode, session->pending_fault,
+                            request.observation_space(), *reply.mutable_observation()));
   }
   ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(session), absl::Now()));
   reply.set_session_id(id);
@@ -138,8 +183,8 @@ absl::Status LoopToolService::DoForkSession(const compiler_gym::ForkSessionReque
   std::shared_ptr<Session> child;
   {
     absl::MutexLock lock(&parent->mu);
-    child = std::make_shared<Session>(parent->benchmark, parent->env);  // a deep copy
-    child->env.set_tenant(++tenants_);
+    child = std::make_shared<Session>(parent->benchmark, parent->episode->Clone());
+    child->episode->set_tenant(++tenants_);
   }
   ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(child), absl::Now()));
   reply.set_session_id(id);
@@ -187,30 +232,31 @@ absl::Status LoopToolService::DoStepLocked(Session& session,
           absl::StrCat("Observation space index out of range: ", index));
     }
   }
-  Environment& env = session.env;
+  Episode& episode = *session.episode;
+  const int64_t num_actions = static_cast<int64_t>(episode.action_names().size());
   std::vector<int64_t> indices;
   for (const compiler_gym::Event& e : request.action()) {
-    ASSIGN_OR_RETURN(const int64_t index, ActionIndex(e, env.action_space()));
-    if (index < 0 || index >= env.action_space().size()) {
+    ASSIGN_OR_RETURN(const int64_t index, ActionIndex(e, episode));
+    if (index < 0 || index >= num_actions) {
       return absl::InvalidArgumentError(
           absl::StrCat("Action index ", index, " is out of range for action space ",
-                       env.action_space().name, " (0..", env.action_space().size() - 1, ")"));
+                       episode.action_space_name(), " (0..", num_actions - 1, ")"));
     }
     indices.push_back(index);
   }
   bool no_effect = true;
   for (int64_t index : indices) {
-    ASSIGN_OR_RETURN(const NoEffectReason r, env.Step(index));
-    no_effect = no_effect && r != NoEffectReason::kNone;
+    ASSIGN_OR_RETURN(const bool effect, episode.Act(index));
+    no_effect = no_effect && !effect;
   }
   reply.set_action_had_no_effect(no_effect);
   reply.set_end_of_session(false);
-  return Observe(env, session.pending_fault, request.observation_space(),
+  return Observe(episode, session.pending_fault, request.observation_space(),
                  *reply.mutable_observation());
 }
 
 absl::Status LoopToolService::Observe(
-    const Environment& env, std::string& pending_fault,
+    const Episode& episode, std::string& pending_fault,
     const google::protobuf::RepeatedField<int32_t>& indices,
     google::protobuf::RepeatedPtrField<compiler_gym::Event>& out) const {
   for (int32_t index : indices) {
@@ -222,9 +268,9 @@ absl::Status LoopToolService::Observe(
     if (!pending_fault.empty() && IsTimed(name) && options_.fault_hook) {
       const std::string fault = std::move(pending_fault);
       pending_fault.clear();
-      RETURN_IF_ERROR(options_.fault_hook(fault, env.tenant()));
+      RETURN_IF_ERROR(options_.fault_hook(fault, episode.tenant()));
     }
-    ASSIGN_OR_RETURN(const Observation o, env.Observe(name));
+    ASSIGN_OR_RETURN(const Observation o, episode.Observe(name));
     *out.Add() = ToEvent(o);
   }
   return absl::OkStatus();

@@ -100,13 +100,16 @@ class LoopToolService {
                                       compiler_gym::SendSessionParameterReply& reply);
   // Appends the observations at `indices` of `env`'s state, running `session`'s pending fault
   // first for a timing observation.
-  absl::Status Observe(const Environment& env, std::string& pending_fault,
+  absl::Status Observe(const Episode& episode, std::string& pending_fault,
                        const google::protobuf::RepeatedField<int32_t>& indices,
                        google::protobuf::RepeatedPtrField<compiler_gym::Event>& out) const;
 
   const ServiceOptions options_;
   const std::shared_ptr<KernelEvaluator> evaluator_;
   const std::vector<ObservationSpace> observation_spaces_;
+  // GetSpaces' action spaces: LoopTool's (loop_tool, loop_tune), then upstream loop_tool-v0's
+  // (simple, split).
+  const std::vector<compiler_gym::ActionSpace> action_spaces_;
   BenchmarkStore benchmarks_;
   SessionRegistry sessions_;
   std::atomic<uint64_t> tenants_{0};  // each session's kernels queue as their own tenant

@@ -3,6 +3,24 @@
 #include <cmath>
 
 namespace looptool::service {
+namespace {
+
+// A FloatBox or Int64Box of the space's shape, every element bounded by [low, high].
+template <typename T, typename Box>
+void FillBox(const ObservationSpace& s, Box& box) {
+  int64_t n = 1;
+  for (int64_t d : s.shape) {
+    box.mutable_low()->add_shape(static_cast<uint64_t>(d));
+    box.mutable_high()->add_shape(static_cast<uint64_t>(d));
+    n *= d;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    box.mutable_low()->add_value(static_cast<T>(s.low));
+    box.mutable_high()->add_value(static_cast<T>(s.high));
+  }
+}
+
+}  // namespace
 
 compiler_gym::Event ToEvent(const Observation& o) {
   compiler_gym::Event e;
@@ -35,6 +53,12 @@ compiler_gym::Event ToEvent(const Observation& o) {
     case Observation::Kind::kInt64:
       e.set_int64_value(o.integer);
       break;
+    case Observation::Kind::kInt64Tensor: {
+      compiler_gym::Int64Tensor* t = e.mutable_int64_tensor();
+      for (int64_t d : o.shape) t->add_shape(static_cast<uint64_t>(d));
+      t->mutable_value()->Add(o.integers.begin(), o.integers.end());
+      break;
+    }
   }
   return e;
 }
@@ -51,20 +75,9 @@ compiler_gym::ObservationSpace ToProto(const ObservationSpace& s) {
     case Observation::Kind::kGraphJson:
       space->mutable_string_value()->mutable_length_range()->set_min(0);
       break;
-    case Observation::Kind::kFloatTensor: {
-      compiler_gym::FloatBox* box = space->mutable_float_box();
-      int64_t n = 1;
-      for (int64_t d : s.shape) {
-        box->mutable_low()->add_shape(static_cast<uint64_t>(d));
-        box->mutable_high()->add_shape(static_cast<uint64_t>(d));
-        n *= d;
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        box->mutable_low()->add_value(static_cast<float>(s.low));
-        box->mutable_high()->add_value(static_cast<float>(s.high));
-      }
+    case Observation::Kind::kFloatTensor:
+      FillBox<float>(s, *space->mutable_float_box());
       break;
-    }
     case Observation::Kind::kBoolTensor: {
       compiler_gym::BooleanSequenceSpace* seq = space->mutable_boolean_sequence();
       seq->mutable_length_range()->set_min(s.min_length);
@@ -85,16 +98,21 @@ compiler_gym::ObservationSpace ToProto(const ObservationSpace& s) {
       r->set_max(static_cast<int64_t>(s.high));
       break;
     }
+    case Observation::Kind::kInt64Tensor:
+      FillBox<int64_t>(s, *space->mutable_int64_box());
+      break;
   }
   return out;
 }
 
 compiler_gym::ActionSpace ToProto(const ActionSpace& space) {
+  return ToProto(space.name, space.Names());
+}
+
+compiler_gym::ActionSpace ToProto(const std::string& name, const std::vector<std::string>& names) {
   compiler_gym::ActionSpace out;
-  out.set_name(space.name);
-  for (const std::string& name : space.Names()) {
-    out.mutable_space()->mutable_named_discrete()->add_name(name);
-  }
+  out.set_name(name);
+  for (const std::string& n : names) out.mutable_space()->mutable_named_discrete()->add_name(n);
   return out;
 }
 

@@ -17,6 +17,7 @@ compiler_gym::Event ToEvent(const Observation& observation);
 compiler_gym::ObservationSpace ToProto(const ObservationSpace& space);
 // A named_discrete space listing the actions' names in index order.
 compiler_gym::ActionSpace ToProto(const ActionSpace& space);
+compiler_gym::ActionSpace ToProto(const std::string& name, const std::vector<std::string>& names);
 
 }  // namespace looptool::service
 

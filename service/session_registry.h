@@ -17,17 +17,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "backend/env/environment.h"
+#include "backend/env/episode.h"
 
 namespace looptool::service {
 
 // One client's episode. Lock `mu` for everything but the immutable fields.
 struct Session {
-  Session(std::string benchmark_uri, Environment env)
-      : benchmark(std::move(benchmark_uri)), env(std::move(env)) {}
+  Session(std::string benchmark_uri, std::unique_ptr<Episode> episode)
+      : benchmark(std::move(benchmark_uri)), episode(std::move(episode)) {}
   const std::string benchmark;
   absl::Mutex mu;
-  Environment env ABSL_GUARDED_BY(mu);
+  std::unique_ptr<Episode> episode ABSL_GUARDED_BY(mu);  // never null
   std::string pending_fault ABSL_GUARDED_BY(mu);  // test hook: "crash" | "hang" | ""
 };
 

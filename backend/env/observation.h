@@ -17,11 +17,13 @@ struct Observation {
     kBoolTensor,   // bools with shape
     kDouble,       // number
     kInt64,        // integer
+    kInt64Tensor,  // integers with shape
   };
   Kind kind = Kind::kString;
   std::string text;
   std::vector<float> floats;
   std::vector<bool> bools;
+  std::vector<int64_t> integers;
   std::vector<int64_t> shape;
   double number = 0;
   int64_t integer = 0;
@@ -38,6 +40,12 @@ struct Observation {
     Observation o{Kind::kBoolTensor};
     o.shape = {static_cast<int64_t>(v.size())};
     o.bools = std::move(v);
+    return o;
+  }
+  static Observation Int64s(std::vector<int64_t> v, std::vector<int64_t> shape) {
+    Observation o{Kind::kInt64Tensor};
+    o.integers = std::move(v);
+    o.shape = std::move(shape);
     return o;
   }
   static Observation Double(double d) {

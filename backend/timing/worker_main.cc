@@ -121,6 +121,7 @@ std::optional<int> MaybeRunKernelWorker(int argc, char** argv) {
   Limits limits;
   limits.max_loops = args->max_loops;
   limits.max_program_bytes = kMaxFrameBytes;
+  limits.max_extent = int64_t{1} << 23;  // upstream loop_tool-v0's vectors (backend/compat)
   while (true) {
     absl::StatusOr<std::string> frame = ReadFrame(args->fd, -1);
     if (!frame.ok()) return 0;  // the pool closed the socket

@@ -31,6 +31,7 @@ OBSERVATION_SPACES = [
     ("flops", "double_value", "double_value", False, True),
     ("runtime", "double_value", "double_value", False, True),
     ("peak_gflops", "double_value", "double_value", False, True),
+    ("action_state", "int64_box", "int64_tensor", True, False),  # upstream loop_tool-v0's
 ]
 OBS = {name: i for i, (name, *_) in enumerate(OBSERVATION_SPACES)}
 
@@ -103,7 +104,8 @@ class ServiceProtocolTest(unittest.TestCase):
 
     def test_get_spaces(self):
         reply = self.stub.GetSpaces(pb.GetSpacesRequest(), timeout=30)
-        self.assertEqual([a.name for a in reply.action_space_list], ["loop_tool", "loop_tune"])
+        self.assertEqual([a.name for a in reply.action_space_list],
+                         ["loop_tool", "loop_tune", "simple", "split"])
         for a in reply.action_space_list:
             self.assertEqual(a.space.WhichOneof("value"), "named_discrete")
         self.assertEqual(len(reply.action_space_list[0].space.named_discrete.name), 17)

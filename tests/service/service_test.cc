@@ -162,7 +162,7 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
 
   Client c(server_->stub());
   const auto& spaces = c.spaces();
-  ASSERT_EQ(spaces.action_space_list_size(), 2);
+  ASSERT_EQ(spaces.action_space_list_size(), 4);  // ours, then upstream loop_tool-v0's
   EXPECT_EQ(spaces.action_space_list(0).name(), "loop_tool");
   EXPECT_THAT(spaces.action_space_list(0).space().named_discrete().name(),
               ::testing::ElementsAre("up", "down", "swap_up", "swap_down", "split_2", "split_4",
@@ -181,7 +181,13 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
   EXPECT_THAT(names, ::testing::ElementsAre("ir", "loop_tree", "loops_tensor", "stride_tensor",
                                             "5_prev_actions_tensor", "ir_graph_networkx",
                                             "ir_tree_networkx", "action_mask", "flop_count",
-                                            "flops", "runtime", "peak_gflops"));
+                                            "flops", "runtime", "peak_gflops", "action_state"));
+  EXPECT_EQ(spaces.action_space_list(2).name(), "simple");
+  EXPECT_THAT(spaces.action_space_list(2).space().named_discrete().name(),
+              ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread"));
+  EXPECT_EQ(spaces.action_space_list(3).name(), "split");
+  EXPECT_THAT(spaces.action_space_list(3).space().named_discrete().name(),
+              ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread", "split"));
   const auto& loops = spaces.observation_space_list(c.Obs("loops_tensor"));
   ASSERT_TRUE(loops.space().has_float_box());
   EXPECT_THAT(loops.space().float_box().low().shape(), ::testing::ElementsAre(1, 16 * 20));

@@ -8,8 +8,18 @@
             observation = env.reset()
             observation, reward, done, info = env.step("split_4")
 
+    # Gymnasium-style (reset -> (obs, info), step -> 5-tuple), by registered id:
+    env = looptool.make("looptool/LoopTool-v0", service=server.address, max_steps=10)
+    observation, info = env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step(env.action_space.sample())
+
 Modules, one job each:
-  env         LoopToolEnv: Gym-style reset/step/fork/close, LoopTune's GFLOPS reward.
+  env         LoopToolEnv: CompilerGym-style reset/step/fork/close (4-tuple), LoopTune's reward.
+  gymnasium_env  GymnasiumEnv: Gymnasium's reset/step/render over a LoopToolEnv.
+  gymnasium_spaces  Discrete/Box/MultiBinary/Text (gymnasium's when importable, else plain ones
+              with the same API), NamedDiscreteSpace; the one optional import of gymnasium.
+  registration  make(id, service=...), register(): looptool/LoopTool-v0, looptool/LoopTune-v0,
+              looptool/LoopTool-cg-v0 (also registered with gymnasium when importable).
   connection  Connection: channel, stub, deadlines, UNAVAILABLE retries, RPC helpers.
   server      LocalServer: start/stop a looptool-server process.
   spaces      NamedDiscrete action spaces, ObservationSpaceSpec, Spaces (GetSpaces' reply).
@@ -21,14 +31,22 @@ from looptool.connection import Connection
 from looptool.convert import action_to_event, event_to_python
 from looptool.env import LoopToolEnv, ObservationView
 from looptool.errors import ServiceError, ServiceTransportError, SessionNotFound
+from looptool.gymnasium_env import GymnasiumEnv
+from looptool.gymnasium_spaces import HAVE_GYMNASIUM, NamedDiscreteSpace
+from looptool.registration import DEFAULT_BENCHMARK, EnvSpec, make, register, registry, spec
 from looptool.server import LocalServer, ServerStartError
 from looptool.spaces import NamedDiscrete, ObservationSpaceSpec, Spaces
 
 __all__ = [
     "Connection",
+    "DEFAULT_BENCHMARK",
+    "EnvSpec",
+    "GymnasiumEnv",
+    "HAVE_GYMNASIUM",
     "LocalServer",
     "LoopToolEnv",
     "NamedDiscrete",
+    "NamedDiscreteSpace",
     "ObservationSpaceSpec",
     "ObservationView",
     "ServerStartError",
@@ -38,4 +56,8 @@ __all__ = [
     "Spaces",
     "action_to_event",
     "event_to_python",
+    "make",
+    "register",
+    "registry",
+    "spec",
 ]

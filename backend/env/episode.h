@@ -1,0 +1,41 @@
+// Episode: what a session runs. A state, the named action space an agent indexes into, and the
+// observations of the state, whatever the engine behind them: LoopTool's loop trees
+// (LoopTreeEpisode) or CompilerGym's upstream loop_tool-v0 nest (backend/compat).
+#ifndef LOOPTOOL_BACKEND_ENV_EPISODE_H_
+#define LOOPTOOL_BACKEND_ENV_EPISODE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "backend/env/observation.h"
+
+namespace looptool {
+
+class Episode {
+ public:
+  virtual ~Episode() = default;
+
+  // An independent copy (ForkSession).
+  virtual std::unique_ptr<Episode> Clone() const = 0;
+  virtual const std::string& action_space_name() const = 0;
+  // The action space's names, in index order.
+  virtual const std::vector<std::string>& action_names() const = 0;
+  // Applies the action at `index`; returns whether it changed the state. INVALID_ARGUMENT when
+  // `index` is out of range (nothing changes).
+  virtual absl::StatusOr<bool> Act(int64_t index) = 0;
+  // The named observation of the current state. INVALID_ARGUMENT for an observation this
+  // episode does not serve; the evaluator's status for a timed one that cannot be measured.
+  virtual absl::StatusOr<Observation> Observe(absl::string_view name) const = 0;
+
+  // Whom kernels are measured for (KernelEvaluator::MeasureFor).
+  virtual void set_tenant(uint64_t tenant) = 0;
+  virtual uint64_t tenant() const = 0;
+};
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_ENV_EPISODE_H_
