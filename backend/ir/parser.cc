@@ -27,12 +27,19 @@ struct Names {
   }
 };
 
+constexpr int64_t kMaxIndexConstant = int64_t{1} << 31;
+
 absl::StatusOr<AffineIndex> ParseIndex(TokenStream& ts, Names& names) {
   AffineIndex idx;
   while (true) {
     const Token& t = ts.Peek();
     if (t.kind == Kind::kInt) {
-      const int64_t c = ts.Next().value;
+      const Token& number = ts.Next();
+      const int64_t c = number.value;
+      // Bounded here so that sums of offsets cannot overflow; Program::Create applies the caps.
+      if (c > kMaxIndexConstant || idx.offset > kMaxIndexConstant) {
+        return TokenStream::Expected(number, "an index constant of at most 2^31");
+      }
       if (ts.PeekPunct("*")) {
         ts.Next();
         ASSIGN_OR_RETURN(std::string v, ts.ExpectIdent("an index variable after '*'"));

@@ -120,6 +120,10 @@ absl::StatusOr<Program> Program::Create(std::vector<IndexVar> vars,
         std::set<int> seen;
         for (const auto& t : idx.terms) {
           if (t.coeff < 1) return Invalid("coefficients in '", tname, "' must be positive");
+          if (t.coeff > limits.max_extent) {
+            return Invalid("coefficient ", t.coeff, " in '", tname, "' is over the limit of ",
+                           limits.max_extent);
+          }
           if (!seen.insert(t.var).second) {
             return Invalid("variable '", vars[t.var].name, "' appears twice in one index of '",
                            tname, "'; write its coefficient once");
@@ -127,6 +131,10 @@ absl::StatusOr<Program> Program::Create(std::vector<IndexVar> vars,
           ++used[t.var];
         }
         if (idx.offset < 0) return Invalid("index offsets in '", tname, "' must not be negative");
+        if (idx.offset > limits.max_extent) {
+          return Invalid("index offset ", idx.offset, " in '", tname, "' is over the limit of ",
+                         limits.max_extent);
+        }
       }
       if (a == 0) {
         if (read_by[acc.tensor] >= 0) {

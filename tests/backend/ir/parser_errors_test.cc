@@ -62,6 +62,23 @@ TEST(ParserErrors, RuleViolationsSayWhatIsWrong) {
             "'A' is used both as a tensor and as an index variable");
 }
 
+// Found by tools/fuzz.sh (ir_parser): a huge coefficient overflowed the tensor-shape arithmetic.
+TEST(ParserErrors, HugeIndexConstantsAreRefusedBeforeAnyArithmetic) {
+  EXPECT_EQ(ErrorOf("O[c,w] max= I[c, 399999999999999996*h, w]; c=4 h=53 w=6"),
+            "line 1, column 18: expected an index constant of at most 2^31, found "
+            "'399999999999999996'");
+  EXPECT_EQ(ErrorOf("O[c] = I[c*90000000000000000000]; c=4"),
+            "line 1, column 12: integer is too large");
+  EXPECT_THAT(ErrorOf("O[c] = I[c*400000000000000000]; c=4"),
+              ::testing::HasSubstr("coefficient 400000000000000000 in 'I' is over the limit"));
+  EXPECT_THAT(ErrorOf("O[c] = I[c*9000]; c=4"),
+              ::testing::HasSubstr("coefficient 9000 in 'I' is over the limit of 8192"));
+  EXPECT_THAT(ErrorOf("O[c] = I[c + 9000]; c=4"),
+              ::testing::HasSubstr("index offset 9000 in 'I' is over the limit of 8192"));
+  EXPECT_THAT(ErrorOf("O[c] = I[c + 2000000000 + 2000000000 + 2000000000]; c=4"),
+              ::testing::HasSubstr("expected an index constant of at most 2^31"));
+}
+
 TEST(ParserErrors, CapsAreEnforced) {
   Limits limits;
   limits.max_extent = 100;
