@@ -44,6 +44,14 @@ absl::StatusOr<Env> Env::Start(std::shared_ptr<Connection> connection,
     return connection->stub().StartSession(ctx, request, &reply);
   });
   if (!s.ok()) return s;
+  if (reply.has_new_action_space()) {
+    // The server runs the session in another space than asked (loop_tool-cpu-v0 benchmarks
+    // take upstream's `simple` by default): index actions in the space it reports.
+    const auto& names = reply.new_action_space().space().named_discrete().name();
+    return Env(std::move(connection), reply.session_id(), benchmark,
+               reply.new_action_space().name(),
+               std::make_shared<const std::vector<std::string>>(names.begin(), names.end()));
+  }
   auto names = std::make_shared<const std::vector<std::string>>(*connection->ActionNames(action_space));
   return Env(std::move(connection), reply.session_id(), benchmark, action_space, std::move(names));
 }

@@ -71,6 +71,18 @@ TEST_F(ClientTest, TypedObservationsEqualTheEngine) {
   EXPECT_EQ(r->observations[4].integer, 2LL * 112 * 208 * 256);
 }
 
+TEST_F(ClientTest, TheSpaceTheServerReportsIsTheOneIndexed) {
+  // Upstream loop_tool-v0 benchmarks run in `simple`, whatever the client asked by default.
+  auto env = Env::Start(connection_, "benchmark://loop_tool-cpu-v0/1024");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_THAT(env->action_names(), ::testing::ElementsAre("toggle_mode", "up", "down",
+                                                          "toggle_thread"));
+  auto r = env->StepNamed({"toggle_mode", "up", "toggle_mode", "up", "up"}, {"loop_tree"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->observations[0].text,
+              ::testing::StartsWith("for a in 341 r 1 : L0 cpu_parallel [thread]\n"));
+}
+
 TEST_F(ClientTest, ForkCloseAndErrors) {
   auto env = Env::Start(connection_, kMm);
   ASSERT_TRUE(env.ok());

@@ -256,6 +256,17 @@ class LoopToolEnvTest(unittest.TestCase):
         _, reward, _, _ = env.step("split_8")
         self.assertEqual(reward, (env.observation["flops"] - before) / peak)
 
+    def test_upstream_loop_tool_v0_benchmark_switches_to_its_space(self):
+        env = self.make_env(benchmark="benchmark://loop_tool-cpu-v0/1024",
+                            observation_space="action_state", reward_space=None)
+        self.assertEqual(list(env.reset()), [0, 1024, 0])
+        self.assertEqual(env.action_space.name, "simple")  # from StartSessionReply
+        for name in ["toggle_mode", "up", "toggle_mode", "up", "up"]:
+            observation, _, _, _ = env.step(name)
+        self.assertEqual(list(observation), [1, 3, 0])
+        self.assertTrue(env.observation["loop_tree"].startswith(
+            "for a in 341 r 1 : L0 cpu_parallel [thread]\n for a' in 3 : L1\n"))
+
     def test_no_observation_space(self):
         env = self.make_env(observation_space=None)
         self.assertIsNone(env.reset())

@@ -145,6 +145,10 @@ class LoopToolEnv:
             self.benchmark, self.action_space.space_index, self._indices(names),
             timeout=self.timeout)
         self.session_id = reply.session_id
+        if reply.HasField("new_action_space") and reply.new_action_space.name:
+            # The server runs the session in the space it reports (e.g. upstream's `simple` for
+            # loop_tool-cpu-v0 benchmarks): index actions in that one.
+            self.action_space = self.connection.spaces().action_space(reply.new_action_space.name)
         values = self._convert(names, reply.observation, "StartSession")
         if "peak_gflops" in values and self._peak_gflops is None:
             self._peak_gflops = values["peak_gflops"]
