@@ -31,10 +31,6 @@ absl::Status Guarded(Fn&& fn) {
   }
 }
 
-bool IsTimed(absl::string_view name) {
-  return name == "flops" || name == "runtime" || name == "peak_gflops";
-}
-
 // An action is an index (CompilerGym's discrete actions) or, for people and scripts, a name.
 absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const Episode& episode) {
   if (e.value_case() == compiler_gym::Event::kInt64Value) return e.int64_value();
@@ -52,10 +48,26 @@ absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const Episode&
       "string_value (the action's name)");
 }
 
-// LoopTool's observation spaces, then upstream loop_tool-v0's action_state.
-std::vector<ObservationSpace> AllObservationSpaces(const Limits& limits) {
-  std::vector<ObservationSpace> spaces = ObservationSpaces(limits);
-  spaces.push_back(compat::ActionStateSpace());
+// GetSpaces' observation spaces: LoopTool's registry, then the names only upstream
+// loop_tool-v0's has (action_state); `timed` receives, per space, whether it times a kernel in
+// either.
+std::vector<ObservationSpace> AllObservationSpaces(const ObservationRegistry& ours,
+                                                   std::vector<bool>& timed) {
+  std::vector<ObservationSpace> spaces;
+  for (const auto& e : ours.entries()) {
+    spaces.push_back(e.space);
+    timed.push_back(e.timed);
+  }
+  for (const auto& e : compat::LoopToolV0Observations().entries()) {
+    if (ours.Find(e.space.name) != nullptr) continue;
+    spaces.push_back(e.space);
+    timed.push_back(e.timed);
+  }
+  for (size_t i = 0; i < spaces.size(); ++i) {
+    if (const auto* v0 = compat::LoopToolV0Observations().Find(spaces[i].name)) {
+      timed[i] = timed[i] || v0->timed;
+    }
+  }
   return spaces;
 }
 
@@ -73,7 +85,9 @@ std::vector<compiler_gym::ActionSpace> AllActionSpaceProtos() {
 LoopToolService::LoopToolService(ServiceOptions options, std::shared_ptr<KernelEvaluator> evaluator)
     : options_(std::move(options)),
       evaluator_(std::move(evaluator)),
-      observation_spaces_(AllObservationSpaces(options_.limits)),
+      observations_(std::make_shared<const ObservationRegistry>(
+          LoopToolObservations(options_.limits))),
+      observation_spaces_(AllObservationSpaces(*observations_, timed_)),
       action_spaces_(AllActionSpaceProtos()),
       benchmarks_(options_.limits, options_.max_benchmark_cache_bytes,
                   options_.max_total_benchmark_bytes),
@@ -152,7 +166,8 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
                        " loops, this server allows at most ", options_.limits.max_loops));
     }
     episode = std::make_unique<LoopTreeEpisode>(Environment(
-        std::move(initial), AllActionSpaces()[space], options_.limits, evaluator_));
+        std::move(initial), AllActionSpaces()[space], options_.limits, evaluator_,
+        observations_));
   }
   episode->set_tenant(++tenants_);  // kernels queue fairly per session
   if (space_changed) {
@@ -265,7 +280,7 @@ absl::Status LoopToolService::Observe(
           absl::StrCat("Observation space index out of range: ", index));
     }
     const std::string& name = observation_spaces_[index].name;
-    if (!pending_fault.empty() && IsTimed(name) && options_.fault_hook) {
+    if (!pending_fault.empty() && timed_[index] && options_.fault_hook) {
       const std::string fault = std::move(pending_fault);
       pending_fault.clear();
       RETURN_IF_ERROR(options_.fault_hook(fault, episode.tenant()));
@@ -365,8 +380,7 @@ std::optional<absl::Status> LoopToolService::StepIfQuick(const compiler_gym::Ste
 
 bool LoopToolService::NeedsTiming(const google::protobuf::RepeatedField<int32_t>& indices) const {
   for (int32_t index : indices) {
-    if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) &&
-        IsTimed(observation_spaces_[index].name)) {
+    if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) && timed_[index]) {
       return true;
     }
   }

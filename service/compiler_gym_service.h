@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "backend/env/evaluator.h"
 #include "backend/env/observation.h"
+#include "backend/env/observation_registry.h"
 #include "backend/util/limits.h"
 #include "proto/compiler_gym_service.pb.h"
 #include "service/benchmark_store.h"
@@ -106,6 +107,10 @@ class LoopToolService {
 
   const ServiceOptions options_;
   const std::shared_ptr<KernelEvaluator> evaluator_;
+  // The registry LoopTool's sessions serve (shared by all of them); GetSpaces' list (it, then
+  // upstream loop_tool-v0's own names), and whether each of those times a kernel.
+  const std::shared_ptr<const ObservationRegistry> observations_;
+  std::vector<bool> timed_;
   const std::vector<ObservationSpace> observation_spaces_;
   // GetSpaces' action spaces: LoopTool's (loop_tool, loop_tune), then upstream loop_tool-v0's
   // (simple, split).

@@ -1,5 +1,7 @@
 #include "backend/compat/loop_tool_v0.h"
 
+#include <limits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -38,11 +40,37 @@ const std::vector<NamedActionSpace>& LoopToolV0ActionSpaces() {
   return *spaces;
 }
 
-ObservationSpace ActionStateSpace() {
-  ObservationSpace s{"action_state", Observation::Kind::kInt64Tensor, {3}, 0,
-                     static_cast<double>(int64_t{1} << 36)};
-  s.default_value = Observation::Int64s({0, 0, 0}, {3});
-  return s;
+const ObservationTable<LoopToolV0Inputs>& LoopToolV0Observations() {
+  static const auto* table = [] {
+    ObservationSpace flops{"flops", Observation::Kind::kDouble};
+    flops.high = std::numeric_limits<double>::infinity();
+    flops.deterministic = false;
+    flops.platform_dependent = true;
+    flops.default_value = Observation::Double(0);
+    ObservationSpace tree{"loop_tree", Observation::Kind::kString};
+    tree.default_value = Observation::String("");
+    ObservationSpace state{"action_state", Observation::Kind::kInt64Tensor, {3}, 0,
+                           static_cast<double>(int64_t{1} << 36)};
+    state.default_value = Observation::Int64s({0, 0, 0}, {3});
+    using Entry = ObservationEntry<LoopToolV0Inputs>;
+    return new ObservationTable<LoopToolV0Inputs>(std::vector<Entry>{
+        {flops, true,
+         [](const LoopToolV0Inputs& in) -> absl::StatusOr<Observation> {
+           absl::StatusOr<double> g = in.episode.Gflops();
+           if (!g.ok()) return g.status();
+           return Observation::Double(*g);
+         }},
+        {tree, false,
+         [](const LoopToolV0Inputs& in) -> absl::StatusOr<Observation> {
+           return Observation::String(in.episode.LoopTreeText());
+         }},
+        {state, false,
+         [](const LoopToolV0Inputs& in) -> absl::StatusOr<Observation> {
+           return Observation::Int64s(in.episode.ActionState(), {3});
+         }},
+    });
+  }();
+  return *table;
 }
 
 absl::StatusOr<std::optional<int64_t>> LoopToolV0Size(absl::string_view uri) {
@@ -169,23 +197,25 @@ LoopTree LoopToolV0Episode::Lower() const {
   return *std::move(tree);
 }
 
+std::vector<int64_t> LoopToolV0Episode::ActionState() const {
+  return {cursor_, order_[cursor_].size, order_[cursor_].tail};
+}
+
+absl::StatusOr<double> LoopToolV0Episode::Gflops() const {
+  if (!evaluator_) return absl::FailedPreconditionError("observation flops needs a kernel evaluator");
+  absl::StatusOr<Measurement> m = evaluator_->MeasureFor(Lower(), tenant_);
+  if (!m.ok()) return m.status();
+  return m->gflops;
+}
+
 absl::StatusOr<Observation> LoopToolV0Episode::Observe(absl::string_view name) const {
-  if (name == "loop_tree") return Observation::String(LoopTreeText());
-  if (name == "action_state") {
-    const Level& l = order_[cursor_];
-    return Observation::Int64s({cursor_, l.size, l.tail}, {3});
+  const auto* entry = LoopToolV0Observations().Find(name);
+  if (entry == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Observation ", name, " is not served for ", kLoopToolV0Dataset,
+                     " benchmarks (they serve flops, loop_tree and action_state, as upstream)"));
   }
-  if (name == "flops") {
-    if (!evaluator_) {
-      return absl::FailedPreconditionError("observation flops needs a kernel evaluator");
-    }
-    absl::StatusOr<Measurement> m = evaluator_->MeasureFor(Lower(), tenant_);
-    if (!m.ok()) return m.status();
-    return Observation::Double(m->gflops);
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("Observation ", name, " is not served for ", kLoopToolV0Dataset,
-                   " benchmarks (they serve flops, loop_tree and action_state, as upstream)"));
+  return entry->compute(LoopToolV0Inputs{*this});
 }
 
 }  // namespace looptool::compat

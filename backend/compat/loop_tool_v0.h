@@ -35,6 +35,7 @@
 #include "backend/env/episode.h"
 #include "backend/env/evaluator.h"
 #include "backend/env/observation.h"
+#include "backend/env/observation_registry.h"
 #include "backend/schedule/loop_tree.h"
 
 namespace looptool::compat {
@@ -49,8 +50,14 @@ struct NamedActionSpace {
 
 // simple, then split (upstream's order).
 const std::vector<NamedActionSpace>& LoopToolV0ActionSpaces();
-// action_state: an int64 box of shape [3].
-ObservationSpace ActionStateSpace();
+
+class LoopToolV0Episode;
+struct LoopToolV0Inputs {
+  const LoopToolV0Episode& episode;
+};
+// Upstream's observations, in upstream's order: flops (timed), loop_tree, action_state (an
+// int64 box of shape [3]: upstream declares [1] and sends [3]; we declare what we send).
+const ObservationTable<LoopToolV0Inputs>& LoopToolV0Observations();
 
 // N of a benchmark://loop_tool-cpu-v0/N URI; nullopt for any other URI. INVALID_ARGUMENT for
 // an N out of range, UNIMPLEMENTED for loop_tool-cuda-v0.
@@ -73,6 +80,10 @@ class LoopToolV0Episode final : public Episode {
   std::string LoopTreeText() const;
   // The nest as a LoopTool loop tree of C[a] = A[a] + B[a], for the JIT.
   LoopTree Lower() const;
+  // [cursor, size, tail] of the cursor loop.
+  std::vector<int64_t> ActionState() const;
+  // GFLOP/s of the lowered kernel, measured for this episode's tenant.
+  absl::StatusOr<double> Gflops() const;
 
  private:
   struct Level {

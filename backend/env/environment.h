@@ -12,22 +12,25 @@
 #include "backend/actions/action_space.h"
 #include "backend/env/evaluator.h"
 #include "backend/env/observation.h"
+#include "backend/env/observation_registry.h"
 #include "backend/schedule/loop_tree.h"
 #include "backend/util/limits.h"
 
 namespace looptool {
 
-// The observation spaces every environment serves, in the order clients index them:
-// ir, loop_tree, loops_tensor, stride_tensor, 5_prev_actions_tensor, ir_graph_networkx,
-// ir_tree_networkx, action_mask, flop_count, flops, runtime, peak_gflops.
+// The observation spaces every environment serves, in the order clients index them (the
+// registry's: LoopToolObservations in observation_registry.h).
 std::vector<ObservationSpace> ObservationSpaces(const Limits& limits);
 
 class Environment {
  public:
   // `evaluator` may be null: the timing observations (flops, runtime, peak_gflops) then fail
-  // with FAILED_PRECONDITION. REQUIRES: initial.num_loops() <= limits.max_loops.
+  // with FAILED_PRECONDITION. `observations`: the registry to serve (null: LoopTool's for
+  // `limits`; a server shares one among its sessions). REQUIRES: initial.num_loops() <=
+  // limits.max_loops.
   Environment(LoopTree initial, ActionSpace space, Limits limits,
-              std::shared_ptr<KernelEvaluator> evaluator);
+              std::shared_ptr<KernelEvaluator> evaluator,
+              std::shared_ptr<const ObservationRegistry> observations = nullptr);
 
   const LoopTree& tree() const { return tree_; }
   // Whom the evaluator measures this episode's kernels for (KernelEvaluator::MeasureFor).
@@ -52,6 +55,7 @@ class Environment {
   ActionSpace space_;
   Limits limits_;
   std::shared_ptr<KernelEvaluator> evaluator_;
+  std::shared_ptr<const ObservationRegistry> observations_;
   std::vector<int> history_;
   uint64_t tenant_ = 0;
 };

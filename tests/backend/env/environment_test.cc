@@ -102,3 +102,32 @@ TEST(Environment, PrevActionsTensorUsesLoopToolIndices) {
 
 }  // namespace
 }  // namespace looptool
+
+namespace looptool {
+namespace {
+
+// The registry is the one list: timing is declared there, and a new observation is one entry.
+TEST(ObservationRegistry, TimedEntriesAndOneEntryExtensions) {
+  const ObservationRegistry registry = LoopToolObservations(Limits{});
+  std::vector<std::string> timed;
+  for (const auto& e : registry.entries()) {
+    if (e.timed) timed.push_back(e.space.name);
+  }
+  EXPECT_THAT(timed, ElementsAre("flops", "runtime", "peak_gflops"));
+
+  std::vector<ObservationEntry<ObservationInputs>> entries = registry.entries();
+  ObservationSpace depth{"cursor_depth", Observation::Kind::kInt64};
+  entries.push_back({depth, false, [](const ObservationInputs& in) {
+                       return Observation::Int64(in.tree.cursor().depth);
+                     }});
+  auto p = ParseProgram("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16", Limits{});
+  ASSERT_TRUE(p.ok());
+  Environment env(LoopTree::Initial(std::make_shared<const Program>(*p)), LoopToolActionSpace(),
+                  Limits{}, nullptr, std::make_shared<const ObservationRegistry>(entries));
+  ASSERT_TRUE(env.Step(1).ok());  // down
+  EXPECT_EQ(env.Observe("cursor_depth")->integer, 1);
+  EXPECT_EQ(env.Observe("nope").status().message(), "Unknown observation space: nope");
+}
+
+}  // namespace
+}  // namespace looptool

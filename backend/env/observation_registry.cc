@@ -1,0 +1,131 @@
+#include "backend/env/observation_registry.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "backend/actions/apply.h"
+#include "backend/features/stride_histogram.h"
+#include "backend/features/tensors.h"
+#include "backend/graph/node_link_json.h"
+#include "backend/graph/program_graph.h"
+#include "backend/schedule/ir_text.h"
+#include "backend/schedule/loop_tree_text.h"
+
+namespace looptool {
+namespace {
+
+using Entry = ObservationEntry<ObservationInputs>;
+using Fn = std::function<absl::StatusOr<Observation>(const ObservationInputs&)>;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr char kEmptyGraph[] =
+    R"({"directed":true,"multigraph":true,"graph":{},"nodes":[],"links":[]})";
+
+Entry Text(std::string name, Fn fn) {
+  ObservationSpace s{std::move(name), Observation::Kind::kString};
+  s.default_value = Observation::String("");
+  return {std::move(s), false, std::move(fn)};
+}
+
+Entry Graph(std::string name, Fn fn) {
+  ObservationSpace s{std::move(name), Observation::Kind::kGraphJson};
+  s.default_value = Observation::Graph(kEmptyGraph);
+  return {std::move(s), false, std::move(fn)};
+}
+
+Entry FloatBox(std::string name, int64_t width, double high, Fn fn) {
+  ObservationSpace s{std::move(name), Observation::Kind::kFloatTensor, {1, width}, 0, high};
+  s.default_value = Observation::Floats(std::vector<float>(width, 0.0f), {1, width});
+  return {std::move(s), false, std::move(fn)};
+}
+
+Entry Number(std::string name, Observation::Kind kind, double high, bool timed, Fn fn) {
+  ObservationSpace s{std::move(name), kind, {}, 0, high};
+  s.deterministic = !timed;
+  s.platform_dependent = timed;
+  s.default_value = kind == Observation::Kind::kInt64 ? Observation::Int64(0)
+                                                      : Observation::Double(0);
+  return {std::move(s), timed, std::move(fn)};
+}
+
+absl::StatusOr<Measurement> Measure(const ObservationInputs& in, absl::string_view name) {
+  if (in.evaluator == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("observation ", name, " needs a kernel evaluator, and none is attached"));
+  }
+  return in.evaluator->MeasureFor(in.tree, in.tenant);
+}
+
+}  // namespace
+
+ObservationRegistry LoopToolObservations(const Limits& limits) {
+  const int num_actions = LoopToolActionSpace().size();
+  const int64_t loops_width = int64_t{limits.max_loops} * kLoopFeatures;
+  const int64_t prev_width = int64_t{kPrevActions} * num_actions;
+
+  ObservationSpace mask{"action_mask", Observation::Kind::kBoolTensor};
+  mask.min_length = 0;
+  mask.max_length = num_actions;
+  mask.high = 1;
+  mask.default_value = Observation::Bools({});
+
+  std::vector<Entry> entries = {
+      Text("ir", [](const ObservationInputs& in) { return Observation::String(PrintIr(in.tree)); }),
+      Text("loop_tree",
+           [](const ObservationInputs& in) { return Observation::String(LoopTreeText(in.tree)); }),
+      FloatBox("loops_tensor", loops_width, static_cast<double>(limits.max_extent),
+               [loops_width](const ObservationInputs& in) {
+                 return Observation::Floats(LoopsTensor(in.tree, in.limits.max_loops),
+                                            {1, loops_width});
+               }),
+      FloatBox("stride_tensor", kStrideBuckets, std::numeric_limits<float>::max(),
+               [](const ObservationInputs& in) {
+                 return Observation::Floats(StrideTensor(in.tree), {1, kStrideBuckets});
+               }),
+      FloatBox("5_prev_actions_tensor", prev_width, 1,
+               [num_actions, prev_width](const ObservationInputs& in) {
+                 return Observation::Floats(PrevActionsTensor(in.history, num_actions),
+                                            {1, prev_width});
+               }),
+      Graph("ir_graph_networkx",
+            [](const ObservationInputs& in) {
+              return Observation::Graph(NodeLinkJson(BuildProgramGraph(in.tree)));
+            }),
+      Graph("ir_tree_networkx",
+            [](const ObservationInputs& in) {
+              return Observation::Graph(NodeLinkJson(BuildTreeGraph(in.tree)));
+            }),
+      {mask, false,
+       [](const ObservationInputs& in) {
+         return Observation::Bools(ActionMask(in.tree, in.action_space, in.limits));
+       }},
+      Number("flop_count", Observation::Kind::kInt64, static_cast<double>(limits.max_flops),
+             false,
+             [](const ObservationInputs& in) {
+               return Observation::Int64(in.tree.program().Flops());
+             }),
+      Number("flops", Observation::Kind::kDouble, kInf, true,
+             [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
+               absl::StatusOr<Measurement> m = Measure(in, "flops");
+               if (!m.ok()) return m.status();
+               return Observation::Double(m->gflops);
+             }),
+      Number("runtime", Observation::Kind::kDouble, kInf, true,
+             [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
+               absl::StatusOr<Measurement> m = Measure(in, "runtime");
+               if (!m.ok()) return m.status();
+               return Observation::Double(m->seconds);
+             }),
+      Number("peak_gflops", Observation::Kind::kDouble, kInf, true,
+             [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
+               if (in.evaluator == nullptr) {
+                 return absl::FailedPreconditionError(
+                     "observation peak_gflops needs a kernel evaluator, and none is attached");
+               }
+               return Observation::Double(in.evaluator->PeakGflops());
+             }),
+  };
+  return ObservationRegistry(std::move(entries));
+}
+
+}  // namespace looptool
