@@ -33,9 +33,10 @@ def _pkg_config_repository_impl(rctx):
             "    name = %r," % name,
             "    defines = %r," % defines,
             "    linkopts = %r," % linkopts,
-            ")",
-            "",
         ]
+        if name in rctx.attr.visible_to:
+            lines.append("    visibility = %r," % rctx.attr.visible_to[name])
+        lines += [")", ""]
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
     rctx.file("BUILD", "\n".join(lines))
 
@@ -44,6 +45,8 @@ pkg_config_repository = repository_rule(
     attrs = {
         "modules": attr.string_list_dict(mandatory = True),
         "extra_linkopts": attr.string_list_dict(),
+        # Per library: who may depend on it (default: everyone).
+        "visible_to": attr.string_list_dict(),
     },
     local = True,
     environ = ["PKG_CONFIG_PATH"],

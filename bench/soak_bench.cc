@@ -1,6 +1,6 @@
 // soak_bench: many clients hammer one looptool-server for minutes with random sessions, steps,
 // forks, abandoned sessions and faults (bad requests, crashing and hanging kernels injected
-// through the server's --test_hooks), recording every call's status code and latency and the
+// through the test server's fault injection, tests/faults), recording every call's status code and latency and the
 // server's memory over time. Prints a Markdown report (and writes it to --out); exits 0 only when
 // no call failed unexpectedly and the server stayed alive (and, when started here, exited 0 on
 // SIGTERM).
@@ -8,8 +8,8 @@
 //   bazel build -c opt //bench:soak_bench
 //   bazel-bin/bench/soak_bench --clients=64 --minutes=30 --out=bench/results/soak.md
 //
-// Without --server it starts bazel-bin's (or its runfiles') service/looptool-server with
-// --test_hooks --port=0 --working_dir=<tmp> plus --server_args. Every call is expected to
+// Without --server it starts bazel-bin's (or its runfiles') tests/faults/looptool-test-server
+// (looptool-server with fault injection linked in) with --port=0 --working_dir=<tmp> plus --server_args. Every call is expected to
 // succeed except the faults: a bad request must fail with INVALID_ARGUMENT (or NOT_FOUND for an
 // unknown session), the flops step after an injected crash with INTERNAL, after an injected
 // hang with DEADLINE_EXCEEDED. Anything else that is not OK is unexpected (UNAVAILABLE: the
@@ -58,7 +58,7 @@ ABSL_FLAG(std::string, server, "",
 ABSL_FLAG(int, server_pid, 0,
           "with --server: its process id, for the memory samples (0: no memory samples)");
 ABSL_FLAG(std::string, server_binary, "",
-          "the looptool-server to start (default: from the runfiles, else bazel-bin)");
+          "the server to start (default: looptool-test-server from the runfiles, else bazel-bin)");
 ABSL_FLAG(std::string, server_args, "--eval_deadline=2 --session_idle_timeout=120",
           "extra flags for the started server, space-separated. A short --eval_deadline keeps "
           "injected hangs from monopolising the one kernel worker; the idle timeout reaps the "
@@ -262,11 +262,11 @@ std::string FindServerBinary(const char* argv0) {
   if (!absl::GetFlag(FLAGS_server_binary).empty()) return absl::GetFlag(FLAGS_server_binary);
   std::vector<std::string> candidates;
   if (const char* dir = getenv("RUNFILES_DIR")) {
-    candidates.push_back(std::string(dir) + "/looptool/service/looptool-server");
+    candidates.push_back(std::string(dir) + "/looptool/tests/faults/looptool-test-server");
   }
-  candidates.push_back(std::string(argv0) + ".runfiles/looptool/service/looptool-server");
-  candidates.push_back("service/looptool-server");  // bazel run's working directory
-  candidates.push_back("bazel-bin/service/looptool-server");
+  candidates.push_back(std::string(argv0) + ".runfiles/looptool/tests/faults/looptool-test-server");
+  candidates.push_back("tests/faults/looptool-test-server");  // bazel run's working directory
+  candidates.push_back("bazel-bin/tests/faults/looptool-test-server");
   for (const std::string& c : candidates) {
     if (Executable(c) && !std::filesystem::is_directory(c)) return c;
   }
@@ -283,14 +283,14 @@ struct StartedServer {
 bool StartServer(const char* argv0, StartedServer* s) {
   s->binary = FindServerBinary(argv0);
   if (s->binary.empty()) {
-    std::fprintf(stderr, "soak_bench: no looptool-server found; build //service:looptool-server "
-                         "or pass --server_binary\n");
+    std::fprintf(stderr, "soak_bench: no looptool-test-server found; build "
+                         "//tests/faults:looptool-test-server or pass --server_binary\n");
     return false;
   }
   std::string templ = "/tmp/looptool-soak-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) return false;
   s->dir = templ;
-  std::vector<std::string> args = {s->binary, "--test_hooks", "--port=0",
+  std::vector<std::string> args = {s->binary, "--port=0",
                                    "--working_dir=" + s->dir};
   for (absl::string_view a :
        absl::StrSplit(absl::GetFlag(FLAGS_server_args), ' ', absl::SkipWhitespace())) {

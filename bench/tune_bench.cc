@@ -94,6 +94,15 @@ int Main() {
   if (!connection.ok()) return 1;
   const std::vector<std::string> searches =
       absl::StrSplit(absl::GetFlag(FLAGS_searches), ',', absl::SkipEmpty());
+  std::map<std::string, client::SearchSpec> specs;
+  for (const std::string& search : searches) {
+    absl::StatusOr<client::SearchSpec> spec = client::ParseSearch(search);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "--searches: %s\n", spec.status().ToString().c_str());
+      return 1;
+    }
+    specs[search] = *spec;
+  }
   const double limit = absl::GetFlag(FLAGS_time_limit);
 
   std::vector<Row> rows;
@@ -105,7 +114,7 @@ int Main() {
       auto env = client::Env::Start(*connection, "benchmark://mm64_256_16_range-v0/" + name);
       if (!env.ok()) return 1;
       client::SearchOptions options;
-      options.algorithm = search;
+      options.search = specs[search];
       options.time_limit_seconds = limit;
       auto r = client::Search(*env, options);
       if (!r.ok()) {

@@ -17,7 +17,6 @@ namespace looptool::service {
 namespace {
 
 constexpr char kCompilerGymVersion[] = "0.2.5";  // the protocol generation this server speaks
-constexpr char kFaultParameter[] = "test.inject_fault";
 
 // The exception firewall: whatever a handler throws becomes INTERNAL, never UNKNOWN.
 template <typename Fn>
@@ -178,8 +177,8 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
   auto session = std::make_shared<Session>(uri, std::move(episode));
   {
     absl::MutexLock lock(&session->mu);
-    RETURN_IF_ERROR(Observe(*session->episode, session->pending_fault,
-                            request.observation_space(), *reply.mutable_observation()));
+    RETURN_IF_ERROR(
+        Observe(*session->episode, request.observation_space(), *reply.mutable_observation()));
   }
   ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(session), absl::Now()));
   reply.set_session_id(id);
@@ -266,12 +265,11 @@ absl::Status LoopToolService::DoStepLocked(Session& session,
   }
   reply.set_action_had_no_effect(no_effect);
   reply.set_end_of_session(false);
-  return Observe(episode, session.pending_fault, request.observation_space(),
-                 *reply.mutable_observation());
+  return Observe(episode, request.observation_space(), *reply.mutable_observation());
 }
 
 absl::Status LoopToolService::Observe(
-    const Episode& episode, std::string& pending_fault,
+    const Episode& episode,
     const google::protobuf::RepeatedField<int32_t>& indices,
     google::protobuf::RepeatedPtrField<compiler_gym::Event>& out) const {
   for (int32_t index : indices) {
@@ -279,13 +277,7 @@ absl::Status LoopToolService::Observe(
       return absl::InvalidArgumentError(
           absl::StrCat("Observation space index out of range: ", index));
     }
-    const std::string& name = observation_spaces_[index].name;
-    if (!pending_fault.empty() && timed_[index] && options_.fault_hook) {
-      const std::string fault = std::move(pending_fault);
-      pending_fault.clear();
-      RETURN_IF_ERROR(options_.fault_hook(fault, episode.tenant()));
-    }
-    ASSIGN_OR_RETURN(const Observation o, episode.Observe(name));
+    ASSIGN_OR_RETURN(const Observation o, episode.Observe(observation_spaces_[index].name));
     *out.Add() = ToEvent(o);
   }
   return absl::OkStatus();
@@ -348,14 +340,11 @@ absl::Status LoopToolService::DoSendSessionParameter(
       reply.add_reply(absl::StrCat(benchmarks_.size_in_bytes(call.client)));
     } else if (key == "looptool.benchmark") {
       reply.add_reply(session->benchmark);
-    } else if (key == kFaultParameter && options_.fault_hook) {
-      if (p.value() != "crash" && p.value() != "hang") {
-        return absl::InvalidArgumentError(
-            absl::StrCat(kFaultParameter, " takes crash or hang, got '", p.value(), "'"));
-      }
+    } else if (options_.parameter_handler) {
       absl::MutexLock lock(&session->mu);
-      session->pending_fault = p.value();
-      reply.add_reply(p.value());
+      ASSIGN_OR_RETURN(std::string answer,
+                       options_.parameter_handler(*session->episode, key, p.value()));
+      reply.add_reply(std::move(answer));
     } else {
       return absl::InvalidArgumentError(absl::StrCat("Unknown parameter: ", key));
     }

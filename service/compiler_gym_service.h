@@ -34,10 +34,11 @@ struct ServiceOptions {
   int64_t max_benchmark_cache_bytes = int64_t{64} << 20;   // one client's; clients may lower it
   int64_t max_total_benchmark_bytes = int64_t{512} << 20;  // all clients' together
   std::string compiler_version = "LoopTool 0.1";
-  // Test hook (--test_hooks): runs a crashing ("crash") or hanging ("hang") kernel in a worker
-  // and returns the status the step gets. Null: the test.inject_fault parameter is unknown.
-  // It runs on behalf of the session's tenant (KernelEvaluator::MeasureFor).
-  std::function<absl::Status(const std::string& fault, uint64_t tenant)> fault_hook;
+  // Session parameters this service does not know go here, with the session's episode (an
+  // extension point: tests install a fault injector). Null: unknown keys are INVALID_ARGUMENT.
+  std::function<absl::StatusOr<std::string>(const Episode& episode, const std::string& key,
+                                            const std::string& value)>
+      parameter_handler;
 };
 
 // Who makes a call: the front end fills it from the call's metadata (a client id our clients
@@ -99,9 +100,8 @@ class LoopToolService {
   absl::Status DoSendSessionParameter(const CallContext& call,
                                       const compiler_gym::SendSessionParameterRequest& request,
                                       compiler_gym::SendSessionParameterReply& reply);
-  // Appends the observations at `indices` of `env`'s state, running `session`'s pending fault
-  // first for a timing observation.
-  absl::Status Observe(const Episode& episode, std::string& pending_fault,
+  // Appends the observations at `indices` of `episode`'s state.
+  absl::Status Observe(const Episode& episode,
                        const google::protobuf::RepeatedField<int32_t>& indices,
                        google::protobuf::RepeatedPtrField<compiler_gym::Event>& out) const;
 

@@ -13,10 +13,8 @@
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/security/server_credentials.h"
-#include "backend/timing/worker_protocol.h"
 
 namespace looptool::service {
-namespace {
 
 void PinAwayFrom(const std::vector<int>& eval_cores) {
   std::vector<int> rest;
@@ -31,6 +29,18 @@ void PinAwayFrom(const std::vector<int>& eval_cores) {
   for (int cpu : rest) CPU_SET(cpu, &set);
   sched_setaffinity(0, sizeof(set), &set);
 }
+
+std::vector<int> DefaultEvalCores() {
+  const std::vector<int> cpus = AllowedCpus();
+  return {cpus.size() > 1 ? cpus.back() : -1};
+}
+
+void EnableHealthAndReflection() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+}
+
+namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -82,31 +92,19 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(config);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<LoopToolServer> s(new LoopToolServer());
-  if (config.workers.cores.empty()) {
-    const std::vector<int> cpus = AllowedCpus();
-    config.workers.cores.push_back(cpus.size() > 1 ? cpus.back() : -1);
-  }
+  if (config.workers.cores.empty()) config.workers.cores = DefaultEvalCores();
   s->eval_cores_ = config.workers.cores;
   config.workers.max_loops = config.service.limits.max_loops;
-  PinAwayFrom(s->eval_cores_);  // threads started from here on inherit it
   absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(config.workers);
   if (!pool.ok()) return pool.status();
   s->pool_ = *std::move(pool);
-
-  ServiceOptions options = config.service;
-  if (config.test_hooks) {
-    WorkerPool* raw = s->pool_.get();
-    options.fault_hook = [raw](const std::string& fault, uint64_t tenant) {
-      return raw->RunFault(fault == "hang" ? WorkerTask::kHang : WorkerTask::kCrash, tenant);
-    };
-  }
-  s->service_ = std::make_unique<LoopToolService>(options, s->pool_);
+  std::shared_ptr<KernelEvaluator> evaluator =
+      config.wrap_evaluator ? config.wrap_evaluator(s->pool_) : s->pool_;
+  s->service_ = std::make_unique<LoopToolService>(config.service, std::move(evaluator));
   s->blocking_pool_ = std::make_unique<ThreadPool>(config.blocking_threads, config.max_queued_calls);
   s->front_end_ = std::make_unique<CallbackFrontEnd>(*s->service_, *s->blocking_pool_,
                                                      config.request_limits, config.auth_token);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(config.bind, ":", config.port),
                            *credentials, &s->port_);
@@ -125,9 +123,11 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.bind, ":", config.port));
   }
-  // Health: SERVING for the server as a whole ("") and for the service by name.
-  s->server_->GetHealthCheckService()->SetServingStatus(
-      compiler_gym::CompilerGymService::service_full_name(), true);
+  // Health (when the binary enabled it): SERVING for the server as a whole ("") and for the
+  // service by name.
+  if (grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService()) {
+    health->SetServingStatus(compiler_gym::CompilerGymService::service_full_name(), true);
+  }
   s->bind_ = config.bind;
   s->reaper_ = std::thread([raw = s.get(), t = config.session_idle_timeout] { raw->ReaperLoop(t); });
   return s;

@@ -3,6 +3,7 @@
 #ifndef LOOPTOOL_SERVICE_SERVER_H_
 #define LOOPTOOL_SERVICE_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,7 +30,9 @@ struct ServerConfig {
   size_t max_queued_calls = 1024;                // beyond this: RESOURCE_EXHAUSTED
   RequestLimits request_limits;                  // per RPC; the transport refuses the largest+
   size_t max_memory_bytes = size_t{1} << 30;     // gRPC's buffers for calls in flight
-  bool test_hooks = false;                       // enables the test.inject_fault parameter
+  // Wraps the kernel evaluator the sessions use (an extension point: tests install a fault
+  // injector around the pool). Null: the pool itself.
+  std::function<std::shared_ptr<KernelEvaluator>(std::shared_ptr<WorkerPool>)> wrap_evaluator;
   // Required of every call when set. A server bound to anything but loopback must have one.
   std::string auth_token;
   // TLS: PEM files of the server's certificate chain and private key; both or neither.
@@ -41,9 +44,10 @@ bool IsLoopback(const std::string& bind);
 
 class LoopToolServer {
  public:
-  // Starts the kernel workers (measuring the peak), pins this process's other threads away
-  // from their cores where there are others, and starts listening. INVALID_ARGUMENT for a
-  // non-loopback bind without an auth token, or unreadable TLS files.
+  // Starts the kernel workers (measuring the peak) and starts listening. It changes nothing
+  // process-wide: the binary's main pins its threads (PinAwayFrom) and turns on gRPC's health
+  // and reflection services (EnableHealthAndReflection) before calling it. INVALID_ARGUMENT for
+  // a non-loopback bind without an auth token, or unreadable TLS files.
   static absl::StatusOr<std::unique_ptr<LoopToolServer>> Start(ServerConfig config);
   ~LoopToolServer();
 
@@ -75,6 +79,16 @@ class LoopToolServer {
 
 // The CPUs this process may run on, in order.
 std::vector<int> AllowedCpus();
+// The kernel worker's core when none is given: the last CPU we may run on (-1, unpinned, when
+// there is only one).
+std::vector<int> DefaultEvalCores();
+// Pins the calling thread, and so the threads it starts from then on, to the allowed CPUs other
+// than `eval_cores` (nothing when no other is left), so the server's own threads never disturb
+// a kernel being timed.
+void PinAwayFrom(const std::vector<int>& eval_cores);
+// gRPC's process-wide switches for the servers built after it: the health service (SERVING for
+// "" and CompilerGymService) and server reflection.
+void EnableHealthAndReflection();
 
 }  // namespace looptool::service
 

@@ -28,7 +28,6 @@ struct Session {
   const std::string benchmark;
   absl::Mutex mu;
   std::unique_ptr<Episode> episode ABSL_GUARDED_BY(mu);  // never null
-  std::string pending_fault ABSL_GUARDED_BY(mu);  // test hook: "crash" | "hang" | ""
 };
 
 class SessionRegistry {

@@ -1,5 +1,6 @@
 // KernelCompiler: LoopTree schedule -> Kernel, through Lower (the plan) and EmitKernel (the
-// code). The one place Xbyak errors become statuses. Keeps one scratch code buffer, so an
+// code). Where the Xbyak errors of schedule kernels become statuses (the peak kernel's own
+// generator, MakePeakKernel, converts its errors itself). Keeps one scratch code buffer, so an
 // instance is not thread-safe: use one per thread.
 #ifndef LOOPTOOL_BACKEND_CODEGEN_COMPILE_H_
 #define LOOPTOOL_BACKEND_CODEGEN_COMPILE_H_

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/ir/printer.h"
+#include "backend/ir/strides.h"
 #include "backend/util/check.h"
 
 namespace looptool {
@@ -14,12 +15,10 @@ AccessPlan PlanAccess(const Program& p, const Access& a) {
   AccessPlan plan;
   plan.tensor = a.tensor;
   plan.stride.assign(p.vars().size(), 0);
-  int64_t dim_stride = 1;
-  const auto& shape = p.tensor(a.tensor).shape;
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    plan.offset += a.index[d].offset * dim_stride;
-    for (const auto& t : a.index[d].terms) plan.stride[t.var] += t.coeff * dim_stride;
-    dim_stride *= shape[d];
+  const std::vector<int64_t> dim_stride = RowMajorStrides(p.tensor(a.tensor).shape);
+  for (size_t d = 0; d < dim_stride.size(); ++d) {
+    plan.offset += a.index[d].offset * dim_stride[d];
+    for (const auto& t : a.index[d].terms) plan.stride[t.var] += t.coeff * dim_stride[d];
   }
   return plan;
 }

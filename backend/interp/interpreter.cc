@@ -4,6 +4,7 @@
 #include <limits>
 #include <random>
 
+#include "backend/ir/strides.h"
 #include "backend/util/check.h"
 
 namespace looptool {
@@ -24,12 +25,10 @@ struct Address {
 Address AccessAddress(const Program& p, const Access& access) {
   Address a;
   a.stride.assign(p.vars().size(), 0);
-  int64_t dim_stride = 1;
-  const auto& shape = p.tensor(access.tensor).shape;
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    a.offset += access.index[d].offset * dim_stride;
-    for (const auto& t : access.index[d].terms) a.stride[t.var] += t.coeff * dim_stride;
-    dim_stride *= shape[d];
+  const std::vector<int64_t> dim_stride = RowMajorStrides(p.tensor(access.tensor).shape);
+  for (size_t d = 0; d < dim_stride.size(); ++d) {
+    a.offset += access.index[d].offset * dim_stride[d];
+    for (const auto& t : access.index[d].terms) a.stride[t.var] += t.coeff * dim_stride[d];
   }
   return a;
 }
@@ -38,11 +37,10 @@ Address AccessAddress(const Program& p, const Access& access) {
 Address DenseAddress(const Program& p, const std::vector<int>& vars) {
   Address a;
   a.stride.assign(p.vars().size(), 0);
-  int64_t s = 1;
-  for (int i = static_cast<int>(vars.size()) - 1; i >= 0; --i) {
-    a.stride[vars[i]] = s;
-    s *= p.var(vars[i]).extent;
-  }
+  std::vector<int64_t> extents;
+  for (int v : vars) extents.push_back(p.var(v).extent);
+  const std::vector<int64_t> strides = RowMajorStrides(extents);
+  for (size_t i = 0; i < vars.size(); ++i) a.stride[vars[i]] = strides[i];
   return a;
 }
 

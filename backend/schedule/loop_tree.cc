@@ -127,7 +127,6 @@ bool LoopTree::operator==(const LoopTree& o) const {
 void LoopTree::BuildTreeView() {
   nodes_.clear();
   compute_refs_.assign(schedules_.size(), {});
-  write_refs_.assign(schedules_.size(), {});
   shared_.assign(schedules_.size(), 0);
   num_loops_ = 0;
   int next_id = static_cast<int>(program_->InputTensors().size());  // reads are %0..%(n-1)
@@ -148,7 +147,6 @@ void LoopTree::BuildTreeView() {
     ++num_loops_;
     const int ref = static_cast<int>(nodes_.size()) - 1;
     if (in_c) compute_refs_[stmt].push_back(ref);
-    if (in_w) write_refs_[stmt].push_back(ref);
     return ref;
   };
   auto push_leaf = [&](int stmt, TreeNode::Leaf leaf, int parent, int depth) {

@@ -60,7 +60,9 @@ struct TreeNode {
   int order_depth = 0;      // index in the order(s) the loop belongs to
   bool in_compute = false;  // the loop is compute[order_depth]
   bool in_write = false;    // the loop is write[order_depth] (both when shared)
-  int64_t iterations = 0;   // times the loop starts an iteration over a whole run
+  // loop.size times the enclosing loop's `iterations` (1 for a root): the product of `size`
+  // over the loop and every loop around it; tails (partial iterations) are not counted.
+  int64_t iterations = 0;
   // Leaves only.
   Leaf leaf = Leaf::kCombine;
   int node_id = 0;  // the `%id` of the operation
@@ -94,9 +96,8 @@ class LoopTree {
   const std::vector<TreeNode>& nodes() const { return nodes_; }
   int num_loops() const { return num_loops_; }
   int cursor_ref() const { return ComputeLoopRef(cursor_.statement, cursor_.depth); }
-  // TreeRef of compute[depth] / write[depth] of a statement.
+  // TreeRef of compute[depth] of a statement.
   int ComputeLoopRef(int stmt, int depth) const { return compute_refs_[stmt][depth]; }
-  int WriteLoopRef(int stmt, int depth) const { return write_refs_[stmt][depth]; }
   // Number of leading loops the statement's compute and write nests share.
   int SharedDepth(int stmt) const { return shared_[stmt]; }
   // All compute loops in cursor order (statement by statement, outermost first).
@@ -116,7 +117,7 @@ class LoopTree {
   Cursor cursor_;
   // Derived.
   std::vector<TreeNode> nodes_;
-  std::vector<std::vector<int>> compute_refs_, write_refs_;
+  std::vector<std::vector<int>> compute_refs_;
   std::vector<int> shared_;
   int num_loops_ = 0;
 };

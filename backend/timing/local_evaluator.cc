@@ -1,7 +1,5 @@
 #include "backend/timing/local_evaluator.h"
 
-#include <time.h>
-
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -12,15 +10,6 @@
 #include "backend/timing/peak.h"
 
 namespace looptool {
-namespace {
-
-double Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-}  // namespace
 
 LocalEvaluator::LocalEvaluator(Options options)
     : options_(options), compiler_(options.isa, options.codegen) {}
@@ -71,12 +60,12 @@ absl::StatusOr<Measurement> LocalEvaluator::Measure(const LoopTree& tree) {
   if (schedules_.size() >= options_.max_cached_schedules) schedules_.clear();
 
   ProgramData& program = ProgramFor(tree);
-  const double t0 = Now();
+  const double t0 = MonotonicSeconds();
   absl::StatusOr<Kernel> kernel = compiler_.Compile(tree);
-  const double t1 = Now();
+  const double t1 = MonotonicSeconds();
   absl::Status verified = kernel.ok() ? VerifyKernel(*kernel, tree, program.reference, program.scratch)
                                       : kernel.status();
-  const double t2 = Now();
+  const double t2 = MonotonicSeconds();
   absl::StatusOr<Measurement> result = Measurement{};
   if (!verified.ok()) {
     result = verified;
@@ -93,7 +82,7 @@ absl::StatusOr<Measurement> LocalEvaluator::Measure(const LoopTree& tree) {
     result = Measurement{t.min_seconds,
                          static_cast<double>(tree.program().Flops()) / t.min_seconds * 1e-9};
   }
-  const double t3 = Now();
+  const double t3 = MonotonicSeconds();
   ++stats_.measured;
   stats_.compile_seconds += t1 - t0;
   stats_.verify_seconds += t2 - t1;

@@ -1,34 +1,29 @@
 #include "backend/timing/measure.h"
 
-#include <time.h>
-
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 namespace looptool {
-namespace {
 
-double Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+double MonotonicSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
-}  // namespace
-
 TimingResult MeasureRuns(const std::function<void()>& run, const TimingOptions& options) {
-  const double warm_end = Now() + options.warmup_seconds;
+  const double warm_end = MonotonicSeconds() + options.warmup_seconds;
   do {
     run();
-  } while (Now() < warm_end);
+  } while (MonotonicSeconds() < warm_end);
 
   std::vector<double> times;
   double total = 0;
   while ((total < options.budget_seconds || static_cast<int64_t>(times.size()) < options.min_runs) &&
          static_cast<int64_t>(times.size()) < options.max_runs) {
-    const double start = Now();
+    const double start = MonotonicSeconds();
     run();
-    const double t = Now() - start;
+    const double t = MonotonicSeconds() - start;
     times.push_back(t);
     total += t;
     if (times.size() == 1 && t > options.give_up_above_seconds) break;

@@ -27,6 +27,10 @@ struct TimingResult {
 
 TimingResult MeasureRuns(const std::function<void()>& run, const TimingOptions& options = {});
 
+// Seconds on the monotonic clock (std::chrono::steady_clock) since an arbitrary origin: only
+// differences mean anything. The clock of every interval the timing code measures.
+double MonotonicSeconds();
+
 }  // namespace looptool
 
 #endif  // LOOPTOOL_BACKEND_TIMING_MEASURE_H_

@@ -16,27 +16,11 @@
 #include "backend/timing/local_evaluator.h"
 #include "backend/timing/worker_protocol.h"
 #include "backend/util/limits.h"
-#include "xbyak/xbyak.h"
 
 namespace looptool {
 namespace {
 
 constexpr char kWorkerFlag[] = "--looptool_worker";
-
-// The test hooks' faulty kernels, JIT-compiled like every other kernel.
-struct CrashKernel : Xbyak::CodeGenerator {
-  CrashKernel() {
-    xor_(eax, eax);
-    mov(dword[rax], 1);  // store to address 0: SIGSEGV
-    ret();
-  }
-};
-struct HangKernel : Xbyak::CodeGenerator {
-  HangKernel() {
-    L("spin");
-    jmp("spin");  // never returns
-  }
-};
 
 absl::StatusOr<WorkerArgs> ParseArgs(int argc, char** argv) {
   WorkerArgs a;
@@ -57,24 +41,22 @@ absl::StatusOr<WorkerArgs> ParseArgs(int argc, char** argv) {
   return a;
 }
 
-WorkerReply Serve(const WorkerRequest& request, LocalEvaluator& evaluator, const Limits& limits) {
+WorkerReply Serve(const WorkerRequest& request, LocalEvaluator& evaluator, const Limits& limits,
+                  const WorkerExtension& extension) {
   WorkerReply reply;
   switch (request.task) {
     case WorkerTask::kPeak:
       reply.measurement.gflops = evaluator.PeakGflops();
       break;
-    case WorkerTask::kCrash: {
-      CrashKernel k;
-      k.getCode<void (*)()>()();
+    case WorkerTask::kExtension:
+      if (!extension) {
+        reply.status = absl::UnimplementedError("this kernel worker has no extension");
+        break;
+      }
+      reply = extension(request.payload);
       break;
-    }
-    case WorkerTask::kHang: {
-      HangKernel k;
-      k.getCode<void (*)()>()();
-      break;
-    }
     case WorkerTask::kMeasure: {
-      absl::StatusOr<LoopTree> tree = ParseIr(request.ir, limits);
+      absl::StatusOr<LoopTree> tree = ParseIr(request.payload, limits);
       if (!tree.ok()) {
         reply.status = tree.status();
         break;
@@ -99,7 +81,8 @@ std::vector<std::string> WorkerArgs::ToArgv() const {
           absl::StrCat("--max_loops=", max_loops)};
 }
 
-std::optional<int> MaybeRunKernelWorker(int argc, char** argv) {
+std::optional<int> MaybeRunKernelWorker(int argc, char** argv,
+                                        const WorkerExtension& extension) {
   if (argc < 2 || std::strcmp(argv[1], kWorkerFlag) != 0) return std::nullopt;
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the pool
   absl::StatusOr<WorkerArgs> args = ParseArgs(argc, argv);
@@ -128,7 +111,7 @@ std::optional<int> MaybeRunKernelWorker(int argc, char** argv) {
     absl::StatusOr<WorkerRequest> request = DecodeRequest(*frame);
     WorkerReply reply;
     if (request.ok()) {
-      reply = Serve(*request, evaluator, limits);
+      reply = Serve(*request, evaluator, limits, extension);
     } else {
       reply.status = request.status();
     }

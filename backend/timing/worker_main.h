@@ -4,9 +4,13 @@
 #ifndef LOOPTOOL_BACKEND_TIMING_WORKER_MAIN_H_
 #define LOOPTOOL_BACKEND_TIMING_WORKER_MAIN_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "absl/strings/string_view.h"
+#include "backend/timing/worker_protocol.h"
 
 namespace looptool {
 
@@ -20,10 +24,15 @@ struct WorkerArgs {
   std::vector<std::string> ToArgv() const;
 };
 
+// Work a binary's kernel workers do for WorkerTask::kExtension requests, given the payload (a
+// test binary's fault injector runs crashing and hanging kernels so).
+using WorkerExtension = std::function<WorkerReply(absl::string_view payload)>;
+
 // If argv is a worker invocation (its first argument is --looptool_worker), runs the worker
 // until the pool closes the socket and returns the process's exit code; nullopt otherwise.
 // Every binary that creates a WorkerPool calls this first thing in main().
-std::optional<int> MaybeRunKernelWorker(int argc, char** argv);
+std::optional<int> MaybeRunKernelWorker(int argc, char** argv,
+                                        const WorkerExtension& extension = nullptr);
 
 }  // namespace looptool
 

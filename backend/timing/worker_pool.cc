@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend/ir/printer.h"
@@ -221,15 +223,17 @@ absl::StatusOr<Measurement> WorkerPool::MeasureFor(const LoopTree& tree, uint64_
     }
   }
   if (options_.max_kernel_seconds > 0) {
+    // A kernel estimated to outlast the hang deadline would only be killed there.
+    const double budget = std::min(options_.max_kernel_seconds, options_.deadline_seconds);
     const double estimate = EstimateEvaluationSeconds(tree.program());
-    if (estimate > options_.max_kernel_seconds) {
+    if (estimate > budget) {
       absl::MutexLock lock(&mu_);
       ++stats_.refused;
       return absl::ResourceExhaustedError(absl::StrFormat(
           "Kernel too costly to evaluate on this server: %.3g GFLOP per run, an estimated %.1f s "
-          "to verify and time, over the per-kernel budget of %.1f s (--max_kernel_seconds)",
-          static_cast<double>(tree.program().Flops()) * 1e-9, estimate,
-          options_.max_kernel_seconds));
+          "to verify and time, over the per-kernel budget of %.1f s (--max_kernel_seconds, at "
+          "most --eval_deadline)",
+          static_cast<double>(tree.program().Flops()) * 1e-9, estimate, budget));
     }
   }
   absl::StatusOr<WorkerReply> reply = Call({WorkerTask::kMeasure, PrintIr(tree)}, tenant);
@@ -252,8 +256,8 @@ absl::StatusOr<Measurement> WorkerPool::MeasureFor(const LoopTree& tree, uint64_
   return result;
 }
 
-absl::Status WorkerPool::RunFault(WorkerTask fault, uint64_t tenant) {
-  absl::StatusOr<WorkerReply> reply = Call({fault, ""}, tenant);
+absl::Status WorkerPool::RunExtension(std::string payload, uint64_t tenant) {
+  absl::StatusOr<WorkerReply> reply = Call({WorkerTask::kExtension, std::move(payload)}, tenant);
   if (!reply.ok()) return reply.status();
   return reply->status;
 }

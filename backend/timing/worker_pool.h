@@ -36,7 +36,8 @@ class WorkerPool : public KernelEvaluator {
     double budget_ms = 10;           // timing budget per new schedule
     int max_loops = 16;              // the loop trees callers send may have this many loops
     double deadline_seconds = 30;    // a request still running after this is a hang
-    double max_kernel_seconds = 10;  // refuse kernels estimated to cost more (0: no bound)
+    double max_kernel_seconds = 10;  // refuse kernels estimated to cost more (0: no bound);
+                                     // never more than deadline_seconds
     size_t max_cached = 1 << 16;     // cached results (cleared when full)
     std::string executable = "/proc/self/exe";  // a binary that calls MaybeRunKernelWorker
     double monitor_period_seconds = 1;  // how often idle workers are checked for life
@@ -60,9 +61,10 @@ class WorkerPool : public KernelEvaluator {
   absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override;
   double PeakGflops() override { return peak_gflops_; }
 
-  // Test hook: has a worker run a faulty kernel (WorkerTask::kCrash or kHang) and returns the
-  // status that request got (INTERNAL or DEADLINE_EXCEEDED), the worker then being replaced.
-  absl::Status RunFault(WorkerTask fault, uint64_t tenant = 0);
+  // Has a worker run its binary's WorkerExtension on `payload` (queued as `tenant`) and returns
+  // the reply's status, or INTERNAL / DEADLINE_EXCEEDED when the worker crashed or hung (it is
+  // then replaced). Not cached. UNIMPLEMENTED from workers with no extension.
+  absl::Status RunExtension(std::string payload, uint64_t tenant = 0);
 
   Stats stats() const;
   int num_workers() const { return static_cast<int>(workers_.size()); }

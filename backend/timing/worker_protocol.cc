@@ -48,7 +48,7 @@ absl::Status ReadExactly(int fd, char* out, size_t n, int64_t deadline) {
 }  // namespace
 
 std::string EncodeRequest(const WorkerRequest& request) {
-  return absl::StrCat(std::string(1, static_cast<char>(request.task)), request.ir);
+  return absl::StrCat(std::string(1, static_cast<char>(request.task)), request.payload);
 }
 
 absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
@@ -57,11 +57,10 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
   switch (frame[0]) {
     case 'M': r.task = WorkerTask::kMeasure; break;
     case 'P': r.task = WorkerTask::kPeak; break;
-    case 'C': r.task = WorkerTask::kCrash; break;
-    case 'H': r.task = WorkerTask::kHang; break;
+    case 'X': r.task = WorkerTask::kExtension; break;
     default: return absl::InvalidArgumentError("unknown worker task");
   }
-  r.ir = std::string(frame.substr(1));
+  r.payload = std::string(frame.substr(1));
   return r;
 }
 

@@ -12,13 +12,14 @@
 
 namespace looptool {
 
-// What the worker is asked to do. kCrash and kHang run a deliberately faulty JIT'd kernel (a
-// store to address 0, an endless loop); the server only sends them with --test_hooks.
-enum class WorkerTask : char { kMeasure = 'M', kPeak = 'P', kCrash = 'C', kHang = 'H' };
+// What the worker is asked to do. kExtension goes to the WorkerExtension its binary installed
+// (tests install a fault injector; production binaries none: UNIMPLEMENTED).
+enum class WorkerTask : char { kMeasure = 'M', kPeak = 'P', kExtension = 'X' };
 
 struct WorkerRequest {
   WorkerTask task = WorkerTask::kMeasure;
-  std::string ir;  // kMeasure: PrintIr of the loop tree (program and schedule)
+  // kMeasure: PrintIr of the loop tree (program and schedule); kExtension: its argument.
+  std::string payload;
 };
 
 // The worker's answer: a Measurement, or the status that replaced it. kPeak answers with the

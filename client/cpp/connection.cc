@@ -3,10 +3,39 @@
 #include <sys/random.h>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 
 namespace looptool::client {
+namespace {
+
+// The channel's default service config: gRPC retries UNAVAILABLE for every method but Step (see
+// connection.h for why). maxAttempts counts the first attempt; gRPC draws each wait at random
+// below the current backoff (50, 100, 200 ms, at most 400 ms).
+constexpr char kRetryServiceConfig[] = R"json({
+  "methodConfig": [{
+    "name": [
+      {"service": "compiler_gym.CompilerGymService", "method": "GetVersion"},
+      {"service": "compiler_gym.CompilerGymService", "method": "GetSpaces"},
+      {"service": "compiler_gym.CompilerGymService", "method": "StartSession"},
+      {"service": "compiler_gym.CompilerGymService", "method": "ForkSession"},
+      {"service": "compiler_gym.CompilerGymService", "method": "EndSession"},
+      {"service": "compiler_gym.CompilerGymService", "method": "AddBenchmark"},
+      {"service": "compiler_gym.CompilerGymService", "method": "SendSessionParameter"}
+    ],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.05s",
+      "maxBackoff": "0.4s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+})json";
+
+}  // namespace
 
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
@@ -35,6 +64,11 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Connect(const std::strin
   c->client_id_ = absl::StrCat(absl::Hex(id[0], absl::kZeroPad16), absl::Hex(id[1], absl::kZeroPad16));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
+  // Retries are on by default in gRPC 1.51; say so, and keep a config the server's name might
+  // resolve to (DNS TXT records) from replacing ours.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
+  args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
+  args.SetServiceConfigJSON(kRetryServiceConfig);
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!options.tls_root_certs.empty()) {
     grpc::SslCredentialsOptions ssl;

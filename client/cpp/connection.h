@@ -1,7 +1,17 @@
 // Connection: a channel to a LoopTool (or any CompilerGym-protocol) server, with the spaces it
 // declared and a deadline on every call. Calls wait for the channel to (re)connect within their
-// deadline instead of failing at once, so a restarted server or a dropped connection is ridden
-// out. Shared by every Env of one client; thread-safe.
+// deadline instead of failing at once (wait_for_ready), so a restarted server or a dropped
+// connection is ridden out. Shared by every Env of one client; thread-safe.
+//
+// Retries are gRPC's, set by the channel's service config (kRetryServiceConfig in the .cc): a
+// call that fails UNAVAILABLE (a connection that broke under it, a server that restarted) is
+// sent again, up to 4 attempts in all with backoff from 50 ms to 400 ms, within its deadline.
+// That policy covers GetVersion, GetSpaces, StartSession, ForkSession, EndSession, AddBenchmark
+// and SendSessionParameter, and never Step: a step applies actions and must not run twice.
+// StartSession and ForkSession do retry: in the rare case that the connection broke after the
+// server ran the call, the orphaned session is reaped as idle, a smaller harm than failing every
+// first call after a server restart. (gRPC also retries, transparently, any call that never
+// reached the server, Step included.)
 #ifndef LOOPTOOL_CLIENT_CPP_CONNECTION_H_
 #define LOOPTOOL_CLIENT_CPP_CONNECTION_H_
 
@@ -44,25 +54,12 @@ class Connection {
   const std::string& address() const { return address_; }
   const compiler_gym::GetSpacesReply& spaces() const { return spaces_; }
 
-  // Runs `call(context)` (a stub call returning grpc::Status) with a fresh context per attempt.
-  // With `retry`, an UNAVAILABLE answer (a connection that broke under the call, a server that
-  // restarted) is tried again, up to 3 times with backoff; calls that must not run twice (a step
-  // that applies actions) pass false. StartSession and ForkSession do retry: in the rare case
-  // that the connection broke after the server ran the call, the orphaned session is reaped as
-  // idle, a smaller harm than failing every first call after a server restart.
+  // Runs `call(context)` (a stub call returning grpc::Status) with a context from Context():
+  // the default call timeout, or `timeout` when given. Retrying is the channel's (see above).
   template <typename Call>
-  absl::Status Invoke(Call call, bool retry = true,
-                      absl::Duration timeout = absl::ZeroDuration()) const {
-    grpc::Status s;
-    for (int attempt = 0;; ++attempt) {
-      auto ctx = Context(timeout == absl::ZeroDuration() ? call_timeout_ : timeout);
-      s = call(ctx.get());
-      if (s.ok() || !retry || s.error_code() != grpc::StatusCode::UNAVAILABLE || attempt == 3) {
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(50) * (1 << attempt));
-    }
-    return FromGrpc(s);
+  absl::Status Invoke(Call call, absl::Duration timeout = absl::ZeroDuration()) const {
+    auto ctx = Context(timeout == absl::ZeroDuration() ? call_timeout_ : timeout);
+    return FromGrpc(call(ctx.get()));
   }
 
   // The timeout of a call that must end by `deadline` (at most the default call timeout).

@@ -1,8 +1,22 @@
 #include "client/cpp/env.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace looptool::client {
+
+const Value* StepResult::Find(absl::string_view name) const {
+  for (size_t i = 0; i < names.size() && i < observations.size(); ++i) {
+    if (names[i] == name) return &observations[i];
+  }
+  return nullptr;
+}
+
+absl::StatusOr<Value> StepResult::Get(absl::string_view name) const {
+  if (const Value* v = Find(name)) return *v;
+  return absl::NotFoundError(absl::StrCat("the step did not ask for observation '", name,
+                                          "' (it asked for: ", absl::StrJoin(names, ", "), ")"));
+}
 
 Env::Env(std::shared_ptr<Connection> connection, int64_t session, std::string benchmark,
          std::string action_space, std::shared_ptr<const std::vector<std::string>> action_names)
@@ -98,10 +112,11 @@ absl::StatusOr<StepResult> Env::Step(const std::vector<int>& actions,
   compiler_gym::StepReply reply;
   absl::Status s = connection_->Invoke(
       [&](grpc::ClientContext* ctx) { return connection_->stub().Step(ctx, request, &reply); },
-      /*retry=*/actions.empty(), connection_->TimeoutUntil(deadline_));
+      connection_->TimeoutUntil(deadline_));
   if (!s.ok()) return s;
   StepResult result;
   result.action_had_no_effect = reply.action_had_no_effect();
+  result.names = observations;
   for (const compiler_gym::Event& e : reply.observation()) {
     absl::StatusOr<Value> v = FromEvent(e);
     if (!v.ok()) return v.status();
@@ -137,7 +152,7 @@ absl::StatusOr<Env> Env::Fork() const {
   compiler_gym::ForkSessionReply reply;
   absl::Status s = connection_->Invoke(
       [&](grpc::ClientContext* ctx) { return connection_->stub().ForkSession(ctx, request, &reply); },
-      /*retry=*/true, connection_->TimeoutUntil(deadline_));
+      connection_->TimeoutUntil(deadline_));
   if (!s.ok()) return s;
   Env fork(connection_, reply.session_id(), benchmark_, action_space_, action_names_);
   fork.deadline_ = deadline_;
@@ -152,7 +167,7 @@ absl::Status Env::Close() {
   compiler_gym::EndSessionReply reply;
   return connection_->Invoke(
       [&](grpc::ClientContext* ctx) { return connection_->stub().EndSession(ctx, request, &reply); },
-      /*retry=*/true, absl::Seconds(5));
+      absl::Seconds(5));
 }
 
 int Env::ActionIndex(const std::string& name) const {

@@ -9,14 +9,25 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "client/cpp/connection.h"
 #include "client/cpp/value.h"
 
 namespace looptool::client {
 
+// What a step returns: whether the actions changed anything, and the observations asked for,
+// looked up by name.
 struct StepResult {
   bool action_had_no_effect = true;  // all actions changed nothing
-  std::vector<Value> observations;   // in the order asked for
+  std::vector<std::string> names;    // the observations asked for, in that order
+  std::vector<Value> observations;   // observations[i] is names[i]
+
+  // The observation `name`, or nullptr when the step did not ask for it. Env::Step returns a
+  // value for every name it was asked for, so those are never null.
+  const Value* Find(absl::string_view name) const;
+  // The same as a copy; NOT_FOUND, naming those asked for, when the step did not ask for it.
+  absl::StatusOr<Value> Get(absl::string_view name) const;
 };
 
 class Env {

@@ -76,7 +76,8 @@ struct Connected {
   std::shared_ptr<Connection> connection;
 };
 
-absl::StatusOr<Connected> Connect(bool quiet) {
+// Starts the embedded server when no --server was given, then connects to whichever.
+absl::StatusOr<Connected> Connect() {
   Connected c;
   std::string address = absl::GetFlag(FLAGS_server);
   if (address.empty()) {
@@ -88,15 +89,14 @@ absl::StatusOr<Connected> Connect(bool quiet) {
       if (!absl::SimpleAtoi(cpu, &n)) return absl::InvalidArgumentError("bad --eval_cores");
       config.workers.cores.push_back(n);
     }
+    // This process's threads (the search, gRPC's) stay off the kernel worker's core.
+    if (config.workers.cores.empty()) config.workers.cores = service::DefaultEvalCores();
+    service::PinAwayFrom(config.workers.cores);
     absl::StatusOr<std::unique_ptr<service::LoopToolServer>> server =
         service::LoopToolServer::Start(config);
     if (!server.ok()) return server.status();
     c.embedded = *std::move(server);
     address = c.embedded->address();
-    if (!quiet) {
-      std::fprintf(stderr, "embedded server on %s, kernel worker on cpu %d\n", address.c_str(),
-                   c.embedded->eval_cores()[0]);
-    }
   }
   ConnectionOptions options;
   if (const std::string file = absl::GetFlag(FLAGS_auth_token_file); !file.empty()) {
@@ -123,27 +123,43 @@ absl::StatusOr<Connected> Connect(bool quiet) {
   return c;
 }
 
-// A URI, a bare mmM_N_K, or a program file (added to the server as benchmark://user-v0/<stem>).
-absl::StatusOr<Env> StartBenchmark(std::shared_ptr<Connection> connection, std::string& uri) {
+// Says where the embedded server runs (nothing when there is none).
+void ReportEmbedded(const Connected& c) {
+  if (c.embedded == nullptr) return;
+  std::fprintf(stderr, "embedded server on %s, kernel worker on cpu %d\n",
+               c.embedded->address().c_str(), c.embedded->eval_cores()[0]);
+}
+
+struct Started {
+  Env env;
+  std::string uri;  // the benchmark the session runs
+};
+
+// A session on --benchmark: a URI, a bare mmM_N_K, or a program file (added to the server as
+// benchmark://user-v0/<stem>).
+absl::StatusOr<Started> StartBenchmark(std::shared_ptr<Connection> connection) {
   const std::string arg = absl::GetFlag(FLAGS_benchmark);
   const std::string space = absl::GetFlag(FLAGS_action_space);
+  std::string uri;
+  absl::StatusOr<Env> env;
   if (absl::StartsWith(arg, "benchmark://")) {
     uri = arg;
-    return Env::Start(connection, uri, space);
-  }
-  if (std::filesystem::is_regular_file(arg)) {
+    env = Env::Start(connection, uri, space);
+  } else if (std::filesystem::is_regular_file(arg)) {
     std::ifstream in(arg);
     std::stringstream text;
     text << in.rdbuf();
     uri = "benchmark://user-v0/" + std::filesystem::path(arg).stem().string();
-    return Env::StartProgram(connection, uri, text.str(), space);
-  }
-  if (absl::StartsWith(arg, "mm")) {
+    env = Env::StartProgram(connection, uri, text.str(), space);
+  } else if (absl::StartsWith(arg, "mm")) {
     uri = datasets::Uri("mm64_256_16_range-v0", arg);
-    return Env::Start(connection, uri, space);
+    env = Env::Start(connection, uri, space);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--benchmark '", arg, "' is neither a benchmark:// URI, an mmM_N_K name, nor a file"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--benchmark '", arg, "' is neither a benchmark:// URI, an mmM_N_K name, nor a file"));
+  if (!env.ok()) return env.status();
+  return Started{*std::move(env), std::move(uri)};
 }
 
 std::string Indent(const std::string& text) {
@@ -161,14 +177,18 @@ int Fail(const absl::Status& s) {
 
 int Tune() {
   const bool as_json = absl::GetFlag(FLAGS_json);
-  absl::StatusOr<Connected> c = Connect(as_json);
+  absl::StatusOr<SearchSpec> search = ParseSearch(absl::GetFlag(FLAGS_search));
+  if (!search.ok()) return Fail(search.status());
+  const std::string search_name = search->Name();
+  absl::StatusOr<Connected> c = Connect();
   if (!c.ok()) return Fail(c.status());
-  std::string uri;
-  absl::StatusOr<Env> env = StartBenchmark(c->connection, uri);
-  if (!env.ok()) return Fail(env.status());
+  if (!as_json) ReportEmbedded(*c);
+  absl::StatusOr<Started> started = StartBenchmark(c->connection);
+  if (!started.ok()) return Fail(started.status());
+  const std::string& uri = started->uri;
 
   SearchOptions options;
-  options.algorithm = absl::GetFlag(FLAGS_search);
+  options.search = *search;
   options.time_limit_seconds = absl::GetFlag(FLAGS_time_limit);
   options.seed = absl::GetFlag(FLAGS_seed);
   const bool tty = isatty(STDERR_FILENO);
@@ -177,18 +197,18 @@ int Tune() {
     if (p.elapsed_seconds - last_print < (tty ? 0.1 : 2.0)) return;
     last_print = p.elapsed_seconds;
     std::fprintf(stderr, "%s%s: best %.1f GFLOPS (%.1f%% of peak) | %lld states | %.1f s%s",
-                 tty ? "\r" : "", options.algorithm.c_str(), p.best_gflops,
+                 tty ? "\r" : "", search_name.c_str(), p.best_gflops,
                  100 * p.best_gflops / p.peak_gflops,
                  static_cast<long long>(p.states_evaluated), p.elapsed_seconds,
                  tty ? "   " : "\n");
   };
-  absl::StatusOr<SearchResult> r = Search(*env, options);
+  absl::StatusOr<SearchResult> r = Search(started->env, options);
   if (tty) std::fprintf(stderr, "\n");
   if (!r.ok()) return Fail(r.status());
   const double speedup = r->start_gflops > 0 ? r->gflops / r->start_gflops : 0;
   if (as_json) {
     json j = {{"benchmark", uri},
-              {"search", options.algorithm},
+              {"search", search_name},
               {"actions", r->actions},
               {"loop_tree", r->loop_tree},
               {"ir", r->ir},
@@ -203,7 +223,7 @@ int Tune() {
     return 0;
   }
   std::printf("benchmark  %s\n", uri.c_str());
-  std::printf("search     %s: %lld states evaluated in %.1f s\n", options.algorithm.c_str(),
+  std::printf("search     %s: %lld states evaluated in %.1f s\n", search_name.c_str(),
               static_cast<long long>(r->states_evaluated), r->seconds);
   std::printf("start      %8.2f GFLOPS  %5.1f%% of peak\n", r->start_gflops,
               100 * r->start_gflops / r->peak_gflops);
@@ -217,28 +237,32 @@ int Tune() {
 
 int Eval() {
   const bool as_json = absl::GetFlag(FLAGS_json);
-  absl::StatusOr<Connected> c = Connect(as_json);
+  absl::StatusOr<Connected> c = Connect();
   if (!c.ok()) return Fail(c.status());
-  std::string uri;
-  absl::StatusOr<Env> env = StartBenchmark(c->connection, uri);
-  if (!env.ok()) return Fail(env.status());
-  absl::StatusOr<StepResult> start = env->Step({}, {"flops", "peak_gflops"});
+  if (!as_json) ReportEmbedded(*c);
+  absl::StatusOr<Started> started = StartBenchmark(c->connection);
+  if (!started.ok()) return Fail(started.status());
+  const std::string& uri = started->uri;
+  Env& env = started->env;
+  absl::StatusOr<StepResult> start = env.Step({}, {"flops", "peak_gflops"});
   if (!start.ok()) return Fail(start.status());
   const std::vector<std::string> actions =
       absl::StrSplit(absl::GetFlag(FLAGS_actions), ',', absl::SkipEmpty());
   std::vector<bool> effect;
   for (const std::string& a : actions) {
-    absl::StatusOr<StepResult> r = env->StepNamed({a});
+    absl::StatusOr<StepResult> r = env.StepNamed({a});
     if (!r.ok()) return Fail(r.status());
     effect.push_back(!r->action_had_no_effect);
   }
-  absl::StatusOr<StepResult> end = env->Step({}, {"loop_tree", "flops", "ir"});
+  absl::StatusOr<StepResult> end = env.Step({}, {"loop_tree", "flops", "ir"});
   if (!end.ok()) return Fail(end.status());
-  const double g0 = start->observations[0].number, peak = start->observations[1].number;
-  const double g = end->observations[1].number;
+  // Step returns every observation it was asked for, so these are never null.
+  const double g0 = start->Find("flops")->number, peak = start->Find("peak_gflops")->number;
+  const double g = end->Find("flops")->number;
+  const std::string& loop_tree = end->Find("loop_tree")->text;
   if (as_json) {
     json j = {{"benchmark", uri}, {"actions", actions}, {"had_effect", effect},
-              {"loop_tree", end->observations[0].text}, {"ir", end->observations[2].text},
+              {"loop_tree", loop_tree}, {"ir", end->Find("ir")->text},
               {"gflops", g}, {"start_gflops", g0}, {"peak_gflops", peak},
               {"speedup", g0 > 0 ? g / g0 : 0}};
     std::cout << j.dump() << "\n";
@@ -251,7 +275,7 @@ int Eval() {
   std::printf("start      %8.2f GFLOPS  %5.1f%% of peak\n", g0, 100 * g0 / peak);
   std::printf("result     %8.2f GFLOPS  %5.1f%% of peak  %.2fx the start\n", g, 100 * g / peak,
               g0 > 0 ? g / g0 : 0);
-  std::printf("loop tree\n%s", Indent(end->observations[0].text).c_str());
+  std::printf("loop tree\n%s", Indent(loop_tree).c_str());
   return 0;
 }
 

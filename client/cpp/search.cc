@@ -5,8 +5,10 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -26,6 +28,16 @@ struct Node {
 
 const std::vector<std::string> kObservations = {"ir", "loop_tree", "flops", "action_mask"};
 
+// A state reached by an action: its node, and whether it was never seen before (a seen one comes
+// from the cache, with the new path, and is not counted again).
+struct Reached {
+  Node node;
+  bool is_new = false;
+};
+
+// Whether Expand() returns children already visited (from the cache) or only new ones.
+enum class SeenChildren { kSkip, kInclude };
+
 // State shared by every algorithm: the clock, the visited states, the best one, the progress.
 class Searcher {
  public:
@@ -43,8 +55,10 @@ class Searcher {
     observations.push_back("peak_gflops");
     absl::StatusOr<StepResult> r = env->Step({}, observations);
     if (!r.ok()) return r.status();
-    progress_.peak_gflops = r->observations.back().number;
-    root_ = ToNode({}, *r);
+    progress_.peak_gflops = r->Find("peak_gflops")->number;
+    absl::StatusOr<Node> root = ToNode({}, *r);
+    if (!root.ok()) return root.status();
+    root_ = *std::move(root);
     visited_.emplace(root_.ir, root_);
     best_ = root_;
     Report();
@@ -73,49 +87,46 @@ class Searcher {
     return env;
   }
 
-  // Applies `action` to `env` (in `parent`'s state) and returns the node it reaches; `is_new`
-  // says whether the state was never seen before (a seen one comes from the cache, with this
-  // path, and is not counted again). The kernel of a new state is measured; one that fails to
-  // compile, verify or run scores 0.
-  absl::StatusOr<Node> Advance(Env& env, const Node& parent, int action, bool& is_new) {
+  // Applies `action` to `env` (in `parent`'s state) and returns the state it reaches. The
+  // kernel of a new state is measured; one that fails to compile, verify or run scores 0.
+  absl::StatusOr<Reached> Advance(Env& env, const Node& parent, int action) {
     std::vector<int> path = parent.path;
     path.push_back(action);
     absl::StatusOr<StepResult> r = env.Step({action}, kObservations);
     if (!r.ok()) {
       if (Expired()) return r.status();
       // The action was applied; only the measurement failed. Look at the state without it.
-      absl::StatusOr<StepResult> plain = env.Step({}, {"ir", "loop_tree", "action_mask"});
-      if (!plain.ok()) return plain.status();
-      plain->observations.insert(plain->observations.begin() + 2, Value{Value::Kind::kDouble});
-      r = std::move(plain);
+      r = env.Step({}, {"ir", "loop_tree", "action_mask"});
+      if (!r.ok()) return r.status();
     }
-    Node node = ToNode(std::move(path), *r);
-    auto [it, inserted] = visited_.emplace(node.ir, node);
-    is_new = inserted;
+    absl::StatusOr<Node> node = ToNode(std::move(path), *r);
+    if (!node.ok()) return node.status();
+    auto [it, inserted] = visited_.emplace(node->ir, *node);
     if (!inserted) {
       Node seen = it->second;
-      seen.path = std::move(node.path);
-      return seen;
+      seen.path = std::move(node->path);
+      return Reached{std::move(seen), /*is_new=*/false};
     }
     ++progress_.states_evaluated;
-    if (node.gflops > best_.gflops) best_ = node;
+    if (node->gflops > best_.gflops) best_ = *node;
     Report();
-    return node;
+    return Reached{*std::move(node), /*is_new=*/true};
   }
 
   // The children of `parent` (whose state `env` holds), best first: only states never seen
-  // before, or with `include_seen` also those (from the cache, not measured again).
+  // before, or with SeenChildren::kInclude also those (from the cache, not measured again).
   absl::StatusOr<std::vector<Node>> Expand(const Env& env, const Node& parent,
-                                           bool include_seen = false) {
+                                           SeenChildren seen = SeenChildren::kSkip) {
     std::vector<Node> children;
     for (int a = 0; a < static_cast<int>(parent.mask.size()) && !Expired(); ++a) {
       if (!parent.mask[a]) continue;
       absl::StatusOr<Env> child = env.Fork();
       if (!child.ok()) return child.status();
-      bool is_new = false;
-      absl::StatusOr<Node> node = Advance(*child, parent, a, is_new);
-      if (!node.ok()) return node.status();
-      if (is_new || include_seen) children.push_back(*std::move(node));
+      absl::StatusOr<Reached> reached = Advance(*child, parent, a);
+      if (!reached.ok()) return reached.status();
+      if (reached->is_new || seen == SeenChildren::kInclude) {
+        children.push_back(std::move(reached->node));
+      }
     }
     std::stable_sort(children.begin(), children.end(),
                      [](const Node& a, const Node& b) { return a.gflops > b.gflops; });
@@ -123,13 +134,21 @@ class Searcher {
   }
 
  private:
-  static Node ToNode(std::vector<int> path, const StepResult& r) {
+  // The node of a step that observed ir, loop_tree, action_mask and, when the kernel could be
+  // measured, flops.
+  static absl::StatusOr<Node> ToNode(std::vector<int> path, const StepResult& r) {
+    const Value* ir = r.Find("ir");
+    const Value* loop_tree = r.Find("loop_tree");
+    const Value* mask = r.Find("action_mask");
+    if (ir == nullptr || loop_tree == nullptr || mask == nullptr) {
+      return absl::InternalError("a search step did not observe ir, loop_tree and action_mask");
+    }
     Node n;
     n.path = std::move(path);
-    n.ir = r.observations[0].text;
-    n.loop_tree = r.observations[1].text;
-    n.gflops = r.observations[2].number;
-    n.mask = r.observations[3].bools;
+    n.ir = ir->text;
+    n.loop_tree = loop_tree->text;
+    if (const Value* flops = r.Find("flops")) n.gflops = flops->number;
+    n.mask = mask->bools;
     return n;
   }
 
@@ -157,7 +176,7 @@ absl::Status Greedy(Searcher& s, int lookahead, int depth) {
     // All paths of up to `lookahead` actions, level by level; remember each one's first child.
     std::vector<std::pair<Node, Node>> level;  // (node, first-level ancestor)
     // Lookahead revisits states seen from the previous position: include them (cached).
-    absl::StatusOr<std::vector<Node>> children = s.Expand(*env, current, /*include_seen=*/true);
+    absl::StatusOr<std::vector<Node>> children = s.Expand(*env, current, SeenChildren::kInclude);
     if (!children.ok()) return children.status();
     for (Node& c : *children) level.emplace_back(c, c);
     std::optional<std::pair<Node, Node>> best;
@@ -168,7 +187,7 @@ absl::Status Greedy(Searcher& s, int lookahead, int depth) {
         if (d == lookahead || s.Expired()) continue;
         absl::StatusOr<Env> e = s.Materialize(node);
         if (!e.ok()) return e.status();
-        absl::StatusOr<std::vector<Node>> grand = s.Expand(*e, node, /*include_seen=*/true);
+        absl::StatusOr<std::vector<Node>> grand = s.Expand(*e, node, SeenChildren::kInclude);
         if (!grand.ok()) return grand.status();
         for (Node& g : *grand) next.emplace_back(g, first);
       }
@@ -229,44 +248,91 @@ absl::Status Random(Searcher& s, int depth, uint64_t seed) {
     for (int d = 0; d < depth && !s.Expired(); ++d) {
       const std::vector<int> legal = legal_actions(node);
       if (legal.empty()) break;
-      bool is_new = false;
-      absl::StatusOr<Node> next = s.Advance(*env, node, legal[rng() % legal.size()], is_new);
+      absl::StatusOr<Reached> next = s.Advance(*env, node, legal[rng() % legal.size()]);
       if (!next.ok()) return next.status();
-      node = *std::move(next);  // a state seen before: walk on from it, not measured again
+      node = std::move(next->node);  // a state seen before: walk on from it, not measured again
     }
   }
   return absl::OkStatus();
 }
 
+// The searches by name, in the order of the usage text.
+const std::vector<std::pair<std::string, SearchSpec>>& Searches() {
+  using Kind = SearchSpec::Kind;
+  static const auto* const searches = new std::vector<std::pair<std::string, SearchSpec>>{
+      {"greedy1", {Kind::kGreedy, 0, 1}},   {"greedy2", {Kind::kGreedy, 0, 2}},
+      {"beam2dfs", {Kind::kBeamDfs, 2, 0}}, {"beam4dfs", {Kind::kBeamDfs, 4, 0}},
+      {"beam2bfs", {Kind::kBeamBfs, 2, 0}}, {"beam4bfs", {Kind::kBeamBfs, 4, 0}},
+      {"random", {Kind::kRandom, 0, 0}}};
+  return *searches;
+}
+
 }  // namespace
 
+std::string SearchSpec::Name() const {
+  switch (kind) {
+    case Kind::kGreedy:
+      return absl::StrCat("greedy", lookahead);
+    case Kind::kBeamDfs:
+      return absl::StrCat("beam", width, "dfs");
+    case Kind::kBeamBfs:
+      return absl::StrCat("beam", width, "bfs");
+    case Kind::kRandom:
+      return "random";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<SearchSpec> ParseSearch(absl::string_view name) {
+  for (const auto& [n, spec] : Searches()) {
+    if (n == name) return spec;
+  }
+  std::vector<std::string> names = SearchAlgorithms();
+  const std::string last = names.back();
+  names.pop_back();
+  return absl::InvalidArgumentError(absl::StrCat("unknown search '", name, "': use ",
+                                                 absl::StrJoin(names, ", "), " or ", last));
+}
+
 const std::vector<std::string>& SearchAlgorithms() {
-  static const auto* const names = new std::vector<std::string>{
-      "greedy1", "greedy2", "beam2dfs", "beam4dfs", "beam2bfs", "beam4bfs", "random"};
+  static const auto* const names = [] {
+    auto* names = new std::vector<std::string>;
+    for (const auto& [n, spec] : Searches()) names->push_back(n);
+    return names;
+  }();
   return *names;
 }
 
 absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& options) {
-  const std::string& a = options.algorithm;
-  if (std::find(SearchAlgorithms().begin(), SearchAlgorithms().end(), a) ==
-      SearchAlgorithms().end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown search '", a, "': use greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs "
-        "or random"));
+  const SearchSpec& spec = options.search;
+  using Kind = SearchSpec::Kind;
+  if (spec.kind == Kind::kGreedy && spec.lookahead < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a greedy search needs a lookahead of 1 or more, not ", spec.lookahead));
+  }
+  if ((spec.kind == Kind::kBeamDfs || spec.kind == Kind::kBeamBfs) && spec.width < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a beam search needs a width of 1 or more, not ", spec.width));
   }
   Searcher s(start, options);
   absl::Status status = s.Init();
   if (!status.ok()) return status;
-  if (a == "greedy1" || a == "greedy2") {
-    status = Greedy(s, a == "greedy1" ? 1 : 2, options.depth);
-  } else if (a == "beam2dfs" || a == "beam4dfs") {
-    absl::StatusOr<Env> root = s.Materialize(s.root());
-    status = root.ok() ? BeamDfs(s, *root, s.root(), a == "beam2dfs" ? 2 : 4, options.depth)
-                       : root.status();
-  } else if (a == "beam2bfs" || a == "beam4bfs") {
-    status = BeamBfs(s, a == "beam2bfs" ? 2 : 4, options.depth);
-  } else {
-    status = Random(s, options.depth, options.seed);
+  switch (spec.kind) {
+    case Kind::kGreedy:
+      status = Greedy(s, spec.lookahead, options.depth);
+      break;
+    case Kind::kBeamDfs: {
+      absl::StatusOr<Env> root = s.Materialize(s.root());
+      status = root.ok() ? BeamDfs(s, *root, s.root(), spec.width, options.depth)
+                         : root.status();
+      break;
+    }
+    case Kind::kBeamBfs:
+      status = BeamBfs(s, spec.width, options.depth);
+      break;
+    case Kind::kRandom:
+      status = Random(s, options.depth, options.seed);
+      break;
   }
   // A call cut off by the time limit ends the search; the best so far stands.
   if (!status.ok() && !s.Expired()) return status;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/cpp/env.h"
 
 namespace looptool::client {
@@ -26,8 +27,26 @@ struct SearchProgress {
   double elapsed_seconds = 0;
 };
 
+// Which search, and its parameters; ParseSearch() reads one from its name.
+struct SearchSpec {
+  enum class Kind { kGreedy, kBeamDfs, kBeamBfs, kRandom };
+  Kind kind = Kind::kBeamDfs;
+  int width = 4;      // beams: the children kept per node (0 for the others)
+  int lookahead = 0;  // greedy: the depth of the paths compared at each move (0 for the others)
+
+  // The name ParseSearch() reads this from ("beam4dfs").
+  std::string Name() const;
+};
+
+// "greedy1", "greedy2", "beam2dfs", "beam4dfs", "beam2bfs", "beam4bfs" or "random";
+// INVALID_ARGUMENT, listing these, for any other name.
+absl::StatusOr<SearchSpec> ParseSearch(absl::string_view name);
+
+// The names ParseSearch() accepts, in the order above.
+const std::vector<std::string>& SearchAlgorithms();
+
 struct SearchOptions {
-  std::string algorithm = "beam4dfs";  // one of SearchAlgorithms()
+  SearchSpec search;                    // beam4dfs
   double time_limit_seconds = 10;
   int depth = 10;                       // LoopTune's episode length
   uint64_t seed = 0;                    // random's rollouts
@@ -44,11 +63,8 @@ struct SearchResult {
   double seconds = 0;
 };
 
-// "greedy1", "greedy2", "beam2dfs", "beam4dfs", "beam2bfs", "beam4bfs", "random".
-const std::vector<std::string>& SearchAlgorithms();
-
-// Searches from `start`'s current state (left unchanged). INVALID_ARGUMENT for an unknown
-// algorithm; the server's status when the start state itself cannot be measured.
+// Searches from `start`'s current state (left unchanged). INVALID_ARGUMENT for a beam width or
+// greedy lookahead below 1; the server's status when the start state itself cannot be measured.
 absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& options);
 
 }  // namespace looptool::client

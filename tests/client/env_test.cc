@@ -69,6 +69,16 @@ TEST_F(ClientTest, TypedObservationsEqualTheEngine) {
   EXPECT_EQ(r->observations[3].text, local.Observe("ir_graph_networkx")->text);
   EXPECT_EQ(r->observations[4].kind, Value::Kind::kInt64);
   EXPECT_EQ(r->observations[4].integer, 2LL * 112 * 208 * 256);
+  // The same values by name; a name not asked for is absent.
+  EXPECT_THAT(r->names, ::testing::ElementsAre("loop_tree", "loops_tensor", "action_mask",
+                                               "ir_graph_networkx", "flop_count"));
+  ASSERT_NE(r->Find("flop_count"), nullptr);
+  EXPECT_EQ(r->Find("flop_count")->integer, 2LL * 112 * 208 * 256);
+  EXPECT_EQ(r->Find("loop_tree")->text, local.Observe("loop_tree")->text);
+  EXPECT_EQ(r->Get("action_mask")->bools, local.Observe("action_mask")->bools);
+  EXPECT_EQ(r->Find("flops"), nullptr);
+  EXPECT_EQ(r->Get("flops").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(r->Get("flops").status().message()), HasSubstr("loop_tree, "));
 }
 
 TEST_F(ClientTest, TheSpaceTheServerReportsIsTheOneIndexed) {
@@ -79,7 +89,7 @@ TEST_F(ClientTest, TheSpaceTheServerReportsIsTheOneIndexed) {
                                                           "toggle_thread"));
   auto r = env->StepNamed({"toggle_mode", "up", "toggle_mode", "up", "up"}, {"loop_tree"});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(r->observations[0].text,
+  EXPECT_THAT(r->Find("loop_tree")->text,
               ::testing::StartsWith("for a in 341 r 1 : L0 cpu_parallel [thread]\n"));
 }
 
@@ -126,7 +136,9 @@ TEST_F(ClientTest, EverySearchReplaysToWhatItReports) {
   ASSERT_TRUE(start.ok());
   for (const std::string& algorithm : SearchAlgorithms()) {
     SearchOptions o;
-    o.algorithm = algorithm;
+    absl::StatusOr<SearchSpec> spec = ParseSearch(algorithm);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    o.search = *spec;
     o.time_limit_seconds = 1.0;
     int64_t progress_calls = 0;
     o.on_progress = [&](const SearchProgress& p) {
@@ -145,15 +157,17 @@ TEST_F(ClientTest, EverySearchReplaysToWhatItReports) {
     ASSERT_TRUE(replay.ok());
     auto s = replay->StepNamed(r->actions, {"ir", "loop_tree", "flops"});
     ASSERT_TRUE(s.ok()) << algorithm;
-    EXPECT_EQ(s->observations[0].text, r->ir) << algorithm;
-    EXPECT_EQ(s->observations[1].text, r->loop_tree) << algorithm;
-    EXPECT_EQ(s->observations[2].number, r->gflops) << algorithm;
+    EXPECT_EQ(s->Find("ir")->text, r->ir) << algorithm;
+    EXPECT_EQ(s->Find("loop_tree")->text, r->loop_tree) << algorithm;
+    EXPECT_EQ(s->Find("flops")->number, r->gflops) << algorithm;
   }
   // The search left the start state alone.
   EXPECT_EQ(start->Observe("loop_tree")->text,
             LocalEnv(datasets::MatmulProgram({64, 80, 96}), {}).Observe("loop_tree")->text);
   SearchOptions bad;
-  bad.algorithm = "beam3";
+  bad.search = {SearchSpec::Kind::kBeamDfs, /*width=*/0, /*lookahead=*/0};
+  EXPECT_EQ(Search(*start, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad.search = {SearchSpec::Kind::kGreedy, /*width=*/0, /*lookahead=*/0};
   EXPECT_EQ(Search(*start, bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

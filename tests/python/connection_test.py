@@ -15,7 +15,8 @@ from looptool import (Connection, LocalServer, LoopToolEnv, ServerStartError, Se
                       ServiceTransportError, SessionNotFound)
 from looptool import server as server_lib
 
-SERVER = "service/looptool-server"  # relative to the runfiles root, the cwd under bazel test
+SERVER = "service/looptool-server"
+TEST_SERVER = "tests/faults/looptool-test-server"  # the server with fault injection linked in
 MM = "benchmark://mm64_256_16_range-v0/mm112_208_256"
 
 
@@ -231,7 +232,7 @@ class ReconnectionTest(unittest.TestCase):
 class DeadlineTest(unittest.TestCase):
 
     def test_client_deadline(self):
-        with LocalServer(SERVER, flags=["--test_hooks", "--eval_deadline=1",
+        with LocalServer(TEST_SERVER, flags=["--eval_deadline=1",
                                         "--timing_budget_ms=1"]) as server:
             connection = server.connect(timeout=0.3)
             self.addCleanup(connection.close)

@@ -12,7 +12,8 @@ from looptool import Connection, LocalServer, LoopToolEnv, ServiceError
 from proto import compiler_gym_service_pb2 as pb
 from proto import compiler_gym_service_pb2_grpc as pb_grpc
 
-SERVER = "service/looptool-server"  # relative to the runfiles root, the cwd under bazel test
+SERVER = "service/looptool-server"
+TEST_SERVER = "tests/faults/looptool-test-server"  # the server with fault injection linked in
 MM = "benchmark://mm64_256_16_range-v0/mm112_208_256"
 LOOPTUNE_SEQUENCE = ["split_4", "down", "swap_down", "down", "split_16", "swap_up", "swap_up",
                      "swap_up", "split_8"]
@@ -64,7 +65,7 @@ class LoopToolEnvTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = LocalServer(SERVER, flags=["--test_hooks", "--timing_budget_ms=1"])
+        cls.server = LocalServer(TEST_SERVER, flags=["--timing_budget_ms=1"])
 
     @classmethod
     def tearDownClass(cls):
@@ -409,7 +410,7 @@ class HangingKernelTest(unittest.TestCase):
     """A kernel that hangs past the server's --eval_deadline ends the episode gracefully."""
 
     def test_hang_is_deadline_exceeded(self):
-        with LocalServer(SERVER, flags=["--test_hooks", "--eval_deadline=1",
+        with LocalServer(TEST_SERVER, flags=["--eval_deadline=1",
                                         "--timing_budget_ms=1"]) as server:
             with LoopToolEnv(server.address, benchmark=MM) as env:
                 env.reset()

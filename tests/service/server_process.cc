@@ -17,12 +17,12 @@ extern char** environ;
 
 namespace looptool::testing {
 
-ServerProcess::ServerProcess(std::vector<std::string> flags) {
+ServerProcess::ServerProcess(std::vector<std::string> flags, std::string binary) {
   const char* tmp = getenv("TEST_TMPDIR");
   std::string templ = std::string(tmp ? tmp : "/tmp") + "/looptool-server-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) return;
   working_dir_ = templ;
-  std::vector<std::string> args = {"service/looptool-server", "--working_dir=" + working_dir_};
+  std::vector<std::string> args = {binary, "--working_dir=" + working_dir_};
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

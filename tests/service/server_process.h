@@ -15,9 +15,13 @@ namespace looptool::testing {
 
 class ServerProcess {
  public:
-  // Starts `service/looptool-server` (a runfile) with `flags` plus --working_dir and waits for
-  // its port.txt (or its exit: a refused start). Check ok() before use.
-  explicit ServerProcess(std::vector<std::string> flags = {});
+  // Starts `binary` (a runfile: the server, or the test server with fault injection) with
+  // `flags` plus --working_dir and waits for its port.txt (or its exit: a refused start). Check
+  // ok() before use.
+  explicit ServerProcess(std::vector<std::string> flags = {},
+                         std::string binary = kServerBinary);
+  static constexpr char kServerBinary[] = "service/looptool-server";
+  static constexpr char kTestServerBinary[] = "tests/faults/looptool-test-server";
   ~ServerProcess();
 
   bool ok() const { return stub_ != nullptr; }

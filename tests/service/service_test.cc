@@ -142,7 +142,7 @@ std::string Mm112() { return datasets::MatmulProgram({112, 208, 256}); }
 class ServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServerProcess({"--test_hooks", "--timing_budget_ms=1"});
+    server_ = new ServerProcess({"--timing_budget_ms=1"}, ServerProcess::kTestServerBinary);
   }
   static void TearDownTestSuite() {
     EXPECT_EQ(server_->Terminate(), 0);  // SIGTERM: drained, exit status 0
@@ -486,7 +486,8 @@ TEST(ServiceLimits, BadFlagsAreRefused) {
 }
 
 TEST(ServiceLimits, HangingKernelHitsTheDeadline) {
-  ServerProcess server({"--test_hooks", "--eval_deadline=1", "--timing_budget_ms=1"});
+  ServerProcess server({"--eval_deadline=1", "--timing_budget_ms=1"},
+                       ServerProcess::kTestServerBinary);
   ASSERT_TRUE(server.ok());
   Client c(server.stub());
   const int64_t id = c.StartOk();

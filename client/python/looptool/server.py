@@ -60,7 +60,7 @@ class LocalServer:
 
     Args:
       binary: path of looptool-server (default: see `default_binary()`).
-      flags: extra command-line flags, e.g. ["--test_hooks", "--timing_budget_ms=1"].
+      flags: extra command-line flags, e.g. ["--timing_budget_ms=1", "--max_loops=12"].
       working_dir: where port.txt, pid.txt and server.log go; default: a fresh temporary
         directory, deleted on close.
       port: the port to listen on; 0 (default) lets the server pick a free one.

@@ -39,10 +39,54 @@ TEST(Verify, WrongKernelIsAnInternalErrorNamingTheSchedule) {
   EXPECT_THAT(s.message(), HasSubstr("compute 1: m(9) k(7) n(20)"));
 }
 
-TEST(Verify, LongReductionsGetTheFloatErrorBound) {
-  const ReferenceRun ref = MakeReference(*InitialTree("t[] += A[m,n]; m=4096 n=4096").program_ptr());
-  EXPECT_GT(ref.tolerance, 0);
-  EXPECT_EQ(MakeReference(*InitialTree("t[] += A[m,n]; m=64 n=64").program_ptr()).tolerance, 0);
+double ToleranceOf(const std::string& program) {
+  return MakeReference(*InitialTree(program).program_ptr()).tolerance;
+}
+
+TEST(Verify, LongReductionsGetExactlyTheFloatErrorBound) {
+  // The bound: with W the largest partial sum on inputs in [-2, 2] (2 per term, 4 per product,
+  // times the reduction length), the tolerance is W^2 / 2^24 once W reaches 2^24, else 0.
+  EXPECT_EQ(ToleranceOf("t[] += A[m,n]; m=4096 n=4096"), 67108864.0);  // W = 2^25: 2^26
+  EXPECT_EQ(ToleranceOf("t[] += A[m,n]; m=4096 n=2048"), 16777216.0);  // W = 2^24: 2^24
+  EXPECT_EQ(ToleranceOf("t[] += A[m,n]; m=4096 n=2047"), 0);           // W < 2^24: exact
+  EXPECT_EQ(ToleranceOf("t[] += A[m,k] * B[m,k]; m=2048 k=2048"), 16777216.0);  // 4 * 2^22
+  EXPECT_EQ(ToleranceOf("t[] += A[m,k] * B[m,k]; m=2048 k=2047"), 0);
+  // Only reduction variables count: 4096 sums of 4096 products each stay exact (W = 2^14).
+  EXPECT_EQ(ToleranceOf("s[m] += A[m,n] * B[m,n]; m=4096 n=4096"), 0);
+  // max never rounds: exact at any length.
+  EXPECT_EQ(ToleranceOf("t[] max= A[m,n]; m=4096 n=4096"), 0);
+  EXPECT_EQ(ToleranceOf("t[] += A[m,n]; m=64 n=64"), 0);
+}
+
+// The reference of a small matmul whose element C[5] is moved by `delta`, checked with
+// `tolerance`: the correct kernel then differs from it by exactly |delta| in one element.
+absl::Status VerifyAgainstShifted(float delta, double tolerance) {
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=9 n=20 k=7");
+  KernelCompiler compiler(DetectIsa());
+  auto kernel = compiler.Compile(t);
+  if (!kernel.ok()) return kernel.status();
+  ReferenceRun ref = MakeReference(t.program());
+  const int c = t.program().OutputTensors()[0];
+  ref.expected[c][5] += delta;
+  ref.tolerance = tolerance;
+  TensorData scratch = ref.expected;
+  return VerifyKernel(*kernel, t, ref, scratch);
+}
+
+TEST(Verify, ToleranceAcceptsDifferencesUpToTheBoundAndNoMore) {
+  EXPECT_TRUE(VerifyAgainstShifted(0, 0).ok());
+  // Exact mode: the smallest difference fails.
+  EXPECT_EQ(VerifyAgainstShifted(1.0f / 1024, 0).code(), absl::StatusCode::kInternal);
+  // With a bound of 0.5: a difference of exactly 0.5 passes (either sign), just above fails.
+  EXPECT_TRUE(VerifyAgainstShifted(0.5f, 0.5).ok());
+  EXPECT_TRUE(VerifyAgainstShifted(-0.5f, 0.5).ok());
+  const absl::Status over = VerifyAgainstShifted(0.5f + 1.0f / 1024, 0.5);
+  EXPECT_EQ(over.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(over.message(), HasSubstr("kernel failed verification: C[5] = "));
+  EXPECT_EQ(VerifyAgainstShifted(-0.5f - 1.0f / 1024, 0.5).code(), absl::StatusCode::kInternal);
+  // A large bound does not hide a larger error.
+  EXPECT_EQ(VerifyAgainstShifted(1000.0f, 999.0).code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(VerifyAgainstShifted(1000.0f, 1000.0).ok());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 
 #include "backend/timing/worker_main.h"
+#include "tests/faults/fault_kernels.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/backend/codegen/jit_check.h"
@@ -50,7 +51,7 @@ TEST(WorkerPool, MeasuresInAWorkerAndCaches) {
 TEST(WorkerPool, CrashingKernelFailsOneRequestAndTheWorkerIsReplaced) {
   auto pool = StartPool();
   ASSERT_NE(pool, nullptr);
-  const absl::Status crash = pool->RunFault(WorkerTask::kCrash);
+  const absl::Status crash = pool->RunExtension("crash");
   EXPECT_EQ(crash.code(), absl::StatusCode::kInternal) << crash;
   EXPECT_THAT(std::string(crash.message()), ::testing::HasSubstr("crashed"));
   EXPECT_EQ(pool->stats().crashes, 1);
@@ -61,7 +62,7 @@ TEST(WorkerPool, CrashingKernelFailsOneRequestAndTheWorkerIsReplaced) {
 TEST(WorkerPool, HangingKernelHitsTheDeadlineAndTheWorkerIsReplaced) {
   auto pool = StartPool(/*deadline_seconds=*/0.5);
   ASSERT_NE(pool, nullptr);
-  const absl::Status hang = pool->RunFault(WorkerTask::kHang);
+  const absl::Status hang = pool->RunExtension("hang");
   EXPECT_EQ(hang.code(), absl::StatusCode::kDeadlineExceeded) << hang;
   EXPECT_EQ(pool->stats().timeouts, 1);
   auto m = pool->Measure(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"));
@@ -156,7 +157,10 @@ TEST(WorkerPool, AWorkerThatDiesWhileIdleIsReplacedAndReaped) {
 }  // namespace looptool
 
 int main(int argc, char** argv) {
-  if (auto rc = looptool::MaybeRunKernelWorker(argc, argv)) return *rc;
+  if (auto rc = looptool::MaybeRunKernelWorker(argc, argv,
+                                               looptool::testing::FaultWorkerExtension())) {
+    return *rc;
+  }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

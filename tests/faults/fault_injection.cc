@@ -1,0 +1,80 @@
+#include "tests/faults/fault_injection.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace looptool::testing {
+namespace {
+
+// Faults armed per tenant (session); shared by the evaluator wrapper and the parameter handler.
+class Armed {
+ public:
+  void Arm(uint64_t tenant, std::string fault) {
+    absl::MutexLock lock(&mu_);
+    faults_[tenant] = std::move(fault);
+  }
+  // The tenant's armed fault, disarmed; "" when none.
+  std::string Take(uint64_t tenant) {
+    absl::MutexLock lock(&mu_);
+    auto it = faults_.find(tenant);
+    if (it == faults_.end()) return "";
+    std::string fault = std::move(it->second);
+    faults_.erase(it);
+    return fault;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<uint64_t, std::string> faults_ ABSL_GUARDED_BY(mu_);
+};
+
+// Runs a tenant's armed fault in a worker before measuring; the step gets the fault's status.
+class FaultInjectingEvaluator : public KernelEvaluator {
+ public:
+  FaultInjectingEvaluator(std::shared_ptr<WorkerPool> pool, std::shared_ptr<Armed> armed)
+      : pool_(std::move(pool)), armed_(std::move(armed)) {}
+  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override {
+    return MeasureFor(tree, 0);
+  }
+  absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override {
+    if (std::string fault = armed_->Take(tenant); !fault.empty()) {
+      absl::Status s = pool_->RunExtension(fault, tenant);
+      if (!s.ok()) return s;
+    }
+    return pool_->MeasureFor(tree, tenant);
+  }
+  double PeakGflops() override { return pool_->PeakGflops(); }
+
+ private:
+  std::shared_ptr<WorkerPool> pool_;
+  std::shared_ptr<Armed> armed_;
+};
+
+}  // namespace
+
+service::ServerExtensions FaultServerExtensions() {
+  auto armed = std::make_shared<Armed>();
+  service::ServerExtensions ext;
+  ext.wrap_evaluator = [armed](std::shared_ptr<WorkerPool> pool) {
+    return std::make_shared<FaultInjectingEvaluator>(std::move(pool), armed);
+  };
+  ext.parameter_handler = [armed](const Episode& episode, const std::string& key,
+                                  const std::string& value) -> absl::StatusOr<std::string> {
+    if (key != kInjectFaultParameter) {
+      return absl::InvalidArgumentError(absl::StrCat("Unknown parameter: ", key));
+    }
+    if (value != "crash" && value != "hang") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kInjectFaultParameter, " takes crash or hang, got '", value, "'"));
+    }
+    armed->Arm(episode.tenant(), value);
+    return value;
+  };
+  return ext;
+}
+
+}  // namespace looptool::testing

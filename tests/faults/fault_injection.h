@@ -1,0 +1,20 @@
+// Fault injection for tests only (no production target links it): a kernel worker extension
+// that runs a deliberately crashing or hanging JIT'd kernel, and a server extension that arms
+// one per session through the `test.inject_fault` session parameter ("crash" or "hang") and
+// fires it on that session's next kernel measurement, in a worker, as the session's tenant.
+#ifndef LOOPTOOL_TESTS_FAULTS_FAULT_INJECTION_H_
+#define LOOPTOOL_TESTS_FAULTS_FAULT_INJECTION_H_
+
+#include "service/server_cli.h"
+#include "tests/faults/fault_kernels.h"
+
+namespace looptool::testing {
+
+inline constexpr char kInjectFaultParameter[] = "test.inject_fault";
+
+// For RunServerMain / ServerConfig: the evaluator wrapper and the parameter handler.
+service::ServerExtensions FaultServerExtensions();
+
+}  // namespace looptool::testing
+
+#endif  // LOOPTOOL_TESTS_FAULTS_FAULT_INJECTION_H_
