@@ -99,31 +99,8 @@ int Main() {
       absl::GetFlag(FLAGS_clients_on_server_cpus) ? "on the server's CPUs"
                                                   : "on every CPU");
 
-  {
-    // The handler alone, no gRPC: what a step costs the server.
-    service::LoopToolService direct(service::ServiceOptions{}, nullptr);
-    cg::StartSessionRequest start;
-    start.mutable_benchmark()->set_uri(kBenchmark);
-    cg::StartSessionReply started;
-    direct.StartSession(service::CallContext{"bench"}, start, started).IgnoreError();
-    std::vector<double> us;
-    for (int i = 0; i < 20000; ++i) {
-      cg::StepRequest r;
-      r.set_session_id(started.session_id());
-      r.add_action()->set_int64_value(i % 2 ? kUp : kDown);
-      r.add_observation_space(kLoopsTensor);
-      cg::StepReply reply;
-      const auto t0 = Clock::now();
-      direct.Step(r, reply).IgnoreError();
-      std::string wire = reply.SerializeAsString();
-      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    }
-    report += absl::StrFormat(
-        "## Step handler alone (no gRPC; includes serializing the reply)\n\n| p50 | p99 |\n"
-        "|---:|---:|\n| %.1f us | %.1f us |\n\n",
-        Percentile(us, 0.5), Percentile(us, 0.99));
-  }
-
+  // The Step handler alone (no gRPC) and its parts: bench/engine_micro_bench (Google Benchmark).
+  // Below, hand-rolled: per-call percentiles across client threads, which it does not compute.
   std::thread([&] {
     Unpin();
     Client c(address);

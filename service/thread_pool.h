@@ -1,7 +1,8 @@
 // ThreadPool: a fixed set of threads running queued closures, for the RPCs that may block (a
-// kernel being timed, a session busy elsewhere) so that gRPC's own threads never do. Hand-written:
-// neither gRPC 1.51 nor Abseil 20220623 exports one. The queue is bounded; Schedule refuses work
-// beyond it. Thread-safe.
+// kernel being timed, a session busy elsewhere) so that gRPC's own threads never do. The queue is
+// bounded; Schedule refuses work beyond it (the caller answers RESOURCE_EXHAUSTED). Hand-written
+// because boost::asio::thread_pool (the library candidate here; gRPC 1.51 and Abseil 20220623
+// export none) queues without bound and cannot refuse. Thread-safe.
 #ifndef LOOPTOOL_SERVICE_THREAD_POOL_H_
 #define LOOPTOOL_SERVICE_THREAD_POOL_H_
 

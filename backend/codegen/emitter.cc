@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include <xbyak/xbyak_util.h>
+
 #include "backend/codegen/block_emitter.h"
 #include "backend/codegen/vector_ops.h"
 #include "backend/util/check.h"
@@ -15,7 +17,8 @@ namespace {
 using namespace Xbyak::util;  // NOLINT: registers and address frames read like assembly here
 
 constexpr int kStackSlots = 32;  // loop counters that do not fit in registers
-const Xbyak::Reg64 kCalleeSaved[] = {rbx, rbp, r12, r13, r14, r15};
+// Xbyak::util::StackFrame's temporaries in its order: the free registers, then the callee-saved
+// ones (which the frame pushes and pops).
 const Xbyak::Reg64 kGprPool[] = {rsi, rdx, rcx, r8, r9, r10, r11, rbx, rbp, r12, r13, r14, r15};
 
 // A runtime loop counter, counting down from its trip count to 1.
@@ -49,12 +52,15 @@ class KernelEmitter {
       : plan_(plan), g_(g), vec_(g, plan.isa, plan.tail_lanes) {}
 
   void Emit() {
-    for (const Xbyak::Reg64& r : kCalleeSaved) g_.push(r);
-    g_.sub(rsp, kStackSlots * 8 + 8);
+    // One parameter (rdi, the tensors), every other general register as a temporary, and the
+    // counter slots at rsp[0..8 * kStackSlots), the frame padding rsp to 16 bytes.
+    Xbyak::util::StackFrame frame(&g_, 1, static_cast<int>(std::size(kGprPool)),
+                                  kStackSlots * 8, /*makeEpilog=*/false);
+    LT_CHECK(frame.p[0] == rdi);
+    for (size_t i = 0; i < std::size(kGprPool); ++i) LT_CHECK(frame.t[i] == kGprPool[i]);
     vec_.LoadTailMasks();
     for (const StatementPlan& s : plan_.statements) EmitStatement(s);
-    g_.add(rsp, kStackSlots * 8 + 8);
-    for (int i = 5; i >= 0; --i) g_.pop(kCalleeSaved[i]);
+    frame.close(/*callRet=*/false);
     if (plan_.isa != Isa::kSse) g_.vzeroupper();
     g_.ret();
     vec_.EmitMaskTable();

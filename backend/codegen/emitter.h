@@ -4,8 +4,9 @@
 // Register use (System V x86-64):
 //   rdi        the tensors array              rax        scratch (mask and constant setup)
 //   rsi, rdx, rcx, r8 ...   one pointer per access of the statement (output, inputs), then
-//                           loop counters; callee-saved rbx, rbp, r12-r15 are pushed first;
-//                           counters beyond the registers live on the stack
+//                           loop counters; Xbyak::util::StackFrame pushes the callee-saved
+//                           rbx, rbp, r12-r15 and reserves the stack slots of the counters
+//                           beyond the registers
 //   vector     accumulators from 0, then cached operands; at the top the arithmetic
 //              temporary, two load temporaries, relu's zero, AVX2's lane mask
 //   k1-k6      AVX-512 masks of the plan's tail lane counts; k7 for any other

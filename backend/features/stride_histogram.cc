@@ -1,5 +1,7 @@
 #include "backend/features/stride_histogram.h"
 
+#include "backend/ir/strides.h"
+
 namespace looptool {
 namespace {
 
@@ -7,10 +9,11 @@ namespace {
 // variables in output order.
 int64_t AccumulatorStride(const Program& p, int stmt, int var) {
   const std::vector<int> out = p.OutputVars(stmt);
-  int64_t stride = 1;
-  for (int i = static_cast<int>(out.size()) - 1; i >= 0; --i) {
-    if (out[i] == var) return stride;
-    stride *= p.var(out[i]).extent;
+  std::vector<int64_t> shape;
+  for (int v : out) shape.push_back(p.var(v).extent);
+  const std::vector<int64_t> strides = RowMajorStrides(shape);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == var) return strides[i];
   }
   return 0;
 }

@@ -11,17 +11,14 @@
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
+#include "backend/timing/measure.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 namespace looptool {
 namespace {
 
-int64_t NowMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t NowMs() { return static_cast<int64_t>(MonotonicSeconds() * 1000); }
 
 // Reads exactly n bytes, waiting at most until `deadline` (absolute ms; -1 = forever).
 absl::Status ReadExactly(int fd, char* out, size_t n, int64_t deadline) {

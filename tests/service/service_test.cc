@@ -2,12 +2,19 @@
 // status codes and messages CompilerGym's clients key on, observations equal to the in-process
 // engine's, fork independence, concurrent clients, idle reaping, crashing and hanging kernels,
 // and SIGTERM.
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "backend/actions/action_space.h"
 #include "backend/env/environment.h"
@@ -17,6 +24,8 @@
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "tests/service/server_process.h"
+
+extern char** environ;
 
 namespace looptool {
 namespace {
@@ -404,7 +413,9 @@ TEST_F(ServiceTest, ForkIsIndependentAndIdsAreUnguessable) {
   }
   int64_t previous = -1;
   for (int64_t id : ids) {
-    if (previous >= 0) EXPECT_GT(id - previous, 1 << 20) << "neighbouring ids " << previous << ", " << id;
+    if (previous >= 0) {
+      EXPECT_GT(id - previous, 1 << 20) << "neighbouring ids " << previous << ", " << id;
+    }
     previous = id;
   }
   cg::StepReply gone;
@@ -419,7 +430,9 @@ TEST_F(ServiceTest, TimingObservations) {
   const double gflops = r.observation(0).double_value(), seconds = r.observation(1).double_value();
   EXPECT_GT(gflops, 0);
   EXPECT_GT(seconds, 0);
-  EXPECT_GT(r.observation(2).double_value(), 0);
+  // The measured peak: a failed measurement would read exactly 1.0, and no core reaches 1000.
+  EXPECT_GT(r.observation(2).double_value(), 1.0);
+  EXPECT_LT(r.observation(2).double_value(), 1000.0);
   EXPECT_NEAR(gflops, r.observation(3).int64_value() / seconds * 1e-9, 1e-6 * gflops);
   // The measurement is cached: a cursor move reports the very same number.
   cg::StepReply again;
@@ -480,9 +493,95 @@ TEST(ServiceLimits, TreesBeyondSixteenLoopsAreTimedWhenTheServerAllowsThem) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
-TEST(ServiceLimits, BadFlagsAreRefused) {
-  ServerProcess server({"--session_idle_timeout=0"});
-  EXPECT_FALSE(server.ok());
+// What a server run that should refuse to start printed and how it ended.
+struct Refusal {
+  int exit_code = -1;  // -1: killed, or still running after the deadline (it started)
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the server binary with `args`, capturing its output; a server still running after 20 s
+// (it started after all) gets SIGTERM, then SIGKILL.
+Refusal RunServerToExit(const std::vector<std::string>& args) {
+  Refusal r;
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return r;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
+  std::vector<std::string> argv_strings = {ServerProcess::kServerBinary};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  if (spawned != 0) {
+    close(pipe_fds[0]);
+    r.output = "posix_spawn failed";
+    return r;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  bool timed_out = false;
+  char buffer[4096];
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{pipe_fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (n <= 0) break;  // end of file: the server exited (or closed its output)
+    r.output.append(buffer, n);
+  }
+  close(pipe_fds[0]);
+  if (timed_out) {
+    kill(pid, SIGTERM);
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    kill(pid, SIGKILL);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  return r;
+}
+
+TEST(ServiceLimits, BadFlagsAreRefusedEachWithItsOwnMessage) {
+  const std::string kPositive =
+      "looptool-server: --session_idle_timeout, --max_sessions, --eval_deadline, "
+      "--timing_budget_ms and --max_loops must be positive";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--session_idle_timeout=0"}, kPositive},
+      {{"--max_sessions=0"}, kPositive},
+      {{"--eval_deadline=-1"}, kPositive},
+      {{"--timing_budget_ms=0"}, kPositive},
+      {{"--max_loops=0"}, kPositive},
+      {{"--max_kernel_seconds=-1"}, "looptool-server: --max_kernel_seconds must be >= 0"},
+      {{"--eval_cores=1,x"}, "looptool-server: --eval_cores takes CPU numbers, got 'x'"},
+      {{"--eval_cores=-2"}, "looptool-server: --eval_cores takes CPU numbers, got '-2'"},
+      {{"--auth_token_file=/nonexistent/token"},
+       "looptool-server: cannot read a token from the first line of /nonexistent/token"},
+      {{"--tls_cert_file=/nonexistent/cert.pem"},
+       "looptool-server: TLS needs both a certificate file and a key file"},
+      {{"--bind=0.0.0.0"},
+       "looptool-server: refusing to listen on 0.0.0.0 without a shared token"},
+      {{"stray"}, "looptool-server: unexpected argument 'stray'"},
+      {{"--no_such_flag"}, "Unknown command line flag 'no_such_flag'"},
+      {{"--max_sessions=abc"}, "Illegal value 'abc' specified for flag 'max_sessions'"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Refusal r = RunServerToExit(args);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(message)) << args[0];
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("listening on"))) << args[0];
+  }
 }
 
 TEST(ServiceLimits, HangingKernelHitsTheDeadline) {
