@@ -538,7 +538,10 @@ class SoakClient {
   void Start() {
     cg::StartSessionRequest r;
     r.mutable_benchmark()->set_uri(RandomBenchmark());
-    const int space = Uniform(0, static_cast<int>(spaces_.action_space_sizes.size()) - 1);
+    // LoopTool's own spaces, loop_tool (0) and loop_tune (1); upstream loop_tool-v0's simple
+    // and split apply only to loop_tool-cpu-v0 benchmarks (tests/service/loop_tool_v0_test).
+    const int space =
+        Uniform(0, std::min(1, static_cast<int>(spaces_.action_space_sizes.size()) - 1));
     r.set_action_space(space);
     if (Chance(0.5)) {
       r.add_observation_space(RandomCheapObservation());

@@ -70,13 +70,29 @@ std::vector<ObservationSpace> AllObservationSpaces(const ObservationRegistry& ou
   return spaces;
 }
 
-std::vector<compiler_gym::ActionSpace> AllActionSpaceProtos() {
-  std::vector<compiler_gym::ActionSpace> out;
-  for (const ActionSpace& s : AllActionSpaces()) out.push_back(ToProto(s));
-  for (const compat::NamedActionSpace& s : compat::LoopToolV0ActionSpaces()) {
-    out.push_back(ToProto(s.name, s.actions));
+// GetSpaces' action spaces, LoopTool's first (or upstream loop_tool-v0's first), and what each
+// index refers to.
+std::vector<compiler_gym::ActionSpace> AllActionSpaceProtos(bool upstream_first,
+                                                            std::vector<SpaceRef>& refs) {
+  std::vector<compiler_gym::ActionSpace> ours, theirs;
+  std::vector<SpaceRef> our_refs, their_refs;
+  for (size_t i = 0; i < AllActionSpaces().size(); ++i) {
+    ours.push_back(ToProto(AllActionSpaces()[i]));
+    our_refs.push_back({false, static_cast<int>(i)});
   }
-  return out;
+  for (size_t i = 0; i < compat::LoopToolV0ActionSpaces().size(); ++i) {
+    const compat::NamedActionSpace& s = compat::LoopToolV0ActionSpaces()[i];
+    theirs.push_back(ToProto(s.name, s.actions));
+    their_refs.push_back({true, static_cast<int>(i)});
+  }
+  if (upstream_first) {
+    std::swap(ours, theirs);
+    std::swap(our_refs, their_refs);
+  }
+  ours.insert(ours.end(), theirs.begin(), theirs.end());
+  refs = our_refs;
+  refs.insert(refs.end(), their_refs.begin(), their_refs.end());
+  return ours;
 }
 
 }  // namespace
@@ -87,7 +103,7 @@ LoopToolService::LoopToolService(ServiceOptions options, std::shared_ptr<KernelE
       observations_(std::make_shared<const ObservationRegistry>(
           LoopToolObservations(options_.limits))),
       observation_spaces_(AllObservationSpaces(*observations_, timed_)),
-      action_spaces_(AllActionSpaceProtos()),
+      action_spaces_(AllActionSpaceProtos(options_.upstream_spaces_first, space_refs_)),
       benchmarks_(options_.limits, options_.max_benchmark_cache_bytes,
                   options_.max_total_benchmark_bytes),
       sessions_(options_.max_sessions) {}
@@ -136,27 +152,30 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
     return absl::InvalidArgumentError(absl::StrCat(
         "Too many observations requested: at most ", options_.max_observations_per_request));
   }
-  const int num_ours = static_cast<int>(AllActionSpaces().size());
   std::unique_ptr<Episode> episode;
   bool space_changed = space != 0;  // a non-default space goes back in new_action_space
   ASSIGN_OR_RETURN(const std::optional<int64_t> v0_size, compat::LoopToolV0Size(uri));
-  if (v0_size) {
-    // Upstream's loop_tool-v0 benchmarks run with its spaces; the default space (index 0, what
-    // CompilerGym's client sends when none was chosen) means upstream's default, simple.
-    if (space > 0 && space < num_ours) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Action space ", action_spaces_[space].name(), " does not apply to ", uri,
-          ": loop_tool-cpu-v0 benchmarks take CompilerGym's simple or split"));
+  // Index 0, what CompilerGym's client sends when no space was chosen, means the benchmark's
+  // default space (loop_tool, or upstream's simple for loop_tool-cpu-v0), reported back when it
+  // is not the one listed first; other spaces must fit the benchmark.
+  SpaceRef ref = space_refs_[space];
+  if (ref.upstream != v0_size.has_value()) {
+    if (space != 0) {
+      return absl::InvalidArgumentError(
+          v0_size ? absl::StrCat("Action space ", action_spaces_[space].name(),
+                                 " does not apply to ", uri,
+                                 ": loop_tool-cpu-v0 benchmarks take CompilerGym's simple or split")
+                  : absl::StrCat("Action space ", action_spaces_[space].name(),
+                                 " is CompilerGym's loop_tool-v0 space, for "
+                                 "benchmark://loop_tool-cpu-v0/N only; ",
+                                 uri, " takes loop_tool or loop_tune"));
     }
-    const int v0_space = space >= num_ours ? space - num_ours : 0;
+    ref = SpaceRef{v0_size.has_value(), 0};
     space_changed = true;
-    episode = std::make_unique<compat::LoopToolV0Episode>(*v0_size, v0_space, evaluator_);
+  }
+  if (v0_size) {
+    episode = std::make_unique<compat::LoopToolV0Episode>(*v0_size, ref.index, evaluator_);
   } else {
-    if (space >= num_ours) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Action space ", action_spaces_[space].name(), " is CompilerGym's loop_tool-v0 space, "
-          "for benchmark://loop_tool-cpu-v0/N only; ", uri, " takes loop_tool or loop_tune"));
-    }
     ASSIGN_OR_RETURN(std::shared_ptr<const Program> program, benchmarks_.Load(call.client, uri));
     LoopTree initial = LoopTree::Initial(std::move(program));
     if (initial.num_loops() > options_.limits.max_loops) {
@@ -165,7 +184,7 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
                        " loops, this server allows at most ", options_.limits.max_loops));
     }
     episode = std::make_unique<LoopTreeEpisode>(Environment(
-        std::move(initial), AllActionSpaces()[space], options_.limits, evaluator_,
+        std::move(initial), AllActionSpaces()[ref.index], options_.limits, evaluator_,
         observations_));
   }
   episode->set_tenant(++tenants_);  // kernels queue fairly per session

@@ -34,11 +34,21 @@ struct ServiceOptions {
   int64_t max_benchmark_cache_bytes = int64_t{64} << 20;   // one client's; clients may lower it
   int64_t max_total_benchmark_bytes = int64_t{512} << 20;  // all clients' together
   std::string compiler_version = "LoopTool 0.1";
+  // List upstream loop_tool-v0's action spaces (simple, split) before LoopTool's in GetSpaces,
+  // for CompilerGym clients that take the first space as the default before their first reset
+  // (compiler_gym.make("loop_tool-v0", service=...)) or after a fork.
+  bool upstream_spaces_first = false;
   // Session parameters this service does not know go here, with the session's episode (an
   // extension point: tests install a fault injector). Null: unknown keys are INVALID_ARGUMENT.
   std::function<absl::StatusOr<std::string>(const Episode& episode, const std::string& key,
                                             const std::string& value)>
       parameter_handler;
+};
+
+// What an index of GetSpaces' action space list refers to.
+struct SpaceRef {
+  bool upstream = false;  // compat::LoopToolV0ActionSpaces() rather than AllActionSpaces()
+  int index = 0;
 };
 
 // Who makes a call: the front end fills it from the call's metadata (a client id our clients
@@ -114,6 +124,7 @@ class LoopToolService {
   const std::vector<ObservationSpace> observation_spaces_;
   // GetSpaces' action spaces: LoopTool's (loop_tool, loop_tune), then upstream loop_tool-v0's
   // (simple, split).
+  std::vector<SpaceRef> space_refs_;  // filled with action_spaces_, index by index
   const std::vector<compiler_gym::ActionSpace> action_spaces_;
   BenchmarkStore benchmarks_;
   SessionRegistry sessions_;

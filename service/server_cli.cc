@@ -32,6 +32,9 @@ ABSL_FLAG(double, max_kernel_seconds, 10,
 ABSL_FLAG(double, timing_budget_ms, 10, "timing budget for each new schedule, milliseconds");
 ABSL_FLAG(std::string, isa, "auto", "code generation target: auto, avx512, avx2 or sse");
 ABSL_FLAG(int, max_loops, 16, "loops a loop tree may have (both nests)");
+ABSL_FLAG(bool, upstream_spaces_first, false,
+          "list CompilerGym loop_tool-v0's action spaces (simple, split) first in GetSpaces, for "
+          "CompilerGym clients of loop_tool-v0 that default to the first space");
 // CompilerGym passes glog's flags to the services it starts; accepted and ignored.
 ABSL_FLAG(bool, alsologtostderr, false, "ignored (glog)");
 ABSL_FLAG(bool, logtostderr, false, "ignored (glog)");
@@ -70,6 +73,7 @@ int RunServerMain(int argc, char** argv, const ServerExtensions& extensions) {
   config.port = absl::GetFlag(FLAGS_port);
   config.service.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   config.service.limits.max_loops = absl::GetFlag(FLAGS_max_loops);
+  config.service.upstream_spaces_first = absl::GetFlag(FLAGS_upstream_spaces_first);
   if (absl::GetFlag(FLAGS_session_idle_timeout) <= 0 || absl::GetFlag(FLAGS_max_sessions) <= 0 ||
       absl::GetFlag(FLAGS_eval_deadline) <= 0 || absl::GetFlag(FLAGS_timing_budget_ms) <= 0 ||
       absl::GetFlag(FLAGS_max_loops) <= 0) {

@@ -279,3 +279,41 @@ TEST_F(LoopToolV0Test, RandomWalksKeepTheNestCoveringN) {
 
 }  // namespace
 }  // namespace looptool
+
+namespace looptool {
+namespace {
+
+// --upstream_spaces_first: CompilerGym's loop_tool-v0 client defaults to the first space listed
+// (before its first reset, and after a fork), so upstream's come first; index 0 then means
+// simple, and LoopTool's benchmarks still start in loop_tool, reported back.
+TEST(UpstreamSpacesFirst, OrderAndDefaults) {
+  testing::ServerProcess server({"--upstream_spaces_first"});
+  ASSERT_TRUE(server.ok());
+  grpc::ClientContext ctx;
+  cg::GetSpacesReply spaces;
+  ASSERT_TRUE(server.stub().GetSpaces(&ctx, {}, &spaces).ok());
+  std::vector<std::string> names;
+  for (const auto& s : spaces.action_space_list()) names.push_back(s.name());
+  EXPECT_THAT(names, ElementsAre("simple", "split", "loop_tool", "loop_tune"));
+  auto start = [&](const std::string& uri, int space, cg::StartSessionReply* reply) {
+    cg::StartSessionRequest r;
+    r.mutable_benchmark()->set_uri(uri);
+    r.set_action_space(space);
+    grpc::ClientContext c;
+    return server.stub().StartSession(&c, r, reply);
+  };
+  cg::StartSessionReply reply;
+  ASSERT_TRUE(start(k1024, 0, &reply).ok());
+  EXPECT_FALSE(reply.has_new_action_space());  // simple, as listed first
+  reply.Clear();
+  ASSERT_TRUE(start("benchmark://mm64_256_16_range-v0/mm64_64_64", 0, &reply).ok());
+  EXPECT_EQ(reply.new_action_space().name(), "loop_tool");
+  reply.Clear();
+  ASSERT_TRUE(start("benchmark://mm64_256_16_range-v0/mm64_64_64", 3, &reply).ok());
+  EXPECT_EQ(reply.new_action_space().name(), "loop_tune");
+  EXPECT_EQ(start(k1024, 2, &reply).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace looptool
