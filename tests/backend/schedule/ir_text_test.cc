@@ -45,6 +45,13 @@ TEST(IrText, ScheduleErrorsNameTheirPlace) {
             "the compute nest of statement 1: the loops over 'm' cover 96 elements, not its "
             "extent 100");
   EXPECT_EQ(err("cursor 1 2"), "the cursor (statement 1, loop 2) is not on a compute loop");
+  // Found by tools/fuzz.sh (ir_parser): huge sizes overflowed the extent arithmetic.
+  EXPECT_EQ(err("compute 1: m(6) m(2555555555555555555)"),
+            "the compute nest of statement 1: loop 2 over 'm' covers more than the variable's "
+            "extent 100");
+  EXPECT_EQ(err("compute 1: m(9) m(9) m(9)"),
+            "the compute nest of statement 1: loop 1 over 'm' covers more than the variable's "
+            "extent 100");
   auto ok = ParseIr(prog + "compute 1: m(100 vectorize unroll)\ncursor 1 1", Limits{});
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_TRUE(ok->schedule(0).compute[0].unroll);
