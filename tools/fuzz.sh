@@ -66,6 +66,12 @@ ENV_SRCS=$(srcs backend/actions backend/features backend/graph backend/env)
 ABSL_PKGS="absl_status absl_statusor absl_strings absl_str_format"
 
 mkdir -p "$DIR/obj" "$DIR/bin" "$DIR/logs" "$DIR/artifacts"
+# One run per directory: a second would rebuild under the first and reset its corpora and logs.
+exec 9>"$DIR/.lock"
+flock -n 9 || {
+  echo "fuzz: another tools/fuzz.sh is using $DIR; wait, or set LOOPTOOL_FUZZ_DIR" >&2
+  exit 2
+}
 # No coverage feedback from library code inlined into ours (nlohmann::json, Boost, Abseil,
 # libstdc++): it cost a third of action_sequence's time and steers the fuzzer at library
 # internals. ASan and UBSan still instrument that code.
@@ -140,13 +146,13 @@ for t in "${targets[@]}"; do
     nice -n 10 "$DIR/bin/$t" "$corpus" -max_total_time="$left" -max_len=4096 -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$DIR/artifacts/$t-" \
       >"$log" 2>&1 || rc=$?
-    e=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    n=$(sed -n 's/^stat::new_units_added: *//p' "$log" | tail -1)
+    e=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1) || true
+    n=$(sed -n 's/^stat::new_units_added: *//p' "$log" | tail -1) || true
     execs=$((execs + ${e:-0}))
     new_units=$((new_units + ${n:-0}))
     if [[ $rc -ne 0 ]]; then
       sig=$(crash_signature "$log")
-      artifact=$(sed -n 's/.*Test unit written to //p' "$log" | tail -1)
+      artifact=$(sed -n 's/.*Test unit written to //p' "$log" | tail -1) || true
       if [[ -z "${sites[$sig]+x}" ]]; then
         sites[$sig]=1
         echo "fuzz: $t: crash: $sig" >&2

@@ -90,7 +90,11 @@ absl::StatusOr<LoopTree> ParseIr(absl::string_view text, const Limits& limits) {
       return TokenStream::ErrorAt(number, absl::StrCat("there is no statement ", stmt));
     }
     if (keyword.text == "cursor") {
+      const Token loop = ts.Peek();
       ASSIGN_OR_RETURN(int64_t depth, ts.ExpectInt("a loop number"));
+      if (depth < 1 || depth > limits.max_loops) {  // before the narrowing to int
+        return TokenStream::ErrorAt(loop, absl::StrCat("there is no loop ", depth));
+      }
       cursor = {static_cast<int>(stmt - 1), static_cast<int>(depth - 1)};
       RETURN_IF_ERROR(ts.ExpectEndOfLine());
     } else {

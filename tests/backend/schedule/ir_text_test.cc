@@ -45,6 +45,7 @@ TEST(IrText, ScheduleErrorsNameTheirPlace) {
             "the compute nest of statement 1: the loops over 'm' cover 96 elements, not its "
             "extent 100");
   EXPECT_EQ(err("cursor 1 2"), "the cursor (statement 1, loop 2) is not on a compute loop");
+  EXPECT_EQ(err("cursor 1 4294967297"), "line 2, column 10: there is no loop 4294967297");
   // Found by tools/fuzz.sh (ir_parser): huge sizes overflowed the extent arithmetic.
   EXPECT_EQ(err("compute 1: m(6) m(2555555555555555555)"),
             "the compute nest of statement 1: loop 2 over 'm' covers more than the variable's "
