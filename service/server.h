@@ -56,8 +56,11 @@ class LoopToolServer {
   double peak_gflops() const { return pool_->PeakGflops(); }
   const std::vector<int>& eval_cores() const { return eval_cores_; }
 
-  // Lets the calls in flight finish (for at most `grace`), then stops at once (idle client
-  // connections do not hold it up), ends the reaper and the workers. Idempotent.
+  // Waits until no call is in flight or `grace` has passed (calls arriving meanwhile are still
+  // served, so a steady stream waits out the grace), then shuts gRPC down at once: calls still
+  // running are cancelled, idle client connections do not hold it up. Then the blocking pool
+  // runs what it had queued, and the reaper and the kernel workers end. The first call does the
+  // work; later calls (also concurrent ones) return at once.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
  private:
