@@ -85,6 +85,10 @@ double Percentile(std::vector<double> v, double p) {
 
 int Main() {
   service::ServerConfig config;
+  // Process-wide pinning is main's (LoopToolServer::Start leaves it alone): this process's
+  // threads (server, client, search) stay off the kernel worker's core.
+  config.workers.cores = service::DefaultEvalCores();
+  service::PinAwayFrom(config.workers.cores);
   auto server = service::LoopToolServer::Start(config);
   if (!server.ok()) {
     std::fprintf(stderr, "cannot start server: %s\n", server.status().ToString().c_str());

@@ -84,6 +84,10 @@ double Geomean(const std::vector<double>& v) {
 int Main() {
   service::ServerConfig config;
   config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
+  // Process-wide pinning is main's (LoopToolServer::Start leaves it alone): this process's
+  // threads (server, client, search) stay off the kernel worker's core.
+  config.workers.cores = service::DefaultEvalCores();
+  service::PinAwayFrom(config.workers.cores);
   auto server = service::LoopToolServer::Start(config);
   if (!server.ok()) {
     std::fprintf(stderr, "cannot start server: %s\n", server.status().ToString().c_str());
