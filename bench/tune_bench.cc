@@ -1,11 +1,15 @@
-// tune_bench: the search algorithms on 25 test-split matmuls of mm64_256_16_range-v0, each with a
-// time limit, through the client library against a LoopTool server started in this process;
-// final GFLOPS, % of the measured peak, speed-up over the start state and wall time per search,
-// next to OpenBLAS cblas_sgemm (one thread, on the kernel worker's core) on the same shapes.
+// tune_bench: the search algorithms on matmuls, each with a time limit, through the client
+// library against a LoopTool server started in this process: the 25 test-split matmuls of
+// mm64_256_16_range-v0 and a set of shapes off its grid (odd, prime and rectangular sizes in
+// 32..512, added as programs). Per search: final GFLOPS against oneDNN's matmul and OpenBLAS's
+// cblas_sgemm (one thread each, on the kernel worker's core, in this run), % of the measured
+// peak, states evaluated per second, and the best schedule timed again afterwards (fixed budget,
+// on the same core) against what the search reported.
 //
 //   bazel run //bench:tune_bench -- --time_limit=10 --searches=beam4dfs,random
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +21,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "backend/codegen/isa.h"
+#include "backend/schedule/ir_text.h"
+#include "backend/timing/local_evaluator.h"
 #include "backend/timing/measure.h"
 #include "backend/timing/worker_main.h"
 #include "bench/clean_environment.h"
@@ -27,50 +34,106 @@
 #include "service/server.h"
 
 ABSL_FLAG(double, time_limit, 10, "seconds per search");
-ABSL_FLAG(std::string, searches, "greedy1,greedy2,beam2dfs,beam4dfs,beam2bfs,beam4bfs,random",
+ABSL_FLAG(std::string, searches,
+          "greedy1,greedy2,beam2dfs,beam4dfs,beam2bfs,beam4bfs,random,evolution",
           "comma-separated search algorithms");
-ABSL_FLAG(int, count, 25, "test-split matmuls (spread evenly over the split)");
-ABSL_FLAG(double, timing_budget_ms, 3, "server's timing budget per new schedule");
+ABSL_FLAG(int, count, 25, "test-split matmuls (spread evenly over the split); 0: none");
+ABSL_FLAG(int, offgrid, 12, "matmuls off the dataset's grid (the first N of a fixed list); 0: none");
+ABSL_FLAG(double, timing_budget_ms, 10,
+          "server's timing budget per new schedule (with --timing=adaptive: its cap)");
+ABSL_FLAG(std::string, timing, "adaptive", "server's timing of new schedules: adaptive or fixed");
 ABSL_FLAG(std::string, out, "bench/results", "directory for tune_bench.md and tune_bench.csv");
 
 namespace looptool::bench {
 namespace {
 
+struct Shape {
+  datasets::MatmulShape shape;
+  bool offgrid = false;
+  std::string name() const { return datasets::MatmulName(shape); }
+};
+
+struct Libraries {
+  double onednn = 0, openblas = 0;  // GFLOPS, fastest run
+};
+
 struct Row {
-  std::string shape, search;
-  double gflops = 0, start = 0, peak = 0, seconds = 0;
+  Shape shape;
+  std::string search;
+  double gflops = 0, start = 0, peak = 0, seconds = 0, retimed = 0;
   int64_t states = 0;
   size_t actions = 0;
 };
 
-std::vector<datasets::MatmulShape> TestShapes(int count) {
+std::vector<Shape> TestShapes(int count) {
   std::vector<datasets::MatmulShape> test;
   for (const auto& s : datasets::MatmulRange()) {
     if (datasets::InTestSplit(s)) test.push_back(s);
   }
-  std::vector<datasets::MatmulShape> out;
+  std::vector<Shape> out;
   for (int i = 0; i < count && i < static_cast<int>(test.size()); ++i) {
-    out.push_back(test[i * test.size() / count]);
+    out.push_back({test[i * test.size() / count], false});
   }
   return out;
 }
 
-// OpenBLAS on `core` (the kernel worker's, idle between searches), fastest run within 50 ms.
-double OpenBlasGflops(const datasets::MatmulShape& s, int core) {
-  double gflops = 0;
+// Off the dataset's grid (multiples of 16 in 64..256): odd, prime and rectangular sizes.
+std::vector<Shape> OffGridShapes(int count) {
+  static const datasets::MatmulShape kShapes[] = {
+      {37, 61, 97},   {127, 131, 139}, {100, 100, 100}, {53, 200, 311},
+      {250, 70, 190}, {512, 32, 64},   {32, 512, 128},  {96, 384, 48},
+      {199, 211, 223}, {300, 300, 45}, {64, 450, 333},  {481, 97, 257},
+  };
+  std::vector<Shape> out;
+  for (int i = 0; i < count && i < static_cast<int>(std::size(kShapes)); ++i) {
+    out.push_back({kShapes[i], true});
+  }
+  return out;
+}
+
+void PinThisThread(int core) {
+  if (core < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+}
+
+// oneDNN and OpenBLAS on `core` (the kernel worker's, idle between searches), fastest run
+// within 50 ms each.
+Libraries LibraryGflops(const datasets::MatmulShape& s, int core) {
+  Libraries g;
   std::thread([&] {
-    if (core >= 0) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(core, &set);
-      sched_setaffinity(0, sizeof(set), &set);
-    }
+    PinThisThread(core);
     std::vector<float> a(s.m * s.k, 1.0f), b(s.k * s.n, 0.5f), c(s.m * s.n);
-    Reference r = OpenBlasSgemm(s.m, s.n, s.k, a.data(), b.data(), c.data());
     TimingOptions t;
     t.budget_seconds = 0.05;
     t.warmup_seconds = 0.01;
-    gflops = 2.0 * s.m * s.n * s.k / MeasureRuns(r.run, t).min_seconds * 1e-9;
+    const double flops = 2.0 * s.m * s.n * s.k;
+    g.onednn = flops / MeasureRuns(OneDnnMatmul(s.m, s.n, s.k, a.data(), b.data(), c.data()).run, t)
+                           .min_seconds * 1e-9;
+    g.openblas = flops / MeasureRuns(OpenBlasSgemm(s.m, s.n, s.k, a.data(), b.data(), c.data()).run,
+                                     t).min_seconds * 1e-9;
+  }).join();
+  return g;
+}
+
+// The best schedule timed again on `core` with a fixed budget (no cache, a fresh compile and
+// verification): what a user who takes the schedule away sees. 0 on failure.
+double Retime(const std::string& ir, int core, double budget_seconds) {
+  double gflops = 0;
+  std::thread([&] {
+    PinThisThread(core);
+    absl::StatusOr<LoopTree> tree = ParseIr(ir, Limits{});
+    absl::StatusOr<Isa> isa = ParseIsa("auto");
+    if (!tree.ok() || !isa.ok()) return;
+    LocalEvaluator::Options options;
+    options.isa = *isa;
+    options.adaptive = false;
+    options.timing.budget_seconds = budget_seconds;
+    LocalEvaluator evaluator(options);
+    absl::StatusOr<Measurement> m = evaluator.Measure(*tree);
+    if (m.ok()) gflops = m->gflops;
   }).join();
   return gflops;
 }
@@ -81,9 +144,63 @@ double Geomean(const std::vector<double>& v) {
   return v.empty() ? 0 : std::exp(log_sum / v.size());
 }
 
+double Min(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+}
+
+// One table: every search over the rows of one shape set.
+std::string SummaryTable(const std::vector<std::string>& searches, const std::vector<Row>& rows,
+                         bool offgrid, const std::map<std::string, Libraries>& libs,
+                         double peak) {
+  std::string md =
+      "| search | geomean vs oneDNN | min vs oneDNN | geomean vs OpenBLAS | geomean % of peak | "
+      "geomean speed-up | mean seconds | mean states | states/s | retimed / reported |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const std::string& search : searches) {
+    std::vector<double> pct, speedup, vs_dnn, vs_blas, retime;
+    double seconds = 0, states = 0;
+    for (const Row& r : rows) {
+      if (r.search != search || r.shape.offgrid != offgrid) continue;
+      const Libraries& l = libs.at(r.shape.name());
+      pct.push_back(100 * r.gflops / r.peak);
+      speedup.push_back(r.gflops / r.start);
+      vs_dnn.push_back(r.gflops / l.onednn);
+      vs_blas.push_back(r.gflops / l.openblas);
+      if (r.retimed > 0) retime.push_back(r.retimed / r.gflops);
+      seconds += r.seconds;
+      states += r.states;
+    }
+    if (pct.empty()) continue;
+    md += absl::StrFormat(
+        "| %s | %.2f | %.2f | %.2f | %.1f | %.2f | %.1f | %.0f | %.0f | %.3f (min %.3f) |\n", search,
+        Geomean(vs_dnn), Min(vs_dnn), Geomean(vs_blas), Geomean(pct), Geomean(speedup),
+        seconds / pct.size(), states / pct.size(), states / seconds, Geomean(retime), Min(retime));
+  }
+  std::vector<double> dnn_pct, blas_pct, blas_vs_dnn;
+  for (const auto& [name, l] : libs) {
+    bool in_set = false;
+    for (const Row& r : rows) in_set = in_set || (r.shape.name() == name && r.shape.offgrid == offgrid);
+    if (!in_set) continue;
+    dnn_pct.push_back(100 * l.onednn / peak);
+    blas_pct.push_back(100 * l.openblas / peak);
+    blas_vs_dnn.push_back(l.openblas / l.onednn);
+  }
+  md += absl::StrFormat("| oneDNN (reference) | 1.00 | 1.00 | %.2f | %.1f | | | | | |\n",
+                        1 / Geomean(blas_vs_dnn), Geomean(dnn_pct));
+  md += absl::StrFormat("| OpenBLAS (reference) | %.2f | %.2f | 1.00 | %.1f | | | | | |\n",
+                        Geomean(blas_vs_dnn), Min(blas_vs_dnn), Geomean(blas_pct));
+  return md;
+}
+
 int Main() {
   service::ServerConfig config;
   config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
+  const std::string timing = absl::GetFlag(FLAGS_timing);
+  if (timing != "adaptive" && timing != "fixed") {
+    std::fprintf(stderr, "--timing must be adaptive or fixed\n");
+    return 1;
+  }
+  config.workers.adaptive_timing = timing == "adaptive";
   // Process-wide pinning is main's (LoopToolServer::Start leaves it alone): this process's
   // threads (server, client, search) stay off the kernel worker's core.
   config.workers.cores = service::DefaultEvalCores();
@@ -108,15 +225,25 @@ int Main() {
     specs[search] = *spec;
   }
   const double limit = absl::GetFlag(FLAGS_time_limit);
+  const double retime_budget = absl::GetFlag(FLAGS_timing_budget_ms) / 1000;
+  std::vector<Shape> shapes = TestShapes(absl::GetFlag(FLAGS_count));
+  for (const Shape& s : OffGridShapes(absl::GetFlag(FLAGS_offgrid))) shapes.push_back(s);
 
   std::vector<Row> rows;
-  std::map<std::string, double> openblas;
-  for (const datasets::MatmulShape& shape : TestShapes(absl::GetFlag(FLAGS_count))) {
-    const std::string name = datasets::MatmulName(shape);
-    openblas[name] = OpenBlasGflops(shape, core);
+  std::map<std::string, Libraries> libs;
+  for (const Shape& shape : shapes) {
+    const std::string name = shape.name();
+    libs[name] = LibraryGflops(shape.shape, core);
     for (const std::string& search : searches) {
-      auto env = client::Env::Start(*connection, "benchmark://mm64_256_16_range-v0/" + name);
-      if (!env.ok()) return 1;
+      absl::StatusOr<client::Env> env =
+          shape.offgrid
+              ? client::Env::StartProgram(*connection, "benchmark://tune_bench-offgrid/" + name,
+                                          datasets::MatmulProgram(shape.shape))
+              : client::Env::Start(*connection, "benchmark://mm64_256_16_range-v0/" + name);
+      if (!env.ok()) {
+        std::fprintf(stderr, "%s: %s\n", name.c_str(), env.status().ToString().c_str());
+        return 1;
+      }
       client::SearchOptions options;
       options.search = specs[search];
       options.time_limit_seconds = limit;
@@ -126,56 +253,51 @@ int Main() {
                      r.status().ToString().c_str());
         return 1;
       }
-      rows.push_back({name, search, r->gflops, r->start_gflops, r->peak_gflops, r->seconds,
-                      r->states_evaluated, r->actions.size()});
-      std::printf("%-14s %-9s %7.1f GFLOPS %5.1f%% of peak %5.2fx start %5.1f s %5lld states | "
-                  "OpenBLAS %5.1f%%\n",
-                  name.c_str(), search.c_str(), r->gflops, 100 * r->gflops / r->peak_gflops,
-                  r->gflops / r->start_gflops, r->seconds,
-                  static_cast<long long>(r->states_evaluated),
-                  100 * openblas[name] / r->peak_gflops);
+      const double retimed = Retime(r->ir, core, retime_budget);
+      rows.push_back({shape, search, r->gflops, r->start_gflops, r->peak_gflops, r->seconds,
+                      retimed, r->states_evaluated, r->actions.size()});
+      std::printf("%-16s %-9s %7.1f GFLOPS %5.2fx oneDNN %5.2fx OpenBLAS %5.1f%% of peak %5.1f s "
+                  "%5lld states, retimed %.3f\n",
+                  name.c_str(), search.c_str(), r->gflops, r->gflops / libs[name].onednn,
+                  r->gflops / libs[name].openblas, 100 * r->gflops / r->peak_gflops, r->seconds,
+                  static_cast<long long>(r->states_evaluated), retimed / r->gflops);
       std::fflush(stdout);
     }
   }
 
   const std::string dir = absl::GetFlag(FLAGS_out);
   std::ofstream csv(dir + "/tune_bench.csv");
-  csv << "shape,search,gflops,percent_of_peak,speedup,seconds,states_evaluated,actions,"
-         "start_gflops,peak_gflops,openblas_gflops\n";
+  csv << "shape,set,search,gflops,percent_of_peak,speedup,seconds,states_evaluated,actions,"
+         "start_gflops,peak_gflops,onednn_gflops,openblas_gflops,retimed_gflops\n";
   for (const Row& r : rows) {
-    csv << absl::StrFormat("%s,%s,%.2f,%.1f,%.3f,%.2f,%d,%d,%.2f,%.2f,%.2f\n", r.shape, r.search,
+    const Libraries& l = libs[r.shape.name()];
+    csv << absl::StrFormat("%s,%s,%s,%.2f,%.1f,%.3f,%.2f,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+                           r.shape.name(), r.shape.offgrid ? "offgrid" : "test", r.search,
                            r.gflops, 100 * r.gflops / r.peak, r.gflops / r.start, r.seconds,
-                           r.states, r.actions, r.start, r.peak, openblas[r.shape]);
+                           r.states, r.actions, r.start, r.peak, l.onednn, l.openblas, r.retimed);
   }
+  const double peak = (*server)->peak_gflops();
   std::string md = absl::StrFormat(
-      "# tune_bench\n\n%d test-split matmuls of mm64_256_16_range-v0, each search limited to "
-      "%.0f s, through the C++ client against a server in the same process (kernel worker on "
-      "cpu %d, timing budget %.0f ms per new schedule). GFLOPS are the server's measurements "
-      "(fastest run), %% of the measured FMA peak (%.1f GFLOPS). OpenBLAS: cblas_sgemm, one "
-      "thread, same core (%s).\n\n"
-      "| search | geomean %% of peak | min %% | geomean speed-up | mean seconds | mean states | "
-      "geomean vs OpenBLAS |\n|---|---:|---:|---:|---:|---:|---:|\n",
-      absl::GetFlag(FLAGS_count), limit, core, absl::GetFlag(FLAGS_timing_budget_ms),
-      (*server)->peak_gflops(), OpenBlasCore());
-  for (const std::string& search : searches) {
-    std::vector<double> pct, speedup, vs_blas;
-    double seconds = 0, states = 0, min_pct = 1e9;
-    for (const Row& r : rows) {
-      if (r.search != search) continue;
-      pct.push_back(100 * r.gflops / r.peak);
-      min_pct = std::min(min_pct, pct.back());
-      speedup.push_back(r.gflops / r.start);
-      vs_blas.push_back(r.gflops / openblas[r.shape]);
-      seconds += r.seconds;
-      states += r.states;
-    }
-    md += absl::StrFormat("| %s | %.1f | %.1f | %.2f | %.1f | %.0f | %.2f |\n", search,
-                          Geomean(pct), min_pct, Geomean(speedup), seconds / pct.size(),
-                          states / pct.size(), Geomean(vs_blas));
+      "# tune_bench\n\nEach search limited to %.0f s, through the C++ client against a server in "
+      "the same process (kernel worker on cpu %d; %s timing, budget %.0f ms per new schedule%s). "
+      "GFLOPS are the server's measurements (fastest run); the measured FMA peak is %.1f GFLOPS. "
+      "oneDNN %s (matmul primitive) and OpenBLAS cblas_sgemm (%s): one thread, same core, this "
+      "run. Retimed: the best schedule compiled, verified and timed again after the search "
+      "(fixed %.0f ms budget, same core), over the GFLOPS the search reported.\n",
+      limit, core, timing, absl::GetFlag(FLAGS_timing_budget_ms),
+      timing == "adaptive" ? " at most" : "", peak, OneDnnVersion(), OpenBlasCore(),
+      retime_budget * 1000);
+  const int count = absl::GetFlag(FLAGS_count), offgrid = absl::GetFlag(FLAGS_offgrid);
+  if (count > 0) {
+    md += absl::StrFormat("\n## %d test-split matmuls of mm64_256_16_range-v0\n\n", count);
+    md += SummaryTable(searches, rows, false, libs, peak);
   }
-  std::vector<double> blas_pct;
-  for (const auto& [name, g] : openblas) blas_pct.push_back(100 * g / (*server)->peak_gflops());
-  md += absl::StrFormat("| OpenBLAS (reference) | %.1f | | | | | 1.00 |\n", Geomean(blas_pct));
+  if (offgrid > 0) {
+    md += absl::StrFormat(
+        "\n## %d matmuls off the grid (odd, prime, rectangular; added as programs)\n\n",
+        static_cast<int>(OffGridShapes(offgrid).size()));
+    md += SummaryTable(searches, rows, true, libs, peak);
+  }
   md += "\nPer shape and search: tune_bench.csv.\n";
   std::ofstream(dir + "/tune_bench.md") << md;
   std::printf("\n%s", md.c_str());

@@ -29,7 +29,12 @@ ABSL_FLAG(std::string, eval_cores, "",
 ABSL_FLAG(double, eval_deadline, 30, "seconds a kernel evaluation may take before it is a hang");
 ABSL_FLAG(double, max_kernel_seconds, 10,
           "refuse (RESOURCE_EXHAUSTED) kernels whose estimated evaluation cost is larger; 0: none");
-ABSL_FLAG(double, timing_budget_ms, 10, "timing budget for each new schedule, milliseconds");
+ABSL_FLAG(double, timing_budget_ms, 10,
+          "timing budget for each new schedule, milliseconds (with --timing=adaptive: its cap)");
+ABSL_FLAG(std::string, timing, "adaptive",
+          "adaptive: a new schedule's runs stop once their minimum settles or is clearly slower "
+          "than the best, and candidates are timed again with the whole budget; fixed: every new "
+          "schedule runs for the whole budget");
 ABSL_FLAG(std::string, isa, "auto", "code generation target: auto, avx512, avx2 or sse");
 ABSL_FLAG(int, max_loops, 16, "loops a loop tree may have (both nests)");
 ABSL_FLAG(bool, upstream_spaces_first, false,
@@ -105,6 +110,12 @@ int RunServerMain(int argc, char** argv, const ServerExtensions& extensions) {
     return 1;
   }
   config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
+  const std::string timing = absl::GetFlag(FLAGS_timing);
+  if (timing != "adaptive" && timing != "fixed") {
+    std::cerr << "looptool-server: --timing must be adaptive or fixed, got '" << timing << "'\n";
+    return 1;
+  }
+  config.workers.adaptive_timing = timing == "adaptive";
   for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_eval_cores), ',', absl::SkipEmpty())) {
     int cpu = 0;
     if (!absl::SimpleAtoi(c, &cpu) || cpu < 0) {

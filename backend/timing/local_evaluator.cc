@@ -72,12 +72,25 @@ absl::StatusOr<Measurement> LocalEvaluator::Measure(const LoopTree& tree) {
   } else {
     std::vector<float*> pointers;
     for (auto& buffer : program.scratch) pointers.push_back(buffer.data());
-    TimingOptions timing = options_.timing;
+    const auto run = [&] { kernel->Run(pointers.data()); };
+    TimingOptions timing =
+        options_.adaptive ? AdaptiveTiming(options_.timing.budget_seconds) : options_.timing;
     if (options_.give_up_factor > 0) {
       timing.give_up_above_seconds = options_.give_up_factor * program.best_seconds;
     }
-    const TimingResult t = MeasureRuns([&] { kernel->Run(pointers.data()); }, timing);
+    if (options_.adaptive) {
+      timing.clearly_slower_above_seconds = options_.clearly_slower_factor * program.best_seconds;
+    }
+    TimingResult t = MeasureRuns(run, timing);
     if (t.runs == 1 && t.runs < timing.min_runs) ++stats_.given_up;
+    if (options_.adaptive) {
+      if (t.end == TimingResult::End::kStable) ++stats_.stable;
+      if (t.end == TimingResult::End::kSlower && t.runs > 1) ++stats_.slower;
+      if (t.min_seconds < program.best_seconds * (1 + options_.confirm_margin)) {
+        ++stats_.confirmed;
+        t.min_seconds = std::min(t.min_seconds, MeasureRuns(run, options_.timing).min_seconds);
+      }
+    }
     program.best_seconds = std::min(program.best_seconds, t.min_seconds);
     result = Measurement{t.min_seconds,
                          static_cast<double>(tree.program().Flops()) / t.min_seconds * 1e-9};

@@ -25,7 +25,14 @@ class LocalEvaluator : public KernelEvaluator {
   struct Options {
     Isa isa = Isa::kSse;
     CodegenOptions codegen;
-    TimingOptions timing;                // per new schedule: about 10 ms of runs by default
+    TimingOptions timing;                // fixed timing: about 10 ms of runs by default
+    // Adaptive timing of new schedules (AdaptiveTiming, capped by timing.budget_seconds): runs
+    // stop once the minimum settles, or once it is `clearly_slower_factor` times the program's
+    // best; a schedule within `confirm_margin` of the best or faster (a candidate a search will
+    // keep) is then timed again with the fixed `timing`, and the faster minimum counts.
+    bool adaptive = true;
+    double clearly_slower_factor = 1.25;
+    double confirm_margin = 0.02;
     double peak_budget_seconds = 0.2;    // once, at the first PeakGflops(): the best of 5 rounds
     size_t max_cached_schedules = 1 << 16;
     size_t max_cached_programs = 32;     // reference runs and tensor buffers...
@@ -40,6 +47,9 @@ class LocalEvaluator : public KernelEvaluator {
   struct Stats {
     int64_t measured = 0;     // schedules compiled, verified and timed
     int64_t given_up = 0;     // of those, timed once for being far slower than the best
+    int64_t stable = 0;       // adaptive: runs stopped once the minimum settled
+    int64_t slower = 0;       // adaptive: runs stopped as clearly slower than the best
+    int64_t confirmed = 0;    // adaptive: candidates timed again with the fixed budget
     int64_t cache_hits = 0;
     double compile_seconds = 0, verify_seconds = 0, timing_seconds = 0;
   };

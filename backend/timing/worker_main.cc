@@ -36,6 +36,10 @@ absl::StatusOr<WorkerArgs> ParseArgs(int argc, char** argv) {
     if (absl::ConsumePrefix(&v, "--budget_ms=") && absl::SimpleAtod(v, &a.budget_ms)) continue;
     v = arg;
     if (absl::ConsumePrefix(&v, "--max_loops=") && absl::SimpleAtoi(v, &a.max_loops)) continue;
+    if (arg == "--timing=adaptive" || arg == "--timing=fixed") {
+      a.adaptive = arg == "--timing=adaptive";
+      continue;
+    }
     return absl::InvalidArgumentError(absl::StrCat("bad worker argument: ", arg));
   }
   return a;
@@ -78,7 +82,8 @@ WorkerReply Serve(const WorkerRequest& request, LocalEvaluator& evaluator, const
 std::vector<std::string> WorkerArgs::ToArgv() const {
   return {kWorkerFlag, absl::StrCat("--fd=", fd), absl::StrCat("--core=", core),
           absl::StrCat("--isa=", isa), absl::StrCat("--budget_ms=", budget_ms),
-          absl::StrCat("--max_loops=", max_loops)};
+          absl::StrCat("--max_loops=", max_loops),
+          adaptive ? "--timing=adaptive" : "--timing=fixed"};
 }
 
 std::optional<int> MaybeRunKernelWorker(int argc, char** argv,
@@ -98,6 +103,7 @@ std::optional<int> MaybeRunKernelWorker(int argc, char** argv,
   LocalEvaluator::Options options;
   options.isa = *isa;
   options.timing.budget_seconds = args->budget_ms / 1000.0;
+  options.adaptive = args->adaptive;
   LocalEvaluator evaluator(options);
   // The server validated the program against all its limits; the IR it sends adds schedule
   // lines to the program text, so only the frame size bounds it here.

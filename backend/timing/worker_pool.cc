@@ -122,6 +122,7 @@ absl::Status WorkerPool::Spawn(Worker& worker) const {
   args.core = worker.core;
   args.isa = options_.isa;
   args.budget_ms = options_.budget_ms;
+  args.adaptive = options_.adaptive_timing;
   args.max_loops = options_.max_loops;
   std::vector<std::string> argv_strings = args.ToArgv();
   argv_strings.insert(argv_strings.begin(), "looptool-kernel-worker");

@@ -33,7 +33,8 @@ class WorkerPool : public KernelEvaluator {
   struct Options {
     std::vector<int> cores;          // one worker pinned to each; empty: one unpinned worker
     std::string isa = "auto";        // see ParseIsa
-    double budget_ms = 10;           // timing budget per new schedule
+    double budget_ms = 10;           // timing budget per new schedule (adaptive: its cap)
+    bool adaptive_timing = true;     // see LocalEvaluator::Options::adaptive
     int max_loops = 16;              // the loop trees callers send may have this many loops
     double deadline_seconds = 30;    // a request still running after this is a hang
     double max_kernel_seconds = 10;  // refuse kernels estimated to cost more (0: no bound);

@@ -32,16 +32,20 @@
 ABSL_FLAG(std::string, benchmark, "benchmark://mm64_256_16_range-v0/mm112_208_256",
           "a benchmark URI, a bare mmM_N_K, or a file holding a program in the loop-nest language");
 ABSL_FLAG(std::string, search, "beam4dfs",
-          "greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs or random");
+          "greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random or evolution");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 ABSL_FLAG(std::string, actions, "", "eval: comma-separated action names to apply");
 ABSL_FLAG(std::string, action_space, "loop_tool", "loop_tool or loop_tune");
 ABSL_FLAG(std::string, dataset, "", "benchmarks: list this dataset's benchmarks");
-ABSL_FLAG(uint64_t, seed, 0, "seed of the random search");
-ABSL_FLAG(double, timing_budget_ms, 3,
-          "embedded server: timing budget per new schedule (the fastest run within it counts)");
+ABSL_FLAG(uint64_t, seed, 0, "seed of the random and evolution searches");
+ABSL_FLAG(double, timing_budget_ms, 10,
+          "embedded server: timing budget per new schedule (the fastest run within it counts; "
+          "with --timing=adaptive its cap)");
+ABSL_FLAG(std::string, timing, "adaptive",
+          "embedded server: adaptive (runs stop once their minimum settles or is clearly slower "
+          "than the best; candidates timed again with the whole budget) or fixed");
 ABSL_FLAG(std::string, eval_cores, "", "embedded server: comma-separated CPUs for kernel workers");
 ABSL_FLAG(std::string, auth_token_file, "",
           "--server: a file whose first line is the server's shared token");
@@ -83,6 +87,11 @@ absl::StatusOr<Connected> Connect() {
   if (address.empty()) {
     service::ServerConfig config;
     config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
+    const std::string timing = absl::GetFlag(FLAGS_timing);
+    if (timing != "adaptive" && timing != "fixed") {
+      return absl::InvalidArgumentError("--timing must be adaptive or fixed");
+    }
+    config.workers.adaptive_timing = timing == "adaptive";
     for (absl::string_view cpu :
          absl::StrSplit(absl::GetFlag(FLAGS_eval_cores), ',', absl::SkipEmpty())) {
       int n = 0;

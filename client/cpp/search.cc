@@ -87,6 +87,21 @@ class Searcher {
     return env;
   }
 
+  // The state `path` reaches from the start, on a fork stepped along it in one call (actions
+  // without effect are skipped by the server). New states are measured and counted.
+  absl::StatusOr<Reached> EvaluatePath(std::vector<int> path) {
+    absl::StatusOr<Env> env = start_.Fork();
+    if (!env.ok()) return env.status();
+    env->set_deadline(deadline_);
+    absl::StatusOr<StepResult> r = env->Step(path, kObservations);
+    if (!r.ok()) {
+      if (Expired()) return r.status();
+      r = env->Step({}, {"ir", "loop_tree", "action_mask"});
+      if (!r.ok()) return r.status();
+    }
+    return Record(std::move(path), *r);
+  }
+
   // Applies `action` to `env` (in `parent`'s state) and returns the state it reaches. The
   // kernel of a new state is measured; one that fails to compile, verify or run scores 0.
   absl::StatusOr<Reached> Advance(Env& env, const Node& parent, int action) {
@@ -99,7 +114,13 @@ class Searcher {
       r = env.Step({}, {"ir", "loop_tree", "action_mask"});
       if (!r.ok()) return r.status();
     }
-    absl::StatusOr<Node> node = ToNode(std::move(path), *r);
+    return Record(std::move(path), *r);
+  }
+
+  // The state a step observed, registered as visited (and measured, counted and compared with the
+  // best when new).
+  absl::StatusOr<Reached> Record(std::vector<int> path, const StepResult& r) {
+    absl::StatusOr<Node> node = ToNode(std::move(path), r);
     if (!node.ok()) return node.status();
     auto [it, inserted] = visited_.emplace(node->ir, *node);
     if (!inserted) {
@@ -256,6 +277,100 @@ absl::Status Random(Searcher& s, int depth, uint64_t seed) {
   return absl::OkStatus();
 }
 
+// Evolution: a population of the best states found, each known by its path (its genome). Seeded
+// by random rollouts from the start; then, until the time limit, a parent drawn by tournament
+// (best of 3) is varied and the child's state measured: extended by 1-3 random legal actions
+// (a rollout continued from a good state), cut back by 1-3 actions and extended again, one
+// action of its path replaced by a random one, or crossed with another member (a prefix of one,
+// the suffix of the other). Paths longer than twice the episode length are cut. A child enters
+// the population when it beats the worst member, which leaves; every state measured on the way
+// counts for the best.
+absl::Status Evolution(Searcher& s, int depth, uint64_t seed) {
+  constexpr size_t kPopulation = 16;
+  std::mt19937_64 rng(seed);
+  const auto uniform = [&rng](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  const auto legal_actions = [](const Node& node) {
+    std::vector<int> legal;
+    for (int a = 0; a < static_cast<int>(node.mask.size()); ++a) {
+      if (node.mask[a]) legal.push_back(a);
+    }
+    return legal;
+  };
+  if (depth == 0 || legal_actions(s.root()).empty()) return absl::OkStatus();  // nothing to try
+  std::vector<Node> population = {s.root()};
+  const auto admit = [&population](const Node& node) {
+    for (const Node& p : population) {
+      if (p.ir == node.ir) return;
+    }
+    if (population.size() < kPopulation) {
+      population.push_back(node);
+      return;
+    }
+    auto worst = std::min_element(population.begin(), population.end(),
+                                  [](const Node& a, const Node& b) { return a.gflops < b.gflops; });
+    if (node.gflops > worst->gflops) *worst = node;
+  };
+  // Walks up to `steps` random legal actions from `node`; admits the best state on the way.
+  const auto rollout = [&](Node node, int steps) -> absl::Status {
+    absl::StatusOr<Env> env = s.Materialize(node);
+    if (!env.ok()) return env.status();
+    Node best_seen;
+    for (int d = 0; d < steps && !s.Expired(); ++d) {
+      const std::vector<int> legal = legal_actions(node);
+      if (legal.empty()) break;
+      absl::StatusOr<Reached> next = s.Advance(*env, node, legal[uniform(legal.size())]);
+      if (!next.ok()) return next.status();
+      node = std::move(next->node);
+      if (node.gflops > best_seen.gflops) best_seen = node;
+    }
+    if (best_seen.gflops > 0) admit(best_seen);
+    return absl::OkStatus();
+  };
+  const auto tournament = [&]() -> const Node& {
+    const Node* best = &population[uniform(population.size())];
+    for (int i = 0; i < 2; ++i) {
+      const Node& other = population[uniform(population.size())];
+      if (other.gflops > best->gflops) best = &other;
+    }
+    return *best;
+  };
+  for (size_t i = 0; i < kPopulation && !s.Expired(); ++i) {
+    absl::Status st = rollout(s.root(), depth);
+    if (!st.ok()) return st;
+  }
+  const size_t max_path = 2 * static_cast<size_t>(depth);
+  while (!s.Expired()) {
+    const Node parent = tournament();
+    absl::Status st;
+    const int op = uniform(4);
+    if (op == 0 || parent.path.empty()) {
+      st = rollout(parent, 1 + uniform(3));
+    } else if (op == 1) {
+      std::vector<int> path = parent.path;
+      path.resize(path.size() - std::min<size_t>(path.size(), 1 + uniform(3)));
+      absl::StatusOr<Reached> cut = s.EvaluatePath(std::move(path));
+      if (!cut.ok()) return cut.status();
+      st = rollout(cut->node, 1 + uniform(3));
+    } else {
+      std::vector<int> path = parent.path;
+      if (op == 2) {
+        path[uniform(path.size())] = uniform(parent.mask.size());
+      } else {
+        const Node& other = tournament();
+        const size_t a = uniform(path.size() + 1), b = uniform(other.path.size() + 1);
+        path.resize(a);
+        path.insert(path.end(), other.path.begin() + b, other.path.end());
+      }
+      if (path.size() > max_path) path.resize(max_path);
+      absl::StatusOr<Reached> child = s.EvaluatePath(std::move(path));
+      if (!child.ok()) return child.status();
+      if (child->node.gflops > 0) admit(child->node);
+    }
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
 // The searches by name, in the order of the usage text.
 const std::vector<std::pair<std::string, SearchSpec>>& Searches() {
   using Kind = SearchSpec::Kind;
@@ -263,7 +378,7 @@ const std::vector<std::pair<std::string, SearchSpec>>& Searches() {
       {"greedy1", {Kind::kGreedy, 0, 1}},   {"greedy2", {Kind::kGreedy, 0, 2}},
       {"beam2dfs", {Kind::kBeamDfs, 2, 0}}, {"beam4dfs", {Kind::kBeamDfs, 4, 0}},
       {"beam2bfs", {Kind::kBeamBfs, 2, 0}}, {"beam4bfs", {Kind::kBeamBfs, 4, 0}},
-      {"random", {Kind::kRandom, 0, 0}}};
+      {"random", {Kind::kRandom, 0, 0}},    {"evolution", {Kind::kEvolution, 0, 0}}};
   return *searches;
 }
 
@@ -279,6 +394,8 @@ std::string SearchSpec::Name() const {
       return absl::StrCat("beam", width, "bfs");
     case Kind::kRandom:
       return "random";
+    case Kind::kEvolution:
+      return "evolution";
   }
   return "unknown";
 }
@@ -332,6 +449,9 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
       break;
     case Kind::kRandom:
       status = Random(s, options.depth, options.seed);
+      break;
+    case Kind::kEvolution:
+      status = Evolution(s, options.depth, options.seed);
       break;
   }
   // A call cut off by the time limit ends the search; the best so far stands.

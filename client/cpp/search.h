@@ -2,7 +2,8 @@
 // uses them: greedy1/greedy2 (lookahead 1 or 2, move by the first action of the best path, stop
 // when nothing improves), beam2dfs/beam4dfs (depth-first to depth 10, the `width` best children
 // of each node), beam2bfs/beam4bfs (level by level, the `width` best children of each frontier
-// node), and random (random rollouts of depth 10). Children are evaluated on forks of the
+// node), random (random rollouts of depth 10), and evolution (a population of the best states,
+// varied by continued rollouts, cuts, replaced actions and crossover; see search.cc). Children are evaluated on forks of the
 // session (ForkSession), ranked by measured GFLOPS (the published code ranks beams by action
 // name, a bug not copied here), and states already visited are never expanded again. Every
 // algorithm stops at a hard time limit.
@@ -29,7 +30,7 @@ struct SearchProgress {
 
 // Which search, and its parameters; ParseSearch() reads one from its name.
 struct SearchSpec {
-  enum class Kind { kGreedy, kBeamDfs, kBeamBfs, kRandom };
+  enum class Kind { kGreedy, kBeamDfs, kBeamBfs, kRandom, kEvolution };
   Kind kind = Kind::kBeamDfs;
   int width = 4;      // beams: the children kept per node (0 for the others)
   int lookahead = 0;  // greedy: the depth of the paths compared at each move (0 for the others)
@@ -38,7 +39,7 @@ struct SearchSpec {
   std::string Name() const;
 };
 
-// "greedy1", "greedy2", "beam2dfs", "beam4dfs", "beam2bfs", "beam4bfs" or "random";
+// "greedy1", "greedy2", "beam2dfs", "beam4dfs", "beam2bfs", "beam4bfs", "random" or "evolution";
 // INVALID_ARGUMENT, listing these, for any other name.
 absl::StatusOr<SearchSpec> ParseSearch(absl::string_view name);
 

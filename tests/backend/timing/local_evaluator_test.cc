@@ -128,5 +128,71 @@ TEST(LocalEvaluator, FarSlowerSchedulesOfAProgramAreTimedOnce) {
   EXPECT_EQ(never.stats().given_up, 0);
 }
 
+
+void Sleep100us() {
+  timespec ts{0, 100000};
+  nanosleep(&ts, nullptr);
+}
+
+TEST(MeasureRuns, AdaptiveStopsOnceTheMinimumSettles) {
+  TimingOptions o;
+  o.budget_seconds = 1.0;  // about 10,000 runs of 100 us if nothing stopped them earlier
+  o.warmup_seconds = 0;
+  o.min_runs = 5;
+  o.stable_runs = 10;
+  o.stable_seconds = 0;
+  // Only a run twice as fast as the minimum so far counts as an improvement: a sleep of 100 us
+  // improves on its first run at most a few times (a slow first run), then settles.
+  o.stable_fraction = 0.5;
+  const TimingResult r = MeasureRuns(Sleep100us, o);
+  EXPECT_EQ(r.end, TimingResult::End::kStable);
+  EXPECT_GE(r.runs, 11);  // the first run, then 10 without improvement
+  EXPECT_LT(r.runs, 200);
+  EXPECT_GE(r.min_seconds, 100e-6);
+}
+
+TEST(MeasureRuns, AdaptiveStopsAfterMinRunsWhenClearlySlower) {
+  TimingOptions o;
+  o.warmup_seconds = 0;
+  o.min_runs = 5;
+  o.stable_runs = 1000;
+  o.clearly_slower_above_seconds = 1e-5;  // every 100 us run is slower
+  const TimingResult r = MeasureRuns(Sleep100us, o);
+  EXPECT_EQ(r.end, TimingResult::End::kSlower);
+  EXPECT_EQ(r.runs, 5);
+  // Fixed timing (stable_runs 0) ignores the bound and spends the budget.
+  o.stable_runs = 0;
+  const TimingResult fixed = MeasureRuns(Sleep100us, o);
+  EXPECT_EQ(fixed.end, TimingResult::End::kBudget);
+  EXPECT_GE(fixed.runs, 5);  // min_runs at least; 10 ms of runs of at least 100 us: at most 100
+  EXPECT_LE(fixed.runs, 100);
+}
+
+TEST(LocalEvaluator, AdaptiveTimingConfirmsCandidatesAndStopsSlowerSchedulesEarly) {
+  LocalEvaluator::Options o = Fast();
+  o.adaptive = true;
+  o.give_up_factor = 0;
+  o.clearly_slower_factor = 1e-9;  // every schedule after the program's first is "slower"
+  LocalEvaluator ev(o);
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
+  ASSERT_TRUE(ev.Measure(t).ok());
+  EXPECT_EQ(ev.stats().slower, 0);     // nothing known yet
+  EXPECT_EQ(ev.stats().confirmed, 1);  // the program's first: the best so far, timed again
+  ASSERT_TRUE(ev.Measure(WithActions(t, "split_4")).ok());
+  EXPECT_EQ(ev.stats().slower, 1);
+  // Never a candidate (margin -1): nothing is timed again.
+  o.confirm_margin = -1;
+  LocalEvaluator never(o);
+  ASSERT_TRUE(never.Measure(t).ok());
+  EXPECT_EQ(never.stats().confirmed, 0);
+  // Fixed timing: neither settles nor stops early nor confirms.
+  o.adaptive = false;
+  o.confirm_margin = 0.02;
+  LocalEvaluator fixed(o);
+  ASSERT_TRUE(fixed.Measure(t).ok());
+  ASSERT_TRUE(fixed.Measure(WithActions(t, "split_4")).ok());
+  EXPECT_EQ(fixed.stats().stable + fixed.stats().slower + fixed.stats().confirmed, 0);
+}
+
 }  // namespace
 }  // namespace looptool
