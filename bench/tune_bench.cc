@@ -10,6 +10,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -91,6 +92,10 @@ std::vector<Shape> OffGridShapes(int count) {
   return out;
 }
 
+// The kernel worker's core may still be busy with a search's last request (cancelled by the
+// client at the time limit, finished by the worker): let it finish before timing on that core.
+void LetTheWorkerCoreSettle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
 void PinThisThread(int core) {
   if (core < 0) return;
   cpu_set_t set;
@@ -102,6 +107,7 @@ void PinThisThread(int core) {
 // oneDNN and OpenBLAS on `core` (the kernel worker's, idle between searches), fastest run
 // within 50 ms each.
 Libraries LibraryGflops(const datasets::MatmulShape& s, int core) {
+  LetTheWorkerCoreSettle();
   Libraries g;
   std::thread([&] {
     PinThisThread(core);
@@ -121,6 +127,7 @@ Libraries LibraryGflops(const datasets::MatmulShape& s, int core) {
 // The best schedule timed again on `core` with a fixed budget (no cache, a fresh compile and
 // verification): what a user who takes the schedule away sees. 0 on failure.
 double Retime(const std::string& ir, int core, double budget_seconds) {
+  LetTheWorkerCoreSettle();
   double gflops = 0;
   std::thread([&] {
     PinThisThread(core);
