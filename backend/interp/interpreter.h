@@ -15,7 +15,7 @@
 namespace looptool {
 
 // One row-major float array per tensor of a program, indexed by tensor id; each starts on a
-// cache line.
+// cache line, at a fixed place within its page (AllocateTensors).
 using TensorBuffer = std::vector<float, CacheLineAllocator<float>>;
 using TensorData = std::vector<TensorBuffer>;
 

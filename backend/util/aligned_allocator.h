@@ -1,5 +1,9 @@
-// CacheLineAllocator: a std::allocator whose blocks start on a 64-byte boundary, so that tensor
-// buffers begin on a cache line (and a zmm load of the first elements never splits one).
+// CacheLineAllocator: a std::allocator whose blocks start at a fixed offset past a page
+// boundary, a multiple of 64 bytes (0 by default), so that tensor buffers begin on a cache line
+// (a zmm load of the first elements never splits one) and sit at the same place within their
+// pages in every process: a kernel's speed depends on its buffers' relative placement (4 KiB
+// aliasing between loads and stores), and a schedule timed in one process must time the same
+// in another.
 #ifndef LOOPTOOL_BACKEND_UTIL_ALIGNED_ALLOCATOR_H_
 #define LOOPTOOL_BACKEND_UTIL_ALIGNED_ALLOCATOR_H_
 
@@ -13,23 +17,29 @@ template <typename T>
 struct CacheLineAllocator {
   using value_type = T;
   static constexpr std::size_t kAlignment = 64;
+  static constexpr std::size_t kPage = 4096;
 
   CacheLineAllocator() = default;
+  // Blocks start `offset_bytes` (rounded down to a cache line, modulo a page) past a page.
+  explicit CacheLineAllocator(std::size_t offset_bytes)
+      : offset(offset_bytes % kPage / kAlignment * kAlignment) {}
   template <typename U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}  // NOLINT: allocator conversion
+  CacheLineAllocator(const CacheLineAllocator<U>& other) : offset(other.offset) {}  // NOLINT
 
   T* allocate(std::size_t n) {
-    const std::size_t bytes = (n * sizeof(T) + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, bytes == 0 ? kAlignment : bytes);
+    const std::size_t bytes = (n * sizeof(T) + offset + kPage - 1) / kPage * kPage;
+    void* p = std::aligned_alloc(kPage, bytes == 0 ? kPage : bytes);
     if (!p) throw std::bad_alloc();
-    return static_cast<T*>(p);
+    return reinterpret_cast<T*>(static_cast<char*>(p) + offset);
   }
-  void deallocate(T* p, std::size_t) { std::free(p); }
+  void deallocate(T* p, std::size_t) { std::free(reinterpret_cast<char*>(p) - offset); }
 
   template <typename U>
-  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+  bool operator==(const CacheLineAllocator<U>& other) const { return offset == other.offset; }
   template <typename U>
-  bool operator!=(const CacheLineAllocator<U>&) const { return false; }
+  bool operator!=(const CacheLineAllocator<U>& other) const { return offset != other.offset; }
+
+  std::size_t offset = 0;
 };
 
 }  // namespace looptool
