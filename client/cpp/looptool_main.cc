@@ -1,6 +1,6 @@
 // looptool: the command line of LoopTool.
 //
-//   looptool tune --benchmark=URI|FILE [--search=beam4dfs] [--time-limit=10] [--server=HOST:PORT]
+//   looptool tune --benchmark=URI|FILE [--search=evolution] [--time-limit=10] [--server=HOST:PORT]
 //                 [--json]
 //   looptool eval --benchmark=URI|FILE --actions=split_4,down,... [--server=...] [--json]
 //   looptool benchmarks [--dataset=NAME]
@@ -31,7 +31,7 @@
 
 ABSL_FLAG(std::string, benchmark, "benchmark://mm64_256_16_range-v0/mm112_208_256",
           "a benchmark URI, a bare mmM_N_K, or a file holding a program in the loop-nest language");
-ABSL_FLAG(std::string, search, "beam4dfs",
+ABSL_FLAG(std::string, search, "evolution",
           "greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random or evolution");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");

@@ -31,8 +31,8 @@ struct SearchProgress {
 // Which search, and its parameters; ParseSearch() reads one from its name.
 struct SearchSpec {
   enum class Kind { kGreedy, kBeamDfs, kBeamBfs, kRandom, kEvolution };
-  Kind kind = Kind::kBeamDfs;
-  int width = 4;      // beams: the children kept per node (0 for the others)
+  Kind kind = Kind::kEvolution;  // the best we have (bench/results/tune_bench.md)
+  int width = 0;      // beams: the children kept per node (0 for the others)
   int lookahead = 0;  // greedy: the depth of the paths compared at each move (0 for the others)
 
   // The name ParseSearch() reads this from ("beam4dfs").
@@ -47,7 +47,7 @@ absl::StatusOr<SearchSpec> ParseSearch(absl::string_view name);
 const std::vector<std::string>& SearchAlgorithms();
 
 struct SearchOptions {
-  SearchSpec search;                    // beam4dfs
+  SearchSpec search;                    // evolution
   double time_limit_seconds = 10;
   int depth = 10;                       // LoopTune's episode length
   uint64_t seed = 0;                    // random's rollouts

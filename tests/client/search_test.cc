@@ -34,7 +34,7 @@ TEST(ParseSearch, ReadsKindWidthAndLookahead) {
     names.push_back(c.name);
   }
   EXPECT_EQ(SearchAlgorithms(), names);
-  EXPECT_EQ(SearchOptions().search.Name(), "beam4dfs");  // the default
+  EXPECT_EQ(SearchOptions().search.Name(), "evolution");  // the default
 }
 
 TEST(ParseSearch, UnknownNamesListTheValidOnes) {
