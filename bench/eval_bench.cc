@@ -78,6 +78,12 @@ std::vector<LoopTree> RandomSchedules(const LoopTree& initial, int n, std::mt199
 }
 
 int Main() {
+  if (absl::GetFlag(FLAGS_schedules) < 1 || absl::GetFlag(FLAGS_count) < 1 ||
+      absl::GetFlag(FLAGS_budget_ms) <= 0) {
+    std::fprintf(stderr, "eval_bench: --schedules and --count must be at least 1 and --budget_ms "
+                         "positive\n");
+    return 1;
+  }
   int core = absl::GetFlag(FLAGS_core);
   if (core < 0) {
     cpu_set_t set;
@@ -89,8 +95,12 @@ int Main() {
   }
   cpu_set_t set;
   CPU_ZERO(&set);
-  CPU_SET(core, &set);
-  sched_setaffinity(0, sizeof(set), &set);
+  if (core >= CPU_SETSIZE) core = -1;
+  if (core >= 0) CPU_SET(core, &set);
+  if (core < 0 || sched_setaffinity(0, sizeof(set), &set) != 0) {
+    std::fprintf(stderr, "eval_bench: cannot run on cpu %d (--core)\n", core);
+    return 1;
+  }
 
   absl::StatusOr<Isa> isa = ParseIsa("auto");
   if (!isa.ok()) return 1;

@@ -200,6 +200,12 @@ std::string SummaryTable(const std::vector<std::string>& searches, const std::ve
 }
 
 int Main() {
+  if (absl::GetFlag(FLAGS_time_limit) <= 0 || absl::GetFlag(FLAGS_timing_budget_ms) <= 0 ||
+      absl::GetFlag(FLAGS_count) < 0 || absl::GetFlag(FLAGS_offgrid) < 0) {
+    std::fprintf(stderr, "tune_bench: --time_limit and --timing_budget_ms must be positive, "
+                         "--count and --offgrid at least 0\n");
+    return 1;
+  }
   service::ServerConfig config;
   config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
   const std::string timing = absl::GetFlag(FLAGS_timing);

@@ -47,7 +47,7 @@ EOF
 fi
 
 # --- Debian packages ---------------------------------------------------------------------------
-tools/setup.sh # the server's build dependencies
+# The server's build dependencies, and what CompilerGym's client, tests and example need.
 packages=(
   git protobuf-compiler protobuf-compiler-grpc
   python3 python3-grpcio python3-protobuf python3-numpy python3-networkx
@@ -57,20 +57,7 @@ packages=(
   # its tests and example
   python3-pytest python3-flaky python3-pytest-timeout python3-typer
 )
-missing=()
-for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
-  [[ "$status" == ii* ]] || missing+=("$p")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-  echo "compilergym_compat: installing ${missing[*]}" >&2
-  sudo=()
-  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq -o DPkg::Lock::Timeout=600 >&2
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
-    "${missing[@]}" >&2
-fi
+tools/setup.sh "${packages[@]}"
 
 # --- CompilerGym's sources, into a temporary directory -----------------------------------------
 tmp=$(mktemp -d /tmp/looptool-compilergym.XXXXXX)

@@ -38,22 +38,8 @@ for t in "${targets[@]}"; do
   }
 done
 
-# --- Debian packages (as tools/setup.sh installs them) -------------------------------------------
-packages=(clang libclang-rt-14-dev make pkg-config libabsl-dev libboost-graph-dev nlohmann-json3-dev)
-missing=()
-for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
-  [[ "$status" == ii* ]] || missing+=("$p")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-  echo "fuzz: installing ${#missing[@]} missing Debian packages: ${missing[*]}" >&2
-  sudo=()
-  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq -o DPkg::Lock::Timeout=600 >&2
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
-    "${missing[@]}" >&2
-fi
+# --- Debian packages (LoopTool's, and clang with libFuzzer) -------------------------------------
+"$ROOT/tools/setup.sh" clang libclang-rt-14-dev make
 
 # --- Build ------------------------------------------------------------------------------------------
 # Sources of each harness: every .cc of the packages it reaches (the transitive deps in the BUILD

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages LoopTool needs that are missing. Idempotent, and silent when
-# everything is already there. Both README commands call it first.
+# Installs the Debian 12 packages LoopTool needs that are missing, and any packages given as
+# arguments (tools/fuzz.sh and tools/compilergym_compat.sh name theirs). Idempotent, and silent
+# when everything is already there. Both README commands call it first.
 set -euo pipefail
 
 packages=(
@@ -14,6 +15,8 @@ packages=(
   libdnnl-dev libopenblas-dev
   # Python client and tests (Debian's /usr/bin/python3)
   python3 python3-grpcio python3-protobuf python3-numpy python3-networkx
+  # the caller's own
+  "$@"
 )
 
 missing=()

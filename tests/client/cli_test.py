@@ -65,6 +65,9 @@ class CliTest(unittest.TestCase):
         p = run("tune", "--benchmark", "benchmark://pool-v0/nope", "--time-limit", "1")
         self.assertEqual(p.returncode, 1)
         self.assertIn("Benchmark not found: benchmark://pool-v0/nope", p.stderr)
+        p = run("tune", "--benchmark", "mm64_64_64", "--timing", "fast", "--time-limit", "1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--timing must be adaptive or fixed", p.stderr)
 
 
 if __name__ == "__main__":

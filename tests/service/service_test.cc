@@ -564,6 +564,7 @@ TEST(ServiceLimits, BadFlagsAreRefusedEachWithItsOwnMessage) {
       {{"--timing_budget_ms=0"}, kPositive},
       {{"--max_loops=0"}, kPositive},
       {{"--max_kernel_seconds=-1"}, "looptool-server: --max_kernel_seconds must be >= 0"},
+      {{"--timing=fast"}, "looptool-server: --timing must be adaptive or fixed, got 'fast'"},
       {{"--eval_cores=1,x"}, "looptool-server: --eval_cores takes CPU numbers, got 'x'"},
       {{"--eval_cores=-2"}, "looptool-server: --eval_cores takes CPU numbers, got '-2'"},
       {{"--auth_token_file=/nonexistent/token"},
