@@ -1,7 +1,7 @@
 // looptool: the command line of LoopTool.
 //
-//   looptool tune --benchmark=URI|FILE [--search=evolution] [--time-limit=10] [--server=HOST:PORT]
-//                 [--json]
+//   looptool tune --benchmark=URI|FILE [--search=evolution] [--policy=FILE] [--time-limit=10]
+//                 [--server=HOST:PORT] [--json]
 //   looptool eval --benchmark=URI|FILE --actions=split_4,down,... [--server=...] [--json]
 //   looptool benchmarks [--dataset=NAME]
 //
@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "absl/flags/flag.h"
@@ -32,7 +33,11 @@
 ABSL_FLAG(std::string, benchmark, "benchmark://mm64_256_16_range-v0/mm112_208_256",
           "a benchmark URI, a bare mmM_N_K, or a file holding a program in the loop-nest language");
 ABSL_FLAG(std::string, search, "evolution",
-          "greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random or evolution");
+          "greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random, evolution, policy "
+          "(a trained policy's episode, only its final state timed) or policy_guided");
+ABSL_FLAG(std::string, policy, "",
+          "policy and policy_guided: a policy file from `python3 -m looptool.rl.train` "
+          "(default: the one built in, datasets/policies/loop_tool_dqn.json)");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
@@ -189,6 +194,12 @@ int Tune() {
   absl::StatusOr<SearchSpec> search = ParseSearch(absl::GetFlag(FLAGS_search));
   if (!search.ok()) return Fail(search.status());
   const std::string search_name = search->Name();
+  std::optional<Policy> policy;
+  if (!absl::GetFlag(FLAGS_policy).empty()) {
+    absl::StatusOr<Policy> loaded = Policy::Load(absl::GetFlag(FLAGS_policy));
+    if (!loaded.ok()) return Fail(loaded.status());
+    policy = *std::move(loaded);
+  }
   absl::StatusOr<Connected> c = Connect();
   if (!c.ok()) return Fail(c.status());
   if (!as_json) ReportEmbedded(*c);
@@ -200,6 +211,7 @@ int Tune() {
   options.search = *search;
   options.time_limit_seconds = absl::GetFlag(FLAGS_time_limit);
   options.seed = absl::GetFlag(FLAGS_seed);
+  if (policy.has_value()) options.policy = &*policy;
   const bool tty = isatty(STDERR_FILENO);
   double last_print = -1;
   options.on_progress = [&](const SearchProgress& p) {
@@ -234,10 +246,15 @@ int Tune() {
   std::printf("benchmark  %s\n", uri.c_str());
   std::printf("search     %s: %lld states evaluated in %.1f s\n", search_name.c_str(),
               static_cast<long long>(r->states_evaluated), r->seconds);
-  std::printf("start      %8.2f GFLOPS  %5.1f%% of peak\n", r->start_gflops,
-              100 * r->start_gflops / r->peak_gflops);
-  std::printf("best       %8.2f GFLOPS  %5.1f%% of peak  %.2fx the start\n", r->gflops,
-              100 * r->gflops / r->peak_gflops, speedup);
+  if (r->start_gflops > 0) {
+    std::printf("start      %8.2f GFLOPS  %5.1f%% of peak\n", r->start_gflops,
+                100 * r->start_gflops / r->peak_gflops);
+    std::printf("best       %8.2f GFLOPS  %5.1f%% of peak  %.2fx the start\n", r->gflops,
+                100 * r->gflops / r->peak_gflops, speedup);
+  } else {  // policy: the start state is not timed
+    std::printf("best       %8.2f GFLOPS  %5.1f%% of peak\n", r->gflops,
+                100 * r->gflops / r->peak_gflops);
+  }
   std::printf("peak       %8.2f GFLOPS  (measured FMA peak of one core)\n", r->peak_gflops);
   std::printf("actions    %s\n", r->actions.empty() ? "(none)" : absl::StrJoin(r->actions, ", ").c_str());
   std::printf("loop tree\n%s", Indent(r->loop_tree).c_str());

@@ -24,9 +24,12 @@ struct Node {
   std::string loop_tree;
   double gflops = 0;      // 0 when its kernel could not be measured
   std::vector<bool> mask; // actions that would change the state
+  std::vector<float> features;  // loops_tensor, for searches guided by a policy
 };
 
 const std::vector<std::string> kObservations = {"ir", "loop_tree", "flops", "action_mask"};
+const std::vector<std::string> kPolicyObservations = {"ir", "loop_tree", "flops", "action_mask",
+                                                      "loops_tensor"};
 
 // A state reached by an action: its node, and whether it was never seen before (a seen one comes
 // from the cache, with the new path, and is not counted again).
@@ -41,9 +44,10 @@ enum class SeenChildren { kSkip, kInclude };
 // State shared by every algorithm: the clock, the visited states, the best one, the progress.
 class Searcher {
  public:
-  Searcher(const Env& start, const SearchOptions& options)
+  Searcher(const Env& start, const SearchOptions& options, bool with_features = false)
       : start_(start),
         options_(options),
+        observations_(with_features ? kPolicyObservations : kObservations),
         t0_(Clock::now()),
         deadline_(absl::Now() + absl::Seconds(options.time_limit_seconds)) {}
 
@@ -51,7 +55,7 @@ class Searcher {
     absl::StatusOr<Env> env = start_.Fork();
     if (!env.ok()) return env.status();
     env->set_deadline(deadline_);
-    std::vector<std::string> observations = kObservations;
+    std::vector<std::string> observations = observations_;
     observations.push_back("peak_gflops");
     absl::StatusOr<StepResult> r = env->Step({}, observations);
     if (!r.ok()) return r.status();
@@ -93,10 +97,10 @@ class Searcher {
     absl::StatusOr<Env> env = start_.Fork();
     if (!env.ok()) return env.status();
     env->set_deadline(deadline_);
-    absl::StatusOr<StepResult> r = env->Step(path, kObservations);
+    absl::StatusOr<StepResult> r = env->Step(path, observations_);
     if (!r.ok()) {
       if (Expired()) return r.status();
-      r = env->Step({}, {"ir", "loop_tree", "action_mask"});
+      r = env->Step({}, Unmeasured());
       if (!r.ok()) return r.status();
     }
     return Record(std::move(path), *r);
@@ -107,11 +111,11 @@ class Searcher {
   absl::StatusOr<Reached> Advance(Env& env, const Node& parent, int action) {
     std::vector<int> path = parent.path;
     path.push_back(action);
-    absl::StatusOr<StepResult> r = env.Step({action}, kObservations);
+    absl::StatusOr<StepResult> r = env.Step({action}, observations_);
     if (!r.ok()) {
       if (Expired()) return r.status();
       // The action was applied; only the measurement failed. Look at the state without it.
-      r = env.Step({}, {"ir", "loop_tree", "action_mask"});
+      r = env.Step({}, Unmeasured());
       if (!r.ok()) return r.status();
     }
     return Record(std::move(path), *r);
@@ -155,8 +159,17 @@ class Searcher {
   }
 
  private:
+  // The observations of a state whose kernel could not be measured: all but flops.
+  std::vector<std::string> Unmeasured() const {
+    std::vector<std::string> out;
+    for (const std::string& o : observations_) {
+      if (o != "flops") out.push_back(o);
+    }
+    return out;
+  }
+
   // The node of a step that observed ir, loop_tree, action_mask and, when the kernel could be
-  // measured, flops.
+  // measured, flops (and loops_tensor when asked for).
   static absl::StatusOr<Node> ToNode(std::vector<int> path, const StepResult& r) {
     const Value* ir = r.Find("ir");
     const Value* loop_tree = r.Find("loop_tree");
@@ -170,6 +183,7 @@ class Searcher {
     n.loop_tree = loop_tree->text;
     if (const Value* flops = r.Find("flops")) n.gflops = flops->number;
     n.mask = mask->bools;
+    if (const Value* features = r.Find("loops_tensor")) n.features = features->floats;
     return n;
   }
 
@@ -181,6 +195,7 @@ class Searcher {
 
   const Env& start_;
   const SearchOptions& options_;
+  const std::vector<std::string>& observations_;
   const Clock::time_point t0_;
   const absl::Time deadline_;
   Node root_, best_;
@@ -371,6 +386,106 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed) {
   return absl::OkStatus();
 }
 
+// INVALID_ARGUMENT unless `policy` acts in `start`'s action space.
+absl::Status CheckPolicyFits(const Policy& policy, const Env& start) {
+  if (policy.num_actions() != static_cast<int>(start.action_names().size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the policy acts in a space of ", policy.num_actions(), " actions (",
+        policy.action_space(), "); the session's has ", start.action_names().size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFeatures(const Policy& policy, const std::vector<float>& features) {
+  if (static_cast<int>(features.size()) != policy.input_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the policy reads ", policy.input_size(), " numbers of ", policy.observation_space(),
+        "; the server sends ", features.size(), " (another --max_loops?)"));
+  }
+  return absl::OkStatus();
+}
+
+// policy: the policy's greedy episode of `depth` actions on a fork, with no kernel timed but the
+// final state's.
+absl::StatusOr<SearchResult> PolicyEpisode(const Env& start, const SearchOptions& options,
+                                           const Policy& policy) {
+  const Clock::time_point t0 = Clock::now();
+  absl::Status fits = CheckPolicyFits(policy, start);
+  if (!fits.ok()) return fits;
+  absl::StatusOr<Env> env = start.Fork();
+  if (!env.ok()) return env.status();
+  env->set_deadline(absl::Now() + absl::Seconds(options.time_limit_seconds));
+  const std::vector<std::string> observe = {"loops_tensor", "action_mask"};
+  absl::StatusOr<StepResult> r = env->Step({}, observe);
+  if (!r.ok()) return r.status();
+  SearchResult out;
+  for (int d = 0; d < options.depth; ++d) {
+    const std::vector<float>& features = r->Find("loops_tensor")->floats;
+    absl::Status ok = CheckFeatures(policy, features);
+    if (!ok.ok()) return ok;
+    const int action = policy.Act(features, r->Find("action_mask")->bools);
+    if (action < 0) break;
+    r = env->Step({action}, observe);
+    if (!r.ok()) return r.status();
+    out.actions.push_back(start.action_names()[action]);
+  }
+  absl::StatusOr<StepResult> last = env->Step({}, {"ir", "loop_tree", "flops", "peak_gflops"});
+  if (!last.ok()) return last.status();
+  out.ir = last->Find("ir")->text;
+  out.loop_tree = last->Find("loop_tree")->text;
+  out.gflops = last->Find("flops")->number;
+  out.peak_gflops = last->Find("peak_gflops")->number;
+  out.states_evaluated = 1;
+  out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return out;
+}
+
+// policy_guided: the policy's own episode first (every state on it measured), then best-first
+// over the measured states: the best one not yet expanded gets children by the policy's
+// `width` top-ranked actions. Paths stay within twice the episode length.
+absl::Status PolicyGuided(Searcher& s, const Policy& policy, int width, int depth) {
+  absl::Status ok = CheckFeatures(policy, s.root().features);
+  if (!ok.ok()) return ok;
+  const auto ranked = [&policy](const Node& node) {
+    return RankActions(policy.Scores(node.features), node.mask);
+  };
+  std::vector<Node> frontier;  // measured, not yet expanded
+  {
+    absl::StatusOr<Env> env = s.Materialize(s.root());
+    if (!env.ok()) return env.status();
+    Node node = s.root();
+    for (int d = 0; d < depth && !s.Expired(); ++d) {
+      const std::vector<int> actions = ranked(node);
+      if (actions.empty()) break;
+      absl::StatusOr<Reached> next = s.Advance(*env, node, actions.front());
+      if (!next.ok()) return next.status();
+      node = std::move(next->node);
+      if (next->is_new) frontier.push_back(node);
+    }
+  }
+  frontier.push_back(s.root());
+  const size_t max_path = 2 * static_cast<size_t>(depth);
+  while (!frontier.empty() && !s.Expired()) {
+    auto best = std::max_element(frontier.begin(), frontier.end(), [](const Node& a, const Node& b) {
+      return a.gflops < b.gflops;
+    });
+    const Node parent = std::move(*best);
+    frontier.erase(best);
+    if (parent.path.size() >= max_path) continue;
+    absl::StatusOr<Env> env = s.Materialize(parent);
+    if (!env.ok()) return env.status();
+    const std::vector<int> actions = ranked(parent);
+    for (int i = 0; i < std::min<int>(width, actions.size()) && !s.Expired(); ++i) {
+      absl::StatusOr<Env> child = env->Fork();
+      if (!child.ok()) return child.status();
+      absl::StatusOr<Reached> next = s.Advance(*child, parent, actions[i]);
+      if (!next.ok()) return next.status();
+      if (next->is_new) frontier.push_back(std::move(next->node));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The searches by name, in the order of the usage text.
 const std::vector<std::pair<std::string, SearchSpec>>& Searches() {
   using Kind = SearchSpec::Kind;
@@ -378,7 +493,8 @@ const std::vector<std::pair<std::string, SearchSpec>>& Searches() {
       {"greedy1", {Kind::kGreedy, 0, 1}},   {"greedy2", {Kind::kGreedy, 0, 2}},
       {"beam2dfs", {Kind::kBeamDfs, 2, 0}}, {"beam4dfs", {Kind::kBeamDfs, 4, 0}},
       {"beam2bfs", {Kind::kBeamBfs, 2, 0}}, {"beam4bfs", {Kind::kBeamBfs, 4, 0}},
-      {"random", {Kind::kRandom, 0, 0}},    {"evolution", {Kind::kEvolution, 0, 0}}};
+      {"random", {Kind::kRandom, 0, 0}},    {"evolution", {Kind::kEvolution, 0, 0}},
+      {"policy", {Kind::kPolicy, 0, 0}},    {"policy_guided", {Kind::kPolicyGuided, 0, 0}}};
   return *searches;
 }
 
@@ -396,6 +512,10 @@ std::string SearchSpec::Name() const {
       return "random";
     case Kind::kEvolution:
       return "evolution";
+    case Kind::kPolicy:
+      return "policy";
+    case Kind::kPolicyGuided:
+      return "policy_guided";
   }
   return "unknown";
 }
@@ -431,7 +551,13 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
     return absl::InvalidArgumentError(
         absl::StrCat("a beam search needs a width of 1 or more, not ", spec.width));
   }
-  Searcher s(start, options);
+  const Policy& policy = options.policy != nullptr ? *options.policy : Policy::Default();
+  if (spec.kind == Kind::kPolicy) return PolicyEpisode(start, options, policy);
+  if (spec.kind == Kind::kPolicyGuided) {
+    absl::Status fits = CheckPolicyFits(policy, start);
+    if (!fits.ok()) return fits;
+  }
+  Searcher s(start, options, /*with_features=*/spec.kind == Kind::kPolicyGuided);
   absl::Status status = s.Init();
   if (!status.ok()) return status;
   switch (spec.kind) {
@@ -453,6 +579,11 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
     case Kind::kEvolution:
       status = Evolution(s, options.depth, options.seed);
       break;
+    case Kind::kPolicyGuided:
+      status = PolicyGuided(s, policy, options.policy_width, options.depth);
+      break;
+    case Kind::kPolicy:
+      break;  // returned above
   }
   // A call cut off by the time limit ends the search; the best so far stands.
   if (!status.ok() && !s.Expired()) return status;

@@ -3,7 +3,10 @@
 // when nothing improves), beam2dfs/beam4dfs (depth-first to depth 10, the `width` best children
 // of each node), beam2bfs/beam4bfs (level by level, the `width` best children of each frontier
 // node), random (random rollouts of depth 10), and evolution (a population of the best states,
-// varied by continued rollouts, cuts, replaced actions and crossover; see search.cc). Children are evaluated on forks of the
+// varied by continued rollouts, cuts, replaced actions and crossover; see search.cc), policy (a
+// trained policy's greedy episode, timing only its final state) and policy_guided (best-first
+// over measured states, expanding each by the policy's top-ranked actions, the policy's own
+// episode first). Children are evaluated on forks of the
 // session (ForkSession), ranked by measured GFLOPS (the published code ranks beams by action
 // name, a bug not copied here), and states already visited are never expanded again. Every
 // algorithm stops at a hard time limit.
@@ -18,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/cpp/env.h"
+#include "client/cpp/policy.h"
 
 namespace looptool::client {
 
@@ -30,7 +34,7 @@ struct SearchProgress {
 
 // Which search, and its parameters; ParseSearch() reads one from its name.
 struct SearchSpec {
-  enum class Kind { kGreedy, kBeamDfs, kBeamBfs, kRandom, kEvolution };
+  enum class Kind { kGreedy, kBeamDfs, kBeamBfs, kRandom, kEvolution, kPolicy, kPolicyGuided };
   Kind kind = Kind::kEvolution;  // the best we have (bench/results/tune_bench.md)
   int width = 0;      // beams: the children kept per node (0 for the others)
   int lookahead = 0;  // greedy: the depth of the paths compared at each move (0 for the others)
@@ -39,7 +43,8 @@ struct SearchSpec {
   std::string Name() const;
 };
 
-// "greedy1", "greedy2", "beam2dfs", "beam4dfs", "beam2bfs", "beam4bfs", "random" or "evolution";
+// "greedy1", "greedy2", "beam2dfs", "beam4dfs", "beam2bfs", "beam4bfs", "random", "evolution",
+// "policy" or "policy_guided";
 // INVALID_ARGUMENT, listing these, for any other name.
 absl::StatusOr<SearchSpec> ParseSearch(absl::string_view name);
 
@@ -51,6 +56,11 @@ struct SearchOptions {
   double time_limit_seconds = 10;
   int depth = 10;                       // LoopTune's episode length
   uint64_t seed = 0;                    // random's rollouts
+  // policy and policy_guided: the policy (nullptr: Policy::Default()). It must act in the
+  // session's action space and read its loops_tensor (INVALID_ARGUMENT otherwise).
+  const Policy* policy = nullptr;
+  // policy_guided: the policy's top actions expanded at each state.
+  int policy_width = 3;
   // Called after every evaluated state (from the calling thread).
   std::function<void(const SearchProgress&)> on_progress;
 };
@@ -59,7 +69,8 @@ struct SearchResult {
   std::vector<std::string> actions;  // from the start state to the best state
   std::string loop_tree;             // of the best state
   std::string ir;                    // of the best state (program and schedule)
-  double gflops = 0, start_gflops = 0, peak_gflops = 0;
+  double gflops = 0, peak_gflops = 0;
+  double start_gflops = 0;           // 0 for policy, which times only the final state
   int64_t states_evaluated = 0;      // distinct states whose kernel was measured
   double seconds = 0;
 };

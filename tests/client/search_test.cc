@@ -1,4 +1,4 @@
-// The search names: ParseSearch() reads each of the eight into its kind, beam width and greedy
+// The search names: ParseSearch() reads each of the ten into its kind, beam width and greedy
 // lookahead, SearchSpec::Name() gives the name back, and any other name is INVALID_ARGUMENT with
 // the valid ones listed. (Running the searches is env_test's, against a real server.)
 #include "client/cpp/search.h"
@@ -22,7 +22,8 @@ TEST(ParseSearch, ReadsKindWidthAndLookahead) {
       {"greedy1", Kind::kGreedy, 0, 1},   {"greedy2", Kind::kGreedy, 0, 2},
       {"beam2dfs", Kind::kBeamDfs, 2, 0}, {"beam4dfs", Kind::kBeamDfs, 4, 0},
       {"beam2bfs", Kind::kBeamBfs, 2, 0}, {"beam4bfs", Kind::kBeamBfs, 4, 0},
-      {"random", Kind::kRandom, 0, 0},    {"evolution", Kind::kEvolution, 0, 0}};
+      {"random", Kind::kRandom, 0, 0},    {"evolution", Kind::kEvolution, 0, 0},
+      {"policy", Kind::kPolicy, 0, 0},    {"policy_guided", Kind::kPolicyGuided, 0, 0}};
   std::vector<std::string> names;
   for (const Case& c : cases) {
     absl::StatusOr<SearchSpec> spec = ParseSearch(c.name);
@@ -43,8 +44,8 @@ TEST(ParseSearch, UnknownNamesListTheValidOnes) {
     ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << name;
     EXPECT_EQ(spec.status().message(),
               absl::StrCat("unknown search '", name,
-                           "': use greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random "
-                           "or evolution"));
+                           "': use greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random, "
+                           "evolution, policy or policy_guided"));
   }
 }
 

@@ -1,0 +1,171 @@
+#include "client/cpp/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "client/cpp/default_policy.h"
+#include "nlohmann/json.hpp"
+
+namespace looptool::client {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status Bad(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("not a LoopTool policy file: ", what));
+}
+
+// Little-endian float32s from base64; `count` of them.
+absl::StatusOr<std::vector<float>> Floats(const Json& text, size_t count, absl::string_view what) {
+  if (!text.is_string()) return Bad(absl::StrCat(what, " is not a base64 string"));
+  std::string bytes;
+  if (!absl::Base64Unescape(text.get<std::string>(), &bytes)) {
+    return Bad(absl::StrCat(what, " is not valid base64"));
+  }
+  if (bytes.size() != count * sizeof(float)) {
+    return Bad(absl::StrCat(what, " holds ", bytes.size() / sizeof(float), " numbers, not ",
+                            count));
+  }
+  std::vector<float> out(count);
+  std::memcpy(out.data(), bytes.data(), bytes.size());  // x86-64 is little-endian
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
+  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Bad("not a JSON object");
+  if (j.value("format", "") != "looptool-policy") return Bad("format is not looptool-policy");
+  if (!j.contains("version") || j["version"] != 1) return Bad("version is not 1");
+  if (j.value("preprocess", "") != "log2p1") return Bad("preprocess is not log2p1");
+  Policy p;
+  const std::string kind = j.value("kind", "");
+  if (kind == "dueling_q") {
+    p.kind_ = Kind::kDuelingQ;
+  } else if (kind == "actor_critic") {
+    p.kind_ = Kind::kActorCritic;
+  } else {
+    return Bad(absl::StrCat("unknown kind '", kind, "'"));
+  }
+  p.action_space_ = j.value("action_space", "");
+  p.observation_space_ = j.value("observation_space", "");
+  p.meta_ = j.contains("meta") ? j["meta"].dump() : "{}";
+  const auto layer = [](const Json& spec, absl::string_view name) -> absl::StatusOr<Layer> {
+    if (!spec.is_object() || !spec.contains("in") || !spec.contains("out") ||
+        !spec["in"].is_number_integer() || !spec["out"].is_number_integer()) {
+      return Bad(absl::StrCat(name, " has no integer in/out"));
+    }
+    Layer l;
+    l.in = spec["in"].get<int>();
+    l.out = spec["out"].get<int>();
+    if (l.in < 1 || l.out < 1 || l.in > 1 << 16 || l.out > 1 << 16) {
+      return Bad(absl::StrCat(name, " has sizes out of range"));
+    }
+    absl::StatusOr<std::vector<float>> w =
+        Floats(spec.value("weight", Json()), size_t(l.in) * l.out, absl::StrCat(name, ".weight"));
+    if (!w.ok()) return w.status();
+    absl::StatusOr<std::vector<float>> b =
+        Floats(spec.value("bias", Json()), l.out, absl::StrCat(name, ".bias"));
+    if (!b.ok()) return b.status();
+    l.weight = *std::move(w);
+    l.bias = *std::move(b);
+    return l;
+  };
+  if (!j.contains("trunk") || !j["trunk"].is_array() || j["trunk"].empty()) {
+    return Bad("no trunk layers");
+  }
+  for (size_t i = 0; i < j["trunk"].size(); ++i) {
+    absl::StatusOr<Layer> l = layer(j["trunk"][i], absl::StrCat("trunk[", i, "]"));
+    if (!l.ok()) return l.status();
+    if (!p.layers_.empty() && l->in != p.layers_.back().out) return Bad("trunk sizes do not chain");
+    p.layers_.push_back(*std::move(l));
+  }
+  absl::StatusOr<Layer> head = layer(j.value("head", Json()), "head");
+  if (!head.ok()) return head.status();
+  absl::StatusOr<Layer> value = layer(j.value("value", Json()), "value");
+  if (!value.ok()) return value.status();
+  if (head->in != p.layers_.back().out || value->in != head->in || value->out != 1) {
+    return Bad("head or value sizes do not match the trunk");
+  }
+  p.head_ = *std::move(head);
+  p.value_ = *std::move(value);
+  if (j.value("input_size", -1) != p.input_size() ||
+      j.value("num_actions", -1) != p.num_actions()) {
+    return Bad("input_size or num_actions disagree with the layers");
+  }
+  return p;
+}
+
+absl::StatusOr<Policy> Policy::Load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read policy file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<Policy> p = Parse(text.str());
+  if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", p.status().message()));
+  return p;
+}
+
+const Policy& Policy::Default() {
+  static const Policy* policy = [] {
+    absl::StatusOr<Policy> p = Parse(DefaultPolicyJson());
+    // The file is checked when it is committed (tests/client/policy_test.cc); a bad one is a
+    // build defect.
+    if (!p.ok()) std::abort();
+    return new Policy(*std::move(p));
+  }();
+  return *policy;
+}
+
+void Policy::Apply(const Layer& layer, const std::vector<float>& x, std::vector<float>& y) {
+  y.assign(layer.out, 0.0f);
+  for (int o = 0; o < layer.out; ++o) {
+    const float* w = &layer.weight[size_t(o) * layer.in];
+    double sum = layer.bias[o];
+    for (int i = 0; i < layer.in; ++i) sum += double(w[i]) * x[i];
+    y[o] = static_cast<float>(sum);
+  }
+}
+
+std::vector<float> Policy::Scores(absl::Span<const float> observation) const {
+  std::vector<float> h(observation.size()), next;
+  for (size_t i = 0; i < observation.size(); ++i) {
+    h[i] = std::log2(1.0f + std::max(observation[i], 0.0f));
+  }
+  for (const Layer& l : layers_) {
+    Apply(l, h, next);
+    for (float& v : next) v = std::max(v, 0.0f);
+    h.swap(next);
+  }
+  std::vector<float> scores;
+  Apply(head_, h, scores);
+  if (kind_ == Kind::kActorCritic) return scores;
+  std::vector<float> value;
+  Apply(value_, h, value);
+  const double mean = std::accumulate(scores.begin(), scores.end(), 0.0) / scores.size();
+  for (float& s : scores) s = static_cast<float>(value[0] + (s - mean));
+  return scores;
+}
+
+int Policy::Act(absl::Span<const float> observation, const std::vector<bool>& mask) const {
+  const std::vector<int> ranked = RankActions(Scores(observation), mask);
+  return ranked.empty() ? -1 : ranked.front();
+}
+
+std::vector<int> RankActions(const std::vector<float>& scores, const std::vector<bool>& mask) {
+  std::vector<int> out;
+  for (int a = 0; a < static_cast<int>(std::min(scores.size(), mask.size())); ++a) {
+    if (mask[a]) out.push_back(a);
+  }
+  std::stable_sort(out.begin(), out.end(), [&](int a, int b) { return scores[a] > scores[b]; });
+  return out;
+}
+
+}  // namespace looptool::client

@@ -1,0 +1,63 @@
+// Policy: a trained tuning policy, read from the JSON file `python3 -m looptool.rl.train` writes
+// (format: client/python/looptool/rl/policy_file.py), and its forward pass: observation
+// (`loops_tensor`) -> one score per action (Q-values of a dueling Q-network, or an actor-critic's
+// logits). The same numbers as PyTorch's within 1e-5 (tests/python/rl_test.py checks it).
+#ifndef LOOPTOOL_CLIENT_CPP_POLICY_H_
+#define LOOPTOOL_CLIENT_CPP_POLICY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace looptool::client {
+
+class Policy {
+ public:
+  enum class Kind { kDuelingQ, kActorCritic };
+
+  // INVALID_ARGUMENT, saying what is wrong, for text that is not a policy file of version 1
+  // (bad JSON, unknown kind or preprocess, layers whose sizes do not chain, bad base64).
+  static absl::StatusOr<Policy> Parse(absl::string_view json);
+  // Parse() of a file's contents; NOT_FOUND when it cannot be read.
+  static absl::StatusOr<Policy> Load(const std::string& path);
+  // The policy committed under datasets/policies/ and built into the binary.
+  static const Policy& Default();
+
+  // One score per action for one observation. REQUIRES: observation.size() == input_size().
+  std::vector<float> Scores(absl::Span<const float> observation) const;
+  // The highest-scoring action `mask` allows (the lowest index on ties); -1 when it allows none.
+  // REQUIRES: mask.size() == num_actions().
+  int Act(absl::Span<const float> observation, const std::vector<bool>& mask) const;
+
+  Kind kind() const { return kind_; }
+  const std::string& action_space() const { return action_space_; }
+  const std::string& observation_space() const { return observation_space_; }
+  int input_size() const { return layers_.front().in; }
+  int num_actions() const { return head_.out; }
+  // The file's "meta" object (how it was trained), as JSON text.
+  const std::string& meta() const { return meta_; }
+
+ private:
+  struct Layer {
+    int in = 0, out = 0;
+    std::vector<float> weight;  // out x in, row major
+    std::vector<float> bias;    // out
+  };
+  // y = W x + b, accumulated in double.
+  static void Apply(const Layer& layer, const std::vector<float>& x, std::vector<float>& y);
+
+  Kind kind_ = Kind::kDuelingQ;
+  std::string action_space_, observation_space_, meta_;
+  std::vector<Layer> layers_;  // the trunk (ReLU after each)
+  Layer head_, value_;
+};
+
+// Indices of the actions `mask` allows, best score first (ties: lowest index first).
+std::vector<int> RankActions(const std::vector<float>& scores, const std::vector<bool>& mask);
+
+}  // namespace looptool::client
+
+#endif  // LOOPTOOL_CLIENT_CPP_POLICY_H_

@@ -1,0 +1,151 @@
+"""Where RL actors run: LoopTool servers, a Dask cluster, and a pool of rollout calls in flight.
+
+Servers: the addresses given (`--servers=HOST:PORT,...`) or one LocalServer started here with
+its kernel workers pinned to `timing_cores` CPUs. Benchmarks are routed to a fixed server (the
+FNV-1a hash of the name modulo the number of servers) so that server's schedule cache hits when
+a benchmark comes back.
+
+Dask: a LocalCluster of `actors` single-threaded worker processes by default, or the cluster of
+the scheduler at `scheduler` ("tcp://HOST:8786", started with dask-scheduler / dask-worker).
+
+`ActorPool` keeps one rollout call per actor in flight (a Dask task running
+rollout.dask_run_episodes) and hands back whichever finishes. A worker killed mid-call (SIGKILL)
+is restarted by its nanny and Dask reruns the task elsewhere; a call that still fails (KilledWorker,
+a lost connection) costs only its episodes: it is counted in `lost` and the actor gets new work.
+"""
+
+import os
+import time
+
+from looptool.rl import benchmarks as benchmarks_lib
+from looptool.rl import rollout
+
+
+def route(benchmark, servers):
+    """The server a benchmark always goes to."""
+    name = benchmarks_lib.name_of(benchmark).encode("utf-8")
+    h = 1469598103934665603
+    for byte in name:
+        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return servers[h % len(servers)]
+
+
+def default_timing_cores(count):
+    """The last `count` CPUs this process may use (the first ones are left to the learner)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if count < 1 or count > len(cpus):
+        raise ValueError(f"timing cores must be 1..{len(cpus)}, got {count}")
+    return cpus[-count:]
+
+
+class Servers:
+    """The servers actors use: given addresses, or one local server started (and stopped) here."""
+
+    def __init__(self, addresses=None, timing_cores=1, server_flags=()):
+        self.local = None
+        if addresses:
+            self.addresses = list(addresses)
+        else:
+            from looptool.server import LocalServer
+            cores = default_timing_cores(timing_cores)
+            self.local = LocalServer(flags=[f"--eval_cores={','.join(map(str, cores))}",
+                                            *server_flags])
+            self.addresses = [self.local.address]
+            self.timing_cores = cores
+
+    def close(self):
+        if self.local is not None:
+            self.local.close()
+            self.local = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def start_dask(actors, scheduler=None):
+    """A Dask client: to `scheduler` when given, else to a new LocalCluster of `actors` worker
+    processes with one thread each."""
+    from distributed import Client, LocalCluster
+    if scheduler:
+        return Client(scheduler), None
+    cluster = LocalCluster(n_workers=actors, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", silence_logs=40)
+    return Client(cluster), cluster
+
+
+class ActorPool:
+    """`size` actors, each with at most one rollout call in flight.
+
+    Args:
+      client: a distributed.Client.
+      servers: server addresses; actor i's benchmarks are those routed to servers[i % len].
+      size: number of actors.
+    """
+
+    def __init__(self, client, servers, size):
+        from distributed import as_completed
+        self.client = client
+        self.servers = list(servers)
+        self.size = size
+        self.lost = 0            # calls that failed outright (their episodes are gone)
+        self.errors = 0          # episodes dropped inside calls (service-side failures)
+        self.last_errors = []
+        self._pending = as_completed()
+        self._actor_of = {}      # future key -> actor index
+        self.busy = set()
+
+    def server_of(self, actor):
+        return self.servers[actor % len(self.servers)]
+
+    def submit(self, actor, benchmarks, policy, mode, epsilon, max_steps, seed):
+        """Runs episodes on `benchmarks` (which must route to this actor's server)."""
+        future = self.client.submit(rollout.dask_run_episodes, self.server_of(actor),
+                                    list(benchmarks), policy, mode, epsilon, max_steps, seed,
+                                    pure=False, retries=2)
+        self._actor_of[future.key] = actor
+        self.busy.add(actor)
+        self._pending.add(future)
+
+    def has_ready(self):
+        return self._pending.has_ready()
+
+    def idle(self):
+        return [i for i in range(self.size) if i not in self.busy]
+
+    def done(self, block=True):
+        """[(actor, Rollouts or None)] for the calls that finished (None: the call was lost).
+        With block=False, returns [] when none has."""
+        if not block and not self._pending.has_ready():
+            return []
+        if self._pending.is_empty():
+            return []
+        out = []
+        for future in self._pending.next_batch(block=True):
+            actor = self._actor_of.pop(future.key)
+            self.busy.discard(actor)
+            try:
+                result = future.result()
+            except Exception as e:  # KilledWorker, CommClosedError, a bug in the task
+                self.lost += 1
+                self.last_errors.append(f"{type(e).__name__}: {e}")
+                result = None
+            if result is not None and result.errors:
+                self.errors += len(result.errors)
+                self.last_errors.extend(msg for _, msg in result.errors)
+            self.last_errors = self.last_errors[-20:]
+            out.append((actor, result))
+        return out
+
+    def wait(self, timeout=0.05):
+        """Sleeps until a call finishes or `timeout` seconds pass."""
+        end = time.monotonic() + timeout
+        while not self._pending.has_ready() and time.monotonic() < end:
+            time.sleep(0.002)
+
+    def drain(self):
+        """Waits for every call in flight (results dropped)."""
+        while not self._pending.is_empty():
+            self.done(block=True)

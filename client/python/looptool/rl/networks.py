@@ -1,0 +1,81 @@
+"""The PyTorch networks the learners train, and their conversion to/from a `Policy` file.
+
+Both are an MLP trunk on the preprocessed observation (policy_file.preprocess) with two linear
+heads: DuelingQNetwork gives Q = V + A - mean(A) (Ape-X DQN), ActorCritic gives action logits
+and a state value (PPO). `to_policy()` writes exactly the weights `Policy` and the C++ forward
+pass use, so the three agree (tests/python/rl_test.py, tests/client/policy_test.cc).
+"""
+
+import torch
+from torch import nn
+
+from looptool.rl import policy_file
+
+
+def _mlp(input_size, hidden):
+    layers, width = [], input_size
+    for h in hidden:
+        layers.append(nn.Linear(width, h))
+        width = h
+    return nn.ModuleList(layers), width
+
+
+class _TwoHeaded(nn.Module):
+    KIND = None
+
+    def __init__(self, input_size, num_actions, hidden=(128, 128)):
+        super().__init__()
+        self.trunk, width = _mlp(input_size, hidden)
+        self.head = nn.Linear(width, num_actions)
+        self.value = nn.Linear(width, 1)
+        self.hidden = tuple(hidden)
+
+    def features(self, obs):
+        h = torch.log2(1.0 + torch.clamp(obs, min=0.0))
+        for layer in self.trunk:
+            h = torch.relu(layer(h))
+        return h
+
+    def to_policy(self, action_space="loop_tool", observation_space="loops_tensor", meta=None):
+        def pair(layer):
+            return (layer.weight.detach().cpu().numpy().copy(),
+                    layer.bias.detach().cpu().numpy().copy())
+        return policy_file.Policy(self.KIND, [pair(t) for t in self.trunk], pair(self.head),
+                                  pair(self.value), action_space, observation_space, meta)
+
+    @classmethod
+    def from_policy(cls, policy):
+        if policy.kind != cls.KIND:
+            raise ValueError(f"A {policy.kind} policy is not a {cls.KIND} network")
+        net = cls(policy.input_size, policy.num_actions,
+                  hidden=[w.shape[0] for w, _ in policy.trunk])
+        with torch.no_grad():
+            for layer, (w, b) in zip(list(net.trunk) + [net.head, net.value],
+                                     policy.trunk + [policy.head, policy.value]):
+                layer.weight.copy_(torch.from_numpy(w))
+                layer.bias.copy_(torch.from_numpy(b))
+        return net
+
+
+class DuelingQNetwork(_TwoHeaded):
+    """Q(s, .) for every action: V(s) + A(s, .) - mean A(s, .)."""
+    KIND = "dueling_q"
+
+    def forward(self, obs):
+        h = self.features(obs)
+        a = self.head(h)
+        return self.value(h) + a - a.mean(dim=-1, keepdim=True)
+
+
+class ActorCritic(_TwoHeaded):
+    """(logits over actions, V(s))."""
+    KIND = "actor_critic"
+
+    def forward(self, obs):
+        h = self.features(obs)
+        return self.head(h), self.value(h).squeeze(-1)
+
+
+def masked_logits(logits, mask):
+    """Logits with forbidden actions at -1e9 (their probability underflows to exactly 0)."""
+    return torch.where(mask, logits, torch.full_like(logits, -1e9))

@@ -1,0 +1,147 @@
+"""A trained policy as one self-describing file, and its forward pass in numpy.
+
+The file is what the trainer writes, what `looptool tune --search=policy` reads (the C++ forward
+pass in client/cpp/policy.cc) and what rollout actors act with (no PyTorch needed there). It is
+JSON:
+
+    {"format": "looptool-policy", "version": 1,
+     "kind": "dueling_q" | "actor_critic",
+     "action_space": "loop_tool", "observation_space": "loops_tensor",
+     "input_size": 320, "num_actions": 17, "preprocess": "log2p1",
+     "trunk": [T0, T1, ...], "head": H, "value": V,
+     "meta": {...: how it was trained: command, seed, steps, seconds, ...}}
+
+where every layer is {"in": I, "out": O, "weight": base64 of O*I little-endian float32 (row
+major, PyTorch's nn.Linear layout), "bias": base64 of O float32}. The forward pass:
+
+    x = log2(1 + max(obs, 0))                 # "log2p1": sizes span 1..4096, flags are 0/1
+    h = relu(T_k(... relu(T_0(x))))           # every trunk layer, then ReLU
+    dueling_q:    scores = V(h) + H(h) - mean(H(h))      (Q-values, one per action)
+    actor_critic: scores = H(h)                          (logits; V(h) is the critic)
+
+and the action is the highest score among those `action_mask` allows (ties: the lowest index).
+"""
+
+import base64
+import json
+
+import numpy as np
+
+FORMAT = "looptool-policy"
+VERSION = 1
+KINDS = ("dueling_q", "actor_critic")
+
+
+def _encode(array):
+    return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode("ascii")
+
+
+def _decode(text, shape):
+    data = np.frombuffer(base64.b64decode(text), dtype="<f4")
+    if data.size != int(np.prod(shape)):
+        raise ValueError(f"A tensor of shape {shape} holds {data.size} numbers")
+    return data.reshape(shape).astype(np.float32)
+
+
+def preprocess(obs):
+    """The "log2p1" input transform (float32)."""
+    return np.log2(1.0 + np.maximum(np.asarray(obs, dtype=np.float32), 0.0)).astype(np.float32)
+
+
+class Policy:
+    """A policy's weights and its forward pass (numpy, float32).
+
+    Layers are (weight, bias) pairs of float32 arrays with weight of shape (out, in).
+    """
+
+    def __init__(self, kind, trunk, head, value, action_space="loop_tool",
+                 observation_space="loops_tensor", meta=None):
+        if kind not in KINDS:
+            raise ValueError(f"Unknown policy kind {kind!r}; known: {', '.join(KINDS)}")
+        self.kind = kind
+        self.trunk = [(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in trunk]
+        self.head = tuple(np.asarray(a, np.float32) for a in head)
+        self.value = tuple(np.asarray(a, np.float32) for a in value)
+        self.action_space = action_space
+        self.observation_space = observation_space
+        self.meta = dict(meta or {})
+        sizes = [w.shape for w, _ in self.trunk] + [self.head[0].shape, self.value[0].shape]
+        self.input_size = self.trunk[0][0].shape[1]
+        self.num_actions = self.head[0].shape[0]
+        width = self.input_size
+        for (w, b) in self.trunk + [self.head]:
+            if w.shape[1] != width or b.shape != (w.shape[0],):
+                raise ValueError(f"Layer shapes do not chain: {sizes}")
+            width = w.shape[0]
+        if self.value[0].shape != (1, self.head[0].shape[1]) or self.value[1].shape != (1,):
+            raise ValueError(f"The value layer must map {self.head[0].shape[1]} -> 1: {sizes}")
+
+    # --- the forward pass -------------------------------------------------------------------
+
+    def features(self, obs):
+        """The trunk's output for a batch (B, input_size) or one observation (input_size,)."""
+        h = preprocess(obs)
+        for w, b in self.trunk:
+            h = np.maximum(h @ w.T + b, 0.0).astype(np.float32)
+        return h
+
+    def scores(self, obs):
+        """Q-values (dueling_q) or logits (actor_critic): (B, num_actions) or (num_actions,)."""
+        h = self.features(obs)
+        a = (h @ self.head[0].T + self.head[1]).astype(np.float32)
+        if self.kind == "actor_critic":
+            return a
+        v = h @ self.value[0].T + self.value[1]
+        return (v + a - a.mean(axis=-1, keepdims=True)).astype(np.float32)
+
+    def act(self, obs, mask):
+        """The greedy action: the best score that `mask` allows (None if it allows none)."""
+        return masked_argmax(self.scores(obs), mask)
+
+    # --- the file -----------------------------------------------------------------------------
+
+    def to_json(self):
+        def layer(w, b):
+            return {"in": int(w.shape[1]), "out": int(w.shape[0]),
+                    "weight": _encode(w), "bias": _encode(b)}
+        return json.dumps({
+            "format": FORMAT, "version": VERSION, "kind": self.kind,
+            "action_space": self.action_space, "observation_space": self.observation_space,
+            "input_size": int(self.input_size), "num_actions": int(self.num_actions),
+            "preprocess": "log2p1",
+            "trunk": [layer(w, b) for w, b in self.trunk],
+            "head": layer(*self.head), "value": layer(*self.value),
+            "meta": self.meta,
+        }, indent=None, sort_keys=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text):
+        d = json.loads(text)
+        if d.get("format") != FORMAT or d.get("version") != VERSION:
+            raise ValueError(f"Not a {FORMAT} file of version {VERSION}")
+        if d.get("preprocess") != "log2p1":
+            raise ValueError(f"Unknown preprocess {d.get('preprocess')!r}")
+
+        def layer(spec):
+            return (_decode(spec["weight"], (spec["out"], spec["in"])),
+                    _decode(spec["bias"], (spec["out"],)))
+        return cls(d["kind"], [layer(t) for t in d["trunk"]], layer(d["head"]),
+                   layer(d["value"]), d["action_space"], d["observation_space"], d.get("meta"))
+
+    def save(self, path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_json())
+
+    @classmethod
+    def load(cls, path):
+        with open(path, encoding="utf-8") as f:
+            return cls.from_json(f.read())
+
+
+def masked_argmax(scores, mask):
+    """Index of the highest score where mask is True (first on ties); None when none is."""
+    mask = np.asarray(mask, dtype=bool)
+    if not mask.any():
+        return None
+    s = np.where(mask, scores, -np.inf)
+    return int(np.argmax(s))

@@ -1,0 +1,120 @@
+"""Rewards, n-step transitions and Ape-X's prioritized replay buffer (numpy).
+
+Debian 12 has no RL library (no RLlib, no stable-baselines), so the sum tree of proportional
+prioritized replay (Schaul et al. 2016, alpha 0.6 / beta 0.4 as Ape-X) is written here.
+"""
+
+import numpy as np
+
+REWARDS = ("dgflops_peak", "dlog_gflops")
+
+
+def rewards(episode, kind="dgflops_peak"):
+    """Per-step rewards of an episode: LoopTune's (GFLOPS after - before) / peak, or the change
+    of log GFLOPS (MLIR-RL's log speed-up)."""
+    g = np.asarray(episode.gflops, np.float64)
+    if kind == "dgflops_peak":
+        return ((g[1:] - g[:-1]) / episode.peak).astype(np.float32)
+    if kind == "dlog_gflops":
+        return np.diff(np.log(np.maximum(g, 1e-9))).astype(np.float32)
+    raise ValueError(f"Unknown reward {kind!r}; known: {', '.join(REWARDS)}")
+
+
+def n_step_transitions(episode, reward_kind, n, gamma):
+    """The episode's n-step transitions: (obs, mask, action, return, next_obs, next_mask,
+    discount) arrays, where return = sum_{i<k} gamma^i r_{t+i} over the k = min(n, T - t) steps
+    left and discount = gamma^k, or 0 when the episode ends within them (its last state is
+    terminal: episodes have a fixed length, as in LoopTune)."""
+    r = rewards(episode, reward_kind)
+    t_len = len(r)
+    ret = np.zeros(t_len, np.float32)
+    nxt = np.zeros(t_len, np.int64)
+    disc = np.zeros(t_len, np.float32)
+    for t in range(t_len):
+        k = min(n, t_len - t)
+        ret[t] = sum(gamma ** i * r[t + i] for i in range(k))
+        nxt[t] = t + k
+        disc[t] = 0.0 if t + k >= t_len else gamma ** k
+    return (episode.obs[:-1], episode.masks[:-1], episode.actions, ret,
+            episode.obs[nxt], episode.masks[nxt], disc)
+
+
+class PrioritizedReplay:
+    """A ring buffer of transitions sampled with probability proportional to priority^alpha."""
+
+    FIELDS = ("obs", "mask", "action", "ret", "next_obs", "next_mask", "discount")
+
+    def __init__(self, capacity, obs_size, num_actions, alpha=0.6, seed=None):
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self.alpha = alpha
+        self._leaves = 1 << (capacity - 1).bit_length()
+        self._tree = np.zeros(2 * self._leaves, np.float64)  # node i: children 2i, 2i+1
+        self._data = {
+            "obs": np.zeros((capacity, obs_size), np.float32),
+            "mask": np.zeros((capacity, num_actions), bool),
+            "action": np.zeros(capacity, np.int64),
+            "ret": np.zeros(capacity, np.float32),
+            "next_obs": np.zeros((capacity, obs_size), np.float32),
+            "next_mask": np.zeros((capacity, num_actions), bool),
+            "discount": np.zeros(capacity, np.float32),
+        }
+        self._next = 0
+        self._size = 0
+        self._max_priority = 1.0
+        self._rng = np.random.default_rng(seed)
+        self.added = 0  # transitions ever added
+
+    def __len__(self):
+        return self._size
+
+    def add(self, transitions, priorities=None):
+        """Adds a batch (a tuple in FIELDS order); new ones get the highest priority seen
+        unless `priorities` are given."""
+        count = len(transitions[0])
+        if priorities is None:
+            priorities = np.full(count, self._max_priority)
+        for i in range(count):
+            slot = self._next
+            for name, values in zip(self.FIELDS, transitions):
+                self._data[name][slot] = values[i]
+            self._set(np.array([slot]), np.array([priorities[i]]))
+            self._next = (self._next + 1) % self.capacity
+            self._size = min(self._size + 1, self.capacity)
+        self.added += count
+
+    def sample(self, batch_size, beta=0.4):
+        """(indices, {field: array}, importance weights normalised to max 1)."""
+        if self._size == 0:
+            raise ValueError("sample from an empty replay buffer")
+        total = self._tree[1]
+        # Stratified: one uniform draw in each of batch_size equal slices of the total mass.
+        targets = (np.arange(batch_size) + self._rng.random(batch_size)) * total / batch_size
+        node = np.ones(batch_size, np.int64)
+        while node[0] < self._leaves:
+            left = 2 * node
+            go_right = targets > self._tree[left]
+            targets = np.where(go_right, targets - self._tree[left], targets)
+            node = np.where(go_right, left + 1, left)
+        idx = np.minimum(node - self._leaves, self._size - 1)
+        p = self._tree[idx + self._leaves] / total
+        p = np.maximum(p, 1e-12)
+        weights = (self._size * p) ** (-beta)
+        weights /= weights.max()
+        return idx, {k: v[idx] for k, v in self._data.items()}, weights.astype(np.float32)
+
+    def update(self, indices, priorities):
+        """New priorities (|TD error| + eps) for sampled transitions."""
+        priorities = np.asarray(priorities, np.float64)
+        self._max_priority = max(self._max_priority, float(priorities.max()))
+        self._set(np.asarray(indices), priorities)
+
+    def _set(self, slots, priorities):
+        for slot, pr in zip(slots, priorities):
+            node = int(slot) + self._leaves
+            self._tree[node] = float(pr) ** self.alpha
+            node //= 2
+            while node >= 1:
+                self._tree[node] = self._tree[2 * node] + self._tree[2 * node + 1]
+                node //= 2

@@ -1,0 +1,47 @@
+// policy_scores: prints a policy's scores for observations, for tests/python/rl_test.py to
+// compare with PyTorch's. Usage: policy_scores POLICY_FILE|default OBSERVATIONS_FILE, where each
+// line of OBSERVATIONS_FILE is one observation (whitespace-separated floats); prints one line of
+// scores (%.9g) per observation.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/cpp/policy.h"
+
+int main(int argc, char** argv) {
+  using looptool::client::Policy;
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: policy_scores POLICY_FILE|default OBSERVATIONS_FILE\n");
+    return 2;
+  }
+  absl::StatusOr<Policy> loaded;
+  if (std::string(argv[1]) == "default") {
+    loaded = Policy::Default();
+  } else {
+    loaded = Policy::Load(argv[1]);
+  }
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "policy_scores: %s\n", loaded.status().ToString().c_str());
+    return 1;
+  }
+  std::ifstream in(argv[2]);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream numbers(line);
+    std::vector<float> x;
+    for (float v; numbers >> v;) x.push_back(v);
+    if (static_cast<int>(x.size()) != loaded->input_size()) {
+      std::fprintf(stderr, "policy_scores: an observation of %zu numbers, the policy reads %d\n",
+                   x.size(), loaded->input_size());
+      return 1;
+    }
+    const std::vector<float> scores = loaded->Scores(x);
+    for (size_t i = 0; i < scores.size(); ++i) {
+      std::printf("%s%.9g", i ? " " : "", scores[i]);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}

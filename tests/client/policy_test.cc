@@ -1,0 +1,130 @@
+// Policy: the file format (what parses, what is refused and why), the forward pass on a
+// hand-computed network (log2p1, ReLU trunk, dueling and actor-critic heads), masked action
+// choice with ties, and the committed default policy. (Agreement with PyTorch on real
+// observations is tests/python/rl_test.py's, which runs policy_scores.)
+#include "client/cpp/policy.h"
+
+#include <cstring>
+
+#include "absl/strings/escaping.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace looptool::client {
+namespace {
+
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::FloatNear;
+using ::testing::HasSubstr;
+
+std::string B64(const std::vector<float>& v) {
+  std::string bytes(v.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return absl::Base64Escape(bytes);
+}
+
+json Layer(int in, int out, const std::vector<float>& w, const std::vector<float>& b) {
+  return {{"in", in}, {"out", out}, {"weight", B64(w)}, {"bias", B64(b)}};
+}
+
+// trunk 2 -> 2 (W = [[1, 0], [0, -1]], b = [0, 0.5]), head 2 -> 3, value 2 -> 1.
+json Tiny(const std::string& kind) {
+  return {{"format", "looptool-policy"},
+          {"version", 1},
+          {"kind", kind},
+          {"action_space", "tiny"},
+          {"observation_space", "loops_tensor"},
+          {"input_size", 2},
+          {"num_actions", 3},
+          {"preprocess", "log2p1"},
+          {"trunk", {Layer(2, 2, {1, 0, 0, -1}, {0, 0.5})}},
+          {"head", Layer(2, 3, {1, 0, 0, 1, 1, 1}, {0, 0, 0})},
+          {"value", Layer(2, 1, {2, 0}, {1})},
+          {"meta", {{"seed", 7}}}};
+}
+
+TEST(Policy, DuelingForwardPassByHand) {
+  absl::StatusOr<Policy> p = Policy::Parse(Tiny("dueling_q").dump());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kind(), Policy::Kind::kDuelingQ);
+  EXPECT_EQ(p->input_size(), 2);
+  EXPECT_EQ(p->num_actions(), 3);
+  EXPECT_EQ(p->action_space(), "tiny");
+  EXPECT_EQ(p->meta(), R"({"seed":7})");
+  // x = [3, 1] -> log2(1 + x) = [2, 1] -> relu([2, -1 + 0.5]) = [2, 0]; A = [2, 0, 2], mean 4/3;
+  // V = 2 * 2 + 1 = 5; Q = V + A - mean(A).
+  EXPECT_THAT(p->Scores(std::vector<float>{3, 1}),
+              ElementsAre(FloatNear(5 + 2 - 4.0 / 3, 1e-6), FloatNear(5 - 4.0 / 3, 1e-6),
+                          FloatNear(5 + 2 - 4.0 / 3, 1e-6)));
+  // Negative inputs count as 0: log2(1 + 0) = 0 -> h = relu([0, 0.5]) = [0, 0.5].
+  EXPECT_THAT(p->Scores(std::vector<float>{-5, 0}),
+              ElementsAre(FloatNear(1 + 0 - 1.0 / 3, 1e-6), FloatNear(1 + 0.5 - 1.0 / 3, 1e-6),
+                          FloatNear(1 + 0.5 - 1.0 / 3, 1e-6)));
+}
+
+TEST(Policy, ActorCriticScoresAreLogits) {
+  absl::StatusOr<Policy> p = Policy::Parse(Tiny("actor_critic").dump());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_THAT(p->Scores(std::vector<float>{3, 1}),
+              ElementsAre(FloatNear(2, 1e-6), FloatNear(0, 1e-6), FloatNear(2, 1e-6)));
+}
+
+TEST(Policy, ActTakesTheBestAllowedActionLowestIndexOnTies) {
+  absl::StatusOr<Policy> p = Policy::Parse(Tiny("dueling_q").dump());
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::vector<float> x = {3, 1};  // Q = [5.67, 3.67, 5.67]
+  EXPECT_EQ(p->Act(x, {true, true, true}), 0);
+  EXPECT_EQ(p->Act(x, {false, true, true}), 2);
+  EXPECT_EQ(p->Act(x, {false, true, false}), 1);
+  EXPECT_EQ(p->Act(x, {false, false, false}), -1);
+  EXPECT_THAT(RankActions({1, 3, 3, 2}, {true, true, true, false}), ElementsAre(1, 2, 0));
+}
+
+TEST(Policy, RefusesWhatIsNotAPolicyAndSaysWhy) {
+  const auto error = [](const json& j) {
+    absl::StatusOr<Policy> p = Policy::Parse(j.dump());
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(p.status().message());
+  };
+  EXPECT_THAT(std::string(Policy::Parse("{not json").status().message()), HasSubstr("not a JSON"));
+  json j = Tiny("dueling_q");
+  j["format"] = "other";
+  EXPECT_THAT(error(j), HasSubstr("format is not looptool-policy"));
+  j = Tiny("dueling_q");
+  j["version"] = 2;
+  EXPECT_THAT(error(j), HasSubstr("version is not 1"));
+  j = Tiny("softmax");
+  EXPECT_THAT(error(j), HasSubstr("unknown kind 'softmax'"));
+  j = Tiny("dueling_q");
+  j["preprocess"] = "none";
+  EXPECT_THAT(error(j), HasSubstr("preprocess is not log2p1"));
+  j = Tiny("dueling_q");
+  j["head"] = Layer(3, 3, std::vector<float>(9, 0), {0, 0, 0});
+  EXPECT_THAT(error(j), HasSubstr("do not match the trunk"));
+  j = Tiny("dueling_q");
+  j["trunk"][0]["weight"] = B64({1, 2, 3});
+  EXPECT_THAT(error(j), HasSubstr("trunk[0].weight holds 3 numbers, not 4"));
+  j = Tiny("dueling_q");
+  j["trunk"][0]["bias"] = "***";
+  EXPECT_THAT(error(j), HasSubstr("trunk[0].bias is not valid base64"));
+  j = Tiny("dueling_q");
+  j["num_actions"] = 4;
+  EXPECT_THAT(error(j), HasSubstr("disagree with the layers"));
+  EXPECT_EQ(Policy::Load("/nonexistent/policy.json").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(Policy, TheDefaultIsADuelingQPolicyOverLoopToolsSpace) {
+  const Policy& p = Policy::Default();
+  EXPECT_EQ(p.kind(), Policy::Kind::kDuelingQ);
+  EXPECT_EQ(p.action_space(), "loop_tool");
+  EXPECT_EQ(p.observation_space(), "loops_tensor");
+  EXPECT_EQ(p.input_size(), 320);  // 16 loops x 20 features, the server's default --max_loops
+  EXPECT_EQ(p.num_actions(), 17);
+  EXPECT_THAT(p.meta(), HasSubstr("\"command\""));
+}
+
+}  // namespace
+}  // namespace looptool::client

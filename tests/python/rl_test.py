@@ -1,0 +1,329 @@
+"""looptool.rl: splits as the service has them, n-step returns and prioritized replay by hand,
+the policy file (numpy == PyTorch == C++ on real observations, within 1e-5), short real training
+runs of Ape-X DQN and PPO over a LocalCluster and a real server (weights change, the replay
+fills, the greedy policy is well-formed over the action mask, checkpoints resume), and an actor
+killed with SIGKILL plus a server restarted mid-run, after which training goes on."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import numpy as np
+import torch
+
+from looptool import Connection, LocalServer
+from looptool.rl import benchmarks as B
+from looptool.rl import cluster, networks, replay, rollout, train
+from looptool.rl.policy_file import Policy, masked_argmax
+
+SERVER = "service/looptool-server"
+POLICY_SCORES = "tests/client/policy_scores"
+DEFAULT_POLICY = "datasets/policies/loop_tool_dqn.json"
+
+
+class FakeEpisode:
+    def __init__(self, gflops, peak=100.0):
+        t = len(gflops) - 1
+        self.gflops = np.asarray(gflops, np.float64)
+        self.peak = peak
+        self.obs = np.arange(len(gflops), dtype=np.float32)[:, None] * np.ones((1, 3), np.float32)
+        self.masks = np.ones((len(gflops), 2), bool)
+        self.actions = np.arange(t) % 2
+
+    def __len__(self):
+        return len(self.actions)
+
+
+class SplitTest(unittest.TestCase):
+    def test_the_split_is_the_services(self):
+        train_set, test_set = B.split("train"), B.split("test")
+        self.assertEqual(len(train_set) + len(test_set), 2197)
+        self.assertEqual(len(test_set), 432)  # tests/datasets/matmul_range_test.cc's number
+        self.assertIn(B.Benchmark("benchmark://mm64_256_16_range-v0/mm112_208_256", None),
+                      test_set)
+        self.assertFalse({b.uri for b in train_set} & {b.uri for b in test_set})
+        self.assertEqual(len(B.test_benchmarks(25)), 25)
+        self.assertEqual(B.test_benchmarks(25)[0], test_set[0])
+        offgrid = B.offgrid_benchmarks()
+        self.assertEqual(offgrid[0], B.Benchmark(
+            "benchmark://tune_bench-offgrid/mm37_61_97", "C[m,n] += A[m,k] * B[k,n]\nm=37 n=61 k=97\n"))
+        with self.assertRaises(ValueError):
+            B.split("validation")
+
+
+class ReplayTest(unittest.TestCase):
+    def test_rewards(self):
+        e = FakeEpisode([10, 20, 20, 40])
+        np.testing.assert_allclose(replay.rewards(e, "dgflops_peak"), [0.1, 0.0, 0.2], rtol=1e-6)
+        np.testing.assert_allclose(replay.rewards(e, "dlog_gflops"),
+                                   [np.log(2), 0.0, np.log(2)], rtol=1e-6)
+
+    def test_n_step_transitions_by_hand(self):
+        e = FakeEpisode([10, 20, 20, 40])  # rewards 0.1, 0, 0.2
+        obs, mask, action, ret, next_obs, next_mask, disc = replay.n_step_transitions(
+            e, "dgflops_peak", 2, 0.5)
+        np.testing.assert_allclose(ret, [0.1 + 0.5 * 0.0, 0.0 + 0.5 * 0.2, 0.2], rtol=1e-6)
+        np.testing.assert_array_equal(next_obs[:, 0], [2, 3, 3])  # t + min(n, T - t)
+        np.testing.assert_allclose(disc, [0.25, 0.0, 0.0])        # terminal within n: 0
+        np.testing.assert_array_equal(action, [0, 1, 0])
+        np.testing.assert_array_equal(obs[:, 0], [0, 1, 2])
+
+    def test_sampling_is_proportional_to_priority(self):
+        r = replay.PrioritizedReplay(4, 3, 2, alpha=1.0, seed=0)
+        e = FakeEpisode([10, 20, 20, 40])
+        r.add(replay.n_step_transitions(e, "dgflops_peak", 1, 0.9), priorities=[1.0, 0.0, 3.0])
+        self.assertEqual(len(r), 3)
+        counts = np.zeros(3)
+        for _ in range(200):
+            idx, batch, w = r.sample(40, beta=1.0)
+            counts += np.bincount(idx, minlength=3)
+            np.testing.assert_array_equal(batch["obs"][:, 0], idx)
+        np.testing.assert_allclose(counts / counts.sum(), [0.25, 0.0, 0.75], atol=0.01)
+        # importance weights (N p)^-beta / max: 1/(3*0.25) vs 1/(3*0.75) -> 1 and 1/3
+        idx, _, w = r.sample(8, beta=1.0)
+        np.testing.assert_allclose(w[idx == 2] * 3, np.ones((idx == 2).sum()), rtol=1e-5)
+        r.update([2], [0.0])
+        r.update([1], [2.0])
+        idx, _, _ = r.sample(64)
+        self.assertEqual(set(idx), {0, 1})
+        # the ring: a fourth and fifth transition overwrite the oldest
+        r.add(replay.n_step_transitions(FakeEpisode([1, 2, 3]), "dgflops_peak", 1, 0.9))
+        self.assertEqual(len(r), 4)
+        self.assertEqual(r.added, 5)
+
+
+class PolicyFileTest(unittest.TestCase):
+    def test_numpy_and_torch_agree_and_the_file_round_trips(self):
+        torch.manual_seed(3)
+        for net in (networks.DuelingQNetwork(320, 17), networks.ActorCritic(320, 17, (64,))):
+            policy = net.to_policy(meta={"seed": 3})
+            x = np.random.default_rng(0).random((16, 320)).astype(np.float32) * 300
+            with torch.no_grad():
+                out = net(torch.from_numpy(x))
+            expected = (out[0] if isinstance(out, tuple) else out).numpy()
+            np.testing.assert_allclose(policy.scores(x), expected, atol=1e-5)
+            again = Policy.from_json(policy.to_json())
+            np.testing.assert_array_equal(again.scores(x), policy.scores(x))
+            self.assertEqual(again.meta, {"seed": 3})
+            back = type(net).from_policy(again)
+            with torch.no_grad():
+                out2 = back(torch.from_numpy(x))
+            np.testing.assert_array_equal((out2[0] if isinstance(out2, tuple) else out2).numpy(),
+                                          expected)
+
+    def test_masked_argmax(self):
+        self.assertEqual(masked_argmax(np.array([1.0, 3.0, 3.0]), [True, True, True]), 1)
+        self.assertEqual(masked_argmax(np.array([1.0, 3.0, 3.0]), [True, False, True]), 2)
+        self.assertIsNone(masked_argmax(np.array([1.0, 3.0]), [False, False]))
+
+    def test_bad_files_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "Not a looptool-policy"):
+            Policy.from_json('{"format": "x"}')
+        p = networks.DuelingQNetwork(4, 2, (3,)).to_policy()
+        d = json.loads(p.to_json())
+        d["trunk"][0]["bias"] = d["head"]["bias"]  # 2 numbers where 3 belong
+        with self.assertRaisesRegex(ValueError, "holds 2 numbers"):
+            Policy.from_json(json.dumps(d))
+
+
+def real_observations(address, count=12, seed=0):
+    """loops_tensor and action_mask of states reached by random actions from several benchmarks
+    (train, test and off-grid)."""
+    rng = np.random.default_rng(seed)
+    conn = Connection(address)
+    spaces = conn.spaces()
+    space = spaces.action_space("loop_tool")
+    idx = [spaces.observation_space(n).index for n in ("loops_tensor", "action_mask")]
+    benches = B.split("train")[::400] + B.test_benchmarks(3) + B.offgrid_benchmarks(3)
+    obs, masks = [], []
+    for i in range(count):
+        b = benches[i % len(benches)]
+        reply = conn.start_session(b.uri, space.space_index, idx, program=b.program)
+        sid = reply.session_id
+        values = [rollout.convert.event_to_python(e) for e in reply.observation]
+        for _ in range(int(rng.integers(0, 6))):
+            a = int(rng.choice(np.flatnonzero(values[1])))
+            values = [rollout.convert.event_to_python(e)
+                      for e in conn.step(sid, [a], idx).observation]
+        obs.append(np.asarray(values[0], np.float32).reshape(-1))
+        masks.append(np.asarray(values[1], bool).reshape(-1))
+        conn.end_session(sid)
+    conn.close()
+    return np.asarray(obs), np.asarray(masks)
+
+
+class ServerTestCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = LocalServer(SERVER, flags=["--timing_budget_ms=2"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.close()
+
+
+class CppAgreementTest(ServerTestCase):
+    def cpp_scores(self, policy_arg, obs):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            for row in obs:
+                f.write(" ".join(repr(float(v)) for v in row) + "\n")
+        try:
+            out = subprocess.run([POLICY_SCORES, policy_arg, f.name], check=True,
+                                 capture_output=True, text=True).stdout
+        finally:
+            os.unlink(f.name)
+        return np.array([[float(v) for v in line.split()] for line in out.splitlines()])
+
+    def test_cpp_and_pytorch_agree_on_real_observations(self):
+        obs, masks = real_observations(self.server.address)
+        self.assertEqual(obs.shape, (12, 320))
+        self.assertGreater(len({row.tobytes() for row in obs}), 6)  # varied states
+        committed = Policy.load(DEFAULT_POLICY)
+        torch.manual_seed(5)
+        cases = [("default", committed), (DEFAULT_POLICY, committed)]
+        with tempfile.TemporaryDirectory() as d:
+            ac = networks.ActorCritic(320, 17, (64, 32)).to_policy()
+            path = os.path.join(d, "ac.json")
+            ac.save(path)
+            cases.append((path, ac))
+            for arg, policy in cases:
+                net = (networks.DuelingQNetwork if policy.kind == "dueling_q"
+                       else networks.ActorCritic).from_policy(policy)
+                with torch.no_grad():
+                    out = net(torch.from_numpy(obs))
+                expected = (out[0] if isinstance(out, tuple) else out).numpy()
+                got = self.cpp_scores(arg, obs)
+                self.assertEqual(got.shape, expected.shape)
+                np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0, err_msg=arg)
+                # and the same greedy actions under the real masks
+                for q_cpp, q_torch, m in zip(got, expected, masks):
+                    a = masked_argmax(q_torch, m)
+                    self.assertTrue(m[masked_argmax(q_cpp, m)])
+                    self.assertAlmostEqual(q_cpp[masked_argmax(q_cpp, m)], q_torch[a], delta=1e-5)
+
+
+def tiny_args(out, address, algo="apex-dqn", steps=150, extra=()):
+    return train.parse_args([
+        f"--algo={algo}", f"--steps={steps}", "--actors=2", "--episodes-per-call=1",
+        f"--servers={address}", f"--out={out}", "--learning-starts=32", "--eval-every=0",
+        "--final-test-count=1", "--final-offgrid-count=1", "--checkpoint-every=0",
+        "--log-every=1", "--no-progress", "--hidden=32,32", "--seed=4", *extra])
+
+
+class TrainingTest(ServerTestCase):
+    def check_run(self, out, algo, steps):
+        with open(os.path.join(out, "summary.json")) as f:
+            summary = json.load(f)
+        self.assertGreaterEqual(summary["env_steps"], steps)
+        self.assertGreater(summary["updates"], 0)
+        for name in ("policy.json", "checkpoint.pt", "curve.csv", "curve.png", "eval.csv",
+                     "eval.md", "eval.png", "train.log"):
+            self.assertTrue(os.path.getsize(os.path.join(out, name)) > 0, name)
+        policy = Policy.load(os.path.join(out, "policy.json"))
+        self.assertEqual(policy.meta["algo"], algo)
+        self.assertEqual(policy.meta["seed"], 4)
+        self.assertIn(f"--algo={algo}", policy.meta["command"])
+        # weights changed: the trained policy differs from the network the seed started with
+        initial = train.make_learner(tiny_args(out, "x", algo), 320, 17).policy()
+        self.assertGreater(np.abs(policy.trunk[0][0] - initial.trunk[0][0]).max(), 1e-4)
+        # the greedy policy is well-formed over the mask on real states
+        obs, masks = real_observations(self.server.address, count=6, seed=1)
+        for x, m in zip(obs, masks):
+            s = policy.scores(x)
+            self.assertTrue(np.isfinite(s).all())
+            self.assertTrue(m[policy.act(x, m)])
+        with open(os.path.join(out, "eval.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([r["set"] for r in rows], ["test", "offgrid"])
+        for r in rows:
+            self.assertGreater(float(r["gflops"]), 0)
+        return summary
+
+    def test_apex_dqn_trains_and_resumes(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(train.main([
+                "--algo=apex-dqn", "--steps=150", "--actors=2", "--episodes-per-call=1",
+                f"--servers={self.server.address}", f"--out={out}", "--learning-starts=32",
+                "--eval-every=0", "--final-test-count=1", "--final-offgrid-count=1",
+                "--checkpoint-every=0", "--log-every=1", "--no-progress", "--hidden=32,32",
+                "--seed=4"]), 0)
+            first = self.check_run(out, "apex-dqn", 150)
+            # the replay filled: updates are capped at replay_ratio x transitions added
+            self.assertLessEqual(first["updates"], 0.5 * first["env_steps"])
+            state = torch.load(os.path.join(out, "checkpoint.pt"))
+            self.assertEqual(state["env_steps"], first["env_steps"])
+            # resume: counters continue from the checkpoint
+            train.main(["--algo=apex-dqn", "--steps=250", "--actors=2",
+                        "--episodes-per-call=1", f"--servers={self.server.address}",
+                        f"--out={out}", "--learning-starts=32", "--eval-every=0",
+                        "--final-test-count=1", "--final-offgrid-count=1", "--no-progress",
+                        "--hidden=32,32", "--seed=4", "--resume"])
+            with open(os.path.join(out, "summary.json")) as f:
+                second = json.load(f)
+            self.assertGreaterEqual(second["env_steps"], 250)
+            self.assertGreater(second["updates"], first["updates"])
+            with open(os.path.join(out, "train.log")) as f:
+                self.assertIn("resumed from", f.read())
+
+    def test_ppo_trains(self):
+        with tempfile.TemporaryDirectory() as out:
+            train.main(["--algo=ppo", "--steps=100", "--actors=2", "--episodes-per-call=1",
+                        f"--servers={self.server.address}", f"--out={out}", "--eval-every=0",
+                        "--final-test-count=1", "--final-offgrid-count=1", "--no-progress",
+                        "--hidden=32,32", "--seed=4", "--ppo-batch-episodes=4",
+                        "--reward=dlog_gflops"])
+            summary = self.check_run(out, "ppo", 100)
+            self.assertGreaterEqual(summary["updates"], 2)
+
+
+class FaultTest(unittest.TestCase):
+    def test_actor_killed_and_server_restarted_mid_run(self):
+        server = LocalServer(SERVER, flags=["--timing_budget_ms=2"])
+        port = server.port
+        client, local = cluster.start_dask(2)
+        events = {}
+        try:
+            with tempfile.TemporaryDirectory() as out:
+                args = tiny_args(out, server.address, steps=500)
+                trainer = train.Trainer(args, [server.address], client, log=lambda m: None)
+                pids = sorted(client.run(os.getpid).values())
+
+                def faults():
+                    while trainer.env_steps < 80:
+                        time.sleep(0.01)
+                    os.kill(pids[0], signal.SIGKILL)  # an actor's worker, mid-call
+                    events["killed_at"] = trainer.env_steps
+                    while trainer.env_steps < 200:
+                        time.sleep(0.01)
+                    server.close()  # the server goes away and comes back on its address
+                    events["restart_at"] = trainer.env_steps
+                    events["server"] = LocalServer(SERVER, flags=["--timing_budget_ms=2"],
+                                                   port=port)
+                thread = threading.Thread(target=faults)
+                thread.start()
+                trainer.run()
+                thread.join(timeout=60)
+                self.assertGreaterEqual(trainer.env_steps, 500)
+                self.assertIn("server", events)
+                self.assertGreater(trainer.env_steps, events["restart_at"] + 100)
+                new_pids = sorted(client.run(os.getpid).values())
+                self.assertEqual(len(new_pids), 2)          # the nanny restarted the worker
+                self.assertNotIn(pids[0], new_pids)
+                # what the faults cost: at most the calls and episodes in flight
+                self.assertLessEqual(trainer.pool.lost, 2)
+                self.assertLessEqual(trainer.pool.errors, 8)
+        finally:
+            client.close()
+            local.close()
+            events.get("server", server).close()
+            server.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
