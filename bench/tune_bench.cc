@@ -248,11 +248,18 @@ int Main() {
     const std::string name = shape.name();
     libs[name] = LibraryGflops(shape.shape, core);
     for (const std::string& search : searches) {
+      // The policy searches act in the built-in policy's action space.
+      const client::SearchSpec::Kind kind = specs[search].kind;
+      const std::string space = kind == client::SearchSpec::Kind::kPolicy ||
+                                        kind == client::SearchSpec::Kind::kPolicyGuided
+                                    ? client::Policy::Default().action_space()
+                                    : "loop_tool";
       absl::StatusOr<client::Env> env =
           shape.offgrid
               ? client::Env::StartProgram(*connection, "benchmark://tune_bench-offgrid/" + name,
-                                          datasets::MatmulProgram(shape.shape))
-              : client::Env::Start(*connection, "benchmark://mm64_256_16_range-v0/" + name);
+                                          datasets::MatmulProgram(shape.shape), space)
+              : client::Env::Start(*connection, "benchmark://mm64_256_16_range-v0/" + name,
+                                   space);
       if (!env.ok()) {
         std::fprintf(stderr, "%s: %s\n", name.c_str(), env.status().ToString().c_str());
         return 1;

@@ -42,7 +42,8 @@ ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 ABSL_FLAG(std::string, actions, "", "eval: comma-separated action names to apply");
-ABSL_FLAG(std::string, action_space, "loop_tool", "loop_tool or loop_tune");
+ABSL_FLAG(std::string, action_space, "",
+          "loop_tool or loop_tune (default: loop_tool, or the policy's for the policy searches)");
 ABSL_FLAG(std::string, dataset, "", "benchmarks: list this dataset's benchmarks");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the random and evolution searches");
 ABSL_FLAG(double, timing_budget_ms, 10,
@@ -151,9 +152,17 @@ struct Started {
 
 // A session on --benchmark: a URI, a bare mmM_N_K, or a program file (added to the server as
 // benchmark://user-v0/<stem>).
-absl::StatusOr<Started> StartBenchmark(std::shared_ptr<Connection> connection) {
+// The session's action space is --action_space, or the policy's for the policy searches when
+// --action_space was not given.
+absl::StatusOr<Started> StartBenchmark(std::shared_ptr<Connection> connection,
+                                       const Policy* policy = nullptr) {
   const std::string arg = absl::GetFlag(FLAGS_benchmark);
-  const std::string space = absl::GetFlag(FLAGS_action_space);
+  std::string space = absl::GetFlag(FLAGS_action_space);
+  if (policy != nullptr && absl::GetFlag(FLAGS_action_space).empty()) {
+    space = policy->action_space();
+  } else if (space.empty()) {
+    space = "loop_tool";
+  }
   std::string uri;
   absl::StatusOr<Env> env;
   if (absl::StartsWith(arg, "benchmark://")) {
@@ -203,7 +212,11 @@ int Tune() {
   absl::StatusOr<Connected> c = Connect();
   if (!c.ok()) return Fail(c.status());
   if (!as_json) ReportEmbedded(*c);
-  absl::StatusOr<Started> started = StartBenchmark(c->connection);
+  const bool uses_policy =
+      search->kind == SearchSpec::Kind::kPolicy || search->kind == SearchSpec::Kind::kPolicyGuided;
+  const Policy* chosen =
+      !uses_policy ? nullptr : policy.has_value() ? &*policy : &Policy::Default();
+  absl::StatusOr<Started> started = StartBenchmark(c->connection, chosen);
   if (!started.ok()) return Fail(started.status());
   const std::string& uri = started->uri;
 

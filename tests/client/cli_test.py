@@ -36,6 +36,40 @@ class CliTest(unittest.TestCase):
         self.assertEqual(e.returncode, 0, e.stderr)
         self.assertEqual(json.loads(e.stdout)["loop_tree"], out["loop_tree"])
 
+    def test_tune_with_the_built_in_policy(self):
+        # One greedy episode of the built-in policy in its own action space, only the final
+        # state timed; eval replays its actions (in that space) to the same loop tree.
+        p = run("tune", "--benchmark", "mm64_80_96", "--search=policy", "--json",
+                "--timing-budget-ms=1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = json.loads(p.stdout)
+        self.assertEqual(out["search"], "policy")
+        self.assertEqual(out["states_evaluated"], 1)
+        self.assertEqual(out["start_gflops"], 0)
+        self.assertGreater(out["gflops"], 0)
+        self.assertLessEqual(len(out["actions"]), 10)
+        space = "loop_tune" if set(out["actions"]) <= {
+            "up", "down", "swap_up", "swap_down", "split_4", "split_8", "split_16"} else "loop_tool"
+        e = run("eval", "--benchmark", out["benchmark"], "--actions", ",".join(out["actions"]),
+                "--action-space", space, "--json")
+        self.assertEqual(e.returncode, 0, e.stderr)
+        self.assertEqual(json.loads(e.stdout)["loop_tree"], out["loop_tree"])
+        g = run("tune", "--benchmark", "mm64_80_96", "--search=policy_guided", "--time-limit=1",
+                "--json", "--timing-budget-ms=1")
+        self.assertEqual(g.returncode, 0, g.stderr)
+        self.assertGreater(json.loads(g.stdout)["states_evaluated"], 1)
+
+    def test_bad_policy_files(self):
+        p = run("tune", "--search=policy", "--policy=/nonexistent/policy.json")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("cannot read policy file /nonexistent/policy.json", p.stderr)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write('{"format": "something else"}')
+        p = run("tune", "--search=policy", f"--policy={f.name}")
+        os.unlink(f.name)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not a LoopTool policy file: format is not looptool-policy", p.stderr)
+
     def test_eval_text_and_program_file(self):
         with tempfile.NamedTemporaryFile("w", suffix=".lt", delete=False) as f:
             f.write("O[r] += I[r,c]\nr=64 c=48\n")

@@ -4,9 +4,16 @@
 // it reports (and returning the start itself when it explores nothing).
 #include "client/cpp/env.h"
 
+#include <cstring>
+#include <map>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "nlohmann/json.hpp"
 #include "backend/actions/action_space.h"
 #include "backend/env/environment.h"
 #include "backend/ir/parser.h"
+#include "client/cpp/policy.h"
 #include "client/cpp/search.h"
 #include "datasets/matmul_range.h"
 #include "gmock/gmock.h"
@@ -145,6 +152,7 @@ TEST_F(ClientTest, EverySearchBeatsAPoorStartAndReplaysToWhatItReports) {
   const double peak = start->Observe("peak_gflops")->number;
   EXPECT_GT(peak, 1.0);  // a failed peak measurement reads exactly 1.0
   for (const std::string& algorithm : SearchAlgorithms()) {
+    if (absl::StartsWith(algorithm, "policy")) continue;  // PolicySearches* below
     SearchOptions o;
     absl::StatusOr<SearchSpec> spec = ParseSearch(algorithm);
     ASSERT_TRUE(spec.ok()) << spec.status();
@@ -196,6 +204,7 @@ TEST_F(ClientTest, ASearchThatExploresNothingReturnsTheStartItself) {
   ASSERT_TRUE(start.ok());
   const double start_gflops = start->Observe("flops")->number;
   for (const std::string& algorithm : SearchAlgorithms()) {
+    if (algorithm == "policy") continue;  // times no start state: PolicySearches* below
     SearchOptions o;
     o.search = *ParseSearch(algorithm);
     o.depth = 0;
@@ -208,6 +217,107 @@ TEST_F(ClientTest, ASearchThatExploresNothingReturnsTheStartItself) {
     EXPECT_EQ(r->loop_tree, start->Observe("loop_tree")->text) << algorithm;
     EXPECT_EQ(r->ir, start->Observe("ir")->text) << algorithm;
     EXPECT_EQ(r->states_evaluated, 0) << algorithm;
+  }
+}
+
+// A policy over loop_tool's 17 actions that ignores its input: Q(a) = bias[a] - mean(bias).
+Policy FixedPreferencePolicy(const std::map<std::string, float>& preference, int actions = 17,
+                             int input = 320) {
+  const auto b64 = [](const std::vector<float>& v) {
+    std::string bytes(v.size() * sizeof(float), '\0');
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return absl::Base64Escape(bytes);
+  };
+  const auto layer = [&](int in, int out, const std::vector<float>& b) {
+    return nlohmann::json{{"in", in}, {"out", out},
+                          {"weight", b64(std::vector<float>(size_t(in) * out, 0))},
+                          {"bias", b64(b)}};
+  };
+  std::vector<float> bias(actions, 0);
+  for (const auto& [name, q] : preference) {
+    bias[LoopToolActionSpace().IndexOf(*ActionFromName(name))] = q;
+  }
+  nlohmann::json j = {{"format", "looptool-policy"}, {"version", 1}, {"kind", "dueling_q"},
+                      {"action_space", "loop_tool"}, {"observation_space", "loops_tensor"},
+                      {"input_size", input}, {"num_actions", actions}, {"preprocess", "log2p1"},
+                      {"trunk", {layer(input, 1, {0})}}, {"head", layer(1, actions, bias)},
+                      {"value", layer(1, 1, {0})}};
+  return *Policy::Parse(j.dump());
+}
+
+TEST_F(ClientTest, PolicySearchesFollowThePolicy) {
+  // The poor start of the test above; the policy prefers swap_up, then split_16, then down.
+  auto start = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/mm64_80_96");
+  ASSERT_TRUE(start.ok());
+  ASSERT_TRUE(start->StepNamed({"down", "swap_down"}).ok());
+  const double start_gflops = start->Observe("flops")->number;
+  const Policy policy = FixedPreferencePolicy({{"swap_up", 5}, {"split_16", 4}, {"down", 3}});
+  // What the policy must do: at every step, the most preferred action the mask allows.
+  std::vector<std::string> expected;
+  auto walk = start->Fork();
+  ASSERT_TRUE(walk.ok());
+  for (int d = 0; d < 10; ++d) {
+    const std::vector<bool> mask = walk->Observe("action_mask")->bools;
+    std::string choice;
+    for (const char* name : {"swap_up", "split_16", "down"}) {
+      if (mask[walk->ActionIndex(name)]) {
+        choice = name;
+        break;
+      }
+    }
+    if (choice.empty()) choice = walk->action_names()[std::find(mask.begin(), mask.end(), true) -
+                                                      mask.begin()];
+    expected.push_back(choice);
+    ASSERT_TRUE(walk->StepNamed({choice}).ok());
+  }
+  SearchOptions o;
+  o.search = *ParseSearch("policy");
+  o.policy = &policy;
+  auto r = Search(*start, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->actions, expected);
+  EXPECT_EQ(r->loop_tree, walk->Observe("loop_tree")->text);
+  EXPECT_EQ(r->ir, walk->Observe("ir")->text);
+  EXPECT_EQ(r->gflops, walk->Observe("flops")->number);  // the final state's, cached
+  EXPECT_EQ(r->start_gflops, 0);  // not timed
+  EXPECT_EQ(r->states_evaluated, 1);
+  EXPECT_EQ(r->actions.front(), "swap_up");
+  EXPECT_GT(r->gflops, 2 * start_gflops) << r->loop_tree;  // swap_up restores m k n
+
+  // policy_guided: the policy's own episode is measured first, so its best is at least as good.
+  o.search = *ParseSearch("policy_guided");
+  o.time_limit_seconds = 1.0;
+  auto g = Search(*start, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->start_gflops, start_gflops);
+  EXPECT_GE(g->gflops, r->gflops);
+  EXPECT_GT(g->states_evaluated, 1);
+  auto replay = start->Fork();
+  ASSERT_TRUE(replay.ok());
+  auto s = replay->StepNamed(g->actions, {"loop_tree", "flops"});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->Find("loop_tree")->text, g->loop_tree);
+  EXPECT_EQ(s->Find("flops")->number, g->gflops);
+}
+
+TEST_F(ClientTest, PolicySearchesRefuseAPolicyForAnotherSpace) {
+  auto start = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/mm64_80_96");
+  ASSERT_TRUE(start.ok());
+  for (const char* algorithm : {"policy", "policy_guided"}) {
+    SearchOptions o;
+    o.search = *ParseSearch(algorithm);
+    const Policy three_actions = FixedPreferencePolicy({}, /*actions=*/3);
+    o.policy = &three_actions;
+    auto r = Search(*start, o);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << algorithm;
+    EXPECT_THAT(r.status().message(), HasSubstr("a space of 3 actions")) << algorithm;
+    const Policy other_input = FixedPreferencePolicy({}, 17, /*input=*/100);
+    o.policy = &other_input;
+    r = Search(*start, o);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << algorithm;
+    EXPECT_THAT(r.status().message(), HasSubstr("reads 100 numbers of loops_tensor; the server "
+                                                "sends 320"))
+        << algorithm;
   }
 }
 

@@ -31,23 +31,33 @@ def route(benchmark, servers):
 
 
 def default_timing_cores(count):
-    """The last `count` CPUs this process may use (the first ones are left to the learner)."""
-    cpus = sorted(os.sched_getaffinity(0))
+    """The machine's last `count` CPUs (the first ones are left to the learner and actors)."""
+    cpus = list(range(os.cpu_count()))
     if count < 1 or count > len(cpus):
         raise ValueError(f"timing cores must be 1..{len(cpus)}, got {count}")
     return cpus[-count:]
 
 
 class Servers:
-    """The servers actors use: given addresses, or one local server started (and stopped) here."""
+    """The servers actors use: given addresses, or one local server started (and stopped) here.
+
+    A local server's kernel workers are pinned to the machine's last `timing_cores` CPUs; when
+    CPUs are left over, this process (and so the Dask workers it starts afterwards, and the
+    server's own threads) is kept off the timing CPUs, so kernels are timed on cores nothing
+    else of ours uses.
+    """
 
     def __init__(self, addresses=None, timing_cores=1, server_flags=()):
         self.local = None
+        self.timing_cores = None
         if addresses:
             self.addresses = list(addresses)
         else:
             from looptool.server import LocalServer
             cores = default_timing_cores(timing_cores)
+            others = sorted(set(range(os.cpu_count())) - set(cores))
+            if others:
+                os.sched_setaffinity(0, others)
             self.local = LocalServer(flags=[f"--eval_cores={','.join(map(str, cores))}",
                                             *server_flags])
             self.addresses = [self.local.address]

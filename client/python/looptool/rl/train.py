@@ -19,7 +19,9 @@ import dataclasses
 import json
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -247,8 +249,14 @@ class Trainer:
                                  eval=row["eval_fraction_of_peak"], lost=self.pool.lost)
 
 
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds: the local server and the Dask cluster are stopped
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "train.log"), "a", encoding="utf-8") as log_file:
         return _main(args, argv, log_file)
@@ -280,7 +288,7 @@ def _main(args, argv, log_file):
                 "updates": trainer.learner.updates,
                 "training_seconds": round(trainer.elapsed, 1),
                 "steps_per_second": round(steps_per_second, 1),
-                "actors": args.actors, "timing_cores": getattr(servers, "timing_cores", None),
+                "actors": args.actors, "timing_cores": servers.timing_cores,
                 "reward": args.reward, "config": dataclasses.asdict(trainer.learner.config),
                 "date": time.strftime("%Y-%m-%d"),
             }
