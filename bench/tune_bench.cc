@@ -170,7 +170,7 @@ std::string SummaryTable(const std::vector<std::string>& searches, const std::ve
       if (r.search != search || r.shape.offgrid != offgrid) continue;
       const Libraries& l = libs.at(r.shape.name());
       pct.push_back(100 * r.gflops / r.peak);
-      speedup.push_back(r.gflops / r.start);
+      if (r.start > 0) speedup.push_back(r.gflops / r.start);  // policy times no start
       vs_dnn.push_back(r.gflops / l.onednn);
       vs_blas.push_back(r.gflops / l.openblas);
       if (r.retimed > 0) retime.push_back(r.retimed / r.gflops);
@@ -179,8 +179,9 @@ std::string SummaryTable(const std::vector<std::string>& searches, const std::ve
     }
     if (pct.empty()) continue;
     md += absl::StrFormat(
-        "| %s | %.2f | %.2f | %.2f | %.1f | %.2f | %.1f | %.0f | %.0f | %.3f (min %.3f) |\n", search,
-        Geomean(vs_dnn), Min(vs_dnn), Geomean(vs_blas), Geomean(pct), Geomean(speedup),
+        "| %s | %.2f | %.2f | %.2f | %.1f | %s | %.2f | %.0f | %.0f | %.3f (min %.3f) |\n", search,
+        Geomean(vs_dnn), Min(vs_dnn), Geomean(vs_blas), Geomean(pct),
+        speedup.empty() ? "-" : absl::StrFormat("%.2f", Geomean(speedup)),
         seconds / pct.size(), states / pct.size(), states / seconds, Geomean(retime), Min(retime));
   }
   std::vector<double> dnn_pct, blas_pct, blas_vs_dnn;

@@ -1,4 +1,4 @@
-// The default tuning policy's file (datasets/policies/loop_tool_dqn.json), built into the binary
+// The default tuning policy's file (datasets/policies/looptune_dqn.json), built into the binary
 // by a genrule so `looptool tune --search=policy` needs no file at run time.
 #ifndef LOOPTOOL_CLIENT_CPP_DEFAULT_POLICY_H_
 #define LOOPTOOL_CLIENT_CPP_DEFAULT_POLICY_H_

@@ -37,7 +37,7 @@ ABSL_FLAG(std::string, search, "evolution",
           "(a trained policy's episode, only its final state timed) or policy_guided");
 ABSL_FLAG(std::string, policy, "",
           "policy and policy_guided: a policy file from `python3 -m looptool.rl.train` "
-          "(default: the one built in, datasets/policies/loop_tool_dqn.json)");
+          "(default: the one built in, datasets/policies/looptune_dqn.json)");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");

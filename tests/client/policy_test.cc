@@ -116,13 +116,13 @@ TEST(Policy, RefusesWhatIsNotAPolicyAndSaysWhy) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(Policy, TheDefaultIsADuelingQPolicyOverLoopToolsSpace) {
+TEST(Policy, TheDefaultIsADuelingQPolicyOverLoopTunesSpace) {
   const Policy& p = Policy::Default();
   EXPECT_EQ(p.kind(), Policy::Kind::kDuelingQ);
-  EXPECT_EQ(p.action_space(), "loop_tool");
+  EXPECT_EQ(p.action_space(), "loop_tune");
   EXPECT_EQ(p.observation_space(), "loops_tensor");
   EXPECT_EQ(p.input_size(), 320);  // 16 loops x 20 features, the server's default --max_loops
-  EXPECT_EQ(p.num_actions(), 17);
+  EXPECT_EQ(p.num_actions(), 7);
   EXPECT_THAT(p.meta(), HasSubstr("\"command\""));
 }
 

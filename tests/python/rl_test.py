@@ -24,7 +24,7 @@ from looptool.rl.policy_file import Policy, masked_argmax
 
 SERVER = "service/looptool-server"
 POLICY_SCORES = "tests/client/policy_scores"
-DEFAULT_POLICY = "datasets/policies/loop_tool_dqn.json"
+DEFAULT_POLICY = "datasets/policies/looptune_dqn.json"
 
 
 class FakeEpisode:
@@ -132,13 +132,13 @@ class PolicyFileTest(unittest.TestCase):
             Policy.from_json(json.dumps(d))
 
 
-def real_observations(address, count=12, seed=0):
+def real_observations(address, count=12, seed=0, action_space="loop_tool"):
     """loops_tensor and action_mask of states reached by random actions from several benchmarks
     (train, test and off-grid)."""
     rng = np.random.default_rng(seed)
     conn = Connection(address)
     spaces = conn.spaces()
-    space = spaces.action_space("loop_tool")
+    space = spaces.action_space(action_space)
     idx = [spaces.observation_space(n).index for n in ("loops_tensor", "action_mask")]
     benches = B.split("train")[::400] + B.test_benchmarks(3) + B.offgrid_benchmarks(3)
     obs, masks = [], []
@@ -181,9 +181,6 @@ class CppAgreementTest(ServerTestCase):
         return np.array([[float(v) for v in line.split()] for line in out.splitlines()])
 
     def test_cpp_and_pytorch_agree_on_real_observations(self):
-        obs, masks = real_observations(self.server.address)
-        self.assertEqual(obs.shape, (12, 320))
-        self.assertGreater(len({row.tobytes() for row in obs}), 6)  # varied states
         committed = Policy.load(DEFAULT_POLICY)
         torch.manual_seed(5)
         cases = [("default", committed), (DEFAULT_POLICY, committed)]
@@ -193,6 +190,11 @@ class CppAgreementTest(ServerTestCase):
             ac.save(path)
             cases.append((path, ac))
             for arg, policy in cases:
+                obs, masks = real_observations(self.server.address,
+                                               action_space=policy.action_space)
+                self.assertEqual(obs.shape, (12, 320))
+                self.assertEqual(masks.shape, (12, policy.num_actions))
+                self.assertGreater(len({row.tobytes() for row in obs}), 6)  # varied states
                 net = (networks.DuelingQNetwork if policy.kind == "dueling_q"
                        else networks.ActorCritic).from_policy(policy)
                 with torch.no_grad():
@@ -230,10 +232,12 @@ class TrainingTest(ServerTestCase):
         self.assertEqual(policy.meta["seed"], 4)
         self.assertIn(f"--algo={algo}", policy.meta["command"])
         # weights changed: the trained policy differs from the network the seed started with
-        initial = train.make_learner(tiny_args(out, "x", algo), 320, 17).policy()
+        initial = train.make_learner(tiny_args(out, "x", algo), 320,
+                                     policy.num_actions).policy()
         self.assertGreater(np.abs(policy.trunk[0][0] - initial.trunk[0][0]).max(), 1e-4)
         # the greedy policy is well-formed over the mask on real states
-        obs, masks = real_observations(self.server.address, count=6, seed=1)
+        obs, masks = real_observations(self.server.address, count=6, seed=1,
+                                       action_space=policy.action_space)
         for x, m in zip(obs, masks):
             s = policy.scores(x)
             self.assertTrue(np.isfinite(s).all())

@@ -14,7 +14,7 @@ Modules, one job each:
 PyTorch is needed only by networks, the learners and train; a policy acts with numpy alone:
 
     from looptool.rl import Policy
-    policy = Policy.load("datasets/policies/loop_tool_dqn.json")
+    policy = Policy.load("datasets/policies/looptune_dqn.json")
     action = policy.act(observation["loops_tensor"], observation["action_mask"])
 """
 

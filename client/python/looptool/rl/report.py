@@ -2,8 +2,24 @@
 
 import csv
 import os
+import time
 
 from looptool.rl.evaluate import geomean
+
+
+def host_label(peak_gflops=None):
+    """"<CPU model>, peak N GFLOPS, <date>": what every figure is labelled with."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    peak = f", measured FMA peak {peak_gflops:.0f} GFLOPS" if peak_gflops else ""
+    return f"{model}{peak}, {time.strftime('%Y-%m-%d')}"
 
 
 def write_csv(path, rows):

@@ -42,7 +42,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description="Train a LoopTool tuning policy (Ape-X DQN or PPO).")
     p.add_argument("--algo", choices=ALGOS, default="apex-dqn")
     p.add_argument("--dataset", default=benchmarks_lib.DATASET)
-    p.add_argument("--action-space", default="loop_tool")
+    p.add_argument("--action-space", default="loop_tune",
+                   help="loop_tune (LoopTune's 7 actions, as the paper trains) or loop_tool")
     p.add_argument("--steps", type=int, default=0, help="environment steps to train (0: no cap)")
     p.add_argument("--time-limit", type=float, default=0, help="seconds to train (0: no cap)")
     p.add_argument("--actors", type=int, default=2)
@@ -105,10 +106,7 @@ class Trainer:
         self.connections = {a: Connection(a) for a in addresses}
         spaces = self.connections[addresses[0]].spaces()
         self.num_actions = len(spaces.action_space(args.action_space))
-        self.input_size = int(np.prod(spaces.observation_space("loops_tensor").shape or [0])) \
-            if hasattr(spaces.observation_space("loops_tensor"), "shape") else 0
-        if not self.input_size:
-            self.input_size = self._probe_input_size()
+        self.input_size = self._probe_input_size()  # loops_tensor's width: the server's max_loops
         self.learner = make_learner(args, self.input_size, self.num_actions)
         self.pool = cluster.ActorPool(dask_client, addresses, args.actors)
         train = benchmarks_lib.split("train", args.dataset)
@@ -294,13 +292,14 @@ def _main(args, argv, log_file):
             }
             policy = trainer.learner.policy(meta=meta)
             policy.save(os.path.join(args.out, "policy.json"))
-            report.learning_curve(args.out, trainer.curve,
-                                  f"{args.algo} on {args.dataset} (train split), "
-                                  f"{args.actors} actors, {trainer.env_steps} steps")
             sets = evaluate_lib.default_sets(args.final_test_count, args.final_offgrid_count)
             rows = trainer.evaluate(sets) if sets else []
+            host = report.host_label(rows[0]["peak"] if rows else None)
+            report.learning_curve(args.out, trainer.curve,
+                                  f"{args.algo} on {args.dataset} (train split), "
+                                  f"{args.actors} actors, {trainer.env_steps} steps\n{host}")
             report.evaluation_table(args.out, rows,
-                                    f"{args.algo} policy, greedy, {args.max_steps} steps")
+                                    f"{args.algo} policy, greedy, {args.max_steps} steps\n{host}")
             summary = {"env_steps": trainer.env_steps, "episodes": trainer.episodes,
                        "updates": trainer.learner.updates,
                        "training_seconds": round(trainer.elapsed, 1),
