@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -37,16 +38,28 @@ absl::StatusOr<std::vector<float>> Floats(const Json& text, size_t count, absl::
   return out;
 }
 
+// j[key] when it is a string, else "" (nlohmann's value() throws on a type mismatch).
+std::string Text(const Json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
+// j[key] when it is an integer in int range, else -1.
+int64_t Integer(const Json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number_integer()) return -1;
+  const int64_t v = j[key].get<int64_t>();
+  return v >= 0 && v <= (int64_t{1} << 30) ? v : -1;
+}
+
 }  // namespace
 
 absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Bad("not a JSON object");
-  if (j.value("format", "") != "looptool-policy") return Bad("format is not looptool-policy");
-  if (!j.contains("version") || j["version"] != 1) return Bad("version is not 1");
-  if (j.value("preprocess", "") != "log2p1") return Bad("preprocess is not log2p1");
+  if (Text(j, "format") != "looptool-policy") return Bad("format is not looptool-policy");
+  if (Integer(j, "version") != 1) return Bad("version is not 1");
+  if (Text(j, "preprocess") != "log2p1") return Bad("preprocess is not log2p1");
   Policy p;
-  const std::string kind = j.value("kind", "");
+  const std::string kind = Text(j, "kind");
   if (kind == "dueling_q") {
     p.kind_ = Kind::kDuelingQ;
   } else if (kind == "actor_critic") {
@@ -54,25 +67,25 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
   } else {
     return Bad(absl::StrCat("unknown kind '", kind, "'"));
   }
-  p.action_space_ = j.value("action_space", "");
-  p.observation_space_ = j.value("observation_space", "");
+  p.action_space_ = Text(j, "action_space");
+  p.observation_space_ = Text(j, "observation_space");
   p.meta_ = j.contains("meta") ? j["meta"].dump() : "{}";
   const auto layer = [](const Json& spec, absl::string_view name) -> absl::StatusOr<Layer> {
-    if (!spec.is_object() || !spec.contains("in") || !spec.contains("out") ||
-        !spec["in"].is_number_integer() || !spec["out"].is_number_integer()) {
-      return Bad(absl::StrCat(name, " has no integer in/out"));
+    if (!spec.is_object()) return Bad(absl::StrCat(name, " is not an object"));
+    const int64_t in = Integer(spec, "in"), out = Integer(spec, "out");
+    if (in < 1 || out < 1 || in > 1 << 16 || out > 1 << 16) {
+      return Bad(absl::StrCat(name, " has no in/out sizes in 1..65536"));
     }
     Layer l;
-    l.in = spec["in"].get<int>();
-    l.out = spec["out"].get<int>();
-    if (l.in < 1 || l.out < 1 || l.in > 1 << 16 || l.out > 1 << 16) {
-      return Bad(absl::StrCat(name, " has sizes out of range"));
-    }
+    l.in = static_cast<int>(in);
+    l.out = static_cast<int>(out);
+    const Json none;
     absl::StatusOr<std::vector<float>> w =
-        Floats(spec.value("weight", Json()), size_t(l.in) * l.out, absl::StrCat(name, ".weight"));
+        Floats(spec.contains("weight") ? spec["weight"] : none, size_t(l.in) * l.out,
+               absl::StrCat(name, ".weight"));
     if (!w.ok()) return w.status();
     absl::StatusOr<std::vector<float>> b =
-        Floats(spec.value("bias", Json()), l.out, absl::StrCat(name, ".bias"));
+        Floats(spec.contains("bias") ? spec["bias"] : none, l.out, absl::StrCat(name, ".bias"));
     if (!b.ok()) return b.status();
     l.weight = *std::move(w);
     l.bias = *std::move(b);
@@ -87,17 +100,18 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
     if (!p.layers_.empty() && l->in != p.layers_.back().out) return Bad("trunk sizes do not chain");
     p.layers_.push_back(*std::move(l));
   }
-  absl::StatusOr<Layer> head = layer(j.value("head", Json()), "head");
+  const Json none;
+  absl::StatusOr<Layer> head = layer(j.contains("head") ? j["head"] : none, "head");
   if (!head.ok()) return head.status();
-  absl::StatusOr<Layer> value = layer(j.value("value", Json()), "value");
+  absl::StatusOr<Layer> value = layer(j.contains("value") ? j["value"] : none, "value");
   if (!value.ok()) return value.status();
   if (head->in != p.layers_.back().out || value->in != head->in || value->out != 1) {
     return Bad("head or value sizes do not match the trunk");
   }
   p.head_ = *std::move(head);
   p.value_ = *std::move(value);
-  if (j.value("input_size", -1) != p.input_size() ||
-      j.value("num_actions", -1) != p.num_actions()) {
+  if (Integer(j, "input_size") != p.input_size() ||
+      Integer(j, "num_actions") != p.num_actions()) {
     return Bad("input_size or num_actions disagree with the layers");
   }
   return p;

@@ -112,6 +112,22 @@ TEST(Policy, RefusesWhatIsNotAPolicyAndSaysWhy) {
   j = Tiny("dueling_q");
   j["num_actions"] = 4;
   EXPECT_THAT(error(j), HasSubstr("disagree with the layers"));
+  // Fields of the wrong JSON type are refused, not thrown.
+  j = Tiny("dueling_q");
+  j["format"] = 5;
+  EXPECT_THAT(error(j), HasSubstr("format is not looptool-policy"));
+  j = Tiny("dueling_q");
+  j["input_size"] = "320";
+  EXPECT_THAT(error(j), HasSubstr("disagree with the layers"));
+  j = Tiny("dueling_q");
+  j["trunk"][0]["in"] = 1e12;
+  EXPECT_THAT(error(j), HasSubstr("trunk[0] has no in/out sizes in 1..65536"));
+  j = Tiny("dueling_q");
+  j["head"] = "a string";
+  EXPECT_THAT(error(j), HasSubstr("head is not an object"));
+  j = Tiny("dueling_q");
+  j["action_space"] = {1, 2};
+  EXPECT_EQ(Policy::Parse(j.dump()).value().action_space(), "");
   EXPECT_EQ(Policy::Load("/nonexistent/policy.json").status().code(),
             absl::StatusCode::kNotFound);
 }

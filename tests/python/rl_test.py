@@ -5,6 +5,7 @@ fills, the greedy policy is well-formed over the action mask, checkpoints resume
 killed with SIGKILL plus a server restarted mid-run, after which training goes on."""
 
 import csv
+import io
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import tempfile
 import threading
 import time
 import unittest
+import unittest.mock
 
 import numpy as np
 import torch
@@ -130,6 +132,38 @@ class PolicyFileTest(unittest.TestCase):
         d["trunk"][0]["bias"] = d["head"]["bias"]  # 2 numbers where 3 belong
         with self.assertRaisesRegex(ValueError, "holds 2 numbers"):
             Policy.from_json(json.dumps(d))
+        for text in ("not json", "[1, 2]", '{"format": "looptool-policy", "version": 1}'):
+            with self.assertRaisesRegex(ValueError, "Not a looptool-policy file"):
+                Policy.from_json(text)
+
+
+class TrainArgumentsTest(unittest.TestCase):
+    def refused(self, *argv):
+        with self.assertRaises(SystemExit) as e, \
+                unittest.mock.patch("sys.stderr", new_callable=io.StringIO) as err:
+            train.parse_args(list(argv))
+        self.assertEqual(e.exception.code, 2)
+        return err.getvalue()
+
+    def test_bad_arguments_are_refused_with_a_reason(self):
+        self.assertIn("give --steps or --time-limit", self.refused())
+        self.assertIn("--actors must be 1..256", self.refused("--steps=10", "--actors=0"))
+        self.assertIn("--actors must be 1..256", self.refused("--steps=10", "--actors=100000"))
+        self.assertIn("--hidden takes layer widths", self.refused("--steps=10", "--hidden=a,b"))
+        self.assertIn("--hidden takes layer widths", self.refused("--steps=10", "--hidden=0"))
+        self.assertIn("--timing-cores: timing cores must be 1..",
+                      self.refused("--steps=10", "--timing-cores=4096"))
+        self.assertIn("invalid choice", self.refused("--steps=10", "--action-space=nope"))
+        self.assertIn("invalid choice", self.refused("--steps=10", "--algo=a3c"))
+
+    def test_an_unreachable_server_is_one_clear_line(self):
+        with tempfile.TemporaryDirectory() as out, \
+                unittest.mock.patch("sys.stderr", new_callable=io.StringIO) as err:
+            code = train.main(["--steps=10", "--servers=127.0.0.1:1", f"--out={out}",
+                               "--actors=1", "--no-progress"])
+        self.assertEqual(code, 1)
+        self.assertIn("looptool.rl.train: error:", err.getvalue())
+        self.assertIn("UNAVAILABLE", err.getvalue())
 
 
 def real_observations(address, count=12, seed=0, action_space="loop_tool"):

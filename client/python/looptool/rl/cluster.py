@@ -31,8 +31,9 @@ def route(benchmark, servers):
 
 
 def default_timing_cores(count):
-    """The machine's last `count` CPUs (the first ones are left to the learner and actors)."""
-    cpus = list(range(os.cpu_count()))
+    """The last `count` CPUs this process may run on (the others are left to the learner and
+    actors)."""
+    cpus = sorted(os.sched_getaffinity(0))
     if count < 1 or count > len(cpus):
         raise ValueError(f"timing cores must be 1..{len(cpus)}, got {count}")
     return cpus[-count:]
@@ -55,7 +56,7 @@ class Servers:
         else:
             from looptool.server import LocalServer
             cores = default_timing_cores(timing_cores)
-            others = sorted(set(range(os.cpu_count())) - set(cores))
+            others = sorted(os.sched_getaffinity(0) - set(cores))
             if others:
                 os.sched_setaffinity(0, others)
             self.local = LocalServer(flags=[f"--eval_cores={','.join(map(str, cores))}",

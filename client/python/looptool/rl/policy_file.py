@@ -23,6 +23,7 @@ and the action is the highest score among those `action_mask` allows (ties: the 
 """
 
 import base64
+import binascii
 import json
 
 import numpy as np
@@ -116,9 +117,17 @@ class Policy:
 
     @classmethod
     def from_json(cls, text):
-        d = json.loads(text)
+        """ValueError, saying what is wrong, for text that is not a policy file."""
+        try:
+            return cls._from_dict(json.loads(text))
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as e:
+            what = str(e) if type(e) is ValueError else f"{type(e).__name__}: {e}"
+            raise ValueError(f"Not a {FORMAT} file: {what}") from None
+
+    @classmethod
+    def _from_dict(cls, d):
         if d.get("format") != FORMAT or d.get("version") != VERSION:
-            raise ValueError(f"Not a {FORMAT} file of version {VERSION}")
+            raise ValueError(f"format/version are not {FORMAT}/{VERSION}")
         if d.get("preprocess") != "log2p1":
             raise ValueError(f"Unknown preprocess {d.get('preprocess')!r}")
 

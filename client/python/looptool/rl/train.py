@@ -27,6 +27,8 @@ import time
 import numpy as np
 
 from looptool.connection import Connection
+from looptool.errors import ServiceError
+from looptool.server import ServerStartError
 from looptool.rl import apex_dqn
 from looptool.rl import benchmarks as benchmarks_lib
 from looptool.rl import cluster
@@ -36,13 +38,14 @@ from looptool.rl import replay as replay_lib
 from looptool.rl import report
 
 ALGOS = ("apex-dqn", "ppo")
+MAX_ACTORS = 256
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description="Train a LoopTool tuning policy (Ape-X DQN or PPO).")
     p.add_argument("--algo", choices=ALGOS, default="apex-dqn")
     p.add_argument("--dataset", default=benchmarks_lib.DATASET)
-    p.add_argument("--action-space", default="loop_tune",
+    p.add_argument("--action-space", default="loop_tune", choices=("loop_tune", "loop_tool"),
                    help="loop_tune (LoopTune's 7 actions, as the paper trains) or loop_tool")
     p.add_argument("--steps", type=int, default=0, help="environment steps to train (0: no cap)")
     p.add_argument("--time-limit", type=float, default=0, help="seconds to train (0: no cap)")
@@ -72,8 +75,23 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.steps <= 0 and args.time_limit <= 0:
         p.error("give --steps or --time-limit (or both)")
-    if args.actors < 1 or args.episodes_per_call < 1 or args.max_steps < 1:
-        p.error("--actors, --episodes-per-call and --max-steps must be at least 1")
+    if not 1 <= args.actors <= MAX_ACTORS:
+        p.error(f"--actors must be 1..{MAX_ACTORS}")
+    if not 1 <= args.episodes_per_call <= 1000 or not 1 <= args.max_steps <= 1000:
+        p.error("--episodes-per-call and --max-steps must be 1..1000")
+    try:
+        hidden = [int(h) for h in args.hidden.split(",")]
+    except ValueError:
+        hidden = []
+    if not hidden or not all(1 <= h <= 4096 for h in hidden):
+        p.error(f"--hidden takes layer widths in 1..4096, e.g. 128,128; got {args.hidden!r}")
+    if args.ppo_batch_episodes < 1 or args.eval_count < 0:
+        p.error("--ppo-batch-episodes must be at least 1 and --eval-count at least 0")
+    if not args.servers:
+        try:
+            cluster.default_timing_cores(args.timing_cores)
+        except ValueError as e:
+            p.error(f"--timing-cores: {e}")
     args.out = args.out or os.path.join("runs", args.algo)
     return args
 
@@ -257,7 +275,12 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "train.log"), "a", encoding="utf-8") as log_file:
-        return _main(args, argv, log_file)
+        try:
+            return _main(args, argv, log_file)
+        except (ServiceError, ServerStartError) as e:
+            # An unreachable or failing server: say so in one line, as argparse does.
+            print(f"looptool.rl.train: error: {e}", file=sys.stderr)
+            return 1
 
 
 def _main(args, argv, log_file):
