@@ -32,13 +32,18 @@ def matmul_program(m, n, k):
     return f"C[m,n] += A[m,k] * B[k,n]\nm={m} n={n} k={k}\n"
 
 
-def in_test_split(name):
-    """datasets/split.h: FNV-1a (64 bit) of the name, test when 0 mod 5."""
+def fnv1a64(name):
+    """The 64-bit FNV-1a hash of a name (datasets/split.h's)."""
     h = 1469598103934665603
     for byte in name.encode("utf-8"):
         h ^= byte
         h = (h * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return h % 5 == 0
+    return h
+
+
+def in_test_split(name):
+    """datasets/split.h: test when the name's FNV-1a hash is 0 mod 5."""
+    return fnv1a64(name) % 5 == 0
 
 
 def matmul_range():

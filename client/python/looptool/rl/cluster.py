@@ -23,11 +23,7 @@ from looptool.rl import rollout
 
 def route(benchmark, servers):
     """The server a benchmark always goes to."""
-    name = benchmarks_lib.name_of(benchmark).encode("utf-8")
-    h = 1469598103934665603
-    for byte in name:
-        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return servers[h % len(servers)]
+    return servers[benchmarks_lib.fnv1a64(benchmarks_lib.name_of(benchmark)) % len(servers)]
 
 
 def default_timing_cores(count):
