@@ -43,6 +43,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "backend/timing/host_cpu.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -711,18 +712,6 @@ class SoakClient {
 // ---------------------------------------------------------------------------------------------
 // The report.
 
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown CPU";
-}
-
 double Percentile(const std::vector<float>& sorted, double p) {
   if (sorted.empty()) return 0;
   return sorted[static_cast<size_t>(p * (sorted.size() - 1) + 0.5)];
@@ -867,7 +856,7 @@ int Main(const char* argv0) {
   char date[64];
   std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %Z", std::localtime(&wall_start));
   std::string r = "# soak_bench\n\n";
-  r += absl::StrFormat("- Host: %s, %u CPUs\n", CpuModel(), std::thread::hardware_concurrency());
+  r += absl::StrFormat("- Host: %s, %u CPUs\n", HostCpuModel(), std::thread::hardware_concurrency());
   r += absl::StrFormat("- Date: %s\n", date);
   r += absl::StrFormat("- Duration: %.1f s (--minutes=%g), clients: %d, seed: %d\n", duration,
                        minutes, clients, static_cast<long long>(seed));

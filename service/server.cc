@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backend/timing/host_cpu.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
@@ -100,6 +101,9 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   s->pool_ = *std::move(pool);
   std::shared_ptr<KernelEvaluator> evaluator =
       config.wrap_evaluator ? config.wrap_evaluator(s->pool_) : s->pool_;
+  // Clients key what they tune by the CPU it was timed on (client/cpp/schedule_store.h).
+  config.service.compiler_version =
+      absl::StrCat(config.service.compiler_version, " (host: ", HostCpuModel(), ")");
   s->service_ = std::make_unique<LoopToolService>(config.service, std::move(evaluator));
   s->blocking_pool_ = std::make_unique<ThreadPool>(config.blocking_threads, config.max_queued_calls);
   s->front_end_ = std::make_unique<CallbackFrontEnd>(*s->service_, *s->blocking_pool_,

@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -87,15 +88,31 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Connect(const std::strin
     return absl::UnavailableError(
         absl::StrCat("cannot reach a LoopTool server at ", address, ": ", s.error_message()));
   }
+  compiler_gym::GetVersionReply version;
+  if (c->stub_->GetVersion(c->Context(options.connect_timeout).get(), {}, &version).ok()) {
+    c->compiler_version_ = version.compiler_version();
+  }
   return c;
+}
+
+std::string Connection::host_cpu() const {
+  static constexpr char kHost[] = "(host: ";
+  constexpr size_t kHostSize = sizeof(kHost) - 1;
+  const size_t at = compiler_version_.rfind(kHost);
+  const size_t end = compiler_version_.rfind(')');
+  if (at == std::string::npos || end == std::string::npos || end < at + kHostSize) {
+    return "unknown CPU";
+  }
+  return compiler_version_.substr(at + kHostSize, end - at - kHostSize);
 }
 
 std::unique_ptr<grpc::ClientContext> Connection::Context() const { return Context(call_timeout_); }
 
-std::unique_ptr<grpc::ClientContext> Connection::Context(absl::Duration timeout) const {
+std::unique_ptr<grpc::ClientContext> Connection::Context(absl::Duration timeout,
+                                                         bool wait_for_ready) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  ctx->set_wait_for_ready(true);
+  ctx->set_wait_for_ready(wait_for_ready);
   ctx->AddMetadata("looptool-client-id", client_id_);
   if (!auth_token_.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", auth_token_));
   return ctx;

@@ -42,7 +42,7 @@ struct ConnectionOptions {
 
 class Connection {
  public:
-  // Connects to "host:port" and fetches the spaces. UNAVAILABLE when no server answers within
+  // Connects to "host:port" and fetches the spaces and the version. UNAVAILABLE when no server answers within
   // `connect_timeout`; UNAUTHENTICATED when it wants a token we do not have.
   static absl::StatusOr<std::shared_ptr<Connection>> Connect(const std::string& address,
                                                              ConnectionOptions options);
@@ -53,12 +53,18 @@ class Connection {
   compiler_gym::CompilerGymService::Stub& stub() { return *stub_; }
   const std::string& address() const { return address_; }
   const compiler_gym::GetSpacesReply& spaces() const { return spaces_; }
+  // The server's GetVersion compiler_version ("LoopTool 0.1 (host: AMD EPYC 9R14)"), and the CPU
+  // its kernels are timed on, read from it ("unknown CPU" for servers that do not say).
+  const std::string& compiler_version() const { return compiler_version_; }
+  std::string host_cpu() const;
 
   // Runs `call(context)` (a stub call returning grpc::Status) with a context from Context():
   // the default call timeout, or `timeout` when given. Retrying is the channel's (see above).
+  // `wait_for_ready` false: fail at once (UNAVAILABLE) while the server cannot be reached.
   template <typename Call>
-  absl::Status Invoke(Call call, absl::Duration timeout = absl::ZeroDuration()) const {
-    auto ctx = Context(timeout == absl::ZeroDuration() ? call_timeout_ : timeout);
+  absl::Status Invoke(Call call, absl::Duration timeout = absl::ZeroDuration(),
+                      bool wait_for_ready = true) const {
+    auto ctx = Context(timeout == absl::ZeroDuration() ? call_timeout_ : timeout, wait_for_ready);
     return FromGrpc(call(ctx.get()));
   }
 
@@ -70,7 +76,8 @@ class Connection {
   // A context for one call, with the default deadline or `timeout`, waiting for readiness, and
   // this connection's client id and token as metadata.
   std::unique_ptr<grpc::ClientContext> Context() const;
-  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout,
+                                               bool wait_for_ready = true) const;
 
   // Index of the named observation space; NOT_FOUND when the server has none.
   absl::StatusOr<int> ObservationIndex(const std::string& name) const;
@@ -86,6 +93,7 @@ class Connection {
   std::string auth_token_;
   std::unique_ptr<compiler_gym::CompilerGymService::Stub> stub_;
   compiler_gym::GetSpacesReply spaces_;
+  std::string compiler_version_;
 };
 
 }  // namespace looptool::client

@@ -1,12 +1,18 @@
 // looptool: the command line of LoopTool.
 //
 //   looptool tune --benchmark=URI|FILE [--search=evolution] [--policy=FILE] [--time-limit=10]
-//                 [--server=HOST:PORT] [--json]
+//                 [--server=HOST:PORT] [--store=FILE] [--json]
+//   looptool tune --dataset=NAME [--split=test] | --benchmark=URI,URI,...
+//                 [--servers=HOST:PORT,HOST:PORT,...] [--store=FILE] [--json]
 //   looptool eval --benchmark=URI|FILE --actions=split_4,down,... [--server=...] [--json]
 //   looptool benchmarks [--dataset=NAME]
+//   looptool schedules --store=FILE [--host=TEXT] [--json]
 //
-// Without --server it starts an embedded LoopTool server on 127.0.0.1 (its kernel worker pinned
-// to the last CPU) and talks to it over gRPC like any other client. Flags may be spelled with
+// Without --server(s) it starts an embedded LoopTool server on 127.0.0.1 (its kernel worker
+// pinned to the last CPU) and talks to it over gRPC like any other client. Many benchmarks are
+// spread over --servers, one at a time per server; a server that dies costs only its benchmark in
+// flight, which another server tunes again. --store keeps the best schedule per (benchmark, host
+// CPU, action space) in an SQLite file that later runs start from. Flags may be spelled with
 // dashes or underscores, as --flag=value or --flag value.
 #include <unistd.h>
 
@@ -14,19 +20,26 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "backend/timing/worker_main.h"
 #include "client/cpp/env.h"
+#include "client/cpp/fleet.h"
+#include "client/cpp/schedule_store.h"
 #include "client/cpp/search.h"
 #include "datasets/registry.h"
+#include "datasets/split.h"
 #include "nlohmann/json.hpp"
 #include "service/server.h"
 
@@ -44,7 +57,15 @@ ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 ABSL_FLAG(std::string, actions, "", "eval: comma-separated action names to apply");
 ABSL_FLAG(std::string, action_space, "",
           "loop_tool or loop_tune (default: loop_tool, or the policy's for the policy searches)");
-ABSL_FLAG(std::string, dataset, "", "benchmarks: list this dataset's benchmarks");
+ABSL_FLAG(std::string, dataset, "",
+          "benchmarks: list this dataset's benchmarks; tune: tune them (see --split)");
+ABSL_FLAG(std::string, split, "all", "tune --dataset: all, train or test");
+ABSL_FLAG(int, max_benchmarks, 1000, "tune: benchmarks at most (the first, in order), 1..100000");
+ABSL_FLAG(std::string, servers, "",
+          "tune: HOST:PORT,... servers to spread the benchmarks over, one at a time each");
+ABSL_FLAG(std::string, store, "",
+          "tune: SQLite schedule store to start from and keep the best in; schedules: to list");
+ABSL_FLAG(std::string, host, "", "schedules: only those timed on a CPU whose name has this");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the random and evolution searches");
 ABSL_FLAG(double, timing_budget_ms, 10,
           "embedded server: timing budget per new schedule (the fastest run within it counts; "
@@ -86,6 +107,29 @@ struct Connected {
   std::shared_ptr<Connection> connection;
 };
 
+// The connection options the flags ask for (token, TLS).
+absl::StatusOr<ConnectionOptions> ConnectionFlags() {
+  ConnectionOptions options;
+  if (const std::string file = absl::GetFlag(FLAGS_auth_token_file); !file.empty()) {
+    std::ifstream in(file);
+    std::getline(in, options.auth_token);
+    if (!in || options.auth_token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read a token from ", file));
+    }
+  }
+  if (const std::string file = absl::GetFlag(FLAGS_tls_ca_file); !file.empty()) {
+    std::ifstream in(file);
+    std::ostringstream pem;
+    pem << in.rdbuf();
+    if (!in || pem.str().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read certificates from ", file));
+    }
+    options.tls_root_certs = pem.str();
+    options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  }
+  return options;
+}
+
 // Starts the embedded server when no --server was given, then connects to whichever.
 absl::StatusOr<Connected> Connect() {
   Connected c;
@@ -113,26 +157,10 @@ absl::StatusOr<Connected> Connect() {
     c.embedded = *std::move(server);
     address = c.embedded->address();
   }
-  ConnectionOptions options;
-  if (const std::string file = absl::GetFlag(FLAGS_auth_token_file); !file.empty()) {
-    std::ifstream in(file);
-    std::getline(in, options.auth_token);
-    if (!in || options.auth_token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot read a token from ", file));
-    }
-  }
-  if (const std::string file = absl::GetFlag(FLAGS_tls_ca_file); !file.empty()) {
-    std::ifstream in(file);
-    std::ostringstream pem;
-    pem << in.rdbuf();
-    if (!in || pem.str().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot read certificates from ", file));
-    }
-    options.tls_root_certs = pem.str();
-    options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
-  }
+  absl::StatusOr<ConnectionOptions> options = ConnectionFlags();
+  if (!options.ok()) return options.status();
   absl::StatusOr<std::shared_ptr<Connection>> connection =
-      Connection::Connect(address, std::move(options));
+      Connection::Connect(address, *std::move(options));
   if (!connection.ok()) return connection.status();
   c.connection = *std::move(connection);
   return c;
@@ -145,44 +173,49 @@ void ReportEmbedded(const Connected& c) {
                c.embedded->address().c_str(), c.embedded->eval_cores()[0]);
 }
 
+// The action space sessions run in: --action_space, else the policy's for the policy searches,
+// else loop_tool.
+std::string ActionSpace(const Policy* policy) {
+  const std::string space = absl::GetFlag(FLAGS_action_space);
+  if (!space.empty()) return space;
+  return policy != nullptr ? policy->action_space() : "loop_tool";
+}
+
+// A benchmark named on the command line as a URI: a benchmark:// URI, or a bare mmM_N_K.
+absl::StatusOr<std::string> BenchmarkUri(const std::string& arg) {
+  if (absl::StartsWith(arg, "benchmark://")) return arg;
+  if (absl::StartsWith(arg, "mm")) return datasets::Uri("mm64_256_16_range-v0", arg);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--benchmark '", arg, "' is neither a benchmark:// URI, an mmM_N_K name, nor a file"));
+}
+
 struct Started {
   Env env;
-  std::string uri;  // the benchmark the session runs
+  std::string uri;        // the benchmark the session runs
+  std::string store_key;  // what the schedule store files it under
 };
 
 // A session on --benchmark: a URI, a bare mmM_N_K, or a program file (added to the server as
-// benchmark://user-v0/<stem>).
-// The session's action space is --action_space, or the policy's for the policy searches when
-// --action_space was not given.
+// benchmark://user-v0/<stem>; stored under that URI and its text's hash).
 absl::StatusOr<Started> StartBenchmark(std::shared_ptr<Connection> connection,
-                                       const Policy* policy = nullptr) {
+                                       const std::string& space) {
   const std::string arg = absl::GetFlag(FLAGS_benchmark);
-  std::string space = absl::GetFlag(FLAGS_action_space);
-  if (policy != nullptr && absl::GetFlag(FLAGS_action_space).empty()) {
-    space = policy->action_space();
-  } else if (space.empty()) {
-    space = "loop_tool";
-  }
-  std::string uri;
-  absl::StatusOr<Env> env;
-  if (absl::StartsWith(arg, "benchmark://")) {
-    uri = arg;
-    env = Env::Start(connection, uri, space);
-  } else if (std::filesystem::is_regular_file(arg)) {
+  if (std::filesystem::is_regular_file(arg)) {
     std::ifstream in(arg);
     std::stringstream text;
     text << in.rdbuf();
-    uri = "benchmark://user-v0/" + std::filesystem::path(arg).stem().string();
-    env = Env::StartProgram(connection, uri, text.str(), space);
-  } else if (absl::StartsWith(arg, "mm")) {
-    uri = datasets::Uri("mm64_256_16_range-v0", arg);
-    env = Env::Start(connection, uri, space);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--benchmark '", arg, "' is neither a benchmark:// URI, an mmM_N_K name, nor a file"));
+    const std::string uri = "benchmark://user-v0/" + std::filesystem::path(arg).stem().string();
+    absl::StatusOr<Env> env = Env::StartProgram(connection, uri, text.str(), space);
+    if (!env.ok()) return env.status();
+    return Started{*std::move(env), uri,
+                   absl::StrCat(uri, "#", absl::Hex(datasets::Fnv1a64(text.str()),
+                                                    absl::kZeroPad16))};
   }
+  absl::StatusOr<std::string> uri = BenchmarkUri(arg);
+  if (!uri.ok()) return uri.status();
+  absl::StatusOr<Env> env = Env::Start(connection, *uri, space);
   if (!env.ok()) return env.status();
-  return Started{*std::move(env), std::move(uri)};
+  return Started{*std::move(env), *uri, *uri};
 }
 
 std::string Indent(const std::string& text) {
@@ -198,6 +231,122 @@ int Fail(const absl::Status& s) {
   return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+// The benchmarks `tune` was asked for: --dataset's (its --split), or --benchmark's list.
+absl::StatusOr<std::vector<std::string>> BenchmarkList() {
+  const int max = absl::GetFlag(FLAGS_max_benchmarks);
+  if (max < 1 || max > 100000) {
+    return absl::InvalidArgumentError("--max_benchmarks must be 1..100000");
+  }
+  std::vector<std::string> out;
+  if (const std::string dataset = absl::GetFlag(FLAGS_dataset); !dataset.empty()) {
+    const std::string split = absl::GetFlag(FLAGS_split);
+    if (split != "all" && split != "train" && split != "test") {
+      return absl::InvalidArgumentError("--split must be all, train or test");
+    }
+    const std::vector<std::string> names = datasets::BenchmarkNames(dataset);
+    if (names.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown dataset '", dataset, "'"));
+    }
+    for (const std::string& n : names) {
+      const bool test = datasets::InTestSplit(dataset, n);
+      if (split == "all" || test == (split == "test")) out.push_back(datasets::Uri(dataset, n));
+    }
+  } else {
+    for (absl::string_view b :
+         absl::StrSplit(absl::GetFlag(FLAGS_benchmark), ',', absl::SkipEmpty())) {
+      absl::StatusOr<std::string> uri = BenchmarkUri(std::string(b));
+      if (!uri.ok()) return uri.status();
+      out.push_back(*uri);
+    }
+  }
+  if (out.empty()) return absl::InvalidArgumentError("no benchmarks to tune");
+  if (out.size() > static_cast<size_t>(max)) out.resize(max);
+  return out;
+}
+
+json ResultJson(const TuneResult& t) {
+  json j = {{"benchmark", t.benchmark}, {"server", t.server}, {"host_cpu", t.host_cpu},
+            {"attempts", t.attempts}};
+  if (!t.status.ok()) {
+    j["error"] = std::string(t.status.message());
+    j["code"] = absl::StatusCodeToString(t.status.code());
+    return j;
+  }
+  const SearchResult& r = t.search;
+  j.update({{"actions", r.actions},
+            {"loop_tree", r.loop_tree},
+            {"ir", r.ir},
+            {"gflops", r.gflops},
+            {"start_gflops", r.start_gflops},
+            {"peak_gflops", r.peak_gflops},
+            {"percent_of_peak", 100 * r.gflops / r.peak_gflops},
+            {"speedup", r.start_gflops > 0 ? r.gflops / r.start_gflops : 0},
+            {"seconds", r.seconds},
+            {"states_evaluated", r.states_evaluated},
+            {"stored_prefix", t.stored_prefix},
+            {"stored", t.stored}});
+  return j;
+}
+
+// tune over many benchmarks (--dataset, a --benchmark list, or --servers).
+int TuneMany(const std::vector<std::string>& benchmarks, FleetOptions options) {
+  const bool as_json = absl::GetFlag(FLAGS_json);
+  std::vector<std::string> servers =
+      absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
+  if (servers.size() > 64) return Fail(absl::InvalidArgumentError("--servers: 64 at most"));
+  if (!servers.empty() && !absl::GetFlag(FLAGS_server).empty()) {
+    return Fail(absl::InvalidArgumentError("give --server or --servers, not both"));
+  }
+  absl::StatusOr<ConnectionOptions> connection = ConnectionFlags();
+  if (!connection.ok()) return Fail(connection.status());
+  options.connection = *connection;
+  options.connection.connect_timeout = absl::Seconds(5);
+  Connected one;  // the embedded server, or --server's
+  if (servers.empty()) {
+    absl::StatusOr<Connected> c = Connect();
+    if (!c.ok()) return Fail(c.status());
+    one = *std::move(c);
+    if (!as_json) ReportEmbedded(one);
+    servers.push_back(one.connection->address());
+  }
+  absl::Mutex print_mu;
+  int done = 0, failed = 0;
+  std::map<std::string, int> per_server;
+  options.on_result = [&](const TuneResult& t) {
+    absl::MutexLock lock(&print_mu);
+    ++done;
+    if (t.status.ok()) {
+      ++per_server[t.server];
+    } else {
+      ++failed;
+    }
+    if (as_json) {
+      std::cout << ResultJson(t).dump() << std::endl;
+    } else if (t.status.ok()) {
+      const SearchResult& r = t.search;
+      std::printf("[%d/%zu] %-52s %8.2f GFLOPS %5.1f%% of peak %5.2fx  %s%s\n", done,
+                  benchmarks.size(), t.benchmark.c_str(), r.gflops,
+                  100 * r.gflops / r.peak_gflops,
+                  r.start_gflops > 0 ? r.gflops / r.start_gflops : 0, t.server.c_str(),
+                  t.stored_prefix > 0 ? " (from the store)" : "");
+      std::fflush(stdout);
+    } else {
+      std::printf("[%d/%zu] %-52s FAILED (%s): %s\n", done, benchmarks.size(),
+                  t.benchmark.c_str(), absl::StatusCodeToString(t.status.code()).c_str(),
+                  std::string(t.status.message()).c_str());
+      std::fflush(stdout);
+    }
+  };
+  const absl::Time start = absl::Now();
+  TuneAcross(servers, benchmarks, options);
+  std::string counts;
+  for (const auto& [server, n] : per_server) absl::StrAppend(&counts, " ", server, ": ", n, ";");
+  std::fprintf(stderr, "tuned %d of %zu benchmarks in %.1f s on %zu servers (%s ) %d failed\n",
+               done - failed, benchmarks.size(), absl::ToDoubleSeconds(absl::Now() - start),
+               servers.size(), counts.c_str(), failed);
+  return failed == 0 ? 0 : 1;
+}
+
 int Tune() {
   const bool as_json = absl::GetFlag(FLAGS_json);
   absl::StatusOr<SearchSpec> search = ParseSearch(absl::GetFlag(FLAGS_search));
@@ -209,25 +358,48 @@ int Tune() {
     if (!loaded.ok()) return Fail(loaded.status());
     policy = *std::move(loaded);
   }
-  absl::StatusOr<Connected> c = Connect();
-  if (!c.ok()) return Fail(c.status());
-  if (!as_json) ReportEmbedded(*c);
   const bool uses_policy =
       search->kind == SearchSpec::Kind::kPolicy || search->kind == SearchSpec::Kind::kPolicyGuided;
   const Policy* chosen =
       !uses_policy ? nullptr : policy.has_value() ? &*policy : &Policy::Default();
-  absl::StatusOr<Started> started = StartBenchmark(c->connection, chosen);
+
+  TuneOptions tune;
+  tune.search.search = *search;
+  tune.search.time_limit_seconds = absl::GetFlag(FLAGS_time_limit);
+  tune.search.seed = absl::GetFlag(FLAGS_seed);
+  if (policy.has_value()) tune.search.policy = &*policy;
+  tune.action_space = ActionSpace(chosen);
+  std::unique_ptr<ScheduleStore> store;
+  if (const std::string path = absl::GetFlag(FLAGS_store); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<ScheduleStore>> opened = ScheduleStore::Open(path);
+    if (!opened.ok()) return Fail(opened.status());
+    store = *std::move(opened);
+    tune.store = store.get();
+  }
+
+  const std::string arg = absl::GetFlag(FLAGS_benchmark);
+  const bool many = !absl::GetFlag(FLAGS_dataset).empty() ||
+                    !absl::GetFlag(FLAGS_servers).empty() ||
+                    (absl::StrContains(arg, ',') && !std::filesystem::is_regular_file(arg));
+  if (many) {
+    absl::StatusOr<std::vector<std::string>> benchmarks = BenchmarkList();
+    if (!benchmarks.ok()) return Fail(benchmarks.status());
+    FleetOptions options;
+    options.tune = tune;
+    return TuneMany(*benchmarks, std::move(options));
+  }
+
+  absl::StatusOr<Connected> c = Connect();
+  if (!c.ok()) return Fail(c.status());
+  if (!as_json) ReportEmbedded(*c);
+  absl::StatusOr<Started> started = StartBenchmark(c->connection, tune.action_space);
   if (!started.ok()) return Fail(started.status());
   const std::string& uri = started->uri;
+  tune.store_key = started->store_key;
 
-  SearchOptions options;
-  options.search = *search;
-  options.time_limit_seconds = absl::GetFlag(FLAGS_time_limit);
-  options.seed = absl::GetFlag(FLAGS_seed);
-  if (policy.has_value()) options.policy = &*policy;
   const bool tty = isatty(STDERR_FILENO);
   double last_print = -1;
-  options.on_progress = [&](const SearchProgress& p) {
+  tune.search.on_progress = [&](const SearchProgress& p) {
     if (p.elapsed_seconds - last_print < (tty ? 0.1 : 2.0)) return;
     last_print = p.elapsed_seconds;
     std::fprintf(stderr, "%s%s: best %.1f GFLOPS (%.1f%% of peak) | %lld states | %.1f s%s",
@@ -236,41 +408,41 @@ int Tune() {
                  static_cast<long long>(p.states_evaluated), p.elapsed_seconds,
                  tty ? "   " : "\n");
   };
-  absl::StatusOr<SearchResult> r = Search(started->env, options);
+  absl::StatusOr<TuneResult> t = TuneOne(started->env, *c->connection, tune);
   if (tty) std::fprintf(stderr, "\n");
-  if (!r.ok()) return Fail(r.status());
+  if (!t.ok()) return Fail(t.status());
+  t->attempts = 1;
+  const SearchResult* r = &t->search;
   const double speedup = r->start_gflops > 0 ? r->gflops / r->start_gflops : 0;
   if (as_json) {
-    json j = {{"benchmark", uri},
-              {"search", search_name},
-              {"actions", r->actions},
-              {"loop_tree", r->loop_tree},
-              {"ir", r->ir},
-              {"gflops", r->gflops},
-              {"start_gflops", r->start_gflops},
-              {"peak_gflops", r->peak_gflops},
-              {"percent_of_peak", 100 * r->gflops / r->peak_gflops},
-              {"speedup", speedup},
-              {"seconds", r->seconds},
-              {"states_evaluated", r->states_evaluated}};
+    json j = ResultJson(*t);
+    j["benchmark"] = uri;
+    j["search"] = search_name;
     std::cout << j.dump() << "\n";
     return 0;
   }
   std::printf("benchmark  %s\n", uri.c_str());
   std::printf("search     %s: %lld states evaluated in %.1f s\n", search_name.c_str(),
               static_cast<long long>(r->states_evaluated), r->seconds);
+  const char* start_label = t->stored_prefix > 0 ? "stored" : "start";
   if (r->start_gflops > 0) {
-    std::printf("start      %8.2f GFLOPS  %5.1f%% of peak\n", r->start_gflops,
+    std::printf("%-10s %8.2f GFLOPS  %5.1f%% of peak\n", start_label, r->start_gflops,
                 100 * r->start_gflops / r->peak_gflops);
-    std::printf("best       %8.2f GFLOPS  %5.1f%% of peak  %.2fx the start\n", r->gflops,
-                100 * r->gflops / r->peak_gflops, speedup);
+    std::printf("best       %8.2f GFLOPS  %5.1f%% of peak  %.2fx the %s\n", r->gflops,
+                100 * r->gflops / r->peak_gflops, speedup,
+                t->stored_prefix > 0 ? "stored schedule" : "start");
   } else {  // policy: the start state is not timed
     std::printf("best       %8.2f GFLOPS  %5.1f%% of peak\n", r->gflops,
                 100 * r->gflops / r->peak_gflops);
   }
-  std::printf("peak       %8.2f GFLOPS  (measured FMA peak of one core)\n", r->peak_gflops);
+  std::printf("peak       %8.2f GFLOPS  (measured FMA peak of one core: %s)\n", r->peak_gflops,
+              t->host_cpu.c_str());
   std::printf("actions    %s\n", r->actions.empty() ? "(none)" : absl::StrJoin(r->actions, ", ").c_str());
   std::printf("loop tree\n%s", Indent(r->loop_tree).c_str());
+  if (store != nullptr) {
+    std::printf("store      %s %s\n", t->stored ? "kept in" : "not kept (the stored one is as fast):",
+                store->path().c_str());
+  }
   return 0;
 }
 
@@ -279,7 +451,7 @@ int Eval() {
   absl::StatusOr<Connected> c = Connect();
   if (!c.ok()) return Fail(c.status());
   if (!as_json) ReportEmbedded(*c);
-  absl::StatusOr<Started> started = StartBenchmark(c->connection);
+  absl::StatusOr<Started> started = StartBenchmark(c->connection, ActionSpace(nullptr));
   if (!started.ok()) return Fail(started.status());
   const std::string& uri = started->uri;
   Env& env = started->env;
@@ -345,9 +517,41 @@ int Benchmarks() {
   return 0;
 }
 
+// Lists (or, with --json, exports as JSON lines) the schedules of --store.
+int Schedules() {
+  const std::string path = absl::GetFlag(FLAGS_store);
+  if (path.empty()) return Fail(absl::InvalidArgumentError("schedules needs --store=FILE"));
+  if (!std::filesystem::exists(path)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("no schedule store at ", path)));
+  }
+  absl::StatusOr<std::unique_ptr<ScheduleStore>> store = ScheduleStore::Open(path);
+  if (!store.ok()) return Fail(store.status());
+  absl::StatusOr<std::vector<StoredSchedule>> all = (*store)->List(absl::GetFlag(FLAGS_host));
+  if (!all.ok()) return Fail(all.status());
+  for (const StoredSchedule& s : *all) {
+    if (absl::GetFlag(FLAGS_json)) {
+      json j = {{"benchmark", s.benchmark},   {"host_cpu", s.host_cpu},
+                {"action_space", s.action_space}, {"actions", s.actions},
+                {"loop_tree", s.loop_tree},   {"gflops", s.gflops},
+                {"peak_gflops", s.peak_gflops}, {"search", s.search},
+                {"server", s.server},         {"seconds", s.seconds},
+                {"updated_unix", s.updated_unix}};
+      std::cout << j.dump() << "\n";
+    } else {
+      std::printf("%-56s %8.2f GFLOPS %5.1f%% of peak  %-10s %2zu actions  %s\n",
+                  s.benchmark.c_str(), s.gflops, 100 * s.gflops / s.peak_gflops,
+                  s.action_space.c_str(), s.actions.size(), s.host_cpu.c_str());
+    }
+  }
+  if (!absl::GetFlag(FLAGS_json)) {
+    std::fprintf(stderr, "%zu schedules in %s\n", all->size(), path.c_str());
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "looptool tune|eval|benchmarks [flags]: tune loop nests with LoopTool");
+      "looptool tune|eval|benchmarks|schedules [flags]: tune loop nests with LoopTool");
   std::vector<std::string> normalized = NormalizeFlags(argc, argv);
   std::vector<char*> args;
   for (std::string& s : normalized) args.push_back(s.data());
@@ -359,11 +563,15 @@ int Main(int argc, char** argv) {
   if (command == "tune") return Tune();
   if (command == "eval") return Eval();
   if (command == "benchmarks") return Benchmarks();
+  if (command == "schedules") return Schedules();
   std::fprintf(stderr,
                "usage: looptool tune --benchmark=URI|FILE [--search=ALGO] [--time-limit=S] "
                "[--server=HOST:PORT] [--json]\n"
                "       looptool eval --benchmark=URI|FILE --actions=a,b,c [--json]\n"
+               "       looptool tune --dataset=NAME [--split=test] | --benchmark=URI,URI,... "
+               "[--servers=HOST:PORT,...] [--store=FILE]\n"
                "       looptool benchmarks [--dataset=NAME]\n"
+               "       looptool schedules --store=FILE [--host=TEXT] [--json]\n"
                "search algorithms: %s\n",
                absl::StrJoin(SearchAlgorithms(), ", ").c_str());
   return command.empty() || command == "help" ? 0 : 2;

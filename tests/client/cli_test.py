@@ -89,6 +89,76 @@ class CliTest(unittest.TestCase):
         p = run("benchmarks", "--dataset=pool-v0")
         self.assertIn("benchmark://pool-v0/resnet_maxpool_3x3s2_64_56", p.stdout)
 
+    def test_tune_a_dataset_into_a_store(self):
+        # A dataset's test split tuned with the embedded server, kept in a schedule store; a
+        # second single-benchmark run starts from the stored schedule; `schedules` lists and
+        # exports what is kept.
+        with tempfile.TemporaryDirectory() as d:
+            store = os.path.join(d, "schedules.db")
+            p = run("tune", "--dataset=reduce-v0", "--split=all", "--max-benchmarks=3",
+                    "--time-limit=0.3", f"--store={store}", "--json", "--timing-budget-ms=1")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            lines = [json.loads(l) for l in p.stdout.splitlines()]
+            self.assertEqual(sorted(l["benchmark"] for l in lines), sorted(
+                "benchmark://reduce-v0/" + n
+                for n in ("rowsum_1024_1024", "colsum_1024_1024", "rowmax_512_2048")))
+            for l in lines:
+                self.assertGreater(l["gflops"], 0)
+                self.assertEqual(l["attempts"], 1)
+                self.assertTrue(l["stored"])
+                self.assertEqual(l["stored_prefix"], 0)
+            self.assertIn("tuned 3 of 3 benchmarks", p.stderr)
+            first = {l["benchmark"]: l for l in lines}
+
+            s = run("schedules", f"--store={store}", "--json")
+            self.assertEqual(s.returncode, 0, s.stderr)
+            kept = {j["benchmark"]: j for j in map(json.loads, s.stdout.splitlines())}
+            self.assertEqual(set(kept), set(first))
+            for uri, j in kept.items():
+                self.assertEqual(j["actions"], first[uri]["actions"])
+                self.assertEqual(j["gflops"], first[uri]["gflops"])
+                self.assertEqual(j["host_cpu"], first[uri]["host_cpu"])
+                self.assertEqual(j["action_space"], "loop_tool")
+            text = run("schedules", f"--store={store}")
+            self.assertIn("benchmark://reduce-v0/rowsum_1024_1024", text.stdout)
+            self.assertIn("3 schedules in", text.stderr)
+            self.assertEqual(run("schedules", f"--store={store}", "--host=no such cpu",
+                                 "--json").stdout, "")
+
+            uri = "benchmark://reduce-v0/rowmax_512_2048"
+            again = run("tune", f"--benchmark={uri}", "--time-limit=0.3", f"--store={store}",
+                        "--json", "--timing-budget-ms=1")
+            self.assertEqual(again.returncode, 0, again.stderr)
+            out = json.loads(again.stdout)
+            n = len(first[uri]["actions"])
+            self.assertEqual(out["stored_prefix"], n)
+            self.assertEqual(out["actions"][:n], first[uri]["actions"])
+
+            with open(os.path.join(d, "text.db"), "w") as f:
+                f.write("not a database, just text of some length for SQLite to refuse\n")
+            bad = run("tune", "--benchmark=mm64_64_64", f"--store={d}/text.db", "--time-limit=1")
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("is not a LoopTool schedule store", bad.stderr)
+
+    def test_tune_many_refusals(self):
+        p = run("tune", "--dataset=reduce-v0", "--split=some")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--split must be all, train or test", p.stderr)
+        p = run("tune", "--dataset=no-such-v0")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("unknown dataset 'no-such-v0'", p.stderr)
+        p = run("tune", "--dataset=reduce-v0", "--max-benchmarks=0")
+        self.assertEqual(p.returncode, 2)
+        p = run("tune", "--dataset=reduce-v0", "--server=127.0.0.1:1", "--servers=127.0.0.1:2")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not both", p.stderr)
+        p = run("schedules")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--store", p.stderr)
+        p = run("schedules", "--store=/nonexistent/x.db")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no schedule store at /nonexistent/x.db", p.stderr)
+
     def test_errors(self):
         p = run("tune", "--benchmark", "nonsense", "--time-limit", "1")
         self.assertEqual(p.returncode, 2)

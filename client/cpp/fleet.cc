@@ -1,0 +1,250 @@
+#include "client/cpp/fleet.h"
+
+#include <deque>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+
+namespace looptool::client {
+
+absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
+                                   const TuneOptions& options) {
+  TuneResult out;
+  out.benchmark = env.benchmark();
+  out.server = connection.address();
+  out.host_cpu = connection.host_cpu();
+  const std::string key = options.store_key.empty() ? env.benchmark() : options.store_key;
+  std::vector<std::string> prefix;
+  if (options.store != nullptr) {
+    absl::StatusOr<std::optional<StoredSchedule>> found =
+        options.store->Find(key, out.host_cpu, options.action_space);
+    if (!found.ok()) return found.status();
+    if (found->has_value() && !(*found)->actions.empty()) {
+      absl::StatusOr<StepResult> replayed = env.StepNamed((*found)->actions);
+      if (replayed.ok()) {
+        prefix = (*found)->actions;
+      } else if (replayed.status().code() == absl::StatusCode::kInvalidArgument) {
+        // The stored actions do not apply (a space that changed since): start fresh.
+        absl::Status reset = env.Reset();
+        if (!reset.ok()) return reset;
+      } else {
+        return replayed.status();
+      }
+    }
+  }
+  absl::StatusOr<SearchResult> found = Search(env, options.search);
+  if (!found.ok()) return found.status();
+  out.search = *std::move(found);
+  out.stored_prefix = static_cast<int>(prefix.size());
+  out.search.actions.insert(out.search.actions.begin(), prefix.begin(), prefix.end());
+  if (options.store != nullptr) {
+    StoredSchedule s;
+    s.benchmark = key;
+    s.host_cpu = out.host_cpu;
+    s.action_space = options.action_space;
+    s.actions = out.search.actions;
+    s.loop_tree = out.search.loop_tree;
+    s.gflops = out.search.gflops;
+    s.peak_gflops = out.search.peak_gflops;
+    s.search = options.search.search.Name();
+    s.server = out.server;
+    s.seconds = out.search.seconds;
+    absl::StatusOr<bool> kept = options.store->Offer(s);
+    if (!kept.ok()) return kept.status();
+    out.stored = *kept;
+  }
+  return out;
+}
+
+namespace {
+
+// Failures that say nothing about the benchmark: tried again on another server.
+bool Transient(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kCancelled:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether the server still answers (within 3 s, without waiting for a broken connection).
+bool Answers(Connection& c) {
+  compiler_gym::GetVersionReply reply;
+  return c.Invoke([&](grpc::ClientContext* ctx) { return c.stub().GetVersion(ctx, {}, &reply); },
+                  absl::Seconds(3), /*wait_for_ready=*/false)
+      .ok();
+}
+
+// The queue of benchmarks and the results, shared by the servers' threads.
+class Fleet {
+ public:
+  Fleet(const std::vector<std::string>& benchmarks, const FleetOptions& options)
+      : options_(options), results_(benchmarks.size()), last_answer_(absl::Now()) {
+    for (size_t i = 0; i < benchmarks.size(); ++i) {
+      results_[i].benchmark = benchmarks[i];
+      queue_.push_back(i);
+    }
+  }
+
+  // One server's thread: connects (again, after failures), takes benchmarks and tunes them.
+  void Serve(const std::string& address) {
+    std::shared_ptr<Connection> connection;
+    auto drop = [&] {
+      connection.reset();
+      Connected(-1);
+    };
+    while (!Done()) {
+      if (connection != nullptr && !Answers(*connection)) drop();
+      if (connection == nullptr) {
+        absl::StatusOr<std::shared_ptr<Connection>> c =
+            Connection::Connect(address, options_.connection);
+        if (!c.ok()) {
+          NoAnswer(c.status());
+          absl::SleepFor(options_.retry_interval);
+          continue;
+        }
+        connection = *std::move(c);
+        Connected(+1);
+      }
+      std::optional<size_t> job = Take();
+      if (!job.has_value()) continue;
+      absl::StatusOr<TuneResult> r = Attempt(connection, *job);
+      const bool answers = Answers(*connection);
+      if (r.ok() && answers) {
+        Finish(*job, *std::move(r));
+      } else if (!answers) {
+        // Its search was cut short or lost with the server: another server does it again.
+        Retry(*job, r.ok() ? absl::UnavailableError(absl::StrCat(
+                                 "server ", address, " stopped answering during the search"))
+                           : r.status());
+        drop();
+      } else if (Transient(r.status())) {
+        Retry(*job, r.status());
+      } else {
+        Fail(*job, r.status());
+      }
+    }
+    if (connection != nullptr) Connected(-1);
+  }
+
+  std::vector<TuneResult> results() && { return std::move(results_); }
+
+ private:
+  absl::StatusOr<TuneResult> Attempt(const std::shared_ptr<Connection>& connection, size_t job) {
+    const std::string uri = Benchmark(job);
+    absl::StatusOr<Env> env = Env::Start(connection, uri, options_.tune.action_space);
+    if (!env.ok()) return env.status();
+    return TuneOne(*env, *connection, options_.tune);
+  }
+
+  std::string Benchmark(size_t job) {
+    absl::MutexLock lock(&mu_);
+    ++results_[job].attempts;
+    return results_[job].benchmark;
+  }
+
+  bool Done() {
+    absl::MutexLock lock(&mu_);
+    return queue_.empty() && in_flight_ == 0;
+  }
+
+  // The next benchmark, or nullopt after a short wait (the caller checks Done()).
+  std::optional<size_t> Take() {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this] { return !queue_.empty() || in_flight_ == 0; };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), options_.retry_interval);
+    if (queue_.empty()) return std::nullopt;
+    const size_t job = queue_.front();
+    queue_.pop_front();
+    ++in_flight_;
+    return job;
+  }
+
+  void Finish(size_t job, TuneResult r) {
+    absl::MutexLock lock(&mu_);
+    r.attempts = results_[job].attempts;
+    results_[job] = std::move(r);
+    Report(job);
+  }
+
+  void Fail(size_t job, absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    results_[job].status = std::move(status);
+    Report(job);
+  }
+
+  void Retry(size_t job, absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    if (results_[job].attempts >= options_.max_attempts) {
+      results_[job].status = absl::Status(
+          status.code(), absl::StrCat("given up after ", results_[job].attempts,
+                                      " attempts; the last: ", status.message()));
+      Report(job);
+      return;
+    }
+    --in_flight_;
+    queue_.push_front(job);  // next, on whichever server asks first
+  }
+
+  // Reports `job` (done, with or without a result). Requires mu_.
+  void Report(size_t job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    --in_flight_;
+    if (options_.on_result) options_.on_result(results_[job]);
+  }
+
+  // A server's connection came (+1) or went (-1).
+  void Connected(int change) {
+    absl::MutexLock lock(&mu_);
+    connected_ += change;
+    last_answer_ = absl::Now();
+  }
+
+  // A server did not answer: when none is connected and none has been for give_up_after, the
+  // queued benchmarks fail.
+  void NoAnswer(const absl::Status& why) {
+    absl::MutexLock lock(&mu_);
+    if (connected_ > 0 || absl::Now() - last_answer_ < options_.give_up_after) return;
+    while (!queue_.empty()) {
+      const size_t job = queue_.front();
+      queue_.pop_front();
+      ++in_flight_;
+      results_[job].status = absl::UnavailableError(
+          absl::StrCat("no server answered for ", absl::FormatDuration(options_.give_up_after),
+                       "; the last error: ", why.message()));
+      Report(job);
+    }
+  }
+
+  const FleetOptions& options_;
+  absl::Mutex mu_;
+  std::vector<TuneResult> results_ ABSL_GUARDED_BY(mu_);
+  std::deque<size_t> queue_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int connected_ ABSL_GUARDED_BY(mu_) = 0;  // servers with a live connection
+  absl::Time last_answer_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::vector<TuneResult> TuneAcross(const std::vector<std::string>& servers,
+                                   const std::vector<std::string>& benchmarks,
+                                   const FleetOptions& options) {
+  Fleet fleet(benchmarks, options);
+  std::vector<std::thread> threads;
+  for (const std::string& address : servers) {
+    threads.emplace_back([&fleet, address] { fleet.Serve(address); });
+  }
+  for (std::thread& t : threads) t.join();
+  return std::move(fleet).results();
+}
+
+}  // namespace looptool::client

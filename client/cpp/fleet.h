@@ -1,0 +1,75 @@
+// Tuning many benchmarks, on one server or across several (a fleet), with what is found kept in
+// a schedule store. Each server tunes one benchmark at a time; a server that stops answering
+// costs only its benchmark in flight, which goes back to the queue for the others; every
+// benchmark is reported exactly once, with a result or the reason it has none.
+#ifndef LOOPTOOL_CLIENT_CPP_FLEET_H_
+#define LOOPTOOL_CLIENT_CPP_FLEET_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/cpp/connection.h"
+#include "client/cpp/env.h"
+#include "client/cpp/schedule_store.h"
+#include "client/cpp/search.h"
+
+namespace looptool::client {
+
+struct TuneOptions {
+  SearchOptions search;
+  std::string action_space = "loop_tool";
+  // Where to start from and record into (not owned; nullptr: neither).
+  ScheduleStore* store = nullptr;
+  // The key the store files the benchmark under (default: the session's benchmark URI).
+  std::string store_key;
+};
+
+struct TuneResult {
+  std::string benchmark;  // URI
+  std::string server;     // HOST:PORT of the server that tuned it
+  std::string host_cpu;   // the CPU that server times on
+  absl::Status status;    // why there is no result, when not OK
+  // When OK: the actions from the benchmark's start state (the stored prefix included) to the
+  // best state, its loop tree and its GFLOPS as measured in this run. start_gflops is the state
+  // the search started from: the stored schedule's when there was one.
+  SearchResult search;
+  int stored_prefix = 0;   // leading actions replayed from the store (0: started fresh)
+  bool stored = false;     // whether the store kept this result
+  int attempts = 0;        // servers it was started on
+};
+
+// Tunes `env`'s benchmark, which must be in its start state, on the server behind `connection`:
+// replays the store's schedule for (benchmark, connection.host_cpu(), action space) when there
+// is one, searches from there and offers the best to the store. The store's errors are
+// returned, not ignored.
+absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
+                                   const TuneOptions& options);
+
+struct FleetOptions {
+  TuneOptions tune;
+  ConnectionOptions connection;
+  int max_attempts = 3;  // servers a benchmark is started on before it is given up
+  // A server that does not answer is tried again after this.
+  absl::Duration retry_interval = absl::Seconds(1);
+  // No server answering for this long: the benchmarks still queued fail UNAVAILABLE.
+  absl::Duration give_up_after = absl::Seconds(60);
+  // Called once per benchmark as it is done (from the servers' threads, one at a time).
+  std::function<void(const TuneResult&)> on_result;
+};
+
+// Tunes `benchmarks` (URIs) across `servers` ("HOST:PORT"), one thread per server. Returns one
+// result per benchmark, in the order given. A benchmark whose server stopped answering under it
+// (or whose search it cut short) is requeued; one that fails on a server that still answers
+// (NOT_FOUND, INVALID_ARGUMENT, ...) is reported with that status and not retried.
+std::vector<TuneResult> TuneAcross(const std::vector<std::string>& servers,
+                                   const std::vector<std::string>& benchmarks,
+                                   const FleetOptions& options);
+
+}  // namespace looptool::client
+
+#endif  // LOOPTOOL_CLIENT_CPP_FLEET_H_

@@ -1,0 +1,193 @@
+#include "client/cpp/schedule_store.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+
+namespace looptool::client {
+namespace {
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS schedules (
+  benchmark    TEXT NOT NULL,
+  host_cpu     TEXT NOT NULL,
+  action_space TEXT NOT NULL,
+  actions      TEXT NOT NULL,  -- JSON array of action names
+  loop_tree    TEXT NOT NULL,
+  gflops       REAL NOT NULL,
+  peak_gflops  REAL NOT NULL,
+  search       TEXT NOT NULL,
+  server       TEXT NOT NULL,
+  seconds      REAL NOT NULL,
+  updated_unix INTEGER NOT NULL,
+  PRIMARY KEY (benchmark, host_cpu, action_space)
+);
+)sql";
+
+constexpr char kColumns[] =
+    "benchmark, host_cpu, action_space, actions, loop_tree, gflops, peak_gflops, search, server, "
+    "seconds, updated_unix";
+
+// A prepared statement, finalized when it goes.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql) {
+    rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return stmt_; }
+  void Text(int i, const std::string& s) {
+    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
+  void Real(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
+  void Int(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  std::string ColumnText(int i) {
+    const unsigned char* t = sqlite3_column_text(stmt_, i);
+    return t == nullptr ? "" : reinterpret_cast<const char*>(t);
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+// The row `stmt` is on (columns in kColumns' order).
+absl::StatusOr<StoredSchedule> ReadRow(Statement& stmt) {
+  StoredSchedule s;
+  s.benchmark = stmt.ColumnText(0);
+  s.host_cpu = stmt.ColumnText(1);
+  s.action_space = stmt.ColumnText(2);
+  const nlohmann::json actions = nlohmann::json::parse(stmt.ColumnText(3), nullptr, false);
+  if (!actions.is_array()) {
+    return absl::DataLossError(absl::StrCat("the stored actions of ", s.benchmark,
+                                            " are not a JSON array"));
+  }
+  for (const nlohmann::json& a : actions) {
+    if (!a.is_string()) {
+      return absl::DataLossError(absl::StrCat("a stored action of ", s.benchmark,
+                                              " is not a string"));
+    }
+    s.actions.push_back(a.get<std::string>());
+  }
+  s.loop_tree = stmt.ColumnText(4);
+  s.gflops = sqlite3_column_double(stmt.get(), 5);
+  s.peak_gflops = sqlite3_column_double(stmt.get(), 6);
+  s.search = stmt.ColumnText(7);
+  s.server = stmt.ColumnText(8);
+  s.seconds = sqlite3_column_double(stmt.get(), 9);
+  s.updated_unix = sqlite3_column_int64(stmt.get(), 10);
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ScheduleStore>> ScheduleStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open the schedule store ", path, ": ", message));
+  }
+  std::unique_ptr<ScheduleStore> store(new ScheduleStore(db, path));
+  sqlite3_busy_timeout(db, 10000);
+  char* error = nullptr;
+  if (sqlite3_exec(db, kSchema, nullptr, nullptr, &error) != SQLITE_OK) {
+    const std::string message = error != nullptr ? error : "unknown error";
+    sqlite3_free(error);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is not a LoopTool schedule store (an SQLite database): ", message));
+  }
+  // A table of the same name but another shape (another program's file) is refused here.
+  Statement probe(db, absl::StrCat("SELECT ", kColumns, " FROM schedules LIMIT 0"));
+  if (!probe.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " has a 'schedules' table that is not LoopTool's: ", sqlite3_errmsg(db)));
+  }
+  return store;
+}
+
+ScheduleStore::~ScheduleStore() { sqlite3_close(db_); }
+
+absl::Status ScheduleStore::Error(const char* what) const {
+  return absl::InternalError(
+      absl::StrCat("schedule store ", path_, ": cannot ", what, ": ", sqlite3_errmsg(db_)));
+}
+
+absl::StatusOr<std::optional<StoredSchedule>> ScheduleStore::Find(
+    const std::string& benchmark, const std::string& host_cpu, const std::string& action_space) {
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, absl::StrCat("SELECT ", kColumns, " FROM schedules WHERE benchmark = ?1 "
+                                   "AND host_cpu = ?2 AND action_space = ?3"));
+  if (!stmt.ok()) return Error("read");
+  stmt.Text(1, benchmark);
+  stmt.Text(2, host_cpu);
+  stmt.Text(3, action_space);
+  const int rc = sqlite3_step(stmt.get());
+  if (rc == SQLITE_DONE) return std::optional<StoredSchedule>();
+  if (rc != SQLITE_ROW) return Error("read");
+  absl::StatusOr<StoredSchedule> s = ReadRow(stmt);
+  if (!s.ok()) return s.status();
+  return std::optional<StoredSchedule>(*std::move(s));
+}
+
+absl::StatusOr<bool> ScheduleStore::Offer(const StoredSchedule& s) {
+  if (s.benchmark.empty() || s.host_cpu.empty() || s.action_space.empty()) {
+    return absl::InvalidArgumentError("a stored schedule needs a benchmark, a host CPU and an "
+                                      "action space");
+  }
+  if (!(s.gflops > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing to store ", s.benchmark, " at ", s.gflops, " GFLOPS"));
+  }
+  absl::MutexLock lock(&mu_);
+  // One statement: concurrent offers (threads or processes) keep the fastest.
+  Statement stmt(db_, absl::StrCat(
+      "INSERT INTO schedules (", kColumns, ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+      "?11) ON CONFLICT (benchmark, host_cpu, action_space) DO UPDATE SET actions = "
+      "excluded.actions, loop_tree = excluded.loop_tree, gflops = excluded.gflops, peak_gflops = "
+      "excluded.peak_gflops, search = excluded.search, server = excluded.server, seconds = "
+      "excluded.seconds, updated_unix = excluded.updated_unix WHERE excluded.gflops > "
+      "schedules.gflops"));
+  if (!stmt.ok()) return Error("write");
+  stmt.Text(1, s.benchmark);
+  stmt.Text(2, s.host_cpu);
+  stmt.Text(3, s.action_space);
+  stmt.Text(4, nlohmann::json(s.actions).dump());
+  stmt.Text(5, s.loop_tree);
+  stmt.Real(6, s.gflops);
+  stmt.Real(7, s.peak_gflops);
+  stmt.Text(8, s.search);
+  stmt.Text(9, s.server);
+  stmt.Real(10, s.seconds);
+  stmt.Int(11, absl::ToUnixSeconds(absl::Now()));
+  if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error("write");
+  return sqlite3_changes(db_) > 0;
+}
+
+absl::StatusOr<std::vector<StoredSchedule>> ScheduleStore::List(const std::string& host_filter) {
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, absl::StrCat("SELECT ", kColumns, " FROM schedules WHERE instr(host_cpu, "
+                                   "?1) > 0 ORDER BY benchmark, host_cpu, action_space"));
+  if (!stmt.ok()) return Error("read");
+  stmt.Text(1, host_filter);
+  std::vector<StoredSchedule> out;
+  int rc;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+    absl::StatusOr<StoredSchedule> s = ReadRow(stmt);
+    if (!s.ok()) return s.status();
+    out.push_back(*std::move(s));
+  }
+  if (rc != SQLITE_DONE) return Error("read");
+  return out;
+}
+
+}  // namespace looptool::client

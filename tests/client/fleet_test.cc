@@ -1,0 +1,176 @@
+// Tuning many benchmarks across real servers (child processes): every benchmark reported once,
+// a server killed mid-run costing only its benchmark in flight, the schedule store used by later
+// runs, and the give-up rules.
+#include "client/cpp/fleet.h"
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/service/server_process.h"
+
+namespace looptool::client {
+namespace {
+
+using testing::ServerProcess;
+
+std::string Address(const ServerProcess& s) { return "127.0.0.1:" + std::to_string(s.port()); }
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::remove(path.c_str());
+  return path;
+}
+
+// The 11 benchmarks of reduce-v0 and transpose-v0.
+std::vector<std::string> Benchmarks() {
+  std::vector<std::string> out;
+  for (const char* n : {"rowsum_1024_1024", "colsum_1024_1024", "rowmax_512_2048",
+                        "batchsum_64_64_256", "gemv_1024_1024", "gevm_1024_1024"}) {
+    out.push_back(std::string("benchmark://reduce-v0/") + n);
+  }
+  for (const char* n : {"transpose_256_256", "transpose_512_1024", "transpose_1024_512",
+                        "hwc_to_chw_56_56_64", "chw_to_hwc_64_56_56"}) {
+    out.push_back(std::string("benchmark://transpose-v0/") + n);
+  }
+  return out;
+}
+
+FleetOptions Quick() {
+  FleetOptions options;
+  options.tune.search.time_limit_seconds = 0.4;
+  options.connection.connect_timeout = absl::Seconds(2);
+  options.retry_interval = absl::Milliseconds(200);
+  return options;
+}
+
+TEST(FleetTest, AServerKilledMidRunCostsOnlyItsBenchmarkInFlight) {
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>(
+        std::vector<std::string>{"--timing_budget_ms=1"}));
+    ASSERT_TRUE(servers.back()->ok());
+    addresses.push_back(Address(*servers.back()));
+  }
+  const std::string victim = addresses[1];
+  const std::string store_path = TempPath("fleet.db");
+  auto store = ScheduleStore::Open(store_path);
+  ASSERT_TRUE(store.ok());
+
+  FleetOptions options = Quick();
+  options.tune.store = store->get();
+  absl::Mutex mu;
+  std::map<std::string, int> reported;  // benchmark -> times reported
+  std::vector<std::string> after_kill;  // servers of results reported after the kill
+  bool killed = false;
+  options.on_result = [&](const TuneResult& r) {
+    absl::MutexLock lock(&mu);
+    ++reported[r.benchmark];
+    if (killed) after_kill.push_back(r.server);
+    // Kill the victim once two results are in: it is then tuning its next benchmark.
+    if (!killed && reported.size() == 2) {
+      kill(servers[1]->pid(), SIGKILL);
+      killed = true;
+    }
+  };
+  const std::vector<std::string> benchmarks = Benchmarks();
+  const std::vector<TuneResult> results = TuneAcross(addresses, benchmarks, options);
+
+  ASSERT_TRUE(killed);
+  ASSERT_EQ(results.size(), benchmarks.size());
+  int redone = 0;
+  std::map<std::string, int> per_server;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const TuneResult& r = results[i];
+    EXPECT_EQ(r.benchmark, benchmarks[i]);
+    EXPECT_EQ(reported[r.benchmark], 1) << r.benchmark;  // exactly once
+    ASSERT_TRUE(r.status.ok()) << r.benchmark << ": " << r.status;
+    EXPECT_GT(r.search.gflops, 0);
+    EXPECT_GE(r.attempts, 1);
+    EXPECT_LE(r.attempts, 2);
+    redone += r.attempts - 1;
+    ++per_server[r.server];
+    EXPECT_NE(r.host_cpu, "");
+    EXPECT_NE(r.host_cpu, "unknown CPU");  // LoopTool servers say which CPU they time on
+  }
+  EXPECT_EQ(per_server.size() + (per_server.count(victim) == 0), 3u);
+  // After the kill nothing more came from the victim but, at most, the one result it may have
+  // finished just before dying.
+  int from_victim = 0;
+  for (const std::string& s : after_kill) from_victim += s == victim;
+  EXPECT_LE(from_victim, 1);
+  EXPECT_LE(redone, 1);  // only the benchmark in flight on the victim
+
+  // Every result is in the store, and a second run starts from it.
+  auto listed = (*store)->List();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), benchmarks.size());
+  std::vector<std::string> alive = {addresses[0], addresses[2]};
+  FleetOptions again = Quick();
+  again.tune.store = store->get();
+  const std::vector<TuneResult> second = TuneAcross(alive, benchmarks, again);
+  for (size_t i = 0; i < second.size(); ++i) {
+    ASSERT_TRUE(second[i].status.ok()) << second[i].status;
+    auto stored = (*store)->Find(benchmarks[i], results[i].host_cpu, "loop_tool");
+    ASSERT_TRUE(stored.ok() && stored->has_value());
+    // The second run replayed what the first stored, so its actions begin with them...
+    ASSERT_EQ(second[i].stored_prefix, static_cast<int>(results[i].search.actions.size()))
+        << benchmarks[i];
+    EXPECT_TRUE(std::equal(results[i].search.actions.begin(), results[i].search.actions.end(),
+                           second[i].search.actions.begin()));
+    // ...and the store holds the faster of the two runs.
+    EXPECT_EQ((*stored)->gflops, std::max(results[i].search.gflops, second[i].search.gflops));
+  }
+}
+
+TEST(FleetTest, ABenchmarkThatFailsOnALiveServerIsReportedOnceNotRetried) {
+  ServerProcess a({"--timing_budget_ms=1"}), b({"--timing_budget_ms=1"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  FleetOptions options = Quick();
+  int calls = 0;
+  options.on_result = [&](const TuneResult&) { ++calls; };
+  const std::vector<TuneResult> results = TuneAcross(
+      {Address(a), Address(b)},
+      {"benchmark://reduce-v0/no_such_benchmark", "benchmark://reduce-v0/gemv_1024_1024"},
+      options);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(results[0].status.code(), absl::StatusCode::kNotFound) << results[0].status;
+  EXPECT_EQ(results[0].attempts, 1);
+  EXPECT_TRUE(results[1].status.ok()) << results[1].status;
+}
+
+TEST(FleetTest, NoServerAnsweringFailsEveryBenchmarkOnceAfterTheGiveUpTime) {
+  ServerProcess gone({"--timing_budget_ms=1"});
+  ASSERT_TRUE(gone.ok());
+  const std::string address = Address(gone);
+  gone.Terminate();  // nothing listens there now
+  FleetOptions options = Quick();
+  options.give_up_after = absl::Seconds(1);
+  int calls = 0;
+  options.on_result = [&](const TuneResult&) { ++calls; };
+  const absl::Time start = absl::Now();
+  const std::vector<TuneResult> results =
+      TuneAcross({address}, {"benchmark://reduce-v0/gemv_1024_1024",
+                             "benchmark://reduce-v0/gevm_1024_1024"},
+                 options);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  EXPECT_EQ(calls, 2);
+  for (const TuneResult& r : results) {
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+    EXPECT_THAT(std::string(r.status.message()), ::testing::HasSubstr("no server answered"));
+  }
+}
+
+}  // namespace
+}  // namespace looptool::client
