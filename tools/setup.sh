@@ -15,6 +15,8 @@ packages=(
   libdnnl-dev libopenblas-dev
   # Python client and tests (Debian's /usr/bin/python3)
   python3 python3-grpcio python3-protobuf python3-numpy python3-networkx
+  # tests/fleet/netns_test (servers on network namespaces)
+  iproute2
   # learned tuning (looptool.rl): PyTorch (CPU), Dask distributed, progress bars, plots
   python3-torch python3-distributed python3-tqdm python3-matplotlib
   # the caller's own

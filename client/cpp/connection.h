@@ -16,6 +16,7 @@
 #define LOOPTOOL_CLIENT_CPP_CONNECTION_H_
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,8 +66,16 @@ class Connection {
   absl::Status Invoke(Call call, absl::Duration timeout = absl::ZeroDuration(),
                       bool wait_for_ready = true) const {
     auto ctx = Context(timeout == absl::ZeroDuration() ? call_timeout_ : timeout, wait_for_ready);
-    return FromGrpc(call(ctx.get()));
+    absl::Status status = FromGrpc(call(ctx.get()));
+    unanswered_.store(status.code() == absl::StatusCode::kDeadlineExceeded ||
+                          status.code() == absl::StatusCode::kUnavailable,
+                      std::memory_order_relaxed);
+    return status;
   }
+
+  // Whether the last call (of any thread) ran out of time or found no server: then Env::Close
+  // waits only briefly, so that the sessions of a server that has gone cost little to abandon.
+  bool unanswered() const { return unanswered_.load(std::memory_order_relaxed); }
 
   // The timeout of a call that must end by `deadline` (at most the default call timeout).
   absl::Duration TimeoutUntil(absl::Time deadline) const {
@@ -94,6 +103,7 @@ class Connection {
   std::unique_ptr<compiler_gym::CompilerGymService::Stub> stub_;
   compiler_gym::GetSpacesReply spaces_;
   std::string compiler_version_;
+  mutable std::atomic<bool> unanswered_{false};
 };
 
 }  // namespace looptool::client

@@ -167,7 +167,9 @@ absl::Status Env::Close() {
   compiler_gym::EndSessionReply reply;
   return connection_->Invoke(
       [&](grpc::ClientContext* ctx) { return connection_->stub().EndSession(ctx, request, &reply); },
-      absl::Seconds(5), /*wait_for_ready=*/false);  // a server that is gone has no session left
+      // A server that is gone has no session left to end: do not wait for one.
+      connection_->unanswered() ? absl::Milliseconds(250) : absl::Seconds(5),
+      /*wait_for_ready=*/false);
 }
 
 int Env::ActionIndex(const std::string& name) const {

@@ -60,6 +60,13 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
   return out;
 }
 
+ConnectionOptions FleetConnectionOptions() {
+  ConnectionOptions options;
+  options.connect_timeout = absl::Seconds(5);
+  options.call_timeout = absl::Seconds(15);
+  return options;
+}
+
 namespace {
 
 // Failures that say nothing about the benchmark: tried again on another server.
@@ -76,11 +83,11 @@ bool Transient(const absl::Status& s) {
   }
 }
 
-// Whether the server still answers (within 3 s, without waiting for a broken connection).
+// Whether the server still answers (within 2 s, without waiting for a broken connection).
 bool Answers(Connection& c) {
   compiler_gym::GetVersionReply reply;
   return c.Invoke([&](grpc::ClientContext* ctx) { return c.stub().GetVersion(ctx, {}, &reply); },
-                  absl::Seconds(3), /*wait_for_ready=*/false)
+                  absl::Seconds(2), /*wait_for_ready=*/false)
       .ok();
 }
 

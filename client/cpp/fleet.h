@@ -50,9 +50,14 @@ struct TuneResult {
 absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
                                    const TuneOptions& options);
 
+// Connection options for fleets: a server that went away holds its benchmark until a call on
+// it times out, so calls outside the search's own time limit (starting a session) get 15 s, and
+// connecting 5 s.
+ConnectionOptions FleetConnectionOptions();
+
 struct FleetOptions {
   TuneOptions tune;
-  ConnectionOptions connection;
+  ConnectionOptions connection = FleetConnectionOptions();
   int max_attempts = 3;  // servers a benchmark is started on before it is given up
   // A server that does not answer is tried again after this.
   absl::Duration retry_interval = absl::Seconds(1);

@@ -299,8 +299,9 @@ int TuneMany(const std::vector<std::string>& benchmarks, FleetOptions options) {
   }
   absl::StatusOr<ConnectionOptions> connection = ConnectionFlags();
   if (!connection.ok()) return Fail(connection.status());
-  options.connection = *connection;
-  options.connection.connect_timeout = absl::Seconds(5);
+  options.connection.auth_token = connection->auth_token;
+  options.connection.tls_root_certs = connection->tls_root_certs;
+  options.connection.tls_server_name = connection->tls_server_name;
   Connected one;  // the embedded server, or --server's
   if (servers.empty()) {
     absl::StatusOr<Connected> c = Connect();

@@ -49,6 +49,7 @@ FleetOptions Quick() {
   FleetOptions options;
   options.tune.search.time_limit_seconds = 0.4;
   options.connection.connect_timeout = absl::Seconds(2);
+  options.connection.call_timeout = absl::Seconds(5);
   options.retry_interval = absl::Milliseconds(200);
   return options;
 }
