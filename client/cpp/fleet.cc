@@ -94,10 +94,13 @@ bool Answers(Connection& c) {
 // The queue of benchmarks and the results, shared by the servers' threads.
 class Fleet {
  public:
-  Fleet(const std::vector<std::string>& benchmarks, const FleetOptions& options)
-      : options_(options), results_(benchmarks.size()), last_answer_(absl::Now()) {
+  Fleet(const std::vector<FleetBenchmark>& benchmarks, const FleetOptions& options)
+      : options_(options),
+        benchmarks_(benchmarks),
+        results_(benchmarks.size()),
+        last_answer_(absl::Now()) {
     for (size_t i = 0; i < benchmarks.size(); ++i) {
-      results_[i].benchmark = benchmarks[i];
+      results_[i].benchmark = benchmarks[i].uri;
       queue_.push_back(i);
     }
   }
@@ -147,16 +150,19 @@ class Fleet {
 
  private:
   absl::StatusOr<TuneResult> Attempt(const std::shared_ptr<Connection>& connection, size_t job) {
-    const std::string uri = Benchmark(job);
-    absl::StatusOr<Env> env = Env::Start(connection, uri, options_.tune.action_space);
+    {
+      absl::MutexLock lock(&mu_);
+      ++results_[job].attempts;
+    }
+    const FleetBenchmark& b = benchmarks_[job];
+    const std::string& space = options_.tune.action_space;
+    absl::StatusOr<Env> env = b.program.empty()
+                                  ? Env::Start(connection, b.uri, space)
+                                  : Env::StartProgram(connection, b.uri, b.program, space);
     if (!env.ok()) return env.status();
-    return TuneOne(*env, *connection, options_.tune);
-  }
-
-  std::string Benchmark(size_t job) {
-    absl::MutexLock lock(&mu_);
-    ++results_[job].attempts;
-    return results_[job].benchmark;
+    TuneOptions tune = options_.tune;
+    tune.store_key = b.store_key;
+    return TuneOne(*env, *connection, tune);
   }
 
   bool Done() {
@@ -232,6 +238,7 @@ class Fleet {
   }
 
   const FleetOptions& options_;
+  const std::vector<FleetBenchmark>& benchmarks_;
   absl::Mutex mu_;
   std::vector<TuneResult> results_ ABSL_GUARDED_BY(mu_);
   std::deque<size_t> queue_ ABSL_GUARDED_BY(mu_);
@@ -244,6 +251,14 @@ class Fleet {
 
 std::vector<TuneResult> TuneAcross(const std::vector<std::string>& servers,
                                    const std::vector<std::string>& benchmarks,
+                                   const FleetOptions& options) {
+  std::vector<FleetBenchmark> named;
+  for (const std::string& uri : benchmarks) named.push_back({uri, "", ""});
+  return TuneAcross(servers, named, options);
+}
+
+std::vector<TuneResult> TuneAcross(const std::vector<std::string>& servers,
+                                   const std::vector<FleetBenchmark>& benchmarks,
                                    const FleetOptions& options) {
   Fleet fleet(benchmarks, options);
   std::vector<std::thread> threads;

@@ -67,10 +67,22 @@ struct FleetOptions {
   std::function<void(const TuneResult&)> on_result;
 };
 
-// Tunes `benchmarks` (URIs) across `servers` ("HOST:PORT"), one thread per server. Returns one
+// A benchmark to tune: one of the servers' (a URI), or a program of the user's, added to each
+// server that tunes it under `uri`.
+struct FleetBenchmark {
+  std::string uri;
+  std::string program;    // loop-nest language; empty for the servers' own benchmarks
+  std::string store_key;  // what the store files it under (default: `uri`)
+};
+
+// Tunes `benchmarks` across `servers` ("HOST:PORT"), one thread per server. Returns one
 // result per benchmark, in the order given. A benchmark whose server stopped answering under it
 // (or whose search it cut short) is requeued; one that fails on a server that still answers
 // (NOT_FOUND, INVALID_ARGUMENT, ...) is reported with that status and not retried.
+std::vector<TuneResult> TuneAcross(const std::vector<std::string>& servers,
+                                   const std::vector<FleetBenchmark>& benchmarks,
+                                   const FleetOptions& options);
+// The same for benchmarks of the servers' datasets, by URI.
 std::vector<TuneResult> TuneAcross(const std::vector<std::string>& servers,
                                    const std::vector<std::string>& benchmarks,
                                    const FleetOptions& options);

@@ -181,41 +181,43 @@ std::string ActionSpace(const Policy* policy) {
   return policy != nullptr ? policy->action_space() : "loop_tool";
 }
 
-// A benchmark named on the command line as a URI: a benchmark:// URI, or a bare mmM_N_K.
-absl::StatusOr<std::string> BenchmarkUri(const std::string& arg) {
-  if (absl::StartsWith(arg, "benchmark://")) return arg;
-  if (absl::StartsWith(arg, "mm")) return datasets::Uri("mm64_256_16_range-v0", arg);
+// A benchmark named on the command line: a benchmark:// URI, a bare mmM_N_K, or a program file
+// (added to the server as benchmark://user-v0/<stem>; stored under that URI and its text's hash).
+absl::StatusOr<FleetBenchmark> ReadBenchmark(const std::string& arg) {
+  if (std::filesystem::is_regular_file(arg)) {
+    std::ifstream in(arg);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", arg));
+    const std::string uri = "benchmark://user-v0/" + std::filesystem::path(arg).stem().string();
+    std::string key =
+        absl::StrCat(uri, "#", absl::Hex(datasets::Fnv1a64(text.str()), absl::kZeroPad16));
+    return FleetBenchmark{uri, text.str(), std::move(key)};
+  }
+  if (absl::StartsWith(arg, "benchmark://")) return FleetBenchmark{arg, "", arg};
+  if (absl::StartsWith(arg, "mm")) {
+    const std::string uri = datasets::Uri("mm64_256_16_range-v0", arg);
+    return FleetBenchmark{uri, "", uri};
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "--benchmark '", arg, "' is neither a benchmark:// URI, an mmM_N_K name, nor a file"));
 }
 
 struct Started {
   Env env;
-  std::string uri;        // the benchmark the session runs
-  std::string store_key;  // what the schedule store files it under
+  FleetBenchmark benchmark;
 };
 
-// A session on --benchmark: a URI, a bare mmM_N_K, or a program file (added to the server as
-// benchmark://user-v0/<stem>; stored under that URI and its text's hash).
+// A session on --benchmark (see ReadBenchmark).
 absl::StatusOr<Started> StartBenchmark(std::shared_ptr<Connection> connection,
                                        const std::string& space) {
-  const std::string arg = absl::GetFlag(FLAGS_benchmark);
-  if (std::filesystem::is_regular_file(arg)) {
-    std::ifstream in(arg);
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string uri = "benchmark://user-v0/" + std::filesystem::path(arg).stem().string();
-    absl::StatusOr<Env> env = Env::StartProgram(connection, uri, text.str(), space);
-    if (!env.ok()) return env.status();
-    return Started{*std::move(env), uri,
-                   absl::StrCat(uri, "#", absl::Hex(datasets::Fnv1a64(text.str()),
-                                                    absl::kZeroPad16))};
-  }
-  absl::StatusOr<std::string> uri = BenchmarkUri(arg);
-  if (!uri.ok()) return uri.status();
-  absl::StatusOr<Env> env = Env::Start(connection, *uri, space);
+  absl::StatusOr<FleetBenchmark> b = ReadBenchmark(absl::GetFlag(FLAGS_benchmark));
+  if (!b.ok()) return b.status();
+  absl::StatusOr<Env> env = b->program.empty()
+                                ? Env::Start(connection, b->uri, space)
+                                : Env::StartProgram(connection, b->uri, b->program, space);
   if (!env.ok()) return env.status();
-  return Started{*std::move(env), *uri, *uri};
+  return Started{*std::move(env), *std::move(b)};
 }
 
 std::string Indent(const std::string& text) {
@@ -232,12 +234,12 @@ int Fail(const absl::Status& s) {
 }
 
 // The benchmarks `tune` was asked for: --dataset's (its --split), or --benchmark's list.
-absl::StatusOr<std::vector<std::string>> BenchmarkList() {
+absl::StatusOr<std::vector<FleetBenchmark>> BenchmarkList() {
   const int max = absl::GetFlag(FLAGS_max_benchmarks);
   if (max < 1 || max > 100000) {
     return absl::InvalidArgumentError("--max_benchmarks must be 1..100000");
   }
-  std::vector<std::string> out;
+  std::vector<FleetBenchmark> out;
   if (const std::string dataset = absl::GetFlag(FLAGS_dataset); !dataset.empty()) {
     const std::string split = absl::GetFlag(FLAGS_split);
     if (split != "all" && split != "train" && split != "test") {
@@ -249,14 +251,17 @@ absl::StatusOr<std::vector<std::string>> BenchmarkList() {
     }
     for (const std::string& n : names) {
       const bool test = datasets::InTestSplit(dataset, n);
-      if (split == "all" || test == (split == "test")) out.push_back(datasets::Uri(dataset, n));
+      if (split == "all" || test == (split == "test")) {
+        const std::string uri = datasets::Uri(dataset, n);
+        out.push_back({uri, "", uri});
+      }
     }
   } else {
     for (absl::string_view b :
          absl::StrSplit(absl::GetFlag(FLAGS_benchmark), ',', absl::SkipEmpty())) {
-      absl::StatusOr<std::string> uri = BenchmarkUri(std::string(b));
-      if (!uri.ok()) return uri.status();
-      out.push_back(*uri);
+      absl::StatusOr<FleetBenchmark> read = ReadBenchmark(std::string(b));
+      if (!read.ok()) return read.status();
+      out.push_back(*std::move(read));
     }
   }
   if (out.empty()) return absl::InvalidArgumentError("no benchmarks to tune");
@@ -289,7 +294,7 @@ json ResultJson(const TuneResult& t) {
 }
 
 // tune over many benchmarks (--dataset, a --benchmark list, or --servers).
-int TuneMany(const std::vector<std::string>& benchmarks, FleetOptions options) {
+int TuneMany(const std::vector<FleetBenchmark>& benchmarks, FleetOptions options) {
   const bool as_json = absl::GetFlag(FLAGS_json);
   std::vector<std::string> servers =
       absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
@@ -383,7 +388,7 @@ int Tune() {
                     !absl::GetFlag(FLAGS_servers).empty() ||
                     (absl::StrContains(arg, ',') && !std::filesystem::is_regular_file(arg));
   if (many) {
-    absl::StatusOr<std::vector<std::string>> benchmarks = BenchmarkList();
+    absl::StatusOr<std::vector<FleetBenchmark>> benchmarks = BenchmarkList();
     if (!benchmarks.ok()) return Fail(benchmarks.status());
     FleetOptions options;
     options.tune = tune;
@@ -395,8 +400,8 @@ int Tune() {
   if (!as_json) ReportEmbedded(*c);
   absl::StatusOr<Started> started = StartBenchmark(c->connection, tune.action_space);
   if (!started.ok()) return Fail(started.status());
-  const std::string& uri = started->uri;
-  tune.store_key = started->store_key;
+  const std::string& uri = started->benchmark.uri;
+  tune.store_key = started->benchmark.store_key;
 
   const bool tty = isatty(STDERR_FILENO);
   double last_print = -1;
@@ -454,7 +459,7 @@ int Eval() {
   if (!as_json) ReportEmbedded(*c);
   absl::StatusOr<Started> started = StartBenchmark(c->connection, ActionSpace(nullptr));
   if (!started.ok()) return Fail(started.status());
-  const std::string& uri = started->uri;
+  const std::string& uri = started->benchmark.uri;
   Env& env = started->env;
   absl::StatusOr<StepResult> start = env.Step({}, {"flops", "peak_gflops"});
   if (!start.ok()) return Fail(start.status());

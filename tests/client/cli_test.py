@@ -140,6 +140,22 @@ class CliTest(unittest.TestCase):
             self.assertEqual(bad.returncode, 2)
             self.assertIn("is not a LoopTool schedule store", bad.stderr)
 
+    def test_tune_a_list_of_programs(self):
+        # Program files and a URI in one list: each tuned once, programs under user-v0.
+        with tempfile.TemporaryDirectory() as d:
+            files = []
+            for name, text in (("rows", "O[r] += I[r,c]\nr=64 c=48\n"),
+                               ("cols", "O[c] += I[r,c]\nr=32 c=96\n")):
+                files.append(os.path.join(d, name + ".lt"))
+                with open(files[-1], "w") as f:
+                    f.write(text)
+            p = run("tune", "--benchmark=" + ",".join(files + ["mm64_64_64"]),
+                    "--time-limit=0.3", "--json", "--timing-budget-ms=1")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            got = sorted(json.loads(l)["benchmark"] for l in p.stdout.splitlines())
+            self.assertEqual(got, ["benchmark://mm64_256_16_range-v0/mm64_64_64",
+                                   "benchmark://user-v0/cols", "benchmark://user-v0/rows"])
+
     def test_tune_many_refusals(self):
         p = run("tune", "--dataset=reduce-v0", "--split=some")
         self.assertEqual(p.returncode, 2)

@@ -142,7 +142,8 @@ TEST(FleetTest, ABenchmarkThatFailsOnALiveServerIsReportedOnceNotRetried) {
   options.on_result = [&](const TuneResult&) { ++calls; };
   const std::vector<TuneResult> results = TuneAcross(
       {Address(a), Address(b)},
-      {"benchmark://reduce-v0/no_such_benchmark", "benchmark://reduce-v0/gemv_1024_1024"},
+      std::vector<std::string>{"benchmark://reduce-v0/no_such_benchmark",
+                               "benchmark://reduce-v0/gemv_1024_1024"},
       options);
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(calls, 2);
@@ -162,8 +163,8 @@ TEST(FleetTest, NoServerAnsweringFailsEveryBenchmarkOnceAfterTheGiveUpTime) {
   options.on_result = [&](const TuneResult&) { ++calls; };
   const absl::Time start = absl::Now();
   const std::vector<TuneResult> results =
-      TuneAcross({address}, {"benchmark://reduce-v0/gemv_1024_1024",
-                             "benchmark://reduce-v0/gevm_1024_1024"},
+      TuneAcross({address}, std::vector<std::string>{"benchmark://reduce-v0/gemv_1024_1024",
+                                                     "benchmark://reduce-v0/gevm_1024_1024"},
                  options);
   EXPECT_LT(absl::Now() - start, absl::Seconds(15));
   EXPECT_EQ(calls, 2);
