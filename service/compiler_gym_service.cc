@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "backend/actions/action.h"
 #include "backend/actions/action_space.h"
 #include "backend/compat/loop_tool_v0.h"
@@ -359,6 +360,11 @@ absl::Status LoopToolService::DoSendSessionParameter(
       reply.add_reply(absl::StrCat(benchmarks_.size_in_bytes(call.client)));
     } else if (key == "looptool.benchmark") {
       reply.add_reply(session->benchmark);
+    } else if (key == "looptool.remeasure") {
+      // The current kernel timed again with the full budget (searches re-time their winners).
+      absl::MutexLock lock(&session->mu);
+      ASSIGN_OR_RETURN(double gflops, session->episode->RemeasureGflops());
+      reply.add_reply(absl::StrFormat("%.17g", gflops));
     } else if (options_.parameter_handler) {
       absl::MutexLock lock(&session->mu);
       ASSIGN_OR_RETURN(std::string answer,

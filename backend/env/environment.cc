@@ -47,4 +47,13 @@ absl::StatusOr<Observation> Environment::Observe(absl::string_view name) const {
       ObservationInputs{tree_, history_, space_, limits_, evaluator_.get(), tenant_});
 }
 
+absl::StatusOr<double> Environment::RemeasureGflops() const {
+  if (evaluator_ == nullptr) {
+    return absl::FailedPreconditionError("this environment has no kernel evaluator");
+  }
+  absl::StatusOr<Measurement> m = evaluator_->RemeasureFor(tree_, tenant_);
+  if (!m.ok()) return m.status();
+  return m->gflops;
+}
+
 }  // namespace looptool

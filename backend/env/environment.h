@@ -50,6 +50,10 @@ class Environment {
   // evaluator's status for a timing observation whose kernel cannot be measured.
   absl::StatusOr<Observation> Observe(absl::string_view name) const;
 
+  // The current schedule's kernel timed again (KernelEvaluator::RemeasureFor), in GFLOPS.
+  // FAILED_PRECONDITION without an evaluator.
+  absl::StatusOr<double> RemeasureGflops() const;
+
  private:
   LoopTree tree_;
   ActionSpace space_;

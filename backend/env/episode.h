@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "backend/env/observation.h"
@@ -30,6 +31,12 @@ class Episode {
   // The named observation of the current state. INVALID_ARGUMENT for an observation this
   // episode does not serve; the evaluator's status for a timed one that cannot be measured.
   virtual absl::StatusOr<Observation> Observe(absl::string_view name) const = 0;
+
+  // The current kernel timed again (KernelEvaluator::RemeasureFor), in GFLOPS. UNIMPLEMENTED
+  // for episodes that cannot.
+  virtual absl::StatusOr<double> RemeasureGflops() const {
+    return absl::UnimplementedError("this action space's sessions cannot re-time their kernel");
+  }
 
   // Whom kernels are measured for (KernelEvaluator::MeasureFor).
   virtual void set_tenant(uint64_t tenant) = 0;

@@ -30,6 +30,12 @@ class KernelEvaluator {
   virtual absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) {
     return Measure(tree);
   }
+  // The kernel of `tree`'s schedule timed again, now, with the full fixed budget and no cut-offs
+  // or cache (after a first Measure when it has none): a search's winners are re-timed so that
+  // the speed it reports is not the luckiest of many measurements. Same errors as Measure.
+  virtual absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) {
+    return MeasureFor(tree, tenant);
+  }
   // The measured single-core FMA peak rewards are normalised by.
   virtual double PeakGflops() = 0;
 };

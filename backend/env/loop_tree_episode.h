@@ -29,6 +29,7 @@ class LoopTreeEpisode final : public Episode {
   absl::StatusOr<Observation> Observe(absl::string_view name) const override {
     return env_.Observe(name);
   }
+  absl::StatusOr<double> RemeasureGflops() const override { return env_.RemeasureGflops(); }
   void set_tenant(uint64_t tenant) override { env_.set_tenant(tenant); }
   uint64_t tenant() const override { return env_.tenant(); }
 

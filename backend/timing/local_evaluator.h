@@ -57,6 +57,9 @@ class LocalEvaluator : public KernelEvaluator {
   explicit LocalEvaluator(Options options);
 
   absl::StatusOr<Measurement> Measure(const LoopTree& tree) override;
+  // Measure() first (compile, verify, cache), then a fresh timing with the fixed `timing`
+  // options, which is returned and not cached.
+  absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
   double PeakGflops() override;
   Stats stats() const;
   // Bytes of the cached programs' reference runs and buffers.

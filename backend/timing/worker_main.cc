@@ -59,13 +59,16 @@ WorkerReply Serve(const WorkerRequest& request, LocalEvaluator& evaluator, const
       }
       reply = extension(request.payload);
       break;
-    case WorkerTask::kMeasure: {
+    case WorkerTask::kMeasure:
+    case WorkerTask::kRemeasure: {
       absl::StatusOr<LoopTree> tree = ParseIr(request.payload, limits);
       if (!tree.ok()) {
         reply.status = tree.status();
         break;
       }
-      absl::StatusOr<Measurement> m = evaluator.Measure(*tree);
+      absl::StatusOr<Measurement> m = request.task == WorkerTask::kMeasure
+                                          ? evaluator.Measure(*tree)
+                                          : evaluator.RemeasureFor(*tree, 0);
       if (m.ok()) {
         reply.measurement = *m;
       } else {

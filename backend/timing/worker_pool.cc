@@ -215,10 +215,20 @@ absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request, uint6
 }
 
 absl::StatusOr<Measurement> WorkerPool::MeasureFor(const LoopTree& tree, uint64_t tenant) {
+  return Evaluate(WorkerTask::kMeasure, tree, tenant);
+}
+
+absl::StatusOr<Measurement> WorkerPool::RemeasureFor(const LoopTree& tree, uint64_t tenant) {
+  return Evaluate(WorkerTask::kRemeasure, tree, tenant);
+}
+
+absl::StatusOr<Measurement> WorkerPool::Evaluate(WorkerTask task, const LoopTree& tree,
+                                                 uint64_t tenant) {
+  const bool again = task == WorkerTask::kRemeasure;
   const std::string key = absl::StrCat(PrintProgram(tree.program()), ScheduleKey(tree));
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = cache_.find(key); it != cache_.end()) {
+    if (auto it = cache_.find(key); it != cache_.end() && (!again || !it->second.ok())) {
       ++stats_.cache_hits;
       return it->second;
     }
@@ -237,7 +247,7 @@ absl::StatusOr<Measurement> WorkerPool::MeasureFor(const LoopTree& tree, uint64_
           static_cast<double>(tree.program().Flops()) * 1e-9, estimate, budget));
     }
   }
-  absl::StatusOr<WorkerReply> reply = Call({WorkerTask::kMeasure, PrintIr(tree)}, tenant);
+  absl::StatusOr<WorkerReply> reply = Call({task, PrintIr(tree)}, tenant);
   absl::StatusOr<Measurement> result = Measurement{};
   if (!reply.ok()) {
     result = reply.status();  // a crash (INTERNAL) or a hang (DEADLINE_EXCEEDED)
@@ -249,7 +259,7 @@ absl::StatusOr<Measurement> WorkerPool::MeasureFor(const LoopTree& tree, uint64_
   } else {
     result = reply->measurement;
   }
-  if (Cacheable(reply)) {
+  if (Cacheable(reply) && (!again || !result.ok())) {  // a failure is kept either way
     absl::MutexLock lock(&mu_);
     if (cache_.size() >= options_.max_cached) cache_.clear();
     cache_.emplace(key, result);

@@ -60,6 +60,9 @@ class WorkerPool : public KernelEvaluator {
 
   absl::StatusOr<Measurement> Measure(const LoopTree& tree) override { return MeasureFor(tree, 0); }
   absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override;
+  // A worker times the schedule again (LocalEvaluator::RemeasureFor); not cached. A schedule
+  // whose measurement failed before fails the same way without running.
+  absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
   double PeakGflops() override { return peak_gflops_; }
 
   // Has a worker run its binary's WorkerExtension on `payload` (queued as `tenant`) and returns
@@ -92,6 +95,8 @@ class WorkerPool : public KernelEvaluator {
   // Sends `request` to a worker when `tenant`'s turn comes, waits for its reply; replaces the
   // worker on failure.
   absl::StatusOr<WorkerReply> Call(const WorkerRequest& request, uint64_t tenant);
+  // MeasureFor and RemeasureFor: `task` is kMeasure or kRemeasure.
+  absl::StatusOr<Measurement> Evaluate(WorkerTask task, const LoopTree& tree, uint64_t tenant);
   void MonitorLoop();
 
   const Options options_;

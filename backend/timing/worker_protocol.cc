@@ -53,6 +53,7 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
   WorkerRequest r;
   switch (frame[0]) {
     case 'M': r.task = WorkerTask::kMeasure; break;
+    case 'R': r.task = WorkerTask::kRemeasure; break;
     case 'P': r.task = WorkerTask::kPeak; break;
     case 'X': r.task = WorkerTask::kExtension; break;
     default: return absl::InvalidArgumentError("unknown worker task");

@@ -14,11 +14,13 @@ namespace looptool {
 
 // What the worker is asked to do. kExtension goes to the WorkerExtension its binary installed
 // (tests install a fault injector; production binaries none: UNIMPLEMENTED).
-enum class WorkerTask : char { kMeasure = 'M', kPeak = 'P', kExtension = 'X' };
+// kRemeasure times a schedule again (LocalEvaluator::RemeasureFor).
+enum class WorkerTask : char { kMeasure = 'M', kRemeasure = 'R', kPeak = 'P', kExtension = 'X' };
 
 struct WorkerRequest {
   WorkerTask task = WorkerTask::kMeasure;
-  // kMeasure: PrintIr of the loop tree (program and schedule); kExtension: its argument.
+  // kMeasure, kRemeasure: PrintIr of the loop tree (program and schedule); kExtension: its
+  // argument.
   std::string payload;
 };
 

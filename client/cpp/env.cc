@@ -1,5 +1,7 @@
 #include "client/cpp/env.h"
 
+#include "absl/strings/numbers.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -170,6 +172,24 @@ absl::Status Env::Close() {
       // A server that is gone has no session left to end: do not wait for one.
       connection_->unanswered() ? absl::Milliseconds(250) : absl::Seconds(5),
       /*wait_for_ready=*/false);
+}
+
+absl::StatusOr<double> Env::Remeasure() {
+  if (!open_) return absl::FailedPreconditionError("the environment is closed");
+  compiler_gym::SendSessionParameterRequest request;
+  request.set_session_id(session_id_);
+  compiler_gym::SessionParameter* p = request.add_parameter();
+  p->set_key("looptool.remeasure");
+  compiler_gym::SendSessionParameterReply reply;
+  absl::Status s = connection_->Invoke([&](grpc::ClientContext* ctx) {
+    return connection_->stub().SendSessionParameter(ctx, request, &reply);
+  });
+  if (!s.ok()) return s;
+  double gflops = 0;
+  if (reply.reply_size() != 1 || !absl::SimpleAtod(reply.reply(0), &gflops)) {
+    return absl::InternalError("the server's looptool.remeasure reply is not one number");
+  }
+  return gflops;
 }
 
 int Env::ActionIndex(const std::string& name) const {

@@ -56,6 +56,10 @@ class Env {
   absl::StatusOr<StepResult> StepNamed(const std::vector<std::string>& actions,
                                        const std::vector<std::string>& observations = {});
   absl::StatusOr<Value> Observe(const std::string& observation);
+  // The current state's kernel timed again by the server with its full fixed budget, no cache
+  // and no early stop (session parameter looptool.remeasure), in GFLOPS. Searches re-time
+  // their winners with it. Bounded by the connection's call timeout, not the deadline.
+  absl::StatusOr<double> Remeasure();
   // A new session in the current state; later steps of either never affect the other.
   absl::StatusOr<Env> Fork() const;
   // Ends the session; later calls fail. Idempotent.

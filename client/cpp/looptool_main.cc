@@ -282,6 +282,8 @@ json ResultJson(const TuneResult& t) {
             {"loop_tree", r.loop_tree},
             {"ir", r.ir},
             {"gflops", r.gflops},
+            {"search_gflops", r.search_gflops},
+            {"retimed", r.retimed},
             {"start_gflops", r.start_gflops},
             {"peak_gflops", r.peak_gflops},
             {"percent_of_peak", 100 * r.gflops / r.peak_gflops},
@@ -440,6 +442,10 @@ int Tune() {
   } else {  // policy: the start state is not timed
     std::printf("best       %8.2f GFLOPS  %5.1f%% of peak\n", r->gflops,
                 100 * r->gflops / r->peak_gflops);
+  }
+  if (r->retimed) {
+    std::printf("re-timed   the best %d states at the end; the search had measured %.2f GFLOPS\n",
+                tune.search.retime_top, r->search_gflops);
   }
   std::printf("peak       %8.2f GFLOPS  (measured FMA peak of one core: %s)\n", r->peak_gflops,
               t->host_cpu.c_str());

@@ -105,12 +105,15 @@ TEST(RetryPolicy, EveryMethodButStepIsTriedFourTimes) {
   auto c = Connection::Connect(server.address(), absl::Seconds(10));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(service.calls("GetSpaces"), 4);
+  // Connect also asked for the version (tried four times); this server names no host CPU.
+  EXPECT_EQ(service.calls("GetVersion"), 4);
+  EXPECT_EQ((*c)->host_cpu(), "unknown CPU");
 
   cg::GetVersionReply version;
   EXPECT_TRUE((*c)->Invoke([&](grpc::ClientContext* ctx) {
                     return (*c)->stub().GetVersion(ctx, {}, &version);
                   }).ok());
-  EXPECT_EQ(service.calls("GetVersion"), 4);
+  EXPECT_EQ(service.calls("GetVersion"), 5);  // past its failures: once
   cg::SendSessionParameterReply parameter;
   EXPECT_TRUE((*c)->Invoke([&](grpc::ClientContext* ctx) {
                     return (*c)->stub().SendSessionParameter(ctx, {}, &parameter);

@@ -158,6 +158,7 @@ TEST_F(ClientTest, EverySearchBeatsAPoorStartAndReplaysToWhatItReports) {
     ASSERT_TRUE(spec.ok()) << spec.status();
     o.search = *spec;
     o.time_limit_seconds = 1.0;
+    o.retime_top = 0;  // the search's own measurements (re-timing: the test below)
     int64_t progress_calls = 0;
     double last_best = 0;
     bool best_never_fell = true;
@@ -169,6 +170,8 @@ TEST_F(ClientTest, EverySearchBeatsAPoorStartAndReplaysToWhatItReports) {
     };
     auto r = Search(*start, o);
     ASSERT_TRUE(r.ok()) << algorithm << ": " << r.status();
+    EXPECT_FALSE(r->retimed);
+    EXPECT_EQ(r->search_gflops, r->gflops);
     EXPECT_EQ(r->start_gflops, start_gflops) << algorithm;  // the start's own measurement
     EXPECT_EQ(r->peak_gflops, peak) << algorithm;
     EXPECT_FALSE(r->actions.empty()) << algorithm;
@@ -197,6 +200,41 @@ TEST_F(ClientTest, EverySearchBeatsAPoorStartAndReplaysToWhatItReports) {
   EXPECT_EQ(Search(*start, bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(ClientTest, SearchesReportTheirBestStatesRetimed) {
+  // By default the best 3 kernels and the start are timed again at the end: the result is the
+  // fastest re-timed one, reported with its re-timed GFLOPS next to the search's measurement.
+  auto start = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/mm64_80_96");
+  ASSERT_TRUE(start.ok());
+  ASSERT_TRUE(start->StepNamed({"down", "swap_down"}).ok());
+  const double start_gflops = start->Observe("flops")->number;
+  for (const char* algorithm : {"evolution", "beam2bfs"}) {
+    SearchOptions o;
+    o.search = *ParseSearch(algorithm);
+    o.time_limit_seconds = 1.0;
+    double last_best = 0;
+    o.on_progress = [&](const SearchProgress& p) { last_best = p.best_gflops; };
+    auto r = Search(*start, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->retimed) << algorithm;
+    EXPECT_LT(r->seconds, o.time_limit_seconds + 0.5) << algorithm;
+    // A re-timed start near its first measurement (the same kernel), and a far better best.
+    EXPECT_GT(r->start_gflops, 0.5 * start_gflops) << algorithm;
+    EXPECT_LT(r->start_gflops, 2 * start_gflops) << algorithm;
+    EXPECT_GT(r->gflops, 2 * r->start_gflops) << algorithm << ": " << r->loop_tree;
+    // The chosen state is one the search measured, at most its best, and replays to it.
+    EXPECT_LE(r->search_gflops, last_best) << algorithm;
+    auto replay = start->Fork();
+    ASSERT_TRUE(replay.ok());
+    auto s = replay->StepNamed(r->actions, {"ir", "flops"});
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->Find("ir")->text, r->ir) << algorithm;
+    EXPECT_EQ(s->Find("flops")->number, r->search_gflops) << algorithm;  // cached: as searched
+    // Re-timed (local_evaluator_test shows it runs the kernel again): near the search's number.
+    EXPECT_GT(r->gflops, 0.5 * r->search_gflops) << algorithm;
+    EXPECT_LT(r->gflops, 2 * r->search_gflops) << algorithm;
+  }
+}
+
 TEST_F(ClientTest, ASearchThatExploresNothingReturnsTheStartItself) {
   // The start is the initial best: with depth 0 every search returns it, with no actions and
   // the start's own loop tree and measurement.
@@ -210,6 +248,7 @@ TEST_F(ClientTest, ASearchThatExploresNothingReturnsTheStartItself) {
     o.search = *ParseSearch(algorithm);
     o.depth = 0;
     o.time_limit_seconds = 0.3;
+    o.retime_top = 0;
     auto r = Search(*start, o);
     ASSERT_TRUE(r.ok()) << algorithm << ": " << r.status();
     EXPECT_TRUE(r->actions.empty()) << algorithm;
@@ -218,6 +257,14 @@ TEST_F(ClientTest, ASearchThatExploresNothingReturnsTheStartItself) {
     EXPECT_EQ(r->loop_tree, start->Observe("loop_tree")->text) << algorithm;
     EXPECT_EQ(r->ir, start->Observe("ir")->text) << algorithm;
     EXPECT_EQ(r->states_evaluated, 0) << algorithm;
+    // Re-timed, the start is still the result, at its new time.
+    o.retime_top = 3;
+    auto again = Search(*start, o);
+    ASSERT_TRUE(again.ok()) << algorithm << ": " << again.status();
+    EXPECT_TRUE(again->actions.empty()) << algorithm;
+    EXPECT_TRUE(again->retimed) << algorithm;
+    EXPECT_EQ(again->gflops, again->start_gflops) << algorithm;
+    EXPECT_EQ(again->search_gflops, start_gflops) << algorithm;
   }
 }
 
@@ -288,6 +335,7 @@ TEST_F(ClientTest, PolicySearchesFollowThePolicy) {
   // policy_guided: the policy's own episode is measured first, so its best is at least as good.
   o.search = *ParseSearch("policy_guided");
   o.time_limit_seconds = 1.0;
+  o.retime_top = 0;
   auto g = Search(*start, o);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->start_gflops, start_gflops);

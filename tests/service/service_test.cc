@@ -438,6 +438,31 @@ TEST_F(ServiceTest, TimingObservations) {
   cg::StepReply again;
   ASSERT_TRUE(c.Step(id, {"down"}, {"flops"}, &again).ok());
   EXPECT_EQ(again.observation(0).double_value(), gflops);
+
+  // looptool.remeasure times the kernel again: a fresh number near the measured one, and the
+  // cached flops stays as it was.
+  cg::SendSessionParameterReply param;
+  ASSERT_TRUE(c.Param(id, "looptool.remeasure", "", &param).ok());
+  ASSERT_EQ(param.reply_size(), 1);
+  const double retimed = std::stod(param.reply(0));
+  EXPECT_GT(retimed, 0.5 * gflops);
+  EXPECT_LT(retimed, 2.0 * gflops);
+  cg::StepReply cached;
+  ASSERT_TRUE(c.Step(id, {}, {"flops"}, &cached).ok());
+  EXPECT_EQ(cached.observation(0).double_value(), gflops);
+
+  // Upstream loop_tool-v0 sessions (its "simple" space) have no kernel of ours to re-time.
+  int simple = -1;
+  for (int i = 0; i < c.spaces().action_space_list_size(); ++i) {
+    if (c.spaces().action_space_list(i).name() == "simple") simple = i;
+  }
+  ASSERT_GE(simple, 0);
+  cg::StartSessionReply v0;
+  ASSERT_TRUE(c.Start("benchmark://loop_tool-cpu-v0/1024", {}, &v0, simple).ok());
+  param.Clear();
+  const grpc::Status s = c.Param(v0.session_id(), "looptool.remeasure", "", &param);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("cannot re-time"));
 }
 
 TEST_F(ServiceTest, CrashingAndHangingKernelsFailOneStepOnly) {

@@ -60,6 +60,32 @@ TEST(LocalEvaluator, MeasuresOnceAndCachesBySchedule) {
   EXPECT_GT(ev.stats().compile_seconds, 0);
 }
 
+TEST(LocalEvaluator, RemeasureTimesAgainWithoutTouchingTheCache) {
+  LocalEvaluator::Options o = Fast();
+  o.timing.min_runs = 7;
+  LocalEvaluator ev(o);
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
+  // A schedule never measured is measured (compiled, verified, cached) first.
+  auto again = ev.RemeasureFor(t, 0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ev.stats().measured, 1);
+  auto cached = ev.Measure(t);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(ev.stats().cache_hits, 1);
+  // Re-timing runs the kernel again: a new minimum each time, the cached one unchanged.
+  double seconds = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto r = ev.RemeasureFor(t, 0);
+    ASSERT_TRUE(r.ok());
+    EXPECT_GT(r->seconds, 0);
+    EXPECT_DOUBLE_EQ(r->gflops, 2.0 * 32 * 48 * 16 / r->seconds * 1e-9);
+    seconds += r->seconds;
+  }
+  EXPECT_EQ(ev.stats().measured, 1);
+  EXPECT_EQ(ev.Measure(t)->seconds, cached->seconds);
+  EXPECT_NE(seconds, 3 * cached->seconds);  // three fresh minima, not the cached one thrice
+}
+
 TEST(LocalEvaluator, SameProgramTextDifferentSizesAreDifferentPrograms) {
   LocalEvaluator ev(Fast());
   ASSERT_TRUE(ev.Measure(InitialTree("s[m] += A[m,n]; m=8 n=8")).ok());

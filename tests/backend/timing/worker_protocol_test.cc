@@ -46,7 +46,8 @@ TEST(WorkerProtocol, EveryRequestRoundTrips) {
       "C[m, n] += A[m, k] * B[k, n]\nm=64 n=80 k=96\ncompute 1: m(64) k(96) n(80)\n";
   const std::string binary("a\0b\n\xff", 5);
   for (const WorkerRequest& request :
-       {WorkerRequest{WorkerTask::kMeasure, ir}, WorkerRequest{WorkerTask::kPeak, ""},
+       {WorkerRequest{WorkerTask::kMeasure, ir}, WorkerRequest{WorkerTask::kRemeasure, ir},
+        WorkerRequest{WorkerTask::kPeak, ""},
         WorkerRequest{WorkerTask::kExtension, "crash"},
         WorkerRequest{WorkerTask::kExtension, binary}}) {
     const std::string frame = EncodeRequest(request);
@@ -60,6 +61,7 @@ TEST(WorkerProtocol, EveryRequestRoundTrips) {
   }
   EXPECT_EQ(EncodeRequest({WorkerTask::kMeasure, "x"}), "Mx");
   EXPECT_EQ(EncodeRequest({WorkerTask::kPeak, ""}), "P");
+  EXPECT_EQ(EncodeRequest({WorkerTask::kRemeasure, "x"}), "Rx");
   EXPECT_EQ(EncodeRequest({WorkerTask::kExtension, "hang"}), "Xhang");
 }
 
