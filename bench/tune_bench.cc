@@ -35,6 +35,8 @@
 #include "service/server.h"
 
 ABSL_FLAG(double, time_limit, 10, "seconds per search");
+ABSL_FLAG(int, retime_top, 3,
+          "kernels each search re-times at its end (SearchOptions::retime_top); 0: none");
 ABSL_FLAG(std::string, searches,
           "greedy1,greedy2,beam2dfs,beam4dfs,beam2bfs,beam4bfs,random,evolution",
           "comma-separated search algorithms");
@@ -202,9 +204,10 @@ std::string SummaryTable(const std::vector<std::string>& searches, const std::ve
 
 int Main() {
   if (absl::GetFlag(FLAGS_time_limit) <= 0 || absl::GetFlag(FLAGS_timing_budget_ms) <= 0 ||
-      absl::GetFlag(FLAGS_count) < 0 || absl::GetFlag(FLAGS_offgrid) < 0) {
+      absl::GetFlag(FLAGS_count) < 0 || absl::GetFlag(FLAGS_offgrid) < 0 ||
+      absl::GetFlag(FLAGS_retime_top) < 0 || absl::GetFlag(FLAGS_retime_top) > 16) {
     std::fprintf(stderr, "tune_bench: --time_limit and --timing_budget_ms must be positive, "
-                         "--count and --offgrid at least 0\n");
+                         "--count and --offgrid at least 0, --retime_top 0..16\n");
     return 1;
   }
   service::ServerConfig config;
@@ -268,6 +271,7 @@ int Main() {
       client::SearchOptions options;
       options.search = specs[search];
       options.time_limit_seconds = limit;
+      options.retime_top = absl::GetFlag(FLAGS_retime_top);
       auto r = client::Search(*env, options);
       if (!r.ok()) {
         std::fprintf(stderr, "%s %s: %s\n", name.c_str(), search.c_str(),
@@ -301,13 +305,19 @@ int Main() {
   std::string md = absl::StrFormat(
       "# tune_bench\n\nEach search limited to %.0f s, through the C++ client against a server in "
       "the same process (kernel worker on cpu %d; %s timing, budget %.0f ms per new schedule%s). "
-      "GFLOPS are the server's measurements (fastest run); the measured FMA peak is %.1f GFLOPS. "
-      "oneDNN %s (matmul primitive) and OpenBLAS cblas_sgemm (%s): one thread, same core, this "
-      "run. Retimed: the best schedule compiled, verified and timed again after the search "
-      "(fixed %.0f ms budget, same core), over the GFLOPS the search reported.\n",
+      "GFLOPS are the server's measurements (fastest run; %s); the measured FMA peak is %.1f "
+      "GFLOPS. oneDNN %s (matmul primitive) and OpenBLAS cblas_sgemm (%s): one thread, same core, "
+      "this run. Retimed: the best schedule compiled, verified and timed again after the search "
+      "in a fresh evaluator in this process (fixed %.0f ms budget, same core), over the GFLOPS "
+      "the search reported.\n",
       limit, core, timing, absl::GetFlag(FLAGS_timing_budget_ms),
-      timing == "adaptive" ? " at most" : "", peak, OneDnnVersion(), OpenBlasCore(),
-      retime_budget * 1000);
+      timing == "adaptive" ? " at most" : "",
+      absl::GetFlag(FLAGS_retime_top) > 0
+          ? absl::StrFormat("--retime_top=%d: the start and the %d best kernels timed again by "
+                            "the server at the end of each search, the fastest reported",
+                            absl::GetFlag(FLAGS_retime_top), absl::GetFlag(FLAGS_retime_top))
+          : std::string("--retime_top=0: as each search measured them"),
+      peak, OneDnnVersion(), OpenBlasCore(), retime_budget * 1000);
   const int count = absl::GetFlag(FLAGS_count), offgrid = absl::GetFlag(FLAGS_offgrid);
   if (count > 0) {
     md += absl::StrFormat("\n## %d test-split matmuls of mm64_256_16_range-v0\n\n", count);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: installs missing Debian packages, then `bazel test //...`, then the backend and
-# service tests again under ASan + UBSan (`--config=asan`). Prints one line per test target and a
+# Runs every test: installs missing Debian packages, then `bazel test //...`, then docker/test.sh
+# (the container images), then the backend and service tests again under ASan + UBSan
+# (`--config=asan`). Prints one line per test target and a
 # closing "tests: N passed, M failed" line (and the GoogleTest/unittest case counts) over both
 # runs; exits non-zero if either failed. Extra arguments go to both `bazel test` runs.
 # LOOPTOOL_SKIP_ASAN=1 skips the sanitizer run.
@@ -38,6 +39,17 @@ run_tests() {
 
 run_tests //... "$@"
 rc=$?
+# The container images: built and run (two pinned containers, a tune against each, a clean
+# stop) while bazel-bin holds the plain build. Skipped, saying why, where no engine can run.
+echo "== docker/test.sh (the server image, two containers)"
+if docker/test.sh; then
+  passed=$((passed + 1))
+  echo "docker/test.sh PASSED"
+else
+  failed=$((failed + 1))
+  echo "docker/test.sh FAILED"
+  [[ $rc -eq 0 ]] && rc=1
+fi
 if [[ "${LOOPTOOL_SKIP_ASAN:-0}" != 1 ]]; then
   echo "== the backend and service tests under ASan + UBSan (--config=asan)"
   run_tests --config=asan //tests/backend/... //tests/service/... "$@"

@@ -62,7 +62,8 @@ struct SearchOptions {
   // policy_guided: the policy's top actions expanded at each state.
   int policy_width = 3;
   // The best `retime_top` distinct kernels (and the start) are timed again at the end with the
-  // server's full fixed budget (Env::Remeasure), in the last 10% of the time limit; the fastest
+  // server's full fixed budget (Env::Remeasure), in the last 5% of the time limit (at most
+  // 0.1 s; a kernel in progress may run past it); the fastest
   // re-timed one is the result and its re-timed GFLOPS what is reported, so that the number is
   // not the luckiest of thousands of measurements. 0: report the search's own measurements.
   // Not for policy, which measures one state only.
