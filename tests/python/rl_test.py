@@ -155,6 +155,8 @@ class TrainArgumentsTest(unittest.TestCase):
                       self.refused("--steps=10", "--timing-cores=4096"))
         self.assertIn("invalid choice", self.refused("--steps=10", "--action-space=nope"))
         self.assertIn("invalid choice", self.refused("--steps=10", "--algo=a3c"))
+        self.assertIn("--actors=1 is fewer than the 2 --servers",
+                      self.refused("--steps=10", "--actors=1", "--servers=127.0.0.1:1,127.0.0.1:2"))
 
     def test_an_unreachable_server_is_one_clear_line(self):
         with tempfile.TemporaryDirectory() as out, \

@@ -87,6 +87,11 @@ def parse_args(argv):
         p.error(f"--hidden takes layer widths in 1..4096, e.g. 128,128; got {args.hidden!r}")
     if args.ppo_batch_episodes < 1 or args.eval_count < 0:
         p.error("--ppo-batch-episodes must be at least 1 and --eval-count at least 0")
+    servers = [s for s in args.servers.split(",") if s]
+    if len(servers) > args.actors:
+        # Actor i tunes on servers[i % len(servers)]: the rest would sit idle.
+        p.error(f"--actors={args.actors} is fewer than the {len(servers)} --servers: actor i "
+                f"uses server i mod {len(servers)}, so give at least one actor per server")
     if not args.servers:
         try:
             cluster.default_timing_cores(args.timing_cores)
