@@ -113,7 +113,10 @@ absl::StatusOr<Measurement> LocalEvaluator::RemeasureFor(const LoopTree& tree, u
   if (!kernel.ok()) return kernel.status();
   std::vector<float*> pointers;
   for (auto& buffer : program.scratch) pointers.push_back(buffer.data());
+  const double t0 = MonotonicSeconds();
   const TimingResult t = MeasureRuns([&] { kernel->Run(pointers.data()); }, options_.timing);
+  ++stats_.remeasured;
+  stats_.timing_seconds += MonotonicSeconds() - t0;
   return Measurement{t.min_seconds,
                      static_cast<double>(tree.program().Flops()) / t.min_seconds * 1e-9};
 }

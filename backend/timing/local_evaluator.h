@@ -51,6 +51,7 @@ class LocalEvaluator : public KernelEvaluator {
     int64_t slower = 0;       // adaptive: runs stopped as clearly slower than the best
     int64_t confirmed = 0;    // adaptive: candidates timed again with the fixed budget
     int64_t cache_hits = 0;
+    int64_t remeasured = 0;   // RemeasureFor timings (not in `measured`)
     double compile_seconds = 0, verify_seconds = 0, timing_seconds = 0;
   };
 

@@ -56,6 +56,42 @@ class LocalServerTest(unittest.TestCase):
         with self.assertRaisesRegex(ServerStartError, "not found or not executable"):
             LocalServer("no/such/looptool-server")
 
+    def test_a_server_dies_with_its_parent_when_asked(self):
+        # A parent process SIGKILLed: its die_with_parent server gets SIGTERM and exits.
+        import signal
+        import subprocess
+        import sys
+        with tempfile.TemporaryDirectory() as tmp:
+            code = ("import sys, time\n"
+                    "from looptool import LocalServer\n"
+                    f"s = LocalServer({os.path.abspath(SERVER)!r}, working_dir={tmp!r}, "
+                    "die_with_parent=True)\n"
+                    "print(s.pid, flush=True)\n"
+                    "time.sleep(60)\n")
+            parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                      env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+            pid = int(parent.stdout.readline())
+            os.kill(pid, 0)  # running
+            parent.kill()
+            parent.wait()
+            def alive():  # a zombie (exited, not yet reaped by its new parent) is gone
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+                except FileNotFoundError:
+                    return False
+
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if not alive():
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(pid, signal.SIGKILL)
+                self.fail("the server outlived its SIGKILLed parent")
+            with open(os.path.join(tmp, "server.log")) as f:
+                self.assertIn("signal 15", f.read())  # SIGTERM: it drained and exited
+
     def test_binary_from_environment(self):
         with mock.patch.dict(os.environ, {"LOOPTOOL_SERVER": os.path.abspath(SERVER)}):
             self.assertEqual(server_lib.default_binary(), os.path.abspath(SERVER))

@@ -99,6 +99,23 @@ class ReplayTest(unittest.TestCase):
         self.assertEqual(len(r), 4)
         self.assertEqual(r.added, 5)
 
+        # A checkpoint round trip: the same transitions, priorities and counters.
+        state = r.state_dict()
+        back = replay.PrioritizedReplay(4, 3, 2, alpha=1.0, seed=1)
+        back.load_state_dict(state)
+        self.assertEqual((len(back), back.added), (4, 5))
+        np.testing.assert_array_equal(back._tree, r._tree)
+        for k in replay.PrioritizedReplay.FIELDS:
+            np.testing.assert_array_equal(back._data[k], r._data[k])
+        more = replay.n_step_transitions(FakeEpisode([7, 8]), "dgflops_peak", 1, 0.9)
+        r.add(more)
+        back.add(more)  # both overwrite the same (oldest) slot
+        np.testing.assert_array_equal(back._data["obs"], r._data["obs"])
+        with self.assertRaisesRegex(ValueError, "capacity 4 does not fit one of 8"):
+            replay.PrioritizedReplay(8, 3, 2).load_state_dict(state)
+        with self.assertRaisesRegex(ValueError, "replay field obs has shape"):
+            replay.PrioritizedReplay(4, 5, 2).load_state_dict(state)
+
 
 class PolicyFileTest(unittest.TestCase):
     def test_numpy_and_torch_agree_and_the_file_round_trips(self):
@@ -298,6 +315,8 @@ class TrainingTest(ServerTestCase):
             self.assertLessEqual(first["updates"], 0.5 * first["env_steps"])
             state = torch.load(os.path.join(out, "checkpoint.pt"))
             self.assertEqual(state["env_steps"], first["env_steps"])
+            kept = state["learner"]["replay"]["size"]
+            self.assertGreater(kept, 0)  # the replay is in the checkpoint
             # resume: counters continue from the checkpoint
             train.main(["--algo=apex-dqn", "--steps=250", "--actors=2",
                         "--episodes-per-call=1", f"--servers={self.server.address}",
@@ -309,7 +328,7 @@ class TrainingTest(ServerTestCase):
             self.assertGreaterEqual(second["env_steps"], 250)
             self.assertGreater(second["updates"], first["updates"])
             with open(os.path.join(out, "train.log")) as f:
-                self.assertIn("resumed from", f.read())
+                self.assertIn(f"{kept} transitions in the replay buffer", f.read())
 
     def test_ppo_trains(self):
         with tempfile.TemporaryDirectory() as out:

@@ -10,6 +10,10 @@ and exits 0), waits, and returns the exit status; a server that does not stop wi
 `stop_timeout` seconds is killed. The server's stdout and stderr go to
 <working_dir>/server.log.
 
+With `die_with_parent=True` the server is sent SIGTERM when the thread that started it ends
+(Linux's PR_SET_PDEATHSIG), so a process killed with SIGKILL leaves no server behind; start it
+from a thread that lives as long as the server should (the main thread).
+
 The binary is the `binary` argument, else $LOOPTOOL_SERVER, else "service/looptool-server"
 relative to the current directory (the runfiles root under `bazel test` / `bazel run`).
 """
@@ -47,6 +51,13 @@ def _stop(process, timeout):
     return process.returncode
 
 
+def _die_with_parent():
+    """In the child before exec: SIGTERM when the parent (thread) goes (PR_SET_PDEATHSIG)."""
+    import ctypes
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+
+
 def _cleanup(process, log, tmpdir):
     """Last-resort cleanup (garbage collection, interpreter exit): never leave a server running."""
     _stop(process, 5)
@@ -72,7 +83,7 @@ class LocalServer:
     """
 
     def __init__(self, binary=None, flags=(), working_dir=None, port=0, startup_timeout=30.0,
-                 stop_timeout=30.0):
+                 stop_timeout=30.0, die_with_parent=False):
         self.binary = os.path.abspath(binary or default_binary())
         if not os.access(self.binary, os.X_OK):
             raise ServerStartError(f"looptool-server not found or not executable: {self.binary} "
@@ -91,7 +102,8 @@ class LocalServer:
         self.args = [self.binary, f"--port={port}", f"--working_dir={working_dir}", *flags]
         self._log = open(os.path.join(working_dir, "server.log"), "wb")
         self.process = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
-                                        stdout=self._log, stderr=subprocess.STDOUT)
+                                        stdout=self._log, stderr=subprocess.STDOUT,
+                                        preexec_fn=_die_with_parent if die_with_parent else None)
         self._finalizer = weakref.finalize(self, _cleanup, self.process, self._log, self._tmpdir)
         try:
             self.port = self._wait_for_port(port_file, startup_timeout)

@@ -59,7 +59,7 @@ class ApexLearner:
         self.replay = replay_lib.PrioritizedReplay(c.buffer_size, input_size, num_actions,
                                                    c.alpha, seed)
         self.updates = 0
-        self._updates_at_start = 0  # updates a resumed run began with (its replay starts empty)
+        self._updates_at_start = 0  # updates a resumed run began with, if its replay was not kept
         self._policy = None
 
     # --- what the loop asks -----------------------------------------------------------------
@@ -129,11 +129,21 @@ class ApexLearner:
 
     def state_dict(self):
         return {"net": self.net.state_dict(), "target": self.target.state_dict(),
-                "opt": self.opt.state_dict(), "updates": self.updates}
+                "opt": self.opt.state_dict(), "updates": self.updates,
+                "updates_at_start": self._updates_at_start, "replay": self.replay.state_dict()}
 
     def load_state_dict(self, state):
         self.net.load_state_dict(state["net"])
         self.target.load_state_dict(state["target"])
         self.opt.load_state_dict(state["opt"])
-        self.updates = self._updates_at_start = state["updates"]
+        self.updates = state["updates"]
+        if "replay" in state:  # the replay goes on: the update cap counts every transition
+            self.replay.load_state_dict(state["replay"])
+            self._updates_at_start = state.get("updates_at_start", 0)
+        else:  # a checkpoint without its replay: cap the updates by what this run adds
+            self._updates_at_start = state["updates"]
         self._policy = None
+
+    def kept_replay(self):
+        """Transitions in the replay buffer (a resumed run's, restored from its checkpoint)."""
+        return len(self.replay)

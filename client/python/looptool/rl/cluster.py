@@ -55,8 +55,9 @@ class Servers:
             others = sorted(os.sched_getaffinity(0) - set(cores))
             if others:
                 os.sched_setaffinity(0, others)
+            # A trainer killed with SIGKILL must not leave its server running.
             self.local = LocalServer(flags=[f"--eval_cores={','.join(map(str, cores))}",
-                                            *server_flags])
+                                            *server_flags], die_with_parent=True)
             self.addresses = [self.local.address]
             self.timing_cores = cores
 

@@ -110,6 +110,36 @@ class PrioritizedReplay:
         self._max_priority = max(self._max_priority, float(priorities.max()))
         self._set(np.asarray(indices), priorities)
 
+    def state_dict(self):
+        """The filled part of the buffer, its priorities and counters (numpy arrays), for
+        checkpoints: a resumed run samples the same transitions as the run it continues."""
+        n = self._size
+        return {"capacity": self.capacity, "alpha": self.alpha, "size": n, "next": self._next,
+                "added": self.added, "max_priority": self._max_priority,
+                "leaves": self._tree[self._leaves:self._leaves + n].copy(),
+                "data": {k: v[:n].copy() for k, v in self._data.items()}}
+
+    def load_state_dict(self, state):
+        """Restores what state_dict() saved. ValueError when it does not fit this buffer
+        (another capacity, observation size or action count)."""
+        n = int(state["size"])
+        if state["capacity"] != self.capacity or n > self.capacity:
+            raise ValueError(f"a replay of capacity {state['capacity']} does not fit one of "
+                             f"{self.capacity}")
+        for k, v in self._data.items():
+            saved = np.asarray(state["data"][k])
+            if saved.shape[1:] != v.shape[1:] or len(saved) != n:
+                raise ValueError(f"replay field {k} has shape {saved.shape}, expected "
+                                 f"({n}, *{v.shape[1:]})")
+        for k, v in self._data.items():
+            v[:n] = state["data"][k]
+        self._size, self._next = n, int(state["next"])
+        self.added, self._max_priority = int(state["added"]), float(state["max_priority"])
+        self._tree[:] = 0
+        self._tree[self._leaves:self._leaves + n] = state["leaves"]
+        for node in range(self._leaves - 1, 0, -1):
+            self._tree[node] = self._tree[2 * node] + self._tree[2 * node + 1]
+
     def _set(self, slots, priorities):
         for slot, pr in zip(slots, priorities):
             node = int(slot) + self._leaves

@@ -175,8 +175,9 @@ class Trainer:
         self.env_steps, self.episodes = state["env_steps"], state["episodes"]
         self.elapsed, self.curve = state["elapsed"], state["curve"]
         self.rng.bit_generator.state = state["rng"]
+        kept = self.learner.kept_replay() if hasattr(self.learner, "kept_replay") else 0
         self.log(f"resumed from {self.checkpoint}: {self.env_steps} steps, "
-                 f"{self.elapsed:.0f} s trained (the replay buffer starts empty)")
+                 f"{self.elapsed:.0f} s trained, {kept} transitions in the replay buffer")
 
     # --- the loop -------------------------------------------------------------------------------
 
