@@ -35,6 +35,8 @@
 #include "service/server.h"
 
 ABSL_FLAG(double, time_limit, 10, "seconds per search");
+ABSL_FLAG(bool, policy_seed, true,
+          "evolution starts from the built-in policy's episode (SearchOptions::policy_seed)");
 ABSL_FLAG(int, retime_top, 3,
           "kernels each search re-times at its end (SearchOptions::retime_top); 0: none");
 ABSL_FLAG(std::string, searches,
@@ -272,6 +274,7 @@ int Main() {
       options.search = specs[search];
       options.time_limit_seconds = limit;
       options.retime_top = absl::GetFlag(FLAGS_retime_top);
+      options.policy_seed = absl::GetFlag(FLAGS_policy_seed);
       auto r = client::Search(*env, options);
       if (!r.ok()) {
         std::fprintf(stderr, "%s %s: %s\n", name.c_str(), search.c_str(),
@@ -309,7 +312,7 @@ int Main() {
       "GFLOPS. oneDNN %s (matmul primitive) and OpenBLAS cblas_sgemm (%s): one thread, same core, "
       "this run. Retimed: the best schedule compiled, verified and timed again after the search "
       "in a fresh evaluator in this process (fixed %.0f ms budget, same core), over the GFLOPS "
-      "the search reported.\n",
+      "the search reported.%s\n",
       limit, core, timing, absl::GetFlag(FLAGS_timing_budget_ms),
       timing == "adaptive" ? " at most" : "",
       absl::GetFlag(FLAGS_retime_top) > 0
@@ -317,7 +320,10 @@ int Main() {
                             "the server at the end of each search, the fastest reported",
                             absl::GetFlag(FLAGS_retime_top), absl::GetFlag(FLAGS_retime_top))
           : std::string("--retime_top=0: as each search measured them"),
-      peak, OneDnnVersion(), OpenBlasCore(), retime_budget * 1000);
+      peak, OneDnnVersion(), OpenBlasCore(), retime_budget * 1000,
+      absl::GetFlag(FLAGS_policy_seed)
+          ? " Evolution starts from the built-in policy's episode (--policy_seed)."
+          : " Evolution starts from random rollouts only (--policy_seed=false).");
   const int count = absl::GetFlag(FLAGS_count), offgrid = absl::GetFlag(FLAGS_offgrid);
   if (count > 0) {
     md += absl::StrFormat("\n## %d test-split matmuls of mm64_256_16_range-v0\n\n", count);

@@ -359,7 +359,33 @@ absl::Status Random(Searcher& s, int depth, uint64_t seed) {
 // the suffix of the other). Paths longer than twice the episode length are cut. A child enters
 // the population when it beats the worst member, which leaves; every state measured on the way
 // counts for the best.
-absl::Status Evolution(Searcher& s, int depth, uint64_t seed) {
+// A policy that acts in another space whose action names the session's space has: index i of
+// the policy's space is session action map[i].
+struct MappedPolicy {
+  const Policy* policy = nullptr;
+  std::vector<int> map;
+};
+
+// The policy's greedy episode from the root, its actions mapped into the session's space:
+// returns the best state on the way (the root when none was better).
+absl::StatusOr<Node> MappedPolicyEpisode(Searcher& s, const MappedPolicy& p, int depth) {
+  absl::StatusOr<Env> env = s.Materialize(s.root());
+  if (!env.ok()) return env.status();
+  Node node = s.root(), best = s.root();
+  for (int d = 0; d < depth && !s.Expired(); ++d) {
+    std::vector<bool> mask(p.map.size());
+    for (size_t i = 0; i < p.map.size(); ++i) mask[i] = node.mask[p.map[i]];
+    const std::vector<int> ranked = RankActions(p.policy->Scores(node.features), mask);
+    if (ranked.empty()) break;
+    absl::StatusOr<Reached> next = s.Advance(*env, node, p.map[ranked.front()]);
+    if (!next.ok()) return next.status();
+    node = std::move(next->node);
+    if (node.gflops > best.gflops) best = node;
+  }
+  return best;
+}
+
+absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy* seed_policy) {
   constexpr size_t kPopulation = 16;
   std::mt19937_64 rng(seed);
   const auto uniform = [&rng](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
@@ -408,6 +434,11 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed) {
     }
     return *best;
   };
+  if (seed_policy != nullptr) {
+    absl::StatusOr<Node> seeded = MappedPolicyEpisode(s, *seed_policy, depth);
+    if (!seeded.ok()) return seeded.status();
+    if (seeded->ir != s.root().ir) admit(*seeded);
+  }
   for (size_t i = 0; i < kPopulation && !s.Expired(); ++i) {
     absl::Status st = rollout(s.root(), depth);
     if (!st.ok()) return st;
@@ -453,6 +484,21 @@ absl::Status CheckPolicyFits(const Policy& policy, const Env& start) {
         policy.action_space(), "); the session's has ", start.action_names().size()));
   }
   return absl::OkStatus();
+}
+
+// `policy` with its actions mapped by name into `start`'s space, or nullopt when the server
+// does not list the policy's space or the session's space lacks one of its actions.
+std::optional<MappedPolicy> MapPolicy(const Policy& policy, const Env& start) {
+  absl::StatusOr<std::vector<std::string>> names =
+      start.connection()->ActionNames(policy.action_space());
+  if (!names.ok() || static_cast<int>(names->size()) != policy.num_actions()) return std::nullopt;
+  MappedPolicy mapped{&policy, {}};
+  for (const std::string& name : *names) {
+    const int index = start.ActionIndex(name);
+    if (index < 0) return std::nullopt;
+    mapped.map.push_back(index);
+  }
+  return mapped;
 }
 
 absl::Status CheckFeatures(const Policy& policy, const std::vector<float>& features) {
@@ -616,7 +662,13 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
     absl::Status fits = CheckPolicyFits(policy, start);
     if (!fits.ok()) return fits;
   }
-  Searcher s(start, options, /*with_features=*/spec.kind == Kind::kPolicyGuided);
+  // evolution's seed: the policy, its actions mapped by name into the session's space.
+  std::optional<MappedPolicy> seed_policy;
+  if (spec.kind == Kind::kEvolution && options.policy_seed && options.depth > 0) {
+    seed_policy = MapPolicy(policy, start);
+  }
+  Searcher s(start, options, /*with_features=*/spec.kind == Kind::kPolicyGuided ||
+                                 seed_policy.has_value());
   absl::Status status = s.Init();
   if (!status.ok()) return status;
   switch (spec.kind) {
@@ -636,7 +688,11 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
       status = Random(s, options.depth, options.seed);
       break;
     case Kind::kEvolution:
-      status = Evolution(s, options.depth, options.seed);
+      if (seed_policy.has_value() && !CheckFeatures(policy, s.root().features).ok()) {
+        seed_policy.reset();  // another --max_loops: the policy cannot read this server's
+      }
+      status = Evolution(s, options.depth, options.seed,
+                         seed_policy.has_value() ? &*seed_policy : nullptr);
       break;
     case Kind::kPolicyGuided:
       status = PolicyGuided(s, policy, options.policy_width, options.depth);

@@ -61,6 +61,10 @@ struct SearchOptions {
   const Policy* policy = nullptr;
   // policy_guided: the policy's top actions expanded at each state.
   int policy_width = 3;
+  // evolution: the policy's greedy episode (its actions mapped by name into the session's
+  // space) seeds the population before the random rollouts, so that the search starts from a
+  // good schedule. Skipped when the policy's actions or observation do not fit the session.
+  bool policy_seed = true;
   // The best `retime_top` distinct kernels (and the start) are timed again at the end with the
   // server's full fixed budget (Env::Remeasure), in the last 5% of the time limit (at most
   // 0.1 s; a kernel in progress may run past it); the fastest

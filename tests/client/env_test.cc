@@ -268,9 +268,11 @@ TEST_F(ClientTest, ASearchThatExploresNothingReturnsTheStartItself) {
   }
 }
 
-// A policy over loop_tool's 17 actions that ignores its input: Q(a) = bias[a] - mean(bias).
-Policy FixedPreferencePolicy(const std::map<std::string, float>& preference, int actions = 17,
-                             int input = 320) {
+// A policy over `space`'s actions (loop_tool's 17 by default) that ignores its input:
+// Q(a) = bias[a] - mean(bias).
+Policy FixedPreferencePolicy(const std::map<std::string, float>& preference,
+                             const ActionSpace& space = LoopToolActionSpace(), int input = 320) {
+  const int actions = space.size();
   const auto b64 = [](const std::vector<float>& v) {
     std::string bytes(v.size() * sizeof(float), '\0');
     std::memcpy(bytes.data(), v.data(), bytes.size());
@@ -283,10 +285,10 @@ Policy FixedPreferencePolicy(const std::map<std::string, float>& preference, int
   };
   std::vector<float> bias(actions, 0);
   for (const auto& [name, q] : preference) {
-    bias[LoopToolActionSpace().IndexOf(*ActionFromName(name))] = q;
+    bias[space.IndexOf(*ActionFromName(name))] = q;
   }
   nlohmann::json j = {{"format", "looptool-policy"}, {"version", 1}, {"kind", "dueling_q"},
-                      {"action_space", "loop_tool"}, {"observation_space", "loops_tensor"},
+                      {"action_space", space.name}, {"observation_space", "loops_tensor"},
                       {"input_size", input}, {"num_actions", actions}, {"preprocess", "log2p1"},
                       {"trunk", {layer(input, 1, {0})}}, {"head", layer(1, actions, bias)},
                       {"value", layer(1, 1, {0})}};
@@ -349,24 +351,60 @@ TEST_F(ClientTest, PolicySearchesFollowThePolicy) {
   EXPECT_EQ(s->Find("flops")->number, g->gflops);
 }
 
+TEST_F(ClientTest, EvolutionStartsFromThePolicysEpisodeMappedIntoTheSessionsSpace) {
+  // A loop_tune policy (7 actions) preferring swap_up, in a loop_tool session: its actions are
+  // mapped by name, and its episode is evolution's first: the first state measured after the
+  // start is swap_up's child, which restores m k n (more than twice the start's speed).
+  auto start = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/mm64_80_96");
+  ASSERT_TRUE(start.ok());
+  ASSERT_TRUE(start->StepNamed({"down", "swap_down"}).ok());
+  const double start_gflops = start->Observe("flops")->number;
+  const Policy tune_policy = FixedPreferencePolicy({{"swap_up", 5}}, LoopTuneActionSpace());
+  ASSERT_EQ(tune_policy.num_actions(), 7);
+  for (bool seeded : {true, false}) {
+    SearchOptions o;
+    o.search = *ParseSearch("evolution");
+    o.time_limit_seconds = 0.5;
+    o.policy = &tune_policy;
+    o.policy_seed = seeded;
+    double first_best = -1;
+    o.on_progress = [&](const SearchProgress& p) {
+      if (p.states_evaluated == 1) first_best = p.best_gflops;
+    };
+    auto r = Search(*start, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (seeded) EXPECT_GT(first_best, 2 * start_gflops);
+    EXPECT_GT(r->gflops, r->start_gflops);
+  }
+}
+
 TEST_F(ClientTest, PolicySearchesRefuseAPolicyForAnotherSpace) {
   auto start = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/mm64_80_96");
   ASSERT_TRUE(start.ok());
   for (const char* algorithm : {"policy", "policy_guided"}) {
     SearchOptions o;
     o.search = *ParseSearch(algorithm);
-    const Policy three_actions = FixedPreferencePolicy({}, /*actions=*/3);
+    const ActionSpace three{"loop_tool", {LoopToolActionSpace().actions.begin(),
+                                          LoopToolActionSpace().actions.begin() + 3}};
+    const Policy three_actions = FixedPreferencePolicy({}, three);
     o.policy = &three_actions;
     auto r = Search(*start, o);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << algorithm;
     EXPECT_THAT(r.status().message(), HasSubstr("a space of 3 actions")) << algorithm;
-    const Policy other_input = FixedPreferencePolicy({}, 17, /*input=*/100);
+    const Policy other_input = FixedPreferencePolicy({}, LoopToolActionSpace(), /*input=*/100);
     o.policy = &other_input;
     r = Search(*start, o);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << algorithm;
     EXPECT_THAT(r.status().message(), HasSubstr("reads 100 numbers of loops_tensor; the server "
                                                 "sends 320"))
         << algorithm;
+    // evolution only seeds from a policy that fits, and goes on without one that does not.
+    o.search = *ParseSearch("evolution");
+    o.time_limit_seconds = 0.3;
+    for (const Policy* p : {&three_actions, &other_input}) {
+      o.policy = p;
+      EXPECT_TRUE(Search(*start, o).ok());
+    }
   }
 }
 
