@@ -341,6 +341,41 @@ class TrainingTest(ServerTestCase):
             self.assertGreaterEqual(summary["updates"], 2)
 
 
+class TokenTest(unittest.TestCase):
+    def test_training_against_a_token_protected_server(self):
+        # The learner and every actor send --auth-token-file's token; without it, one line.
+        with tempfile.TemporaryDirectory() as d:
+            token = os.path.join(d, "token")
+            with open(token, "w") as f:
+                f.write("s3cret-token\n")
+            server = LocalServer(SERVER, flags=[f"--auth_token_file={token}",
+                                                "--timing_budget_ms=2"])
+            try:
+                out = os.path.join(d, "run")
+                self.assertEqual(train.main([
+                    "--algo=apex-dqn", "--steps=40", "--actors=1", "--episodes-per-call=1",
+                    f"--servers={server.address}", f"--auth-token-file={token}",
+                    f"--out={out}", "--learning-starts=16", "--eval-every=0",
+                    "--final-test-count=1", "--final-offgrid-count=1", "--checkpoint-every=0",
+                    "--no-progress", "--hidden=16"]), 0)
+                with open(os.path.join(out, "summary.json")) as f:
+                    self.assertGreaterEqual(json.load(f)["env_steps"], 40)
+                with unittest.mock.patch("sys.stderr", new_callable=io.StringIO) as err:
+                    code = train.main(["--steps=10", f"--servers={server.address}",
+                                       f"--out={out}-2", "--actors=1", "--no-progress"])
+                self.assertEqual(code, 1)
+                self.assertIn("UNAUTHENTICATED", err.getvalue())
+            finally:
+                server.close()
+        with tempfile.TemporaryDirectory() as d:
+            empty = os.path.join(d, "empty")
+            open(empty, "w").close()
+            with self.assertRaises(SystemExit), \
+                    unittest.mock.patch("sys.stderr", new_callable=io.StringIO) as err:
+                train.parse_args(["--steps=10", f"--auth-token-file={empty}"])
+            self.assertIn("no token in", err.getvalue())
+
+
 class FaultTest(unittest.TestCase):
     def test_actor_killed_and_server_restarted_mid_run(self):
         server = LocalServer(SERVER, flags=["--timing_budget_ms=2"])

@@ -91,13 +91,15 @@ class ActorPool:
       client: a distributed.Client.
       servers: server addresses; actor i's benchmarks are those routed to servers[i % len].
       size: number of actors.
+      auth_token: sent by the actors with every call (servers started with --auth_token_file).
     """
 
-    def __init__(self, client, servers, size):
+    def __init__(self, client, servers, size, auth_token=None):
         from distributed import as_completed
         self.client = client
         self.servers = list(servers)
         self.size = size
+        self.auth_token = auth_token
         self.lost = 0            # calls that failed outright (their episodes are gone)
         self.errors = 0          # episodes dropped inside calls (service-side failures)
         self.last_errors = []
@@ -112,7 +114,7 @@ class ActorPool:
         """Runs episodes on `benchmarks` (which must route to this actor's server)."""
         future = self.client.submit(rollout.dask_run_episodes, self.server_of(actor),
                                     list(benchmarks), policy, mode, epsilon, max_steps, seed,
-                                    pure=False, retries=2)
+                                    self.auth_token, pure=False, retries=2)
         self._actor_of[future.key] = actor
         self.busy.add(actor)
         self._pending.add(future)

@@ -143,8 +143,10 @@ def run_episodes(connection, benchmarks, policy, mode="greedy", epsilon=0.0, max
     return Rollouts(episodes, failed, time.perf_counter() - start)
 
 
-def dask_run_episodes(server, benchmarks, policy, mode, epsilon, max_steps, seed):
-    """run_episodes as a Dask task: the worker keeps one Connection per server address."""
+def dask_run_episodes(server, benchmarks, policy, mode, epsilon, max_steps, seed,
+                      auth_token=None):
+    """run_episodes as a Dask task: the worker keeps one Connection per server address (sending
+    `auth_token` with every call when given)."""
     from distributed import get_worker  # only inside a Dask worker
 
     worker = get_worker()
@@ -152,5 +154,5 @@ def dask_run_episodes(server, benchmarks, policy, mode, epsilon, max_steps, seed
     if cache is None:
         cache = worker.looptool_connections = {}
     if server not in cache:
-        cache[server] = Connection(server)
+        cache[server] = Connection(server, auth_token=auth_token)
     return run_episodes(cache[server], benchmarks, policy, mode, epsilon, max_steps, seed)

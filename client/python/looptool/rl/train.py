@@ -54,6 +54,9 @@ def parse_args(argv):
     p.add_argument("--timing-cores", type=int, default=1,
                    help="kernel workers of the local server (its last CPUs)")
     p.add_argument("--servers", default="", help="HOST:PORT,... (default: start one here)")
+    p.add_argument("--auth-token-file", default="",
+                   help="a file whose first line is the token --servers want (sent by the "
+                        "learner and every actor)")
     p.add_argument("--scheduler", default="", help="tcp://HOST:8786 (default: a LocalCluster)")
     p.add_argument("--max-steps", type=int, default=10, help="actions per episode")
     p.add_argument("--reward", choices=replay_lib.REWARDS, default="dgflops_peak")
@@ -87,6 +90,15 @@ def parse_args(argv):
         p.error(f"--hidden takes layer widths in 1..4096, e.g. 128,128; got {args.hidden!r}")
     if args.ppo_batch_episodes < 1 or args.eval_count < 0:
         p.error("--ppo-batch-episodes must be at least 1 and --eval-count at least 0")
+    args.auth_token = None
+    if args.auth_token_file:
+        try:
+            with open(args.auth_token_file) as f:
+                args.auth_token = f.readline().strip()
+        except OSError as e:
+            p.error(f"--auth-token-file: {e.strerror}: {args.auth_token_file}")
+        if not args.auth_token:
+            p.error(f"--auth-token-file: no token in {args.auth_token_file}")
     servers = [s for s in args.servers.split(",") if s]
     if len(servers) > args.actors:
         # Actor i tunes on servers[i % len(servers)]: the rest would sit idle.
@@ -126,12 +138,13 @@ class Trainer:
         self.args = args
         self.log = log
         self.addresses = addresses
-        self.connections = {a: Connection(a) for a in addresses}
+        self.connections = {a: Connection(a, auth_token=args.auth_token)
+                            for a in addresses}
         spaces = self.connections[addresses[0]].spaces()
         self.num_actions = len(spaces.action_space(args.action_space))
         self.input_size = self._probe_input_size()  # loops_tensor's width: the server's max_loops
         self.learner = make_learner(args, self.input_size, self.num_actions)
-        self.pool = cluster.ActorPool(dask_client, addresses, args.actors)
+        self.pool = cluster.ActorPool(dask_client, addresses, args.actors, args.auth_token)
         train = benchmarks_lib.split("train", args.dataset)
         self.by_server = {a: [b for b in train if cluster.route(b, addresses) == a]
                           for a in addresses}
