@@ -28,6 +28,7 @@
 #include "backend/timing/measure.h"
 #include "backend/timing/worker_main.h"
 #include "bench/clean_environment.h"
+#include "bench/matmul_shapes.h"
 #include "bench/references.h"
 #include "client/cpp/env.h"
 #include "client/cpp/search.h"
@@ -52,12 +53,6 @@ ABSL_FLAG(std::string, out, "bench/results", "directory for tune_bench.md and tu
 namespace looptool::bench {
 namespace {
 
-struct Shape {
-  datasets::MatmulShape shape;
-  bool offgrid = false;
-  std::string name() const { return datasets::MatmulName(shape); }
-};
-
 struct Libraries {
   double onednn = 0, openblas = 0;  // GFLOPS, fastest run
 };
@@ -70,43 +65,9 @@ struct Row {
   size_t actions = 0;
 };
 
-std::vector<Shape> TestShapes(int count) {
-  std::vector<datasets::MatmulShape> test;
-  for (const auto& s : datasets::MatmulRange()) {
-    if (datasets::InTestSplit(s)) test.push_back(s);
-  }
-  std::vector<Shape> out;
-  for (int i = 0; i < count && i < static_cast<int>(test.size()); ++i) {
-    out.push_back({test[i * test.size() / count], false});
-  }
-  return out;
-}
-
-// Off the dataset's grid (multiples of 16 in 64..256): odd, prime and rectangular sizes.
-std::vector<Shape> OffGridShapes(int count) {
-  static const datasets::MatmulShape kShapes[] = {
-      {37, 61, 97},   {127, 131, 139}, {100, 100, 100}, {53, 200, 311},
-      {250, 70, 190}, {512, 32, 64},   {32, 512, 128},  {96, 384, 48},
-      {199, 211, 223}, {300, 300, 45}, {64, 450, 333},  {481, 97, 257},
-  };
-  std::vector<Shape> out;
-  for (int i = 0; i < count && i < static_cast<int>(std::size(kShapes)); ++i) {
-    out.push_back({kShapes[i], true});
-  }
-  return out;
-}
-
 // The kernel worker's core may still be busy with a search's last request (cancelled by the
 // client at the time limit, finished by the worker): let it finish before timing on that core.
 void LetTheWorkerCoreSettle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
-
-void PinThisThread(int core) {
-  if (core < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(core, &set);
-  sched_setaffinity(0, sizeof(set), &set);
-}
 
 // oneDNN and OpenBLAS on `core` (the kernel worker's, idle between searches), fastest run
 // within 50 ms each.

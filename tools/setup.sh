@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # references the benchmarks compare against
   libdnnl-dev libopenblas-dev
+  # the Halide autoscheduler baselines (bench/halide_bench)
+  libhalide14-0-dev
   # Python client and tests (Debian's /usr/bin/python3)
   python3 python3-grpcio python3-protobuf python3-numpy python3-networkx
   # tests/fleet/netns_test (servers on network namespaces)
