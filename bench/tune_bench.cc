@@ -210,6 +210,8 @@ int Main() {
   for (const Shape& s : OffGridShapes(absl::GetFlag(FLAGS_offgrid))) shapes.push_back(s);
 
   std::vector<Row> rows;
+  std::ofstream curves(absl::GetFlag(FLAGS_out) + "/tune_bench_curves.csv");
+  curves << "shape,set,search,seconds,states_evaluated,best_gflops\n";
   std::map<std::string, Libraries> libs;
   for (const Shape& shape : shapes) {
     const std::string name = shape.name();
@@ -236,12 +238,25 @@ int Main() {
       options.time_limit_seconds = limit;
       options.retime_top = absl::GetFlag(FLAGS_retime_top);
       options.policy_seed = absl::GetFlag(FLAGS_policy_seed);
+      // The anytime curve: the best GFLOPS so far (the search's own measurements) each time it
+      // rises, and at the end.
+      double last_best = -1;
+      options.on_progress = [&](const client::SearchProgress& p) {
+        if (p.best_gflops <= last_best) return;
+        last_best = p.best_gflops;
+        curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", name,
+                                  shape.offgrid ? "offgrid" : "test", search, p.elapsed_seconds,
+                                  p.states_evaluated, p.best_gflops);
+      };
       auto r = client::Search(*env, options);
       if (!r.ok()) {
         std::fprintf(stderr, "%s %s: %s\n", name.c_str(), search.c_str(),
                      r.status().ToString().c_str());
         return 1;
       }
+      curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", name,
+                                shape.offgrid ? "offgrid" : "test", search, r->seconds,
+                                r->states_evaluated, std::max(last_best, r->search_gflops));
       const double retimed = Retime(r->ir, core, retime_budget);
       rows.push_back({shape, search, r->gflops, r->start_gflops, r->peak_gflops, r->seconds,
                       retimed, r->states_evaluated, r->actions.size()});
@@ -296,7 +311,7 @@ int Main() {
         static_cast<int>(OffGridShapes(offgrid).size()));
     md += SummaryTable(searches, rows, true, libs, peak);
   }
-  md += "\nPer shape and search: tune_bench.csv.\n";
+  md += "\nPer shape and search: tune_bench.csv; best GFLOPS over time: tune_bench_curves.csv.\n";
   std::ofstream(dir + "/tune_bench.md") << md;
   std::printf("\n%s", md.c_str());
   (*server)->Shutdown();
