@@ -20,7 +20,7 @@ done
 searches=greedy1,greedy2,beam2dfs,beam4dfs,beam2bfs,beam4bfs,random,evolution,policy,policy_guided
 start=$(date +%s)
 tools/setup.sh
-bazel build //bench:tune_bench //bench:halide_bench //service:looptool-server >&2
+bazel build //bench:tune_bench //bench:halide_bench //service:looptool-server //client/python:looptool >&2
 mkdir -p "$out"
 echo "reproduce: $count test + $offgrid off-grid matmuls, $limit s per search, into $out" >&2
 bazel-bin/bench/tune_bench --searches=$searches --time_limit=$limit --count=$count \
@@ -28,5 +28,5 @@ bazel-bin/bench/tune_bench --searches=$searches --time_limit=$limit --count=$cou
 bazel-bin/bench/halide_bench --count=$count --offgrid=$offgrid --out="$out"
 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 bench/paper/numpy_bench.py --dir "$out"
 seconds=$(( $(date +%s) - start ))
-PYTHONPATH=client/python /usr/bin/python3 bench/paper/report.py --dir "$out" --seconds=$seconds
+PYTHONPATH=bazel-bin:client/python /usr/bin/python3 bench/paper/report.py --dir "$out" --seconds=$seconds
 echo "reproduce: done in $((seconds / 60)) min $((seconds % 60)) s: $out/summary.md" >&2

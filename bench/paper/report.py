@@ -3,7 +3,7 @@ from one run's measurements (tune_bench.csv, tune_bench_curves.csv, halide_bench
 numpy_bench.csv in --dir). Every number comes from those files; every figure is labelled with
 the host CPU, the measured FMA peak and the date.
 
-    PYTHONPATH=client/python /usr/bin/python3 bench/paper/report.py --dir bench/results/paper
+    PYTHONPATH=bazel-bin:client/python /usr/bin/python3 bench/paper/report.py --dir bench/results/paper
 
 Figures: gflops_per_benchmark.png (every search, the policy, policy_guided, Halide's
 autoschedulers, numpy, OpenBLAS and oneDNN on each benchmark), ratio_to_onednn.png (the
@@ -33,22 +33,23 @@ def geomean(values):
 
 
 def load(d):
-    """{method: {benchmark: gflops}}, {benchmark: set}, peak, {method: mean tuning seconds}."""
+    """{method: {benchmark: gflops}}, {benchmark: set}, peak,
+    {(method, set): mean tuning seconds}."""
     gflops = collections.defaultdict(dict)
-    sets, seconds = {}, collections.defaultdict(list)
+    sets, seconds = {}, collections.defaultdict(list)  # (method, set) -> tuning seconds
     peak = 0.0
     for r in read(os.path.join(d, "tune_bench.csv")):
         b = r["shape"]
         sets[b] = r["set"]
         peak = max(peak, float(r["peak_gflops"]))
         gflops[r["search"]][b] = float(r["gflops"])
-        seconds[r["search"]].append(float(r["seconds"]))
+        seconds[r["search"], r["set"]].append(float(r["seconds"]))
         gflops["oneDNN"][b] = float(r["onednn_gflops"])
         gflops["OpenBLAS"][b] = float(r["openblas_gflops"])
     for r in read(os.path.join(d, "halide_bench.csv")):
         name = f"Halide {r['autoscheduler']}"
         gflops[name][r["shape"]] = float(r["gflops"])
-        seconds[name].append(float(r["schedule_seconds"]))
+        seconds[name, r["set"]].append(float(r["schedule_seconds"]))
     for r in read(os.path.join(d, "numpy_bench.csv")):
         gflops["numpy"][r["shape"]] = float(r["gflops"])
     return gflops, sets, peak, {m: sum(s) / len(s) for m, s in seconds.items()}
@@ -68,7 +69,8 @@ def summary(gflops, sets, peak, seconds):
                 "min_vs_onednn": round(min(ratios), 3),
                 "geomean_percent_of_peak": round(
                     100 * geomean([per[b] for b in per if sets.get(b) == which]) / peak, 1),
-                "mean_tuning_seconds": round(seconds[method], 3) if method in seconds else "",
+                "mean_tuning_seconds": (round(seconds[method, which], 3)
+                                        if (method, which) in seconds else ""),
             })
     rows.sort(key=lambda r: (r["set"] != "test", -r["geomean_vs_onednn"]))
     return rows
@@ -124,9 +126,10 @@ def plots(d, gflops, sets, peak, label):
             for t in grid:
                 ratios = []
                 for b, pts in per.items():
-                    seen = [g for s, g in pts if s <= t]
+                    seen = [g for s, g in pts if s <= t and g > 0]
                     if seen and gflops["oneDNN"].get(b):
                         ratios.append(max(seen) / gflops["oneDNN"][b])
+                # Drawn once every benchmark has a measured schedule (policy: at its end).
                 ys.append(geomean(ratios) if len(ratios) == len(per) else float("nan"))
             ax.plot(grid, ys, label=search)
         ax.axhline(1.0, color="gray", linestyle=":", label="oneDNN")

@@ -539,6 +539,7 @@ absl::StatusOr<SearchResult> PolicyEpisode(const Env& start, const SearchOptions
   out.ir = last->Find("ir")->text;
   out.loop_tree = last->Find("loop_tree")->text;
   out.gflops = last->Find("flops")->number;
+  out.search_gflops = out.gflops;
   out.peak_gflops = last->Find("peak_gflops")->number;
   out.states_evaluated = 1;
   out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

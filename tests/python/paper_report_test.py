@@ -55,6 +55,7 @@ class ReportTest(unittest.TestCase):
             self.assertAlmostEqual(rows[("Halide Adams2019", "test")]["geomean_vs_onednn"], 0.2)
             self.assertAlmostEqual(rows[("Halide Adams2019", "test")]["mean_tuning_seconds"],
                                    0.3)
+            self.assertEqual(rows[("random", "test")]["mean_tuning_seconds"], 0.5)
             self.assertEqual(rows[("numpy", "offgrid")]["geomean_vs_onednn"], 0.5)
             self.assertEqual(rows[("OpenBLAS", "test")]["geomean_vs_onednn"], 0.8)
             self.assertEqual(rows[("random", "test")]["benchmarks"], 1)
