@@ -29,6 +29,7 @@
 
 ABSL_FLAG(int, count, 25, "test-split matmuls (spread evenly over the split); 0: none");
 ABSL_FLAG(int, offgrid, 12, "matmuls off the dataset's grid (the first N of a fixed list)");
+ABSL_FLAG(int, convs, 0, "ResNet-18 3x3 convolution layers (0..4, conv5 first), as tune_bench's");
 ABSL_FLAG(std::string, autoschedulers, "Mullapudi2016,Li2018,Adams2019",
           "comma-separated Halide autoschedulers");
 ABSL_FLAG(int, core, -1, "CPU to pin the timing thread to (default: the last one we may use)");
@@ -46,8 +47,15 @@ std::string PluginFile(const std::string& autoscheduler) {
   return absl::StrCat(kPluginDir, "libautoschedule_", lower, ".so");
 }
 
+// A benchmark: a matmul (set "test" or "offgrid") or a stride-1 3x3 convolution ("conv").
+struct Case {
+  std::string name, set;
+  int m = 0, n = 0, k = 0;       // matmul
+  int c = 0, kk = 0, h = 0, w = 0;  // convolution: channels in/out, output height/width
+};
+
 struct Result {
-  Shape shape;
+  Case bench;
   std::string autoscheduler;
   double schedule_seconds = 0;  // auto_schedule + compile_jit
   double gflops = 0;            // 0: failed
@@ -61,8 +69,8 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 
 // C(n, m) = sum_k A(k, m) * B(n, k): row-major C[M][N] = A[M][K] * B[K][N] in Halide's
 // innermost-first dimension order.
-Result Tune(const Shape& s, const std::string& autoscheduler, double budget) {
-  const int M = s.shape.m, N = s.shape.n, K = s.shape.k;
+Result TuneMatmul(const Case& s, const std::string& autoscheduler, double budget) {
+  const int M = s.m, N = s.n, K = s.k;
   Result r{s, autoscheduler};
   Halide::ImageParam A(Halide::Float(32), 2, "A"), B(Halide::Float(32), 2, "B");
   Halide::Var n("n"), m("m");
@@ -122,6 +130,70 @@ Result Tune(const Shape& s, const std::string& autoscheduler, double budget) {
   return r;
 }
 
+// O(x, y, k) = sum_{s, r, c} I(x + s, y + r, c) * W(s, r, c, k): conv2d-v0's
+// O[k,h,w] += I[c,h+r,w+s] * W[k,c,r,s] (CHW) in Halide's innermost-first order.
+Result TuneConv(const Case& cv, const std::string& autoscheduler, double budget) {
+  Result r{cv, autoscheduler};
+  const int C = cv.c, K = cv.kk, H = cv.h, W = cv.w;
+  Halide::ImageParam I(Halide::Float(32), 3, "I"), Wt(Halide::Float(32), 4, "W");
+  Halide::Var x("x"), y("y"), k("k");
+  Halide::RDom red(0, 3, 0, 3, 0, C);
+  Halide::Func O("O");
+  O(x, y, k) = 0.0f;
+  O(x, y, k) += I(x + red.x, y + red.y, red.z) * Wt(red.x, red.y, red.z, k);
+  I.dim(0).set_estimate(0, W + 2);
+  I.dim(1).set_estimate(0, H + 2);
+  I.dim(2).set_estimate(0, C);
+  Wt.dim(0).set_estimate(0, 3);
+  Wt.dim(1).set_estimate(0, 3);
+  Wt.dim(2).set_estimate(0, C);
+  Wt.dim(3).set_estimate(0, K);
+  O.set_estimate(x, 0, W).set_estimate(y, 0, H).set_estimate(k, 0, K);
+  const Halide::Target target = Halide::get_host_target();
+  Halide::Pipeline pipeline(O);
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    pipeline.auto_schedule(autoscheduler, target, Halide::MachineParams(1, 16 << 20, 40));
+    pipeline.compile_jit(target);
+    r.schedule_seconds = Seconds(t0, std::chrono::steady_clock::now());
+  } catch (const Halide::Error& e) {
+    r.error = e.what();
+    return r;
+  }
+  Halide::Buffer<float> in(W + 2, H + 2, C), wt(3, 3, C, K), out(W, H, K);
+  in.for_each_element([&](int a, int b, int c) { in(a, b, c) = (a + 2 * b + 3 * c) % 5 - 2; });
+  wt.for_each_element([&](int a, int b, int c, int d) { wt(a, b, c, d) = (a + b + c + d) % 3 - 1; });
+  I.set(in);
+  Wt.set(wt);
+  pipeline.realize(out);
+  // A sample of outputs against the sum itself (small integers: exact in float).
+  for (int kk = 0; kk < K; kk += 7) {
+    for (int yy = 0; yy < H; yy += 3) {
+      for (int xx = 0; xx < W; xx += 2) {
+        float expected = 0;
+        for (int c = 0; c < C; ++c) {
+          for (int dy = 0; dy < 3; ++dy) {
+            for (int dx = 0; dx < 3; ++dx) expected += in(xx + dx, yy + dy, c) * wt(dx, dy, c, kk);
+          }
+        }
+        if (out(xx, yy, kk) != expected) {
+          r.error = absl::StrFormat("wrong result at (%d, %d, %d)", kk, yy, xx);
+          return r;
+        }
+      }
+    }
+  }
+  TimingOptions t;
+  t.budget_seconds = budget;
+  t.warmup_seconds = 0.01;
+  const double flops = 2.0 * K * C * H * W * 9;
+  r.gflops = flops / MeasureRuns([&] { pipeline.realize(out); }, t).min_seconds * 1e-9;
+  std::vector<float> fi(C * (H + 2) * (W + 2), 1.0f), fw(K * C * 9, 0.5f), fo(K * H * W);
+  r.onednn = flops / MeasureRuns(OneDnnConv(C, K, H, W, 3, fi.data(), fw.data(), fo.data()).run,
+                                 t).min_seconds * 1e-9;
+  return r;
+}
+
 double Geomean(const std::vector<double>& v) {
   double log_sum = 0;
   for (double x : v) log_sum += std::log(x);
@@ -130,9 +202,11 @@ double Geomean(const std::vector<double>& v) {
 
 int Main() {
   const int count = absl::GetFlag(FLAGS_count), offgrid = absl::GetFlag(FLAGS_offgrid);
+  const int convs = absl::GetFlag(FLAGS_convs);
   const double budget = absl::GetFlag(FLAGS_budget_ms) / 1000;
-  if (count < 0 || offgrid < 0 || !(budget > 0)) {
-    std::fprintf(stderr, "halide_bench: --count and --offgrid at least 0, --budget_ms positive\n");
+  if (count < 0 || offgrid < 0 || convs < 0 || convs > 4 || !(budget > 0)) {
+    std::fprintf(stderr, "halide_bench: --count and --offgrid at least 0, --convs 0..4, "
+                         "--budget_ms positive\n");
     return 1;
   }
   const std::vector<std::string> autoschedulers =
@@ -155,15 +229,25 @@ int Main() {
     }
   }
   PinThisThread(core);
+  std::vector<Case> cases;
   std::vector<Shape> shapes = TestShapes(count);
   for (const Shape& s : OffGridShapes(offgrid)) shapes.push_back(s);
-  std::vector<Result> results;
   for (const Shape& s : shapes) {
+    cases.push_back({s.name(), s.offgrid ? "offgrid" : "test", s.shape.m, s.shape.n, s.shape.k});
+  }
+  // tune_bench's convolutions, in its order.
+  const Case kConvs[] = {{"resnet18_conv5_3x3", "conv", 0, 0, 0, 512, 512, 7, 7},
+                         {"resnet18_conv4_3x3", "conv", 0, 0, 0, 256, 256, 14, 14},
+                         {"resnet18_conv3_3x3", "conv", 0, 0, 0, 128, 128, 28, 28},
+                         {"resnet18_conv2_3x3", "conv", 0, 0, 0, 64, 64, 56, 56}};
+  for (int i = 0; i < convs; ++i) cases.push_back(kConvs[i]);
+  std::vector<Result> results;
+  for (const Case& s : cases) {
     for (const std::string& a : autoschedulers) {
-      results.push_back(Tune(s, a, budget));
+      results.push_back(s.set == "conv" ? TuneConv(s, a, budget) : TuneMatmul(s, a, budget));
       const Result& r = results.back();
-      std::fprintf(stderr, "%-14s %-14s %6.2f s to schedule+compile  %7.2f GFLOPS  oneDNN %7.2f%s%s\n",
-                   s.name().c_str(), a.c_str(), r.schedule_seconds, r.gflops, r.onednn,
+      std::fprintf(stderr, "%-18s %-14s %6.2f s to schedule+compile  %7.2f GFLOPS  oneDNN %7.2f%s%s\n",
+                   s.name.c_str(), a.c_str(), r.schedule_seconds, r.gflops, r.onednn,
                    r.error.empty() ? "" : "  ", r.error.c_str());
     }
   }
@@ -171,22 +255,25 @@ int Main() {
   std::ofstream csv(dir + "/halide_bench.csv");
   csv << "shape,set,autoscheduler,schedule_seconds,gflops,onednn_gflops,error\n";
   for (const Result& r : results) {
-    csv << absl::StrFormat("%s,%s,%s,%.4f,%.3f,%.3f,\"%s\"\n", r.shape.name(),
-                           r.shape.offgrid ? "offgrid" : "test", r.autoscheduler,
+    csv << absl::StrFormat("%s,%s,%s,%.4f,%.3f,%.3f,\"%s\"\n", r.bench.name, r.bench.set,
+                           r.autoscheduler,
                            r.schedule_seconds, r.gflops, r.onednn, r.error);
   }
   std::string md = absl::StrFormat(
       "# halide_bench\n\nHalide 14's autoschedulers (Debian's libhalide14, plugins from %s; "
       "MachineParams(parallelism 1, 16 MiB, 40); JIT for the host target %s; one thread), on %s, "
       "pinned to cpu %d. GFLOPS: fastest run of a %.0f ms budget, output checked exactly against "
-      "a naive matmul. oneDNN's single-thread matmul timed the same way on the same core, this "
-      "run. Schedule seconds: auto_schedule plus compile_jit.\n",
+      "the sums themselves (every matmul element; a sample of each convolution's). oneDNN's "
+      "single-thread matmul or convolution timed the same way on the same core, this run. "
+      "Schedule seconds: auto_schedule plus compile_jit.\n",
       kPluginDir,
       Halide::get_host_target().to_string(), HostCpuModel(), core, budget * 1000);
-  for (bool off : {false, true}) {
-    const int n = off ? offgrid : count;
+  for (const char* set : {"test", "offgrid", "conv"}) {
+    const int n = std::string(set) == "test" ? count : std::string(set) == "offgrid" ? offgrid : convs;
     if (n == 0) continue;
-    md += off ? "\n## Matmuls off the grid\n\n" : "\n## Test-split matmuls of mm64_256_16_range-v0\n\n";
+    md += std::string(set) == "test"      ? "\n## Test-split matmuls of mm64_256_16_range-v0\n\n"
+          : std::string(set) == "offgrid" ? "\n## Matmuls off the grid\n\n"
+                                          : "\n## ResNet-18 3x3 convolutions (oneDNN: direct convolution)\n\n";
     md += "| autoscheduler | geomean vs oneDNN | min vs oneDNN | failed | mean schedule seconds |\n"
           "|---|---:|---:|---:|---:|\n";
     for (const std::string& a : autoschedulers) {
@@ -194,7 +281,7 @@ int Main() {
       double seconds = 0;
       int failed = 0, rows = 0;
       for (const Result& r : results) {
-        if (r.autoscheduler != a || r.shape.offgrid != off) continue;
+        if (r.autoscheduler != a || r.bench.set != set) continue;
         ++rows;
         seconds += r.schedule_seconds;
         if (r.gflops > 0 && r.onednn > 0) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -44,6 +45,10 @@ ABSL_FLAG(std::string, searches,
           "greedy1,greedy2,beam2dfs,beam4dfs,beam2bfs,beam4bfs,random,evolution",
           "comma-separated search algorithms");
 ABSL_FLAG(int, count, 25, "test-split matmuls (spread evenly over the split); 0: none");
+ABSL_FLAG(int, convs, 0, "ResNet-18 3x3 convolution layers of conv2d-v0 (0..4, conv5 first)");
+ABSL_FLAG(double, conv_time_limit, 10,
+          "seconds per search on a convolution (their first kernel alone, verified against the "
+          "interpreter and timed, takes seconds)");
 ABSL_FLAG(int, offgrid, 12, "matmuls off the dataset's grid (the first N of a fixed list); 0: none");
 ABSL_FLAG(double, timing_budget_ms, 10,
           "server's timing budget per new schedule (with --timing=adaptive: its cap)");
@@ -57,8 +62,18 @@ struct Libraries {
   double onednn = 0, openblas = 0;  // GFLOPS, fastest run
 };
 
+// One benchmark to tune: a test-split matmul, one off the grid (added as a program), or a
+// convolution layer of conv2d-v0; its library references are timed by `libraries`.
+struct Bench {
+  std::string name;
+  std::string set;      // "test", "offgrid" or "conv"
+  std::string uri;
+  std::string program;  // empty: one of the server's own benchmarks
+  std::function<Libraries(int core)> libraries;
+};
+
 struct Row {
-  Shape shape;
+  std::string name, set;
   std::string search;
   double gflops = 0, start = 0, peak = 0, seconds = 0, retimed = 0;
   int64_t states = 0;
@@ -85,6 +100,35 @@ Libraries LibraryGflops(const datasets::MatmulShape& s, int core) {
                            .min_seconds * 1e-9;
     g.openblas = flops / MeasureRuns(OpenBlasSgemm(s.m, s.n, s.k, a.data(), b.data(), c.data()).run,
                                      t).min_seconds * 1e-9;
+  }).join();
+  return g;
+}
+
+// ResNet-18's stride-1 3x3 convolutions (conv2d-v0), O[k,h,w] += I[c,h+r,w+s] * W[k,c,r,s]:
+// oneDNN's direct convolution on `core` (no OpenBLAS reference for convolutions).
+struct Conv {
+  const char* name;
+  int c, k, h, w;
+};
+constexpr Conv kConvs[] = {{"resnet18_conv5_3x3", 512, 512, 7, 7},
+                           {"resnet18_conv4_3x3", 256, 256, 14, 14},
+                           {"resnet18_conv3_3x3", 128, 128, 28, 28},
+                           {"resnet18_conv2_3x3", 64, 64, 56, 56}};
+
+Libraries ConvLibraries(const Conv& cv, int core) {
+  LetTheWorkerCoreSettle();
+  Libraries g;
+  std::thread([&] {
+    PinThisThread(core);
+    std::vector<float> in(cv.c * (cv.h + 2) * (cv.w + 2), 1.0f), w(cv.k * cv.c * 9, 0.5f),
+        out(cv.k * cv.h * cv.w);
+    TimingOptions t;
+    t.budget_seconds = 0.1;
+    t.warmup_seconds = 0.01;
+    const double flops = 2.0 * cv.k * cv.c * cv.h * cv.w * 9;
+    g.onednn = flops / MeasureRuns(OneDnnConv(cv.c, cv.k, cv.h, cv.w, 3, in.data(), w.data(),
+                                              out.data()).run, t)
+                           .min_seconds * 1e-9;
   }).join();
   return g;
 }
@@ -122,7 +166,7 @@ double Min(const std::vector<double>& v) {
 
 // One table: every search over the rows of one shape set.
 std::string SummaryTable(const std::vector<std::string>& searches, const std::vector<Row>& rows,
-                         bool offgrid, const std::map<std::string, Libraries>& libs,
+                         const std::string& set, const std::map<std::string, Libraries>& libs,
                          double peak) {
   std::string md =
       "| search | geomean vs oneDNN | min vs oneDNN | geomean vs OpenBLAS | geomean % of peak | "
@@ -132,45 +176,52 @@ std::string SummaryTable(const std::vector<std::string>& searches, const std::ve
     std::vector<double> pct, speedup, vs_dnn, vs_blas, retime;
     double seconds = 0, states = 0;
     for (const Row& r : rows) {
-      if (r.search != search || r.shape.offgrid != offgrid) continue;
-      const Libraries& l = libs.at(r.shape.name());
+      if (r.search != search || r.set != set) continue;
+      const Libraries& l = libs.at(r.name);
       pct.push_back(100 * r.gflops / r.peak);
       if (r.start > 0) speedup.push_back(r.gflops / r.start);  // policy times no start
       vs_dnn.push_back(r.gflops / l.onednn);
-      vs_blas.push_back(r.gflops / l.openblas);
+      if (l.openblas > 0) vs_blas.push_back(r.gflops / l.openblas);
       if (r.retimed > 0) retime.push_back(r.retimed / r.gflops);
       seconds += r.seconds;
       states += r.states;
     }
     if (pct.empty()) continue;
     md += absl::StrFormat(
-        "| %s | %.2f | %.2f | %.2f | %.1f | %s | %.2f | %.0f | %.0f | %.3f (min %.3f) |\n", search,
-        Geomean(vs_dnn), Min(vs_dnn), Geomean(vs_blas), Geomean(pct),
+        "| %s | %.2f | %.2f | %s | %.1f | %s | %.2f | %.0f | %.0f | %.3f (min %.3f) |\n", search,
+        Geomean(vs_dnn), Min(vs_dnn),
+        vs_blas.empty() ? "-" : absl::StrFormat("%.2f", Geomean(vs_blas)), Geomean(pct),
         speedup.empty() ? "-" : absl::StrFormat("%.2f", Geomean(speedup)),
         seconds / pct.size(), states / pct.size(), states / seconds, Geomean(retime), Min(retime));
   }
   std::vector<double> dnn_pct, blas_pct, blas_vs_dnn;
   for (const auto& [name, l] : libs) {
     bool in_set = false;
-    for (const Row& r : rows) in_set = in_set || (r.shape.name() == name && r.shape.offgrid == offgrid);
+    for (const Row& r : rows) in_set = in_set || (r.name == name && r.set == set);
     if (!in_set) continue;
     dnn_pct.push_back(100 * l.onednn / peak);
-    blas_pct.push_back(100 * l.openblas / peak);
-    blas_vs_dnn.push_back(l.openblas / l.onednn);
+    if (l.openblas > 0) {
+      blas_pct.push_back(100 * l.openblas / peak);
+      blas_vs_dnn.push_back(l.openblas / l.onednn);
+    }
   }
-  md += absl::StrFormat("| oneDNN (reference) | 1.00 | 1.00 | %.2f | %.1f | | | | | |\n",
-                        1 / Geomean(blas_vs_dnn), Geomean(dnn_pct));
-  md += absl::StrFormat("| OpenBLAS (reference) | %.2f | %.2f | 1.00 | %.1f | | | | | |\n",
-                        Geomean(blas_vs_dnn), Min(blas_vs_dnn), Geomean(blas_pct));
+  md += absl::StrFormat("| oneDNN (reference) | 1.00 | 1.00 | %s | %.1f | | | | | |\n",
+                        blas_vs_dnn.empty() ? "-" : absl::StrFormat("%.2f", 1 / Geomean(blas_vs_dnn)),
+                        Geomean(dnn_pct));
+  if (!blas_vs_dnn.empty()) {
+    md += absl::StrFormat("| OpenBLAS (reference) | %.2f | %.2f | 1.00 | %.1f | | | | | |\n",
+                          Geomean(blas_vs_dnn), Min(blas_vs_dnn), Geomean(blas_pct));
+  }
   return md;
 }
 
 int Main() {
   if (absl::GetFlag(FLAGS_time_limit) <= 0 || absl::GetFlag(FLAGS_timing_budget_ms) <= 0 ||
       absl::GetFlag(FLAGS_count) < 0 || absl::GetFlag(FLAGS_offgrid) < 0 ||
-      absl::GetFlag(FLAGS_retime_top) < 0 || absl::GetFlag(FLAGS_retime_top) > 16) {
+      absl::GetFlag(FLAGS_retime_top) < 0 || absl::GetFlag(FLAGS_retime_top) > 16 ||
+      absl::GetFlag(FLAGS_convs) < 0 || absl::GetFlag(FLAGS_convs) > 4) {
     std::fprintf(stderr, "tune_bench: --time_limit and --timing_budget_ms must be positive, "
-                         "--count and --offgrid at least 0, --retime_top 0..16\n");
+                         "--count and --offgrid at least 0, --retime_top 0..16, --convs 0..4\n");
     return 1;
   }
   service::ServerConfig config;
@@ -206,16 +257,32 @@ int Main() {
   }
   const double limit = absl::GetFlag(FLAGS_time_limit);
   const double retime_budget = absl::GetFlag(FLAGS_timing_budget_ms) / 1000;
+  std::vector<Bench> benches;
   std::vector<Shape> shapes = TestShapes(absl::GetFlag(FLAGS_count));
   for (const Shape& s : OffGridShapes(absl::GetFlag(FLAGS_offgrid))) shapes.push_back(s);
+  for (const Shape& s : shapes) {
+    const std::string name = s.name();
+    benches.push_back(
+        {name, s.offgrid ? "offgrid" : "test",
+         (s.offgrid ? "benchmark://tune_bench-offgrid/" : "benchmark://mm64_256_16_range-v0/") +
+             name,
+         s.offgrid ? datasets::MatmulProgram(s.shape) : "",
+         [s](int core) { return LibraryGflops(s.shape, core); }});
+  }
+  for (int i = 0; i < absl::GetFlag(FLAGS_convs); ++i) {
+    const Conv cv = kConvs[i];
+    benches.push_back({cv.name, "conv", std::string("benchmark://conv2d-v0/") + cv.name, "",
+                       [cv](int core) { return ConvLibraries(cv, core); }});
+  }
 
   std::vector<Row> rows;
   std::ofstream curves(absl::GetFlag(FLAGS_out) + "/tune_bench_curves.csv");
   curves << "shape,set,search,seconds,states_evaluated,best_gflops\n";
   std::map<std::string, Libraries> libs;
-  for (const Shape& shape : shapes) {
-    const std::string name = shape.name();
-    libs[name] = LibraryGflops(shape.shape, core);
+  for (const Bench& bench : benches) {
+    const std::string& name = bench.name;
+    const std::string& set = bench.set;
+    libs[name] = bench.libraries(core);
     for (const std::string& search : searches) {
       // The policy searches act in the built-in policy's action space.
       const client::SearchSpec::Kind kind = specs[search].kind;
@@ -224,18 +291,16 @@ int Main() {
                                     ? client::Policy::Default().action_space()
                                     : "loop_tool";
       absl::StatusOr<client::Env> env =
-          shape.offgrid
-              ? client::Env::StartProgram(*connection, "benchmark://tune_bench-offgrid/" + name,
-                                          datasets::MatmulProgram(shape.shape), space)
-              : client::Env::Start(*connection, "benchmark://mm64_256_16_range-v0/" + name,
-                                   space);
+          bench.program.empty()
+              ? client::Env::Start(*connection, bench.uri, space)
+              : client::Env::StartProgram(*connection, bench.uri, bench.program, space);
       if (!env.ok()) {
         std::fprintf(stderr, "%s: %s\n", name.c_str(), env.status().ToString().c_str());
         return 1;
       }
       client::SearchOptions options;
       options.search = specs[search];
-      options.time_limit_seconds = limit;
+      options.time_limit_seconds = set == "conv" ? absl::GetFlag(FLAGS_conv_time_limit) : limit;
       options.retime_top = absl::GetFlag(FLAGS_retime_top);
       options.policy_seed = absl::GetFlag(FLAGS_policy_seed);
       // The anytime curve: the best GFLOPS so far (the search's own measurements) each time it
@@ -244,9 +309,8 @@ int Main() {
       options.on_progress = [&](const client::SearchProgress& p) {
         if (p.best_gflops <= last_best) return;
         last_best = p.best_gflops;
-        curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", name,
-                                  shape.offgrid ? "offgrid" : "test", search, p.elapsed_seconds,
-                                  p.states_evaluated, p.best_gflops);
+        curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", name, set, search,
+                                  p.elapsed_seconds, p.states_evaluated, p.best_gflops);
       };
       auto r = client::Search(*env, options);
       if (!r.ok()) {
@@ -254,16 +318,16 @@ int Main() {
                      r.status().ToString().c_str());
         return 1;
       }
-      curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", name,
-                                shape.offgrid ? "offgrid" : "test", search, r->seconds,
+      curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", name, set, search, r->seconds,
                                 r->states_evaluated, std::max(last_best, r->search_gflops));
       const double retimed = Retime(r->ir, core, retime_budget);
-      rows.push_back({shape, search, r->gflops, r->start_gflops, r->peak_gflops, r->seconds,
+      rows.push_back({name, set, search, r->gflops, r->start_gflops, r->peak_gflops, r->seconds,
                       retimed, r->states_evaluated, r->actions.size()});
-      std::printf("%-16s %-9s %7.1f GFLOPS %5.2fx oneDNN %5.2fx OpenBLAS %5.1f%% of peak %5.1f s "
+      std::printf("%-18s %-9s %7.1f GFLOPS %5.2fx oneDNN %5.2fx OpenBLAS %5.1f%% of peak %5.1f s "
                   "%5lld states, retimed %.3f\n",
                   name.c_str(), search.c_str(), r->gflops, r->gflops / libs[name].onednn,
-                  r->gflops / libs[name].openblas, 100 * r->gflops / r->peak_gflops, r->seconds,
+                  libs[name].openblas > 0 ? r->gflops / libs[name].openblas : 0,
+                  100 * r->gflops / r->peak_gflops, r->seconds,
                   static_cast<long long>(r->states_evaluated), retimed / r->gflops);
       std::fflush(stdout);
     }
@@ -274,9 +338,9 @@ int Main() {
   csv << "shape,set,search,gflops,percent_of_peak,speedup,seconds,states_evaluated,actions,"
          "start_gflops,peak_gflops,onednn_gflops,openblas_gflops,retimed_gflops\n";
   for (const Row& r : rows) {
-    const Libraries& l = libs[r.shape.name()];
+    const Libraries& l = libs[r.name];
     csv << absl::StrFormat("%s,%s,%s,%.2f,%.1f,%.3f,%.2f,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f\n",
-                           r.shape.name(), r.shape.offgrid ? "offgrid" : "test", r.search,
+                           r.name, r.set, r.search,
                            r.gflops, 100 * r.gflops / r.peak, r.gflops / r.start, r.seconds,
                            r.states, r.actions, r.start, r.peak, l.onednn, l.openblas, r.retimed);
   }
@@ -303,13 +367,19 @@ int Main() {
   const int count = absl::GetFlag(FLAGS_count), offgrid = absl::GetFlag(FLAGS_offgrid);
   if (count > 0) {
     md += absl::StrFormat("\n## %d test-split matmuls of mm64_256_16_range-v0\n\n", count);
-    md += SummaryTable(searches, rows, false, libs, peak);
+    md += SummaryTable(searches, rows, "test", libs, peak);
   }
   if (offgrid > 0) {
     md += absl::StrFormat(
         "\n## %d matmuls off the grid (odd, prime, rectangular; added as programs)\n\n",
         static_cast<int>(OffGridShapes(offgrid).size()));
-    md += SummaryTable(searches, rows, true, libs, peak);
+    md += SummaryTable(searches, rows, "offgrid", libs, peak);
+  }
+  if (const int convs = absl::GetFlag(FLAGS_convs); convs > 0) {
+    md += absl::StrFormat(
+        "\n## %d convolution layers of conv2d-v0 (ResNet-18's 3x3, stride 1; oneDNN's direct "
+        "convolution)\n\n", convs);
+    md += SummaryTable(searches, rows, "conv", libs, peak);
   }
   md += "\nPer shape and search: tune_bench.csv; best GFLOPS over time: tune_bench_curves.csv.\n";
   std::ofstream(dir + "/tune_bench.md") << md;

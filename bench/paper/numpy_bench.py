@@ -1,4 +1,4 @@
-"""numpy's matmul (Debian's numpy over its BLAS, one thread) on the shapes of a tune_bench run,
+"""numpy's matmul (Debian's numpy over its BLAS, one thread) on the matmuls of a tune_bench run,
 timed like the other references: pinned to one core, warm-up, then the fastest of repeated runs
 within a budget. Writes numpy_bench.csv (shape,set,gflops) next to tune_bench.csv.
 
@@ -43,7 +43,10 @@ def main():
     os.sched_setaffinity(0, {core})
     rows = []
     for name, which in shapes_of(os.path.join(args.dir, "tune_bench.csv")).items():
-        m, n, k = map(int, re.fullmatch(r"mm(\d+)_(\d+)_(\d+)", name).groups())
+        match = re.fullmatch(r"mm(\d+)_(\d+)_(\d+)", name)
+        if match is None:
+            continue  # a convolution layer: numpy has no convolution of its own
+        m, n, k = map(int, match.groups())
         a = np.ones((m, k), np.float32)
         b = np.full((k, n), 0.5, np.float32)
         c = np.empty((m, n), np.float32)

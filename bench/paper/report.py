@@ -5,7 +5,7 @@ the host CPU, the measured FMA peak and the date.
 
     PYTHONPATH=bazel-bin:client/python /usr/bin/python3 bench/paper/report.py --dir bench/results/paper
 
-Figures: gflops_per_benchmark.png (every search, the policy, policy_guided, Halide's
+Figures (matmuls; the same with _conv for the convolution layers): gflops_per_benchmark.png (every search, the policy, policy_guided, Halide's
 autoschedulers, numpy, OpenBLAS and oneDNN on each benchmark), ratio_to_onednn.png (the
 distribution of each method's ratio to oneDNN), anytime.png (geomean best-so-far / oneDNN over
 tuning time, per search), performance_profile.png (fraction of benchmarks on which a method is
@@ -45,7 +45,8 @@ def load(d):
         gflops[r["search"]][b] = float(r["gflops"])
         seconds[r["search"], r["set"]].append(float(r["seconds"]))
         gflops["oneDNN"][b] = float(r["onednn_gflops"])
-        gflops["OpenBLAS"][b] = float(r["openblas_gflops"])
+        if float(r["openblas_gflops"]) > 0:  # none for convolutions
+            gflops["OpenBLAS"][b] = float(r["openblas_gflops"])
     for r in read(os.path.join(d, "halide_bench.csv")):
         name = f"Halide {r['autoscheduler']}"
         gflops[name][r["shape"]] = float(r["gflops"])
@@ -58,7 +59,7 @@ def load(d):
 def summary(gflops, sets, peak, seconds):
     rows = []
     for method, per in gflops.items():
-        for which in ("test", "offgrid"):
+        for which in ("test", "offgrid", "conv"):
             ratios = [per[b] / gflops["oneDNN"][b] for b in per
                       if sets.get(b) == which and gflops["oneDNN"].get(b)]
             if not ratios:
@@ -72,16 +73,20 @@ def summary(gflops, sets, peak, seconds):
                 "mean_tuning_seconds": (round(seconds[method, which], 3)
                                         if (method, which) in seconds else ""),
             })
-    rows.sort(key=lambda r: (r["set"] != "test", -r["geomean_vs_onednn"]))
+    order = {"test": 0, "offgrid": 1, "conv": 2}
+    rows.sort(key=lambda r: (order[r["set"]], -r["geomean_vs_onednn"]))
     return rows
 
 
-def plots(d, gflops, sets, peak, label):
+def plots(d, gflops, sets, peak, label, suffix=""):
+    """The four figures over the benchmarks of `sets` (file names end in `suffix`)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     benchmarks = sorted(sets, key=lambda b: (sets[b] != "test", b))
+    gflops = {m: {b: g for b, g in per.items() if b in sets} for m, per in gflops.items()}
+    gflops = {m: per for m, per in gflops.items() if per}
     methods = sorted(gflops, key=lambda m: -geomean(
         [gflops[m][b] / gflops["oneDNN"][b] for b in gflops[m] if gflops["oneDNN"].get(b)]))
     markers = "os^vD<>phx*+1234"
@@ -99,7 +104,7 @@ def plots(d, gflops, sets, peak, label):
     ax.set_title(f"GFLOPS per benchmark (* off the grid)\n{label}", fontsize=9)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(os.path.join(d, "gflops_per_benchmark.png"), dpi=110)
+    fig.savefig(os.path.join(d, f"gflops_per_benchmark{suffix}.png"), dpi=110)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(10, 5))
@@ -111,12 +116,14 @@ def plots(d, gflops, sets, peak, label):
     ax.tick_params(axis="x", rotation=60, labelsize=7)
     ax.set_title(f"Ratio to oneDNN, all benchmarks\n{label}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(os.path.join(d, "ratio_to_onednn.png"), dpi=110)
+    fig.savefig(os.path.join(d, f"ratio_to_onednn{suffix}.png"), dpi=110)
     plt.close(fig)
 
     curves = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in read(os.path.join(d, "tune_bench_curves.csv")):
-        curves[r["search"]][r["shape"]].append((float(r["seconds"]), float(r["best_gflops"])))
+        if r["shape"] in sets:
+            curves[r["search"]][r["shape"]].append((float(r["seconds"]),
+                                                    float(r["best_gflops"])))
     if curves:
         end = max(t for per in curves.values() for pts in per.values() for t, _ in pts)
         grid = [end * i / 100 for i in range(1, 101)]
@@ -138,7 +145,7 @@ def plots(d, gflops, sets, peak, label):
         ax.set_title(f"Anytime: best schedule found over time\n{label}", fontsize=9)
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(d, "anytime.png"), dpi=110)
+        fig.savefig(os.path.join(d, f"anytime{suffix}.png"), dpi=110)
         plt.close(fig)
 
     best = {b: max(gflops[m].get(b, 0) for m in methods) for b in benchmarks}
@@ -153,7 +160,7 @@ def plots(d, gflops, sets, peak, label):
     ax.set_title(f"Performance profile\n{label}", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(d, "performance_profile.png"), dpi=110)
+    fig.savefig(os.path.join(d, f"performance_profile{suffix}.png"), dpi=110)
     plt.close(fig)
 
 
@@ -173,7 +180,8 @@ def main():
         w.writerows(rows)
     md = [f"# The paper's evaluation on this machine\n", f"{label}. Benchmarks: "
           f"{sum(1 for s in sets.values() if s == 'test')} test-split matmuls and "
-          f"{sum(1 for s in sets.values() if s == 'offgrid')} off the grid; every number from "
+          f"{sum(1 for s in sets.values() if s == 'offgrid')} off the grid, "
+          f"{sum(1 for s in sets.values() if s == 'conv')} convolution layers; every number from "
           f"this run" + (f" ({args.seconds / 60:.1f} min)" if args.seconds else "") + ".\n",
           "| method | set | benchmarks | geomean vs oneDNN | min vs oneDNN | geomean % of peak "
           "| mean tuning seconds |", "|---|---|---:|---:|---:|---:|---:|"]
@@ -184,9 +192,17 @@ def main():
     md += ["", "![GFLOPS per benchmark](gflops_per_benchmark.png)",
            "![Ratio to oneDNN](ratio_to_onednn.png)", "![Anytime](anytime.png)",
            "![Performance profile](performance_profile.png)", ""]
+    if any(s == "conv" for s in sets.values()):
+        md += ["Convolution layers:", "", "![GFLOPS per layer](gflops_per_benchmark_conv.png)",
+               "![Ratio to oneDNN](ratio_to_onednn_conv.png)", "![Anytime](anytime_conv.png)",
+               "![Performance profile](performance_profile_conv.png)", ""]
     with open(os.path.join(args.dir, "summary.md"), "w") as f:
         f.write("\n".join(md))
-    plots(args.dir, gflops, sets, peak, label)
+    matmuls = {b: s for b, s in sets.items() if s != "conv"}
+    convs = {b: s for b, s in sets.items() if s == "conv"}
+    plots(args.dir, gflops, matmuls, peak, label)
+    if convs:
+        plots(args.dir, gflops, convs, peak, label, suffix="_conv")
     print("\n".join(md))
 
 

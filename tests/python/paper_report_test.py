@@ -26,6 +26,7 @@ class ReportTest(unittest.TestCase):
                 ["mm80_80_80", "test", "evolution", 200, 0, 0, 1.0, 10, 3, 25, 100, 100, 80, 50],
                 ["mm37_61_97", "offgrid", "evolution", 30, 0, 0, 1.0, 10, 3, 25, 100, 60, 40, 30],
                 ["mm64_64_64", "test", "random", 25, 0, 0, 0.5, 10, 3, 25, 100, 100, 80, 25],
+                ["resnet18_conv5_3x3", "conv", "evolution", 2, 0, 0, 10, 7, 1, 2, 100, 100, 0, 2],
             ])
             write(os.path.join(d, "tune_bench_curves.csv"),
                   ["shape", "set", "search", "seconds", "states_evaluated", "best_gflops"],
@@ -59,9 +60,17 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(rows[("numpy", "offgrid")]["geomean_vs_onednn"], 0.5)
             self.assertEqual(rows[("OpenBLAS", "test")]["geomean_vs_onednn"], 0.8)
             self.assertEqual(rows[("random", "test")]["benchmarks"], 1)
-            report.plots(d, gflops, sets, peak, "test host, peak 100 GFLOPS, today")
+            # Convolutions: their own rows, no OpenBLAS reference.
+            self.assertEqual(rows[("evolution", "conv")]["geomean_vs_onednn"], 0.02)
+            self.assertEqual(rows[("evolution", "conv")]["mean_tuning_seconds"], 10.0)
+            self.assertNotIn(("OpenBLAS", "conv"), rows)
+            matmuls = {b: s for b, s in sets.items() if s != "conv"}
+            convs = {b: s for b, s in sets.items() if s == "conv"}
+            report.plots(d, gflops, matmuls, peak, "test host, peak 100 GFLOPS, today")
+            report.plots(d, gflops, convs, peak, "test host, peak 100 GFLOPS, today", "_conv")
             for png in ("gflops_per_benchmark", "ratio_to_onednn", "anytime",
-                        "performance_profile"):
+                        "performance_profile", "gflops_per_benchmark_conv",
+                        "ratio_to_onednn_conv", "performance_profile_conv"):
                 path = os.path.join(d, png + ".png")
                 self.assertTrue(os.path.exists(path), png)
                 with open(path, "rb") as f:
