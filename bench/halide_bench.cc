@@ -67,6 +67,24 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
+// Schedules `pipeline` with `autoscheduler` and JIT-compiles it for the host, timing both into
+// r.schedule_seconds; false (with r.error) when Halide refuses.
+bool ScheduleAndCompile(Halide::Pipeline& pipeline, const std::string& autoscheduler, Result& r) {
+  const Halide::Target target = Halide::get_host_target();
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    // One core, LoopNest's setting: parallelism 1; last-level cache and balance as Halide's
+    // defaults for a CPU.
+    pipeline.auto_schedule(autoscheduler, target, Halide::MachineParams(1, 16 << 20, 40));
+    pipeline.compile_jit(target);
+    r.schedule_seconds = Seconds(t0, std::chrono::steady_clock::now());
+    return true;
+  } catch (const Halide::Error& e) {
+    r.error = e.what();
+    return false;
+  }
+}
+
 // C(n, m) = sum_k A(k, m) * B(n, k): row-major C[M][N] = A[M][K] * B[K][N] in Halide's
 // innermost-first dimension order.
 Result TuneMatmul(const Case& s, const std::string& autoscheduler, double budget) {
@@ -83,19 +101,8 @@ Result TuneMatmul(const Case& s, const std::string& autoscheduler, double budget
   B.dim(0).set_estimate(0, N);
   B.dim(1).set_estimate(0, K);
   C.set_estimate(n, 0, N).set_estimate(m, 0, M);
-  const Halide::Target target = Halide::get_host_target();
   Halide::Pipeline pipeline(C);
-  try {
-    const auto t0 = std::chrono::steady_clock::now();
-    // One core, LoopNest's setting: parallelism 1; last-level cache and balance as Halide's
-    // defaults for a CPU.
-    pipeline.auto_schedule(autoscheduler, target, Halide::MachineParams(1, 16 << 20, 40));
-    pipeline.compile_jit(target);
-    r.schedule_seconds = Seconds(t0, std::chrono::steady_clock::now());
-  } catch (const Halide::Error& e) {
-    r.error = e.what();
-    return r;
-  }
+  if (!ScheduleAndCompile(pipeline, autoscheduler, r)) return r;
   Halide::Buffer<float> a(K, M), b(N, K), c(N, M);
   for (int y = 0; y < M; ++y) {
     for (int x = 0; x < K; ++x) a(x, y) = static_cast<float>((x * 7 + y * 3) % 5 - 2);
@@ -149,17 +156,8 @@ Result TuneConv(const Case& cv, const std::string& autoscheduler, double budget)
   Wt.dim(2).set_estimate(0, C);
   Wt.dim(3).set_estimate(0, K);
   O.set_estimate(x, 0, W).set_estimate(y, 0, H).set_estimate(k, 0, K);
-  const Halide::Target target = Halide::get_host_target();
   Halide::Pipeline pipeline(O);
-  try {
-    const auto t0 = std::chrono::steady_clock::now();
-    pipeline.auto_schedule(autoscheduler, target, Halide::MachineParams(1, 16 << 20, 40));
-    pipeline.compile_jit(target);
-    r.schedule_seconds = Seconds(t0, std::chrono::steady_clock::now());
-  } catch (const Halide::Error& e) {
-    r.error = e.what();
-    return r;
-  }
+  if (!ScheduleAndCompile(pipeline, autoscheduler, r)) return r;
   Halide::Buffer<float> in(W + 2, H + 2, C), wt(3, 3, C, K), out(W, H, K);
   in.for_each_element([&](int a, int b, int c) { in(a, b, c) = (a + 2 * b + 3 * c) % 5 - 2; });
   wt.for_each_element([&](int a, int b, int c, int d) { wt(a, b, c, d) = (a + b + c + d) % 3 - 1; });
