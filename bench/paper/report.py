@@ -78,6 +78,17 @@ def summary(gflops, sets, peak, seconds):
     return rows
 
 
+def save(fig, ax, path, title, legend_columns=1):
+    """Titles, legends (none for 0 columns), writes and closes one figure."""
+    import matplotlib.pyplot as plt
+    ax.set_title(title, fontsize=9)
+    if legend_columns:
+        ax.legend(fontsize=7, ncol=legend_columns)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plots(d, gflops, sets, peak, label, suffix=""):
     """The four figures over the benchmarks of `sets` (file names end in `suffix`)."""
     import matplotlib
@@ -101,11 +112,8 @@ def plots(d, gflops, sets, peak, label, suffix=""):
     ax.set_xticklabels([b + (" *" if sets[b] == "offgrid" else "") for b in benchmarks],
                        rotation=90, fontsize=7)
     ax.set_ylabel("GFLOPS (one core)")
-    ax.set_title(f"GFLOPS per benchmark (* off the grid)\n{label}", fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, f"gflops_per_benchmark{suffix}.png"), dpi=110)
-    plt.close(fig)
+    save(fig, ax, os.path.join(d, f"gflops_per_benchmark{suffix}.png"),
+         f"GFLOPS per benchmark (* off the grid)\n{label}", legend_columns=2)
 
     fig, ax = plt.subplots(figsize=(10, 5))
     data = [[gflops[m][b] / gflops["oneDNN"][b] for b in gflops[m] if gflops["oneDNN"].get(b)]
@@ -114,10 +122,8 @@ def plots(d, gflops, sets, peak, label, suffix=""):
     ax.axhline(1.0, color="gray", linestyle=":")
     ax.set_ylabel("GFLOPS / oneDNN's")
     ax.tick_params(axis="x", rotation=60, labelsize=7)
-    ax.set_title(f"Ratio to oneDNN, all benchmarks\n{label}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, f"ratio_to_onednn{suffix}.png"), dpi=110)
-    plt.close(fig)
+    save(fig, ax, os.path.join(d, f"ratio_to_onednn{suffix}.png"),
+         f"Ratio to oneDNN, all benchmarks\n{label}", legend_columns=0)
 
     curves = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in read(os.path.join(d, "tune_bench_curves.csv")):
@@ -142,11 +148,8 @@ def plots(d, gflops, sets, peak, label, suffix=""):
         ax.axhline(1.0, color="gray", linestyle=":", label="oneDNN")
         ax.set_xlabel("tuning time (s)")
         ax.set_ylabel("geomean best-so-far / oneDNN")
-        ax.set_title(f"Anytime: best schedule found over time\n{label}", fontsize=9)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(d, f"anytime{suffix}.png"), dpi=110)
-        plt.close(fig)
+        save(fig, ax, os.path.join(d, f"anytime{suffix}.png"),
+             f"Anytime: best schedule found over time\n{label}")
 
     best = {b: max(gflops[m].get(b, 0) for m in methods) for b in benchmarks}
     taus = [1 + 0.02 * i for i in range(101)]
@@ -157,11 +160,8 @@ def plots(d, gflops, sets, peak, label, suffix=""):
         ax.plot(taus, fractions, label=m, linestyle="-" if i < 10 else "--")
     ax.set_xlabel("within a factor x of the best method")
     ax.set_ylabel("fraction of benchmarks")
-    ax.set_title(f"Performance profile\n{label}", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, f"performance_profile{suffix}.png"), dpi=110)
-    plt.close(fig)
+    save(fig, ax, os.path.join(d, f"performance_profile{suffix}.png"),
+         f"Performance profile\n{label}")
 
 
 def main():
