@@ -1,5 +1,6 @@
 #include "client/cpp/fleet.h"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -218,6 +219,7 @@ class Fleet {
   void Connected(int change) {
     absl::MutexLock lock(&mu_);
     connected_ += change;
+    ever_connected_ = true;
     last_answer_ = absl::Now();
   }
 
@@ -225,13 +227,16 @@ class Fleet {
   // queued benchmarks fail.
   void NoAnswer(const absl::Status& why) {
     absl::MutexLock lock(&mu_);
-    if (connected_ > 0 || absl::Now() - last_answer_ < options_.give_up_after) return;
+    const absl::Duration limit = ever_connected_ ? options_.give_up_after
+                                                 : std::min(options_.give_up_after,
+                                                            options_.give_up_unreached);
+    if (connected_ > 0 || absl::Now() - last_answer_ < limit) return;
     while (!queue_.empty()) {
       const size_t job = queue_.front();
       queue_.pop_front();
       ++in_flight_;
       results_[job].status = absl::UnavailableError(
-          absl::StrCat("no server answered for ", absl::FormatDuration(options_.give_up_after),
+          absl::StrCat("no server answered for ", absl::FormatDuration(absl::Trunc(absl::Now() - last_answer_, absl::Seconds(1))),
                        "; the last error: ", why.message()));
       Report(job);
     }
@@ -244,6 +249,7 @@ class Fleet {
   std::deque<size_t> queue_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int connected_ ABSL_GUARDED_BY(mu_) = 0;  // servers with a live connection
+  bool ever_connected_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -61,8 +61,10 @@ struct FleetOptions {
   int max_attempts = 3;  // servers a benchmark is started on before it is given up
   // A server that does not answer is tried again after this.
   absl::Duration retry_interval = absl::Seconds(1);
-  // No server answering for this long: the benchmarks still queued fail UNAVAILABLE.
+  // No server answering for this long: the benchmarks still queued fail UNAVAILABLE. Until some
+  // server has answered once (a mistyped address, a fleet not up), `give_up_unreached` counts.
   absl::Duration give_up_after = absl::Seconds(60);
+  absl::Duration give_up_unreached = absl::Seconds(10);
   // Called once per benchmark as it is done (from the servers' threads, one at a time).
   std::function<void(const TuneResult&)> on_result;
 };
