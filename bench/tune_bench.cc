@@ -6,7 +6,9 @@
 // peak, states evaluated per second, and the best schedule timed again afterwards (fixed budget,
 // on the same core) against what the search reported.
 //
-//   bazel run //bench:tune_bench -- --time_limit=10 --searches=beam4dfs,random
+//   bazel run //bench:tune_bench -- --time_limit=10 --searches=beam4dfs,random,evolution@loop_nest
+// (NAME@SPACE: the search in that action space; by default evolution runs in loop_nest, as
+// `looptool tune`, the policy searches in the policy's, the others in loop_tool).
 #include <sched.h>
 
 #include <algorithm>
@@ -247,8 +249,11 @@ int Main() {
   const std::vector<std::string> searches =
       absl::StrSplit(absl::GetFlag(FLAGS_searches), ',', absl::SkipEmpty());
   std::map<std::string, client::SearchSpec> specs;
+  std::map<std::string, std::string> spaces;  // NAME@SPACE: the search in another action space
   for (const std::string& search : searches) {
-    absl::StatusOr<client::SearchSpec> spec = client::ParseSearch(search);
+    const std::vector<std::string> parts = absl::StrSplit(search, absl::MaxSplits('@', 1));
+    if (parts.size() == 2) spaces[search] = parts[1];
+    absl::StatusOr<client::SearchSpec> spec = client::ParseSearch(parts[0]);
     if (!spec.ok()) {
       std::fprintf(stderr, "--searches: %s\n", spec.status().ToString().c_str());
       return 1;
@@ -286,10 +291,12 @@ int Main() {
     for (const std::string& search : searches) {
       // The policy searches act in the built-in policy's action space.
       const client::SearchSpec::Kind kind = specs[search].kind;
-      const std::string space = kind == client::SearchSpec::Kind::kPolicy ||
+      const std::string space = spaces.count(search) ? spaces[search]
+                                : kind == client::SearchSpec::Kind::kPolicy ||
                                         kind == client::SearchSpec::Kind::kPolicyGuided
                                     ? client::Policy::Default().action_space()
-                                    : "loop_tool";
+                                : kind == client::SearchSpec::Kind::kEvolution ? "loop_nest"
+                                                                               : "loop_tool";
       absl::StatusOr<client::Env> env =
           bench.program.empty()
               ? client::Env::Start(*connection, bench.uri, space)
@@ -362,7 +369,8 @@ int Main() {
           : std::string("--retime_top=0: as each search measured them"),
       peak, OneDnnVersion(), OpenBlasCore(), retime_budget * 1000,
       absl::GetFlag(FLAGS_policy_seed)
-          ? " Evolution starts from the built-in policy's episode (--policy_seed)."
+          ? " Evolution runs in loop_nest unless named NAME@SPACE and starts from the built-in "
+            "policy's episode (--policy_seed; translated to level pointers in loop_nest)."
           : " Evolution starts from random rollouts only (--policy_seed=false).");
   const int count = absl::GetFlag(FLAGS_count), offgrid = absl::GetFlag(FLAGS_offgrid);
   if (count > 0) {

@@ -31,9 +31,37 @@ absl::Status Guarded(Fn&& fn) {
   }
 }
 
-// An action is an index (CompilerGym's discrete actions) or, for people and scripts, a name.
+// loop_nest's multi-discrete form: (transformation, level, parameter) as an int64_tensor of
+// three values or an event_list of three int64_value events.
+absl::StatusOr<int64_t> MultiDiscreteIndex(const compiler_gym::Event& e, const Episode& episode) {
+  if (episode.action_space_name() != LoopNestActionSpace().name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "A multi-discrete action (transformation, level, parameter) is for action space ",
+        LoopNestActionSpace().name, ", not ", episode.action_space_name()));
+  }
+  const absl::Status malformed = absl::InvalidArgumentError(
+      "A multi-discrete action must hold three integers: (transformation, level, parameter)");
+  std::vector<int64_t> v;
+  if (e.value_case() == compiler_gym::Event::kInt64Tensor) {
+    v.assign(e.int64_tensor().value().begin(), e.int64_tensor().value().end());
+  } else {
+    for (const compiler_gym::Event& x : e.event_list().event()) {
+      if (x.value_case() != compiler_gym::Event::kInt64Value) return malformed;
+      v.push_back(x.int64_value());
+    }
+  }
+  if (v.size() != 3) return malformed;
+  return LoopNestIndex(v[0], v[1], v[2]);
+}
+
+// An action is an index (CompilerGym's discrete actions), loop_nest's (transformation, level,
+// parameter) triple, or, for people and scripts, a name.
 absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const Episode& episode) {
   if (e.value_case() == compiler_gym::Event::kInt64Value) return e.int64_value();
+  if (e.value_case() == compiler_gym::Event::kInt64Tensor ||
+      e.value_case() == compiler_gym::Event::kEventList) {
+    return MultiDiscreteIndex(e, episode);
+  }
   if (e.value_case() == compiler_gym::Event::kStringValue) {
     const std::vector<std::string>& names = episode.action_names();
     for (size_t i = 0; i < names.size(); ++i) {
@@ -44,8 +72,9 @@ absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const Episode&
                                                    episode.action_space_name()));
   }
   return absl::InvalidArgumentError(
-      "An action must be an Event with int64_value (the index in the action space) or "
-      "string_value (the action's name)");
+      "An action must be an Event with int64_value (the index in the action space), "
+      "string_value (the action's name) or, in loop_nest, int64_tensor (transformation, level, "
+      "parameter)");
 }
 
 // GetSpaces' observation spaces: LoopTool's registry, then the names only upstream

@@ -20,6 +20,22 @@ ActionSpace MakeSpace(std::string name, const std::vector<int>& split_factors, b
   return s;
 }
 
+constexpr int kLevels = 16;  // loop_nest's level pointers (Limits' default max_loops)
+
+ActionSpace MakeLoopNestSpace() {
+  ActionSpace s{"loop_nest", {}};
+  for (int p = 0; p < kLevels; ++p) {
+    for (int n : LoopNestTileSizes()) s.actions.push_back({Action::Kind::kSplit, n, p});
+  }
+  for (int p = 0; p < kLevels; ++p) {
+    for (int q = 0; q < kLevels; ++q) s.actions.push_back({Action::Kind::kInterchange, 0, p, q});
+  }
+  for (auto kind : {Action::Kind::kUnroll, Action::Kind::kVectorize, Action::Kind::kMerge}) {
+    for (int p = 0; p < kLevels; ++p) s.actions.push_back({kind, 0, p});
+  }
+  return s;
+}
+
 }  // namespace
 
 std::vector<std::string> ActionSpace::Names() const {
@@ -55,9 +71,33 @@ const ActionSpace& LoopTuneActionSpace() {
   return *space;
 }
 
+const ActionSpace& LoopNestActionSpace() {
+  static const ActionSpace* space = new ActionSpace(MakeLoopNestSpace());
+  return *space;
+}
+
+const std::vector<int>& LoopNestTileSizes() {
+  static const std::vector<int>* sizes =
+      new std::vector<int>{2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256};
+  return *sizes;
+}
+
+absl::StatusOr<int64_t> LoopNestIndex(int64_t transformation, int64_t level, int64_t parameter) {
+  const auto error = [&](absl::string_view what, int64_t high) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loop_nest action (", transformation, ", ", level, ", ", parameter, "): ",
+                     what, " is out of range (0..", high, ")"));
+  };
+  if (transformation < 0 || transformation > 4) return error("the transformation", 4);
+  if (level < 0 || level >= kLevels) return error("the level", kLevels - 1);
+  if (parameter < 0 || parameter >= kLevels) return error("the parameter", kLevels - 1);
+  if (transformation <= 1) return transformation * kLevels * kLevels + level * kLevels + parameter;
+  return 2 * kLevels * kLevels + (transformation - 2) * kLevels + level;
+}
+
 const std::vector<ActionSpace>& AllActionSpaces() {
-  static const std::vector<ActionSpace>* spaces =
-      new std::vector<ActionSpace>{LoopToolActionSpace(), LoopTuneActionSpace()};
+  static const std::vector<ActionSpace>* spaces = new std::vector<ActionSpace>{
+      LoopToolActionSpace(), LoopTuneActionSpace(), LoopNestActionSpace()};
   return *spaces;
 }
 

@@ -1,5 +1,7 @@
 #include "backend/actions/apply.h"
 
+#include <cstdlib>
+
 #include "backend/actions/primitives.h"
 #include "backend/util/check.h"
 
@@ -38,6 +40,8 @@ NoEffectReason CheckPrecondition(const LoopTree& tree, const Action& action) {
       return NoEffectReason::kNone;
     case Action::Kind::kVectorize:
       return CheckVectorize(tree);
+    case Action::Kind::kInterchange:
+      break;  // level pointers only: ApplyAtLevel
   }
   LT_CHECK(false);
   return NoEffectReason::kNone;
@@ -62,6 +66,8 @@ LoopTree Do(const LoopTree& tree, const Action& action) {
       return DoUnroll(tree);
     case Action::Kind::kVectorize:
       return DoVectorize(tree);
+    case Action::Kind::kInterchange:
+      break;  // level pointers only: ApplyAtLevel
   }
   LT_CHECK(false);
   return tree;
@@ -75,13 +81,8 @@ NoEffectReason CheckLimits(const LoopTree& next, const Limits& limits) {
   return NoEffectReason::kNone;
 }
 
-}  // namespace
-
-NoEffectReason CheckApplicable(const LoopTree& tree, const Action& action, const Limits& limits) {
-  return Apply(tree, action, limits).reason;
-}
-
-ActionResult Apply(const LoopTree& tree, const Action& action, const Limits& limits) {
+// A cursor action at the cursor: its precondition, then the limits.
+ActionResult ApplyAtCursor(const LoopTree& tree, const Action& action, const Limits& limits) {
   NoEffectReason reason = CheckPrecondition(tree, action);
   if (reason != NoEffectReason::kNone) return {tree, reason};
   LoopTree next = Do(tree, action);
@@ -90,10 +91,61 @@ ActionResult Apply(const LoopTree& tree, const Action& action, const Limits& lim
   return {std::move(next), NoEffectReason::kNone};
 }
 
+// interchange_L<p>_L<q> on `at_p` (the tree with its cursor on loop p): loop p moves to loop q's
+// depth by adjacent swaps, each of which must apply (swap_down's or swap_up's reasons).
+ActionResult Interchange(const LoopTree& at_p, Cursor q, const Limits& limits) {
+  const Cursor p = at_p.cursor();
+  if (p.statement != q.statement) return {at_p, NoEffectReason::kDifferentNests};
+  if (p.depth == q.depth) return {at_p, NoEffectReason::kSameLoop};
+  const Action swap{q.depth > p.depth ? Action::Kind::kSwapDown : Action::Kind::kSwapUp, 0};
+  LoopTree t = at_p;
+  for (int i = 0; i < std::abs(q.depth - p.depth); ++i) {
+    ActionResult r = ApplyAtCursor(t, swap, limits);
+    if (!r.had_effect()) return {at_p, r.reason};
+    t = std::move(r.tree);
+  }
+  return {std::move(t), NoEffectReason::kNone};
+}
+
+// A level-pointer action: the cursor action on loop `level` (the cursor ends where that action
+// leaves it), or interchange.
+ActionResult ApplyAtLevel(const LoopTree& tree, const Action& action, const Limits& limits) {
+  const std::vector<Cursor> positions = tree.CursorPositions();
+  const int n = static_cast<int>(positions.size());
+  if (action.level >= n) return {tree, NoEffectReason::kNoSuchLoop};
+  const bool interchange = action.kind == Action::Kind::kInterchange;
+  if (interchange && (action.target < 0 || action.target >= n)) {
+    return {tree, NoEffectReason::kNoSuchLoop};
+  }
+  const LoopTree at = tree.WithCursor(positions[action.level]);
+  Action at_cursor = action;
+  at_cursor.level = -1;
+  ActionResult r = interchange ? Interchange(at, positions[action.target], limits)
+                               : ApplyAtCursor(at, at_cursor, limits);
+  if (!r.had_effect()) return {tree, r.reason};
+  return r;
+}
+
+}  // namespace
+
+NoEffectReason CheckApplicable(const LoopTree& tree, const Action& action, const Limits& limits) {
+  return Apply(tree, action, limits).reason;
+}
+
+ActionResult Apply(const LoopTree& tree, const Action& action, const Limits& limits) {
+  if (action.level >= 0) return ApplyAtLevel(tree, action, limits);
+  return ApplyAtCursor(tree, action, limits);
+}
+
 std::vector<bool> ActionMask(const LoopTree& tree, const ActionSpace& space,
                              const Limits& limits) {
+  const int loops = static_cast<int>(tree.CursorPositions().size());
   std::vector<bool> mask;
   for (const Action& a : space.actions) {
+    if (a.level >= loops || a.target >= loops) {  // kNoSuchLoop, without building a tree
+      mask.push_back(false);
+      continue;
+    }
     mask.push_back(CheckApplicable(tree, a, limits) == NoEffectReason::kNone);
   }
   return mask;

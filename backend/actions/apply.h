@@ -32,6 +32,18 @@
 // vectorize  1) X is the innermost loop over its variable (kNotInnermostOfVariable). Toggles X's
 //            vectorize mark; setting it clears the mark on every other loop of the nest.
 //
+// Level pointers (the loop_nest space, after MLIR-RL): an action whose Action::level is p >= 0
+// acts on loop p of the cursor's walk order instead of the cursor's loop:
+// any        1) the tree has more than p compute loops (kNoSuchLoop).
+//            Then tile_L<p>_<n>, unroll_L<p>, vectorize_L<p> and merge_L<p> are split_n, unroll,
+//            vectorize and merge with the cursor moved to loop p first (their own preconditions
+//            and results; the cursor ends where they leave it; on no effect it stays where it was).
+// interchange_L<p>_L<q>  2) the tree has more than q compute loops (kNoSuchLoop);
+//            3) p != q (kSameLoop); 4) both loops are in one statement's compute nest
+//            (kDifferentNests); 5) every adjacent swap moving loop p to loop q's depth applies
+//            (swap's kSameVariable, or kTooManyLoops). Loop p then sits at q's depth, the loops
+//            between shifted by one; the cursor follows it.
+//
 // Where LoopTune's agent also refuses an action (an innermost loop whose size is not a multiple
 // of 8, a tree of more than 10 loops) LoopTool does not: its code generator emits masked tails,
 // and the loop limit is Limits::max_loops.

@@ -8,7 +8,16 @@
 namespace looptool {
 namespace {
 
-int LoopToolIndex(const Action& a) { return LoopToolActionSpace().IndexOf(a); }
+// The history's vocabulary is loop_tool's: a level-pointer action counts as the cursor action
+// it performs (interchange as a swap in its direction); a tile size loop_tool lacks, as none.
+int LoopToolIndex(const Action& a) {
+  Action cursor = a;
+  if (a.kind == Action::Kind::kInterchange) {
+    cursor.kind = a.target > a.level ? Action::Kind::kSwapDown : Action::Kind::kSwapUp;
+  }
+  cursor.level = cursor.target = -1;
+  return LoopToolActionSpace().IndexOf(cursor);
+}
 
 }  // namespace
 

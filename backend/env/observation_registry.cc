@@ -1,5 +1,6 @@
 #include "backend/env/observation_registry.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -59,13 +60,15 @@ absl::StatusOr<Measurement> Measure(const ObservationInputs& in, absl::string_vi
 }  // namespace
 
 ObservationRegistry LoopToolObservations(const Limits& limits) {
-  const int num_actions = LoopToolActionSpace().size();
+  const int num_actions = LoopToolActionSpace().size();  // the history's vocabulary
   const int64_t loops_width = int64_t{limits.max_loops} * kLoopFeatures;
   const int64_t prev_width = int64_t{kPrevActions} * num_actions;
+  int largest_space = 0;
+  for (const ActionSpace& s : AllActionSpaces()) largest_space = std::max(largest_space, s.size());
 
   ObservationSpace mask{"action_mask", Observation::Kind::kBoolTensor};
   mask.min_length = 0;
-  mask.max_length = num_actions;
+  mask.max_length = largest_space;
   mask.high = 1;
   mask.default_value = Observation::Bools({});
 

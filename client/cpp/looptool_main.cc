@@ -56,7 +56,8 @@ ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: star
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 ABSL_FLAG(std::string, actions, "", "eval: comma-separated action names to apply");
 ABSL_FLAG(std::string, action_space, "",
-          "loop_tool or loop_tune (default: loop_tool, or the policy's for the policy searches)");
+          "loop_tool, loop_tune or loop_nest (default: loop_nest for evolution, the policy's for "
+          "the policy searches, else loop_tool)");
 ABSL_FLAG(std::string, dataset, "",
           "benchmarks: list this dataset's benchmarks; tune: tune them (see --split)");
 ABSL_FLAG(std::string, split, "all", "tune --dataset: all, train or test");
@@ -174,11 +175,13 @@ void ReportEmbedded(const Connected& c) {
 }
 
 // The action space sessions run in: --action_space, else the policy's for the policy searches,
-// else loop_tool.
-std::string ActionSpace(const Policy* policy) {
+// loop_nest for evolution (its best: bench/results/tune_bench_10s_loop_nest.md), else loop_tool
+// (LoopTune's baselines, and eval's action names).
+std::string ActionSpace(const Policy* policy, bool evolution = false) {
   const std::string space = absl::GetFlag(FLAGS_action_space);
   if (!space.empty()) return space;
-  return policy != nullptr ? policy->action_space() : "loop_tool";
+  if (policy != nullptr) return policy->action_space();
+  return evolution ? "loop_nest" : "loop_tool";
 }
 
 // A benchmark named on the command line: a benchmark:// URI, a bare mmM_N_K, or a program file
@@ -376,7 +379,7 @@ int Tune() {
   tune.search.time_limit_seconds = absl::GetFlag(FLAGS_time_limit);
   tune.search.seed = absl::GetFlag(FLAGS_seed);
   if (policy.has_value()) tune.search.policy = &*policy;
-  tune.action_space = ActionSpace(chosen);
+  tune.action_space = ActionSpace(chosen, search->kind == SearchSpec::Kind::kEvolution);
   std::unique_ptr<ScheduleStore> store;
   if (const std::string path = absl::GetFlag(FLAGS_store); !path.empty()) {
     absl::StatusOr<std::unique_ptr<ScheduleStore>> opened = ScheduleStore::Open(path);
@@ -426,12 +429,14 @@ int Tune() {
     json j = ResultJson(*t);
     j["benchmark"] = uri;
     j["search"] = search_name;
+    j["action_space"] = tune.action_space;
     std::cout << j.dump() << "\n";
     return 0;
   }
   std::printf("benchmark  %s\n", uri.c_str());
-  std::printf("search     %s: %lld states evaluated in %.1f s\n", search_name.c_str(),
-              static_cast<long long>(r->states_evaluated), r->seconds);
+  std::printf("search     %s in %s: %lld states evaluated in %.1f s\n", search_name.c_str(),
+              tune.action_space.c_str(), static_cast<long long>(r->states_evaluated),
+              r->seconds);
   const char* start_label = t->stored_prefix > 0 ? "stored" : "start";
   if (r->start_gflops > 0) {
     std::printf("%-10s %8.2f GFLOPS  %5.1f%% of peak\n", start_label, r->start_gflops,

@@ -355,8 +355,8 @@ absl::Status Random(Searcher& s, int depth, uint64_t seed) {
 // by random rollouts from the start; then, until the time limit, a parent drawn by tournament
 // (best of 3) is varied and the child's state measured: extended by 1-3 random legal actions
 // (a rollout continued from a good state), cut back by 1-3 actions and extended again, one
-// action of its path replaced by a random one, or crossed with another member (a prefix of one,
-// the suffix of the other). Paths longer than twice the episode length are cut. A child enters
+// action of its path replaced by a random one legal in its state, or crossed with another member
+// (a prefix of one, the suffix of the other). Paths longer than twice the episode length are cut. A child enters
 // the population when it beats the worst member, which leaves; every state measured on the way
 // counts for the best.
 // A policy that acts in another space whose action names the session's space has: index i of
@@ -385,7 +385,8 @@ absl::StatusOr<Node> MappedPolicyEpisode(Searcher& s, const MappedPolicy& p, int
   return best;
 }
 
-absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy* seed_policy) {
+absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy* seed_policy,
+                       const std::vector<int>& seed_path) {
   constexpr size_t kPopulation = 16;
   std::mt19937_64 rng(seed);
   const auto uniform = [&rng](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
@@ -439,6 +440,11 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy
     if (!seeded.ok()) return seeded.status();
     if (seeded->ir != s.root().ir) admit(*seeded);
   }
+  if (!seed_path.empty()) {
+    absl::StatusOr<Reached> seeded = s.EvaluatePath(seed_path);
+    if (!seeded.ok()) return seeded.status();
+    if (seeded->node.gflops > 0 && seeded->node.ir != s.root().ir) admit(seeded->node);
+  }
   for (size_t i = 0; i < kPopulation && !s.Expired(); ++i) {
     absl::Status st = rollout(s.root(), depth);
     if (!st.ok()) return st;
@@ -459,7 +465,10 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy
     } else {
       std::vector<int> path = parent.path;
       if (op == 2) {
-        path[uniform(path.size())] = uniform(parent.mask.size());
+        // A legal action of the parent's state: in loop_nest most indices name no loop.
+        const std::vector<int> legal = legal_actions(parent);
+        path[uniform(path.size())] =
+            legal.empty() ? uniform(parent.mask.size()) : legal[uniform(legal.size())];
       } else {
         const Node& other = tournament();
         const size_t a = uniform(path.size() + 1), b = uniform(other.path.size() + 1);
@@ -544,6 +553,63 @@ absl::StatusOr<SearchResult> PolicyEpisode(const Env& start, const SearchOptions
   out.states_evaluated = 1;
   out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> CursorToLevelActions(const std::vector<std::string>& cursor_actions) {
+  std::vector<std::string> out;
+  int c = 0;
+  for (const std::string& a : cursor_actions) {
+    if (a == "up") {
+      --c;
+    } else if (a == "down") {
+      ++c;
+    } else if (a == "swap_down") {
+      out.push_back(absl::StrCat("interchange_L", c, "_L", c + 1));
+      ++c;
+    } else if (a == "swap_up") {
+      out.push_back(absl::StrCat("interchange_L", c, "_L", c - 1));
+      --c;
+    } else if (a == "unroll" || a == "vectorize") {
+      out.push_back(absl::StrCat(a, "_L", c));
+    } else if (absl::StartsWith(a, "split_")) {
+      out.push_back(absl::StrCat("tile_L", c, "_", a.substr(6)));
+    } else {
+      break;
+    }
+    if (c < 0) break;
+  }
+  return out;
+}
+
+namespace {
+
+// evolution's seed where the policy cannot act in the session's space (a cursor policy, a
+// level-pointer space): the policy's greedy episode on a session of its own space on the same
+// benchmark, translated by name into the session's space (CursorToLevelActions), as far as the
+// translation goes. Empty when the start is not the benchmark's initial state (a stored schedule
+// replayed), the policy does not fit, or the session's space lacks the translated names.
+std::vector<int> TranslatedPolicySeed(const Env& start, const SearchOptions& options,
+                                      const Policy& policy) {
+  absl::StatusOr<Env> own = Env::Start(start.connection(), start.benchmark(),
+                                       policy.action_space());
+  if (!own.ok()) return {};
+  own->set_deadline(absl::Now() + absl::Seconds(options.time_limit_seconds / 4));
+  absl::StatusOr<Value> own_ir = own->Observe("ir");
+  absl::StatusOr<Env> probe = start.Fork();
+  if (!own_ir.ok() || !probe.ok()) return {};
+  absl::StatusOr<Value> start_ir = probe->Observe("ir");
+  if (!start_ir.ok() || start_ir->text != own_ir->text) return {};
+  absl::StatusOr<SearchResult> episode = PolicyEpisode(*own, options, policy);
+  if (!episode.ok()) return {};
+  std::vector<int> path;
+  for (const std::string& name : CursorToLevelActions(episode->actions)) {
+    const int index = start.ActionIndex(name);
+    if (index < 0) break;
+    path.push_back(index);
+  }
+  return path;
 }
 
 // policy_guided: the policy's own episode first (every state on it measured), then best-first
@@ -692,8 +758,15 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
       if (seed_policy.has_value() && !CheckFeatures(policy, s.root().features).ok()) {
         seed_policy.reset();  // another --max_loops: the policy cannot read this server's
       }
-      status = Evolution(s, options.depth, options.seed,
-                         seed_policy.has_value() ? &*seed_policy : nullptr);
+      {
+        // Or the policy's episode translated (a cursor policy, loop_nest), within the limit.
+        std::vector<int> seed_path;
+        if (!seed_policy.has_value() && options.policy_seed && options.depth > 0) {
+          seed_path = TranslatedPolicySeed(start, options, policy);
+        }
+        status = Evolution(s, options.depth, options.seed,
+                           seed_policy.has_value() ? &*seed_policy : nullptr, seed_path);
+      }
       break;
     case Kind::kPolicyGuided:
       status = PolicyGuided(s, policy, options.policy_width, options.depth);

@@ -63,7 +63,9 @@ struct SearchOptions {
   int policy_width = 3;
   // evolution: the policy's greedy episode (its actions mapped by name into the session's
   // space) seeds the population before the random rollouts, so that the search starts from a
-  // good schedule. Skipped when the policy's actions or observation do not fit the session.
+  // good schedule. In loop_nest, whose names a cursor policy lacks, the episode runs on a
+  // session of the policy's own space and is translated to level pointers (within the time
+  // limit; only from the benchmark's initial state). Skipped when nothing fits.
   bool policy_seed = true;
   // The best `retime_top` distinct kernels (and the start) are timed again at the end with the
   // server's full fixed budget (Env::Remeasure), in the last 5% of the time limit (at most
@@ -87,6 +89,14 @@ struct SearchResult {
   int64_t states_evaluated = 0;      // distinct states whose kernel was measured
   double seconds = 0;
 };
+
+// A cursor action sequence (loop_tool's or loop_tune's names, from a state whose cursor is on the
+// first loop) as loop_nest's level-pointer actions with the same effect on the schedule: the
+// cursor's walk position c is tracked, split_N at c becomes tile_L<c>_N, swap_down
+// interchange_L<c>_L<c+1>, swap_up interchange_L<c>_L<c-1>, unroll/vectorize unroll_L<c> /
+// vectorize_L<c>; up and down only move c. Stops at the first action it cannot translate (merge,
+// whose cursor lands where the names do not tell; a move above the first loop).
+std::vector<std::string> CursorToLevelActions(const std::vector<std::string>& cursor_actions);
 
 // Searches from `start`'s current state (left unchanged). INVALID_ARGUMENT for a beam width or
 // greedy lookahead below 1; the server's status when the start state itself cannot be measured.

@@ -118,7 +118,7 @@ class CliTest(unittest.TestCase):
                 self.assertEqual(j["actions"], first[uri]["actions"])
                 self.assertEqual(j["gflops"], first[uri]["gflops"])
                 self.assertEqual(j["host_cpu"], first[uri]["host_cpu"])
-                self.assertEqual(j["action_space"], "loop_tool")
+                self.assertEqual(j["action_space"], "loop_nest")  # evolution's
             text = run("schedules", f"--store={store}")
             self.assertIn("benchmark://reduce-v0/rowsum_1024_1024", text.stdout)
             self.assertIn("3 schedules in", text.stderr)

@@ -17,6 +17,7 @@
 #include "client/cpp/search.h"
 #include "datasets/matmul_range.h"
 #include "gmock/gmock.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "tests/service/server_process.h"
 
@@ -373,9 +374,78 @@ TEST_F(ClientTest, EvolutionStartsFromThePolicysEpisodeMappedIntoTheSessionsSpac
     };
     auto r = Search(*start, o);
     ASSERT_TRUE(r.ok()) << r.status();
-    if (seeded) EXPECT_GT(first_best, 2 * start_gflops);
+    if (seeded) {
+      EXPECT_GT(first_best, 2 * start_gflops);
+    }
     EXPECT_GT(r->gflops, r->start_gflops);
   }
+}
+
+// The loop tree without its cursor mark (cursor and level-pointer actions leave it elsewhere).
+std::string WithoutCursor(std::string tree) {
+  for (size_t at; (at = tree.find("  <<<<<< cursor")) != std::string::npos;) {
+    tree.erase(at, tree.find('\n', at) - at);
+  }
+  return tree;
+}
+
+TEST(CursorToLevelActions, TracksTheCursorAndStopsAtMerge) {
+  EXPECT_EQ(CursorToLevelActions({"down", "split_16", "swap_down", "up", "swap_up", "down",
+                                  "vectorize", "unroll", "merge", "split_4"}),
+            (std::vector<std::string>{"tile_L1_16", "interchange_L1_L2", "interchange_L1_L0",
+                                      "vectorize_L1", "unroll_L1"}));
+  EXPECT_EQ(CursorToLevelActions({"up", "split_4"}), std::vector<std::string>{});
+}
+
+// The built-in policy's episode on `uri`, in its own space (loop_tune).
+absl::StatusOr<SearchResult> BuiltInPolicyEpisode(const std::shared_ptr<Connection>& connection,
+                                                  const std::string& uri) {
+  absl::StatusOr<Env> tune = Env::Start(connection, uri, Policy::Default().action_space());
+  if (!tune.ok()) return tune.status();
+  SearchOptions o;
+  o.search = *ParseSearch("policy");
+  return Search(*tune, o);
+}
+
+// The built-in policy's episode (loop_tune) translated to loop_nest reaches the same schedule.
+TEST_F(ClientTest, TranslatedPolicyEpisodesReachTheSameSchedule) {
+  for (const char* uri : {kMm, "benchmark://mm64_256_16_range-v0/mm64_80_96"}) {
+    auto r = BuiltInPolicyEpisode(connection_, uri);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_GE(r->actions.size(), 5u);
+    const std::vector<std::string> level = CursorToLevelActions(r->actions);
+    auto nest = Env::Start(connection_, uri, "loop_nest");
+    ASSERT_TRUE(nest.ok());
+    auto stepped = nest->StepNamed(level, {"loop_tree"});
+    ASSERT_TRUE(stepped.ok()) << stepped.status();
+    EXPECT_FALSE(stepped->action_had_no_effect);
+    EXPECT_EQ(WithoutCursor(stepped->Find("loop_tree")->text), WithoutCursor(r->loop_tree))
+        << absl::StrJoin(r->actions, " ") << "\n" << absl::StrJoin(level, " ");
+  }
+}
+
+// In loop_nest, evolution's first state after the start is the policy's episode, translated:
+// the same schedule, so the server's cached measurement of it.
+TEST_F(ClientTest, EvolutionInLoopNestStartsFromTheTranslatedPolicyEpisode) {
+  const std::string uri = "benchmark://mm64_256_16_range-v0/mm64_80_96";
+  auto episode = BuiltInPolicyEpisode(connection_, uri);
+  ASSERT_TRUE(episode.ok()) << episode.status();
+  auto start = Env::Start(connection_, uri, "loop_nest");
+  ASSERT_TRUE(start.ok());
+  const double start_gflops = start->Observe("flops")->number;
+  ASSERT_GT(episode->gflops, start_gflops);
+  SearchOptions o;
+  o.search = *ParseSearch("evolution");
+  o.time_limit_seconds = 0.5;
+  double first_best = -1;
+  o.on_progress = [&](const SearchProgress& progress) {
+    if (progress.states_evaluated == 1) first_best = progress.best_gflops;
+  };
+  auto r = Search(*start, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(first_best, episode->gflops);
+  EXPECT_GE(r->search_gflops, episode->gflops);
+  for (const std::string& a : r->actions) EXPECT_GE(start->ActionIndex(a), 0) << a;
 }
 
 TEST_F(ClientTest, PolicySearchesRefuseAPolicyForAnotherSpace) {

@@ -125,7 +125,7 @@ class ConnectionTest(unittest.TestCase):
         self.assertTrue(version.compiler_version.startswith("LoopTool"))
         spaces = connection.spaces()
         self.assertIs(connection.spaces(), spaces)  # fetched once
-        self.assertEqual(list(spaces.action_spaces), ["loop_tool", "loop_tune", "simple", "split"])
+        self.assertEqual(list(spaces.action_spaces), ["loop_tool", "loop_tune", "loop_nest", "simple", "split"])
         flop_count = spaces.observation_space("flop_count").index
         reply = connection.start_session(MM, observation_spaces=[flop_count])
         self.assertEqual(reply.observation[0].int64_value, 2 * 112 * 208 * 256)

@@ -110,6 +110,26 @@ class LoopToolEnvTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.make_env(reward_space="runtime")
 
+    def test_loop_nest_takes_triples_names_and_indices(self):
+        nest = self.make_env(action_space="loop_nest", observation_space="loop_tree")
+        by_name = self.make_env(action_space="loop_nest", observation_space="loop_tree")
+        self.assertEqual(nest.action_space.n, 560)
+        self.assertEqual(nest.action_space.names[4], "tile_L0_6")
+        nest.reset()
+        by_name.reset()
+        tree, _, _, info = nest.step((0, 0, 4))  # tile m by 6 rows
+        self.assertFalse(info["action_had_no_effect"])
+        self.assertIn("for m' in 6 : L1", tree)
+        self.assertEqual(tree, by_name.step("tile_L0_6")[0])
+        tree, _, _, _ = nest.step(np.array([1, 2, 1]))  # k above m'
+        self.assertEqual(tree, by_name.step(256 + 2 * 16 + 1)[0])
+        with self.assertRaisesRegex(ValueError, r"the level is out of range \(0..15\)"):
+            nest.step((0, 16, 0))
+        tool = self.make_env()
+        tool.reset()
+        with self.assertRaisesRegex(ValueError, "is for loop_nest, not loop_tool"):
+            tool.step((0, 0, 4))
+
     def test_reset_returns_loops_tensor(self):
         env = self.make_env()
         self.assertIsNone(env.session_id)

@@ -105,7 +105,7 @@ class ServiceProtocolTest(unittest.TestCase):
     def test_get_spaces(self):
         reply = self.stub.GetSpaces(pb.GetSpacesRequest(), timeout=30)
         self.assertEqual([a.name for a in reply.action_space_list],
-                         ["loop_tool", "loop_tune", "simple", "split"])
+                         ["loop_tool", "loop_tune", "loop_nest", "simple", "split"])
         for a in reply.action_space_list:
             self.assertEqual(a.space.WhichOneof("value"), "named_discrete")
         self.assertEqual(len(reply.action_space_list[0].space.named_discrete.name), 17)
@@ -184,8 +184,9 @@ class ServiceProtocolTest(unittest.TestCase):
                                   session_id=session, action=[pb.Event(int64_value=17)]))
         self.assert_rpc_error(
             grpc.StatusCode.INVALID_ARGUMENT,
-            "An action must be an Event with int64_value (the index in the action space) or "
-            "string_value (the action's name)",
+            "An action must be an Event with int64_value (the index in the action space), "
+            "string_value (the action's name) or, in loop_nest, int64_tensor (transformation, "
+            "level, parameter)",
             self.stub.Step, pb.StepRequest(session_id=session,
                                            action=[pb.Event(double_value=1.0)]))
         self.assert_rpc_error(grpc.StatusCode.INVALID_ARGUMENT,

@@ -294,7 +294,7 @@ TEST(UpstreamSpacesFirst, OrderAndDefaults) {
   ASSERT_TRUE(server.stub().GetSpaces(&ctx, {}, &spaces).ok());
   std::vector<std::string> names;
   for (const auto& s : spaces.action_space_list()) names.push_back(s.name());
-  EXPECT_THAT(names, ElementsAre("simple", "split", "loop_tool", "loop_tune"));
+  EXPECT_THAT(names, ElementsAre("simple", "split", "loop_tool", "loop_tune", "loop_nest"));
   auto start = [&](const std::string& uri, int space, cg::StartSessionReply* reply) {
     cg::StartSessionRequest r;
     r.mutable_benchmark()->set_uri(uri);

@@ -518,7 +518,9 @@ void RunWalks(const std::vector<std::string>& flags, int max_loops) {
   for (size_t b = 0; b < benchmarks.size() && alive; ++b) {
     for (int space = 0; space < num_spaces && alive; ++space) {
       const std::string& name = walker.spaces().action_space_list(space).name();
-      if (name != "loop_tool" && name != "loop_tune") continue;  // upstream's: their own test
+      if (name != "loop_tool" && name != "loop_tune" && name != "loop_nest") {
+        continue;  // upstream's: their own test
+      }
       const uint32_t seed = base + static_cast<uint32_t>(1000 * b + space);
       alive = walker.Walk(benchmarks[b], space, seed);
     }

@@ -171,7 +171,7 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
 
   Client c(server_->stub());
   const auto& spaces = c.spaces();
-  ASSERT_EQ(spaces.action_space_list_size(), 4);  // ours, then upstream loop_tool-v0's
+  ASSERT_EQ(spaces.action_space_list_size(), 5);  // ours, then upstream loop_tool-v0's
   EXPECT_EQ(spaces.action_space_list(0).name(), "loop_tool");
   EXPECT_THAT(spaces.action_space_list(0).space().named_discrete().name(),
               ::testing::ElementsAre("up", "down", "swap_up", "swap_down", "split_2", "split_4",
@@ -182,6 +182,12 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
   EXPECT_THAT(spaces.action_space_list(1).space().named_discrete().name(),
               ::testing::ElementsAre("up", "down", "swap_up", "swap_down", "split_4", "split_8",
                                      "split_16"));
+  EXPECT_EQ(spaces.action_space_list(2).name(), "loop_nest");
+  const auto& nest = spaces.action_space_list(2).space().named_discrete().name();
+  ASSERT_EQ(nest.size(), 560);
+  EXPECT_EQ(nest[4], "tile_L0_6");
+  EXPECT_EQ(nest[258], "interchange_L0_L2");
+  EXPECT_EQ(nest[559], "merge_L15");
   std::vector<std::string> names;
   for (const auto& s : spaces.observation_space_list()) {
     names.push_back(s.name());
@@ -191,11 +197,11 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
                                             "5_prev_actions_tensor", "ir_graph_networkx",
                                             "ir_tree_networkx", "action_mask", "flop_count",
                                             "flops", "runtime", "peak_gflops", "action_state"));
-  EXPECT_EQ(spaces.action_space_list(2).name(), "simple");
-  EXPECT_THAT(spaces.action_space_list(2).space().named_discrete().name(),
-              ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread"));
-  EXPECT_EQ(spaces.action_space_list(3).name(), "split");
+  EXPECT_EQ(spaces.action_space_list(3).name(), "simple");
   EXPECT_THAT(spaces.action_space_list(3).space().named_discrete().name(),
+              ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread"));
+  EXPECT_EQ(spaces.action_space_list(4).name(), "split");
+  EXPECT_THAT(spaces.action_space_list(4).space().named_discrete().name(),
               ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread", "split"));
   const auto& loops = spaces.observation_space_list(c.Obs("loops_tensor"));
   ASSERT_TRUE(loops.space().has_float_box());
@@ -283,6 +289,68 @@ TEST_F(ServiceTest, ActionsByName) {
   grpc::ClientContext ctx;
   ASSERT_TRUE(server_->stub().Step(&ctx, req, &reply).ok());
   EXPECT_EQ(c.LoopTree(id), LocalEnv(Mm112(), {"split_4"}).Observe("loop_tree")->text);
+}
+
+// loop_nest takes MLIR-RL's multi-discrete actions: (transformation, level, parameter) as an
+// int64_tensor or an event_list, the same action as its flat index and its name.
+TEST_F(ServiceTest, LoopNestMultiDiscreteActions) {
+  Client c(server_->stub());
+  cg::StartSessionReply started;
+  ASSERT_TRUE(c.Start(kMm, {}, &started, /*action_space=*/2).ok());
+  const int64_t id = started.session_id();
+  const auto step = [&](const cg::Event& e, cg::StepReply* reply) {
+    cg::StepRequest req;
+    req.set_session_id(id);
+    *req.add_action() = e;
+    req.add_observation_space(c.Obs("action_mask"));
+    grpc::ClientContext ctx;
+    return server_->stub().Step(&ctx, req, reply);
+  };
+  cg::Event tile;  // tile_L0_6: m by 6 rows
+  for (int64_t v : {0, 0, 4}) tile.mutable_int64_tensor()->add_value(v);
+  tile.mutable_int64_tensor()->add_shape(3);
+  cg::StepReply reply;
+  ASSERT_TRUE(step(tile, &reply).ok());
+  EXPECT_FALSE(reply.action_had_no_effect());
+  EXPECT_EQ(reply.observation(0).boolean_tensor().value_size(), 560);
+  cg::Event swap;  // interchange_L2_L1: k above m'
+  for (int64_t v : {1, 2, 1}) swap.mutable_event_list()->add_event()->set_int64_value(v);
+  ASSERT_TRUE(step(swap, &reply).ok());
+  EXPECT_FALSE(reply.action_had_no_effect());
+  Environment nest(LoopTree::Initial(std::make_shared<const Program>(
+                       *ParseProgram(Mm112(), Limits()))),
+                   LoopNestActionSpace(), Limits(), nullptr);
+  ASSERT_TRUE(nest.Step(4).ok());
+  ASSERT_TRUE(nest.Step(256 + 2 * 16 + 1).ok());
+  EXPECT_EQ(c.LoopTree(id), nest.Observe("loop_tree")->text);
+  cg::Event by_name;
+  by_name.set_string_value("interchange_L1_L2");  // and back
+  ASSERT_TRUE(step(by_name, &reply).ok());
+  EXPECT_FALSE(reply.action_had_no_effect());
+  ASSERT_TRUE(nest.Step(256 + 1 * 16 + 2).ok());
+  EXPECT_EQ(c.LoopTree(id), nest.Observe("loop_tree")->text);
+
+  cg::Event out_of_range;
+  for (int64_t v : {0, 16, 0}) out_of_range.mutable_int64_tensor()->add_value(v);
+  grpc::Status s = step(out_of_range, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "loop_nest action (0, 16, 0): the level is out of range (0..15)");
+  cg::Event two;
+  for (int64_t v : {0, 1}) two.mutable_int64_tensor()->add_value(v);
+  s = step(two, &reply);
+  EXPECT_EQ(s.error_message(),
+            "A multi-discrete action must hold three integers: (transformation, level, parameter)");
+  EXPECT_EQ(c.LoopTree(id), nest.Observe("loop_tree")->text);  // refused actions change nothing
+  // In another space a triple is refused.
+  const int64_t other = c.StartOk();
+  cg::StepRequest req;
+  req.set_session_id(other);
+  *req.add_action() = tile;
+  grpc::ClientContext ctx;
+  s = server_->stub().Step(&ctx, req, &reply);
+  EXPECT_EQ(s.error_message(),
+            "A multi-discrete action (transformation, level, parameter) is for action space "
+            "loop_nest, not loop_tool");
 }
 
 TEST_F(ServiceTest, StatusCodesAndMessages) {

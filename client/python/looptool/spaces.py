@@ -20,6 +20,20 @@ from looptool import convert
 from proto import compiler_gym_service_pb2 as pb
 
 
+def loop_nest_index(transformation, level, parameter):
+    """loop_nest's flat index of (transformation 0 tile / 1 interchange / 2 unroll / 3 vectorize /
+    4 merge, level 0..15, parameter 0..15: the tile size's index or the target level), as the
+    server's LoopNestIndex (backend/actions/action_space.h)."""
+    for what, value, high in (("transformation", transformation, 4), ("level", level, 15),
+                              ("parameter", parameter, 15)):
+        if not 0 <= value <= high:
+            raise ValueError(f"loop_nest action ({transformation}, {level}, {parameter}): the "
+                             f"{what} is out of range (0..{high})")
+    if transformation <= 1:
+        return 256 * transformation + 16 * level + parameter
+    return 512 + 16 * (transformation - 2) + level
+
+
 class NamedDiscrete:
     """A discrete action space of `n` actions, each with a name.
 
@@ -57,9 +71,15 @@ class NamedDiscrete:
         return self.names[int(i)]
 
     def to_index(self, action):
-        """An action given as an index or a name, as an index (the index is not range-checked)."""
+        """An action given as an index or a name, as an index (the index is not range-checked);
+        in loop_nest also as MLIR-RL's (transformation, level, parameter) triple."""
         if isinstance(action, str):
             return self.index(action)
+        if isinstance(action, (tuple, list, np.ndarray)):
+            if self.name != "loop_nest":
+                raise ValueError(f"A (transformation, level, parameter) action is for loop_nest, "
+                                 f"not {self.name}")
+            return loop_nest_index(*(int(x) for x in action))
         return int(action)
 
     def contains(self, action):

@@ -37,7 +37,7 @@ void ExpectNoEffect(const LoopTree& tree, const std::string& action, NoEffectRea
   EXPECT_EQ(r.reason, reason) << action << ": " << Describe(r.reason);
   EXPECT_EQ(r.tree, tree);
   EXPECT_EQ(CheckApplicable(tree, A(action), limits), reason);
-  const ActionSpace& space = LoopToolActionSpace();
+  const ActionSpace& space = A(action).level >= 0 ? LoopNestActionSpace() : LoopToolActionSpace();
   EXPECT_FALSE(ActionMask(tree, space, limits)[space.IndexOf(A(action))]) << action;
 }
 
@@ -177,6 +177,118 @@ TEST(ActionSpace, LoopToolAndLoopTuneSpaces) {
     EXPECT_EQ(*ActionFromName(ActionName(a)), a);
   }
   EXPECT_EQ(FindActionSpace("nope").status().message(), "Unknown action space: nope");
+}
+
+// loop_nest: a 6-row tile is one action, and an interchange moves a loop by level pointers.
+TEST(LoopNest, TileAndInterchangeByLevelPointers) {
+  const LoopTree t = Do(Initial(kMatmul), {"tile_L0_6"});
+  EXPECT_EQ(LoopTreeText(t),
+            "for m in 10 r 4 : L0  <<<<<< cursor (line 0 )\n"
+            " for m' in 6 : L1\n"
+            "  for k in 32 : L2\n"
+            "   for n in 48 : L3\n"
+            "    %2[m, k, n] <- multiply(%0, %1)\n"
+            "    %3[m, n] <- add(%2)\n"
+            "  for n in 48 : L6\n"
+            "   %4[m, n] <- write(%3)\n");
+  EXPECT_EQ(LoopTreeText(Do(t, {"interchange_L2_L1"})),
+            "for m in 10 r 4 : L0\n"
+            " for k in 32 : L1  <<<<<< cursor (line 1 )\n"
+            "  for m' in 6 : L2\n"
+            "   for n in 48 : L3\n"
+            "    %2[m, k, n] <- multiply(%0, %1)\n"
+            "    %3[m, n] <- add(%2)\n"
+            " for m' in 6 : L6\n"
+            "  for n in 48 : L7\n"
+            "   %4[m, n] <- write(%3)\n");
+  // Two levels down at once: m goes below k and n, the cursor follows it.
+  EXPECT_EQ(LoopTreeText(Do(Initial(kMatmul), {"interchange_L0_L2"})),
+            "for k in 32 : L0\n"
+            " for n in 48 : L1\n"
+            "  for m in 64 : L2  <<<<<< cursor (line 2 )\n"
+            "   %2[m, k, n] <- multiply(%0, %1)\n"
+            "   %3[m, n] <- add(%2)\n"
+            "for m in 64 : L5\n"
+            " for n in 48 : L6\n"
+            "  %4[m, n] <- write(%3)\n");
+}
+
+TEST(LoopNest, LevelActionsAreTheCursorActionsOnTheirLoop) {
+  const LoopTree t = Initial(kMatmul);
+  EXPECT_EQ(Do(t, {"tile_L1_8"}), Do(t, {"down", "split_8"}));
+  EXPECT_EQ(Do(t, {"vectorize_L2"}), Do(t, {"down", "down", "vectorize"}));
+  EXPECT_EQ(Do(t, {"unroll_L1"}), Do(t, {"down", "unroll"}));
+  EXPECT_EQ(Do(t, {"tile_L0_4", "merge_L1"}), Do(t, {"split_4", "down", "merge"}));
+  EXPECT_EQ(Do(t, {"interchange_L1_L0"}), Do(t, {"down", "swap_up"}));
+}
+
+TEST(LoopNest, EachLevelPointerPreconditionFailsWithItsReason) {
+  const LoopTree t = Initial(kMatmul);  // compute loops m, k, n
+  const LoopTree moved = Do(t, {"down"});  // on no effect the cursor stays where it was
+  ExpectNoEffect(moved, "tile_L3_4", NoEffectReason::kNoSuchLoop);
+  ExpectNoEffect(moved, "vectorize_L15", NoEffectReason::kNoSuchLoop);
+  ExpectNoEffect(moved, "interchange_L0_L3", NoEffectReason::kNoSuchLoop);
+  ExpectNoEffect(moved, "interchange_L1_L1", NoEffectReason::kSameLoop);
+  ExpectNoEffect(moved, "tile_L0_64", NoEffectReason::kSplitNotSmaller);
+  ExpectNoEffect(moved, "merge_L2", NoEffectReason::kNoEnclosingSameVariable);
+  ExpectNoEffect(Do(t, {"tile_L0_4"}), "interchange_L0_L1", NoEffectReason::kSameVariable);
+  ExpectNoEffect(Do(t, {"tile_L0_4"}), "vectorize_L0", NoEffectReason::kNotInnermostOfVariable);
+  // m, k, n ... n': moving m' (level 1) to the bottom passes k, then n: fine; m past m': not.
+  ExpectNoEffect(Do(t, {"tile_L0_4"}), "interchange_L0_L3", NoEffectReason::kSameVariable);
+  Limits limits;
+  limits.max_loops = 4;
+  ExpectNoEffect(t, "interchange_L0_L1", NoEffectReason::kTooManyLoops, limits);
+  ExpectNoEffect(t, "tile_L0_6", NoEffectReason::kTooManyLoops, limits);
+  const LoopTree two = Initial("C[m,a] = A[m,a]; C[m,b+12] = B[m,b]; m=5 a=12 b=7");
+  ASSERT_EQ(two.CursorPositions().size(), 4u);  // m, a | m, b
+  ExpectNoEffect(two, "interchange_L1_L3", NoEffectReason::kDifferentNests);
+  EXPECT_TRUE(Apply(two, A("interchange_L3_L2"), Limits{}).had_effect());
+}
+
+TEST(LoopNest, SpaceNamesAndMultiDiscreteIndices) {
+  const ActionSpace& space = LoopNestActionSpace();
+  ASSERT_EQ(space.size(), 560);
+  EXPECT_EQ(space.name, "loop_nest");
+  const std::vector<std::string> names = space.Names();
+  EXPECT_EQ(names[0], "tile_L0_2");
+  EXPECT_EQ(names[4], "tile_L0_6");
+  EXPECT_EQ(names[255], "tile_L15_256");
+  EXPECT_EQ(names[256 + 2], "interchange_L0_L2");
+  EXPECT_EQ(names[512 + 3], "unroll_L3");
+  EXPECT_EQ(names[528 + 5], "vectorize_L5");
+  EXPECT_EQ(names[559], "merge_L15");
+  for (const Action& a : space.actions) EXPECT_EQ(*ActionFromName(ActionName(a)), a);
+  EXPECT_EQ(names[*LoopNestIndex(0, 3, 4)], "tile_L3_6");
+  EXPECT_EQ(names[*LoopNestIndex(1, 7, 0)], "interchange_L7_L0");
+  EXPECT_EQ(names[*LoopNestIndex(2, 9, 0)], "unroll_L9");
+  EXPECT_EQ(names[*LoopNestIndex(3, 5, 11)], "vectorize_L5");  // the parameter is ignored
+  EXPECT_EQ(names[*LoopNestIndex(4, 15, 0)], "merge_L15");
+  EXPECT_EQ(LoopNestIndex(5, 0, 0).status().message(),
+            "loop_nest action (5, 0, 0): the transformation is out of range (0..4)");
+  EXPECT_EQ(LoopNestIndex(0, 16, 0).status().message(),
+            "loop_nest action (0, 16, 0): the level is out of range (0..15)");
+  EXPECT_EQ(LoopNestIndex(1, 0, -1).status().code(), absl::StatusCode::kInvalidArgument);
+  for (const char* bad : {"tile_L3_1", "tile_L64_4", "tile_L3", "interchange_L1", "unroll_L",
+                          "merge_L1_2", "tile_L3_6x"}) {
+    EXPECT_EQ(ActionFromName(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(AllActionSpaces().size(), 3u);
+  EXPECT_EQ(FindActionSpace("loop_nest")->size(), 560);
+}
+
+TEST(LoopNest, MaskOfTheInitialMatmul) {
+  const auto mask = ActionMask(Initial(kMatmul), LoopNestActionSpace(), Limits{});
+  std::vector<std::string> legal;
+  for (size_t i = 0; i < mask.size(); ++i) {
+    if (mask[i]) legal.push_back(LoopNestActionSpace().Names()[i]);
+  }
+  // m=64: tiles 2..48; k=32: 2..24; n=48: 2..32; the six interchanges; unroll everywhere;
+  // vectorize everywhere (each loop is the innermost over its variable); no merge.
+  EXPECT_EQ(legal.size(), 12u + 10u + 11u + 6u + 3u + 3u);
+  EXPECT_THAT(legal, ::testing::Contains("tile_L0_48"));
+  EXPECT_THAT(legal, ::testing::Not(::testing::Contains("tile_L0_64")));
+  EXPECT_THAT(legal, ::testing::Contains("interchange_L2_L0"));
+  EXPECT_THAT(legal, ::testing::Not(::testing::Contains("merge_L1")));
 }
 
 }  // namespace

@@ -33,9 +33,11 @@ constexpr const char* kPrograms[] = {
 constexpr int kSequencesPerProgram = 250;
 constexpr int kMaxLength = 24;
 
-TEST(RandomSequences, ResultsIterationCountsAndIrArePreserved) {
-  std::mt19937 rng(20261122);
-  const ActionSpace& space = LoopToolActionSpace();
+// Runs the property over random sequences in `space`: every action drawn uniformly from the
+// space, or (`legal_only`, for loop_nest, whose level pointers mostly name no loop) from the
+// actions the mask allows.
+void CheckRandomSequences(const ActionSpace& space, bool legal_only, uint32_t seed) {
+  std::mt19937 rng(seed);
   int sequences = 0, effective_actions = 0;
   for (const char* text : kPrograms) {
     SCOPED_TRACE(text);
@@ -52,7 +54,17 @@ TEST(RandomSequences, ResultsIterationCountsAndIrArePreserved) {
       std::vector<std::string> applied;
       const int length = 1 + static_cast<int>(rng() % kMaxLength);
       for (int i = 0; i < length; ++i) {
-        const Action action = space.actions[rng() % space.size()];
+        int index = static_cast<int>(rng() % space.size());
+        if (legal_only) {
+          const std::vector<bool> mask = ActionMask(tree, space, Limits{});
+          std::vector<int> legal;
+          for (int a = 0; a < space.size(); ++a) {
+            if (mask[a]) legal.push_back(a);
+          }
+          if (legal.empty()) break;
+          index = legal[rng() % legal.size()];
+        }
+        const Action action = space.actions[index];
         ActionResult r = Apply(tree, action, Limits{});
         applied.push_back(ActionName(action));
         if (!r.had_effect()) {
@@ -87,6 +99,14 @@ TEST(RandomSequences, ResultsIterationCountsAndIrArePreserved) {
   }
   EXPECT_EQ(sequences, kSequencesPerProgram * static_cast<int>(std::size(kPrograms)));
   EXPECT_GT(effective_actions, sequences * 3);  // the sequences really edit the trees
+}
+
+TEST(RandomSequences, ResultsIterationCountsAndIrArePreserved) {
+  CheckRandomSequences(LoopToolActionSpace(), /*legal_only=*/false, 20261122);
+}
+
+TEST(RandomSequences, LoopNestSequencesPreserveThemToo) {
+  CheckRandomSequences(LoopNestActionSpace(), /*legal_only=*/true, 20261124);
 }
 
 TEST(RandomSequences, InterpreterComputesTheProgramNotJustAConstant) {
