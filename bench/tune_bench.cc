@@ -41,6 +41,12 @@
 ABSL_FLAG(double, time_limit, 10, "seconds per search");
 ABSL_FLAG(bool, policy_seed, true,
           "evolution starts from the built-in policy's episode (SearchOptions::policy_seed)");
+ABSL_FLAG(int, cost_model_candidates, 6,
+          "evolution: children ranked by the server's cost model per measured one "
+          "(SearchOptions::cost_model_candidates); 0: every child measured");
+ABSL_FLAG(double, cost_model_up_to_seconds, 2,
+          "evolution uses the cost model only for time limits up to this "
+          "(SearchOptions::cost_model_up_to_seconds)");
 ABSL_FLAG(int, retime_top, 3,
           "kernels each search re-times at its end (SearchOptions::retime_top); 0: none");
 ABSL_FLAG(std::string, searches,
@@ -310,6 +316,8 @@ int Main() {
       options.time_limit_seconds = set == "conv" ? absl::GetFlag(FLAGS_conv_time_limit) : limit;
       options.retime_top = absl::GetFlag(FLAGS_retime_top);
       options.policy_seed = absl::GetFlag(FLAGS_policy_seed);
+      options.cost_model_candidates = absl::GetFlag(FLAGS_cost_model_candidates);
+      options.cost_model_up_to_seconds = absl::GetFlag(FLAGS_cost_model_up_to_seconds);
       // The anytime curve: the best GFLOPS so far (the search's own measurements) each time it
       // rises, and at the end.
       double last_best = -1;
@@ -372,6 +380,15 @@ int Main() {
           ? " Evolution runs in loop_nest unless named NAME@SPACE and starts from the built-in "
             "policy's episode (--policy_seed; translated to level pointers in loop_nest)."
           : " Evolution starts from random rollouts only (--policy_seed=false).");
+  const bool model = absl::GetFlag(FLAGS_cost_model_candidates) > 1 &&
+                     limit <= absl::GetFlag(FLAGS_cost_model_up_to_seconds);
+  md += model ? absl::StrFormat(
+                    " Evolution's cost model ranks %d proposed children per measured one "
+                    "(--cost_model_candidates).\n",
+                    absl::GetFlag(FLAGS_cost_model_candidates))
+              : std::string(" Evolution measures every child it proposes (no cost model at "
+                            "this limit: --cost_model_candidates, "
+                            "--cost_model_up_to_seconds).\n");
   const int count = absl::GetFlag(FLAGS_count), offgrid = absl::GetFlag(FLAGS_offgrid);
   if (count > 0) {
     md += absl::StrFormat("\n## %d test-split matmuls of mm64_256_16_range-v0\n\n", count);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backend/costmodel/learning_evaluator.h"
 #include "backend/timing/host_cpu.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -99,12 +100,16 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(config.workers);
   if (!pool.ok()) return pool.status();
   s->pool_ = *std::move(pool);
-  std::shared_ptr<KernelEvaluator> evaluator =
+  std::shared_ptr<KernelEvaluator> measuring =
       config.wrap_evaluator ? config.wrap_evaluator(s->pool_) : s->pool_;
+  // Every kernel measured teaches the cost model behind predicted_gflops.
+  absl::StatusOr<std::shared_ptr<LearningEvaluator>> evaluator =
+      LearningEvaluator::Wrap(std::move(measuring), config.workers.isa);
+  if (!evaluator.ok()) return evaluator.status();
   // Clients key what they tune by the CPU it was timed on (client/cpp/schedule_store.h).
   config.service.compiler_version =
       absl::StrCat(config.service.compiler_version, " (host: ", HostCpuModel(), ")");
-  s->service_ = std::make_unique<LoopToolService>(config.service, std::move(evaluator));
+  s->service_ = std::make_unique<LoopToolService>(config.service, *std::move(evaluator));
   s->blocking_pool_ = std::make_unique<ThreadPool>(config.blocking_threads, config.max_queued_calls);
   s->front_end_ = std::make_unique<CallbackFrontEnd>(*s->service_, *s->blocking_pool_,
                                                      config.request_limits, config.auth_token);

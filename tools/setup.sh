@@ -9,7 +9,7 @@ packages=(
   bazel-bootstrap g++ pkg-config
   # C++ libraries
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev grpc-proto
-  libabsl-dev libxbyak-dev libboost-graph-dev nlohmann-json3-dev libsqlite3-dev
+  libabsl-dev libxbyak-dev libboost-graph-dev nlohmann-json3-dev libsqlite3-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # references the benchmarks compare against
   libdnnl-dev libopenblas-dev

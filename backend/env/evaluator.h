@@ -38,6 +38,12 @@ class KernelEvaluator {
   }
   // The measured single-core FMA peak rewards are normalised by.
   virtual double PeakGflops() = 0;
+  // What a cost model learned from this evaluator's measurements predicts for `tree`'s kernel,
+  // in GFLOPS, without compiling or running it; 0 while it has learned too little.
+  // UNIMPLEMENTED for evaluators without one (backend/costmodel/learning_evaluator.h has one).
+  virtual absl::StatusOr<double> PredictGflops(const LoopTree& tree) {
+    return absl::UnimplementedError("this server has no cost model");
+  }
 };
 
 }  // namespace looptool

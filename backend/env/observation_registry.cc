@@ -128,6 +128,21 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
                return Observation::Double(in.evaluator->PeakGflops());
              }),
   };
+  // The server's cost model's guess, untimed; it changes as the model learns.
+  Entry predicted = Number(
+      "predicted_gflops", Observation::Kind::kDouble, kInf, false,
+      [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
+        if (in.evaluator == nullptr) {
+          return absl::FailedPreconditionError(
+              "observation predicted_gflops needs a kernel evaluator, and none is attached");
+        }
+        absl::StatusOr<double> g = in.evaluator->PredictGflops(in.tree);
+        if (!g.ok()) return g.status();
+        return Observation::Double(*g);
+      });
+  predicted.space.deterministic = false;
+  predicted.space.platform_dependent = true;
+  entries.push_back(std::move(predicted));
   return ObservationRegistry(std::move(entries));
 }
 

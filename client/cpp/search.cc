@@ -151,6 +151,21 @@ class Searcher {
     return Reached{*std::move(node), /*is_new=*/true};
   }
 
+  // The server's cost model's guess (predicted_gflops) for the state `path` reaches, untimed:
+  // 0 while the model has learned too little or the server has none, -1 for a visited state.
+  absl::StatusOr<double> Predict(const std::vector<int>& path) {
+    absl::StatusOr<Env> env = start_.Fork();
+    if (!env.ok()) return env.status();
+    env->set_deadline(deadline_);
+    absl::StatusOr<StepResult> r = env->Step(path, {"ir", "predicted_gflops"});
+    if (!r.ok()) {
+      if (r.status().code() == absl::StatusCode::kUnimplemented) return 0.0;
+      return r.status();
+    }
+    if (visited_.count(r->Find("ir")->text)) return -1.0;
+    return r->Find("predicted_gflops")->number;
+  }
+
   // The fastest of the start and the best `k` distinct kernels visited, each timed again
   // (Env::Remeasure) while the time limit lasts, with its re-timed GFLOPS; nullopt when none
   // could be re-timed. Also the start's re-timed GFLOPS (0 when it was not).
@@ -352,12 +367,15 @@ absl::Status Random(Searcher& s, int depth, uint64_t seed) {
 }
 
 // Evolution: a population of the best states found, each known by its path (its genome). Seeded
-// by random rollouts from the start; then, until the time limit, a parent drawn by tournament
-// (best of 3) is varied and the child's state measured: extended by 1-3 random legal actions
-// (a rollout continued from a good state), cut back by 1-3 actions and extended again, one
-// action of its path replaced by a random one legal in its state, or crossed with another member
-// (a prefix of one, the suffix of the other). Paths longer than twice the episode length are cut. A child enters
-// the population when it beats the worst member, which leaves; every state measured on the way
+// by the policy's episode and random rollouts from the start (16, or 4 after a policy seed);
+// then, until the time limit, a parent drawn by tournament (best of 3) is varied and the child's
+// state measured: extended by 1-3 random legal actions (a rollout continued from a good state),
+// cut back by 1-3 actions and extended again, one action of its path replaced by a random one
+// legal in its state, or crossed with another member (a prefix of one, the suffix of the
+// other). Once the server's cost model predicts, each generation proposes `candidates` such
+// children instead (extensions unmeasured), asks the model about each and measures one of the
+// better half. Paths longer than twice the episode length are cut. A child enters the
+// population when it beats the worst member, which leaves; every state measured on the way
 // counts for the best.
 // A policy that acts in another space whose action names the session's space has: index i of
 // the policy's space is session action map[i].
@@ -386,8 +404,9 @@ absl::StatusOr<Node> MappedPolicyEpisode(Searcher& s, const MappedPolicy& p, int
 }
 
 absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy* seed_policy,
-                       const std::vector<int>& seed_path) {
+                       const std::vector<int>& seed_path, int candidates) {
   constexpr size_t kPopulation = 16;
+  constexpr size_t kSeededRollouts = 4;
   std::mt19937_64 rng(seed);
   const auto uniform = [&rng](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
   const auto legal_actions = [](const Node& node) {
@@ -445,12 +464,41 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy
     if (!seeded.ok()) return seeded.status();
     if (seeded->node.gflops > 0 && seeded->node.ir != s.root().ir) admit(seeded->node);
   }
-  for (size_t i = 0; i < kPopulation && !s.Expired(); ++i) {
+  // Random rollouts from the start fill the population; after a seed, a few suffice (each
+  // measures up to `depth` states, most of them slow: in loop_nest every one is a new kernel),
+  // and variations of the seed fill the rest.
+  const size_t rollouts = population.size() > 1 ? kSeededRollouts : kPopulation;
+  for (size_t i = 0; i < rollouts && !s.Expired(); ++i) {
     absl::Status st = rollout(s.root(), depth);
     if (!st.ok()) return st;
   }
   const size_t max_path = 2 * static_cast<size_t>(depth);
-  while (!s.Expired()) {
+  // A child's path by variation `op` (0 extend, 1 cut and extend, 2 replace, 3 cross), with
+  // nothing measured on the way: the actions added are legal in the parent's state (later ones
+  // may have no effect, and the server skips them).
+  const auto vary = [&](const Node& parent, int op) {
+    std::vector<int> path = parent.path;
+    const std::vector<int> legal = legal_actions(parent);
+    const auto some_legal = [&] {
+      return legal.empty() ? uniform(parent.mask.size()) : legal[uniform(legal.size())];
+    };
+    if (path.empty()) op = 0;
+    if (op == 0 || op == 1) {
+      if (op == 1) path.resize(path.size() - std::min<size_t>(path.size(), 1 + uniform(3)));
+      for (int n = 1 + uniform(3); n > 0; --n) path.push_back(some_legal());
+    } else if (op == 2) {
+      path[uniform(path.size())] = some_legal();
+    } else {
+      const Node& other = tournament();
+      const size_t a = uniform(path.size() + 1), b = uniform(other.path.size() + 1);
+      path.resize(a);
+      path.insert(path.end(), other.path.begin() + b, other.path.end());
+    }
+    if (path.size() > max_path) path.resize(max_path);
+    return path;
+  };
+  // Without the model: one child varied and measured, rollouts measuring every state they pass.
+  const auto vary_and_measure = [&]() -> absl::Status {
     const Node parent = tournament();
     absl::Status st;
     const int op = uniform(4);
@@ -463,24 +511,46 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy
       if (!cut.ok()) return cut.status();
       st = rollout(cut->node, 1 + uniform(3));
     } else {
-      std::vector<int> path = parent.path;
-      if (op == 2) {
-        // A legal action of the parent's state: in loop_nest most indices name no loop.
-        const std::vector<int> legal = legal_actions(parent);
-        path[uniform(path.size())] =
-            legal.empty() ? uniform(parent.mask.size()) : legal[uniform(legal.size())];
-      } else {
-        const Node& other = tournament();
-        const size_t a = uniform(path.size() + 1), b = uniform(other.path.size() + 1);
-        path.resize(a);
-        path.insert(path.end(), other.path.begin() + b, other.path.end());
-      }
-      if (path.size() > max_path) path.resize(max_path);
+      std::vector<int> path = vary(parent, op);
       absl::StatusOr<Reached> child = s.EvaluatePath(std::move(path));
       if (!child.ok()) return child.status();
       if (child->node.gflops > 0) admit(child->node);
     }
-    if (!st.ok()) return st;
+    return st;
+  };
+  // With the cost model: `candidates` children proposed, one of the half it ranks best measured.
+  // Until the model predicts (it learns from the server's first measurements), and on a server
+  // without one, children are measured as they come (below).
+  int64_t model_checked_at = -8;
+  bool model_ready = false;
+  while (!s.Expired()) {
+    if (candidates > 1 && !model_ready && s.evaluated() - model_checked_at >= 8) {
+      model_checked_at = s.evaluated();
+      absl::StatusOr<double> p = s.Predict({});
+      if (!p.ok()) return s.Expired() ? absl::OkStatus() : p.status();
+      model_ready = *p != 0;
+    }
+    if (!model_ready) {
+      absl::Status st = vary_and_measure();
+      if (!st.ok()) return st;
+      continue;
+    }
+    std::vector<std::pair<double, std::vector<int>>> ranked;
+    for (int c = 0; c < candidates && !s.Expired(); ++c) {
+      std::vector<int> path = vary(tournament(), uniform(4));
+      absl::StatusOr<double> p = s.Predict(path);
+      if (!p.ok()) return s.Expired() ? absl::OkStatus() : p.status();
+      if (*p > 0) ranked.emplace_back(*p, std::move(path));
+    }
+    if (ranked.empty()) continue;  // every candidate was a state seen before
+    // One of the better half, at random: the model weeds out the slow, but its argmax alone
+    // would narrow the search to what it already believes.
+    std::sort(ranked.begin(), ranked.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    const int top = static_cast<int>((ranked.size() + 1) / 2);
+    absl::StatusOr<Reached> child = s.EvaluatePath(std::move(ranked[uniform(top)].second));
+    if (!child.ok()) return child.status();
+    if (child->node.gflops > 0) admit(child->node);
   }
   return absl::OkStatus();
 }
@@ -765,7 +835,10 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
           seed_path = TranslatedPolicySeed(start, options, policy);
         }
         status = Evolution(s, options.depth, options.seed,
-                           seed_policy.has_value() ? &*seed_policy : nullptr, seed_path);
+                           seed_policy.has_value() ? &*seed_policy : nullptr, seed_path,
+                           options.time_limit_seconds <= options.cost_model_up_to_seconds
+                               ? options.cost_model_candidates
+                               : 0);
       }
       break;
     case Kind::kPolicyGuided:

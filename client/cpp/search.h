@@ -67,6 +67,14 @@ struct SearchOptions {
   // session of the policy's own space and is translated to level pointers (within the time
   // limit; only from the benchmark's initial state). Skipped when nothing fits.
   bool policy_seed = true;
+  // evolution: once the server's cost model predicts (predicted_gflops), each generation
+  // proposes this many children, asks the model about each (untimed) and measures one of the
+  // half it ranks best (at random). 0 or 1: every child measured. Only for time limits up to
+  // `cost_model_up_to_seconds`: measured on this 2-vCPU EPYC (bench/results), the model gains
+  // at 1 s (0.89x/0.71x oneDNN test/off-grid against 0.85x/0.71x) and loses at 10 s
+  // (1.00x/0.97x against 0.99x/1.05x), where measuring more states pays better.
+  int cost_model_candidates = 6;
+  double cost_model_up_to_seconds = 2;
   // The best `retime_top` distinct kernels (and the start) are timed again at the end with the
   // server's full fixed budget (Env::Remeasure), in the last 5% of the time limit (at most
   // 0.1 s; a kernel in progress may run past it); the fastest

@@ -196,7 +196,8 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
   EXPECT_THAT(names, ::testing::ElementsAre("ir", "loop_tree", "loops_tensor", "stride_tensor",
                                             "5_prev_actions_tensor", "ir_graph_networkx",
                                             "ir_tree_networkx", "action_mask", "flop_count",
-                                            "flops", "runtime", "peak_gflops", "action_state"));
+                                            "flops", "runtime", "peak_gflops", "predicted_gflops",
+                                            "action_state"));
   EXPECT_EQ(spaces.action_space_list(3).name(), "simple");
   EXPECT_THAT(spaces.action_space_list(3).space().named_discrete().name(),
               ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread"));

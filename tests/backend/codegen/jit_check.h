@@ -18,6 +18,12 @@ LoopTree InitialTree(const std::string& program);
 // Applies loop_tool action names ("split_4, down, ...") that must all have an effect.
 LoopTree WithActions(const LoopTree& tree, const std::string& actions);
 
+// The hand schedule of a 128^3 matmul (a 4 x 64 block of C in registers, k' outside it):
+// WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHandMatmul).
+inline constexpr char kHandMatmul[] =
+    "split_4, down, down, split_64, swap_up, swap_up, down, down, swap_down, down, split_64, "
+    "swap_up, swap_up";
+
 // "" when the JIT kernel of `tree` for `isa` computes exactly what the interpreter computes on
 // small-integer inputs (and, with `real_inputs`, within 1e-4 relative on uniform inputs);
 // otherwise a description of the first mismatch.

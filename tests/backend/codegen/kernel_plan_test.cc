@@ -12,9 +12,7 @@ namespace {
 using testing::InitialTree;
 using testing::WithActions;
 
-constexpr char kHand[] =
-    "split_4, down, down, split_64, swap_up, swap_up, down, down, swap_down, down, split_64, "
-    "swap_up, swap_up";
+constexpr const char* kHand = testing::kHandMatmul;
 
 TEST(KernelPlan, HandScheduleKeepsAFourByFourBlockInZmmRegisters) {
   const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);

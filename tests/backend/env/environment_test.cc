@@ -25,6 +25,9 @@ class FakeEvaluator : public KernelEvaluator {
     return Measurement{0.5, 2.0 * tree.num_loops()};
   }
   double PeakGflops() override { return 123.0; }
+  absl::StatusOr<double> PredictGflops(const LoopTree& tree) override {
+    return 3.0 * tree.num_loops();
+  }
   int calls = 0;
 };
 
@@ -65,6 +68,7 @@ TEST(Environment, EveryObservationMatchesItsDeclaredSpace) {
   EXPECT_EQ(env.Observe("flops")->number, 8.0);  // the fake's 2 * num_loops
   EXPECT_EQ(env.Observe("runtime")->number, 0.5);
   EXPECT_EQ(env.Observe("peak_gflops")->number, 123.0);
+  EXPECT_EQ(env.Observe("predicted_gflops")->number, 12.0);  // the fake's 3 * num_loops
   EXPECT_THAT(env.Observe("action_mask")->bools,
               ElementsAre(false, true, false, true, true, true, true, true, true, true, false,
                           false, false, false, false, true, true));

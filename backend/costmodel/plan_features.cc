@@ -1,0 +1,120 @@
+#include "backend/costmodel/plan_features.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "backend/codegen/kernel_plan.h"
+
+namespace looptool {
+namespace {
+
+constexpr double kL1Bytes = 32 << 10;
+constexpr double kL2Bytes = 1 << 20;
+constexpr int kLevels = 3;  // loops outside the register block whose footprints count
+
+// Elements of `var` the loops from `d` inward cover: the outermost such loop's extent.
+int64_t Cover(const StatementPlan& s, int d, int var) {
+  for (int i = std::max(d, 0); i < static_cast<int>(s.loops.size()); ++i) {
+    const LoopPlan& l = s.loops[i];
+    if (l.var == var) return l.size * l.inner + l.tail;
+  }
+  return 1;
+}
+
+// Bytes of every tensor the loops from `d` inward touch (4-byte elements).
+double Footprint(const StatementPlan& s, int d) {
+  double bytes = 0;
+  const auto add = [&](const AccessPlan& a) {
+    double elements = 1;
+    for (size_t v = 0; v < a.stride.size(); ++v) {
+      if (a.stride[v] != 0) elements *= static_cast<double>(Cover(s, d, static_cast<int>(v)));
+    }
+    bytes += 4 * elements;
+  };
+  add(s.output);
+  for (const AccessPlan& a : s.inputs) add(a);
+  return bytes;
+}
+
+}  // namespace
+
+const std::vector<std::string>& PlanFeatureNames() {
+  static const std::vector<std::string>* names = [] {
+    auto* n = new std::vector<std::string>{
+        "bias",           "vectorized",       "horizontal",        "log2_width",
+        "lane_waste",     "register_fill",    "log2_accumulators", "loops_in_block",
+        "unrolled_loops", "gathers",          "broadcasts",        "reduction_outside_block"};
+    for (int l = 1; l <= kLevels; ++l) n->push_back("log2_bytes_outside_" + std::to_string(l));
+    for (int l = 1; l <= kLevels; ++l) {
+      n->push_back("fits_l1_outside_" + std::to_string(l));
+      n->push_back("fits_l2_outside_" + std::to_string(l));
+    }
+    n->push_back("log2_flops");
+    n->push_back("loops_outside_block");
+    return n;
+  }();
+  return *names;
+}
+
+std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
+  const KernelPlan plan = Lower(tree, isa);
+  const Program& program = tree.program();
+  size_t main = 0;
+  for (size_t i = 1; i < plan.statements.size(); ++i) {
+    if (program.StatementFlops(plan.statements[i].statement) >
+        program.StatementFlops(plan.statements[main].statement)) {
+      main = i;
+    }
+  }
+  std::vector<double> f;
+  f.reserve(PlanFeatureNames().size());
+  f.push_back(1);
+  if (plan.statements.empty()) {
+    f.resize(PlanFeatureNames().size(), 0);
+    return f;
+  }
+  const StatementPlan& s = plan.statements[main];
+  const int n = static_cast<int>(s.loops.size());
+  f.push_back(s.width > 1);
+  f.push_back(s.horizontal);
+  f.push_back(std::log2(static_cast<double>(s.width)));
+  double waste = 0;
+  int var = -1;
+  if (s.width > 1 && s.vector_loop < n) {
+    const LoopPlan& v = s.loops[s.vector_loop];
+    var = v.var;
+    const double e = static_cast<double>(v.size * v.inner + v.tail);
+    const double chunks = std::ceil(e / s.width);
+    waste = chunks > 0 ? (chunks * s.width - e) / (chunks * s.width) : 0;
+  }
+  f.push_back(waste);
+  f.push_back(static_cast<double>(s.accumulators) / std::max(1, s.vector_registers));
+  f.push_back(std::log2(1.0 + s.accumulators));
+  int unrolled = 0;
+  for (const LoopPlan& l : s.loops) unrolled += l.unrolled;
+  f.push_back(n - s.scope);
+  f.push_back(unrolled);
+  int gathers = 0, broadcasts = 0;
+  for (const AccessPlan& a : s.inputs) {
+    if (var >= 0 && var < static_cast<int>(a.stride.size()) && std::abs(a.stride[var]) > 1) {
+      ++gathers;
+    }
+    broadcasts += a.kind == AccessPlan::Kind::kBroadcast;
+  }
+  f.push_back(gathers);
+  f.push_back(broadcasts);
+  f.push_back(s.scope > 0 && s.loops[s.scope - 1].reduction);
+  std::vector<double> bytes;
+  for (int l = 1; l <= kLevels; ++l) bytes.push_back(Footprint(s, s.scope - l));
+  for (double b : bytes) f.push_back(std::log2(b) / 20);
+  for (double b : bytes) {
+    f.push_back(b <= kL1Bytes);
+    f.push_back(b <= kL2Bytes);
+  }
+  f.push_back(std::log2(static_cast<double>(std::max<int64_t>(1, program.Flops()))) / 30);
+  f.push_back(s.scope);
+  return f;
+}
+
+}  // namespace looptool

@@ -1,0 +1,24 @@
+// PlanFeatures: what a cost model sees of a schedule, read off the code generator's KernelPlan
+// (LoopNest's decisions, not the loop tree's raw numbers): vector width and lane waste, the
+// register block's size and fill, unrolling, gathers, and how much data the loops just outside
+// the register block touch (L1/L2 fit), for the statement that does the most work.
+#ifndef LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
+#define LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
+
+#include <string>
+#include <vector>
+
+#include "backend/codegen/isa.h"
+#include "backend/schedule/loop_tree.h"
+
+namespace looptool {
+
+// The names of PlanFeatures' entries, in order (kPlanFeatures of them; the first is the bias 1).
+const std::vector<std::string>& PlanFeatureNames();
+
+// The features of `tree`'s kernel as Lower(tree, isa) plans it. Total: every valid tree has them.
+std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa);
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_

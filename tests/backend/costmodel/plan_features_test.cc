@@ -1,0 +1,68 @@
+// PlanFeatures of a known schedule, by hand: the hand-tiled 128^3 matmul on AVX-512 (a 4 x 64
+// block of C in 16 zmm accumulators; tests/backend/codegen/kernel_plan_test.cc has its plan).
+#include "backend/costmodel/plan_features.h"
+
+#include <cmath>
+
+#include "backend/codegen/kernel_plan.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/backend/codegen/jit_check.h"
+
+namespace looptool {
+namespace {
+
+using testing::InitialTree;
+using testing::WithActions;
+
+constexpr const char* kHand = testing::kHandMatmul;
+
+TEST(PlanFeatures, TheHandScheduleByHand) {
+  const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
+  const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
+  ASSERT_EQ(f.size(), PlanFeatureNames().size());
+  ASSERT_EQ(f.size(), 23u);
+  const auto at = [&](const std::string& name) {
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (PlanFeatureNames()[i] == name) return f[i];
+    }
+    ADD_FAILURE() << name;
+    return -1.0;
+  };
+  EXPECT_EQ(at("bias"), 1);
+  EXPECT_EQ(at("vectorized"), 1);
+  EXPECT_EQ(at("horizontal"), 0);
+  EXPECT_EQ(at("log2_width"), 4);   // 16 lanes
+  EXPECT_EQ(at("lane_waste"), 0);   // n' covers 64 = 4 x 16
+  EXPECT_EQ(at("register_fill"), 16.0 / Lower(t, Isa::kAvx512).statements[0].vector_registers);
+  EXPECT_EQ(at("log2_accumulators"), std::log2(17.0));
+  EXPECT_EQ(at("loops_in_block"), 3);  // k', m', n'
+  EXPECT_EQ(at("unrolled_loops"), 2);  // m', n'
+  EXPECT_EQ(at("gathers"), 0);
+  EXPECT_EQ(at("broadcasts"), 1);      // A[m, k] along n
+  EXPECT_EQ(at("reduction_outside_block"), 0);  // n (2 step 64) encloses the block
+  // Below n: C 4 x 128, A 4 x 64, B 64 x 128 floats = 35,840 bytes; below m: 131,072; below k:
+  // 196,608.
+  EXPECT_DOUBLE_EQ(at("log2_bytes_outside_1"), std::log2(35840.0) / 20);
+  EXPECT_DOUBLE_EQ(at("log2_bytes_outside_2"), std::log2(131072.0) / 20);
+  EXPECT_DOUBLE_EQ(at("log2_bytes_outside_3"), std::log2(196608.0) / 20);
+  EXPECT_EQ(at("fits_l1_outside_1"), 0);
+  EXPECT_EQ(at("fits_l2_outside_1"), 1);
+  EXPECT_EQ(at("fits_l2_outside_3"), 1);
+  EXPECT_DOUBLE_EQ(at("log2_flops"), 22.0 / 30);  // 2 x 128^3
+  EXPECT_EQ(at("loops_outside_block"), 3);
+}
+
+TEST(PlanFeatures, LaneWasteOfATail) {
+  // n = 50 on AVX2: 7 chunks of 8 lanes hold 50 elements, 6 of 56 lanes idle.
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=8 n=50 k=8");
+  const std::vector<double> f = PlanFeatures(t, Isa::kAvx2);
+  EXPECT_EQ(f[1], 1);
+  EXPECT_DOUBLE_EQ(f[4], 6.0 / 56);
+  // A row reduction has a plan, so features, too.
+  const std::vector<double> g = PlanFeatures(InitialTree("s[m] += A[m,n]; m=7 n=23"), Isa::kSse);
+  EXPECT_EQ(g.size(), PlanFeatureNames().size());
+}
+
+}  // namespace
+}  // namespace looptool
