@@ -1,6 +1,7 @@
 // A property test through a real looptool-server: long seeded random walks (hundreds of actions,
-// one to a few per Step) over every action space and every benchmark family, each Step asking
-// for every untimed observation, and the timed `flops` now and then. The server must never die,
+// one to a few per Step) over every action space (loop_nest on every third benchmark) and every
+// benchmark family, each Step asking for every untimed observation, and the timed `flops` now
+// and then. The server must never die,
 // never answer INTERNAL for a legal state, keep every tree within its loop limit, and answer
 // with the shapes GetSpaces declares; `action_mask` must predict action_had_no_effect.
 //
@@ -521,6 +522,9 @@ void RunWalks(const std::vector<std::string>& flags, int max_loops) {
       if (name != "loop_tool" && name != "loop_tune" && name != "loop_nest") {
         continue;  // upstream's: their own test
       }
+      // loop_nest's 560-action masks are the slowest observation (under ASan most of all): it
+      // walks every third benchmark.
+      if (name == "loop_nest" && b % 3 != 0) continue;
       const uint32_t seed = base + static_cast<uint32_t>(1000 * b + space);
       alive = walker.Walk(benchmarks[b], space, seed);
     }
