@@ -1,9 +1,9 @@
 // A property test through a real looptool-server: long seeded random walks (hundreds of actions,
 // one to a few per Step) over every action space (loop_nest on every third benchmark) and every
 // benchmark family, each Step asking for every untimed observation, and the timed `flops` now
-// and then. The server must never die,
-// never answer INTERNAL for a legal state, keep every tree within its loop limit, and answer
-// with the shapes GetSpaces declares; `action_mask` must predict action_had_no_effect.
+// and then. The server must never die, never answer INTERNAL for a legal state, keep every tree
+// within its loop limit, and answer with the shapes GetSpaces declares; `action_mask` must
+// predict action_had_no_effect.
 //
 // It runs against a server with the default flags (max_loops 16) and one with --max_loops=8, so
 // that the limit is met often. The sequence (a swap that grew mm128_128_256's tree past
