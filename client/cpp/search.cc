@@ -152,18 +152,22 @@ class Searcher {
   }
 
   // The server's cost model's guess (predicted_gflops) for the state `path` reaches, untimed:
-  // 0 while the model has learned too little or the server has none, -1 for a visited state.
-  absl::StatusOr<double> Predict(const std::vector<int>& path) {
+  // `gflops` is 0 while the model has learned too little or the server has none.
+  struct Prediction {
+    double gflops = 0;
+    bool visited = false;  // the state was visited before
+  };
+  absl::StatusOr<Prediction> Predict(const std::vector<int>& path) {
     absl::StatusOr<Env> env = start_.Fork();
     if (!env.ok()) return env.status();
     env->set_deadline(deadline_);
     absl::StatusOr<StepResult> r = env->Step(path, {"ir", "predicted_gflops"});
     if (!r.ok()) {
-      if (r.status().code() == absl::StatusCode::kUnimplemented) return 0.0;
+      if (r.status().code() == absl::StatusCode::kUnimplemented) return Prediction{};
       return r.status();
     }
-    if (visited_.count(r->Find("ir")->text)) return -1.0;
-    return r->Find("predicted_gflops")->number;
+    return Prediction{r->Find("predicted_gflops")->number,
+                      visited_.count(r->Find("ir")->text) > 0};
   }
 
   // The fastest of the start and the best `k` distinct kernels visited, each timed again
@@ -526,9 +530,9 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy
   while (!s.Expired()) {
     if (candidates > 1 && !model_ready && s.evaluated() - model_checked_at >= 8) {
       model_checked_at = s.evaluated();
-      absl::StatusOr<double> p = s.Predict({});
+      absl::StatusOr<Searcher::Prediction> p = s.Predict({});
       if (!p.ok()) return s.Expired() ? absl::OkStatus() : p.status();
-      model_ready = *p != 0;
+      model_ready = p->gflops > 0;
     }
     if (!model_ready) {
       absl::Status st = vary_and_measure();
@@ -538,9 +542,9 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy
     std::vector<std::pair<double, std::vector<int>>> ranked;
     for (int c = 0; c < candidates && !s.Expired(); ++c) {
       std::vector<int> path = vary(tournament(), uniform(4));
-      absl::StatusOr<double> p = s.Predict(path);
+      absl::StatusOr<Searcher::Prediction> p = s.Predict(path);
       if (!p.ok()) return s.Expired() ? absl::OkStatus() : p.status();
-      if (*p > 0) ranked.emplace_back(*p, std::move(path));
+      if (!p->visited && p->gflops > 0) ranked.emplace_back(p->gflops, std::move(path));
     }
     if (ranked.empty()) continue;  // every candidate was a state seen before
     // One of the better half, at random: the model weeds out the slow, but its argmax alone
@@ -665,13 +669,17 @@ std::vector<int> TranslatedPolicySeed(const Env& start, const SearchOptions& opt
   absl::StatusOr<Env> own = Env::Start(start.connection(), start.benchmark(),
                                        policy.action_space());
   if (!own.ok()) return {};
-  own->set_deadline(absl::Now() + absl::Seconds(options.time_limit_seconds / 4));
+  const absl::Time deadline = absl::Now() + absl::Seconds(options.time_limit_seconds / 4);
+  own->set_deadline(deadline);
   absl::StatusOr<Value> own_ir = own->Observe("ir");
   absl::StatusOr<Env> probe = start.Fork();
   if (!own_ir.ok() || !probe.ok()) return {};
+  probe->set_deadline(deadline);
   absl::StatusOr<Value> start_ir = probe->Observe("ir");
   if (!start_ir.ok() || start_ir->text != own_ir->text) return {};
-  absl::StatusOr<SearchResult> episode = PolicyEpisode(*own, options, policy);
+  SearchOptions within = options;  // the episode's own calls end at the same deadline
+  within.time_limit_seconds = options.time_limit_seconds / 4;
+  absl::StatusOr<SearchResult> episode = PolicyEpisode(*own, within, policy);
   if (!episode.ok()) return {};
   std::vector<int> path;
   for (const std::string& name : CursorToLevelActions(episode->actions)) {

@@ -448,6 +448,30 @@ TEST_F(ClientTest, EvolutionInLoopNestStartsFromTheTranslatedPolicyEpisode) {
   for (const std::string& a : r->actions) EXPECT_GE(start->ActionIndex(a), 0) << a;
 }
 
+// On a fresh server the cost model knows nothing: evolution measures children as they come until
+// the model has learned from enough kernels (24), and only then ranks them. (It once took the
+// start's "visited" answer for a ready model and proposed children forever, measuring none.)
+TEST(CostModelSearch, EvolutionMeasuresUntilTheModelHasLearned) {
+  ServerProcess fresh({"--timing_budget_ms=1"});
+  ASSERT_TRUE(fresh.ok());
+  auto connection = Connection::Connect("127.0.0.1:" + std::to_string(fresh.port()));
+  ASSERT_TRUE(connection.ok());
+  auto start = Env::Start(*connection, kMm, "loop_nest");
+  ASSERT_TRUE(start.ok());
+  EXPECT_EQ(start->Observe("predicted_gflops")->number, 0);  // nothing measured yet
+  SearchOptions o;
+  o.search = *ParseSearch("evolution");
+  o.time_limit_seconds = 2;
+  o.depth = 1;  // 16 rollouts measure at most 16 states: fewer than the model needs
+  o.policy_seed = false;
+  o.cost_model_candidates = 6;
+  auto r = Search(*start, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->states_evaluated, 24);
+  EXPECT_GT(start->Observe("predicted_gflops")->number, 0);  // it learned, and predicts
+  EXPECT_GE(r->search_gflops, r->start_gflops * 0.99);
+}
+
 TEST_F(ClientTest, PolicySearchesRefuseAPolicyForAnotherSpace) {
   auto start = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/mm64_80_96");
   ASSERT_TRUE(start.ok());
