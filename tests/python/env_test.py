@@ -125,6 +125,8 @@ class LoopToolEnvTest(unittest.TestCase):
         self.assertEqual(tree, by_name.step(256 + 2 * 16 + 1)[0])
         with self.assertRaisesRegex(ValueError, r"the level is out of range \(0..15\)"):
             nest.step((0, 16, 0))
+        with self.assertRaisesRegex(ValueError, "must hold three integers"):
+            nest.step((0, 1))
         tool = self.make_env()
         tool.reset()
         with self.assertRaisesRegex(ValueError, "is for loop_nest, not loop_tool"):

@@ -79,6 +79,9 @@ class NamedDiscrete:
             if self.name != "loop_nest":
                 raise ValueError(f"A (transformation, level, parameter) action is for loop_nest, "
                                  f"not {self.name}")
+            if len(action) != 3:
+                raise ValueError("A multi-discrete action must hold three integers: "
+                                 "(transformation, level, parameter)")
             return loop_nest_index(*(int(x) for x in action))
         return int(action)
 
