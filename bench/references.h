@@ -19,6 +19,12 @@ Reference OpenBlasSgemm(int M, int N, int K, const float* A, const float* B, flo
 Reference OneDnnMatmul(int M, int N, int K, const float* A, const float* B, float* C);
 // O[K][H][W] = sum_c,r,s I[C][H+r][W+s] * W[K][C][r][s] (NCHW, batch 1, no padding).
 Reference OneDnnConv(int C, int K, int H, int W, int R, const float* in, const float* w, float* out);
+// O[C][H][W] = sum_r,s I[C][H+r][W+s] * W[C][r][s]: depthwise (groups = C, NCHW, batch 1).
+Reference OneDnnDepthwise(int C, int H, int W, int R, const float* in, const float* w, float* out);
+// The same convolutions (groups 1, or groups = C = K for depthwise) with every tensor in the
+// layout oneDNN prefers (format `any`: blocked, nChw16c on AVX-512), zero-filled; the reorders
+// into those layouts are not timed. The strongest oneDNN can do for the shape.
+Reference OneDnnConvBlocked(int C, int K, int H, int W, int R, bool depthwise);
 // O[H][W][C] = max_r,s I[2H+r][2W+s][C] (NHWC, batch 1, stride 2, R x R window).
 Reference OneDnnMaxPool(int C, int H, int W, int R, const float* in, float* out);
 // s[M] = sum_n A[M][N].

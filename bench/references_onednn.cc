@@ -1,3 +1,4 @@
+#include <cstring>
 #include <memory>
 
 #include "bench/references.h"
@@ -38,10 +39,16 @@ Reference OneDnnMatmul(int M, int N, int K, const float* A, const float* B, floa
               pd.impl_info_str());
 }
 
-Reference OneDnnConv(int C, int K, int H, int W, int R, const float* in, const float* w, float* out) {
+namespace {
+
+// A stride-1 unpadded direct convolution in NCHW, OIHW (or GOIHW with one group per channel).
+Reference NchwConv(int C, int K, int H, int W, int R, bool depthwise, const float* in,
+                   const float* w, float* out) {
   auto ctx = std::make_shared<Context>();
   const dnnl::memory::desc src({1, C, H + R - 1, W + R - 1}, dt::f32, tag::nchw),
-      wei({K, C, R, R}, dt::f32, tag::oihw), dst({1, K, H, W}, dt::f32, tag::nchw);
+      wei(depthwise ? dnnl::memory::desc({C, 1, 1, R, R}, dt::f32, tag::goihw)
+                    : dnnl::memory::desc({K, C, R, R}, dt::f32, tag::oihw)),
+      dst({1, K, H, W}, dt::f32, tag::nchw);
   const dnnl::convolution_forward::primitive_desc pd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                       dnnl::algorithm::convolution_direct, src, wei, dst, {1, 1},
@@ -51,6 +58,40 @@ Reference OneDnnConv(int C, int K, int H, int W, int R, const float* in, const f
               {{DNNL_ARG_SRC, dnnl::memory(src, ctx->engine, const_cast<float*>(in))},
                {DNNL_ARG_WEIGHTS, dnnl::memory(wei, ctx->engine, const_cast<float*>(w))},
                {DNNL_ARG_DST, dnnl::memory(dst, ctx->engine, out)}},
+              pd.impl_info_str());
+}
+
+}  // namespace
+
+Reference OneDnnConv(int C, int K, int H, int W, int R, const float* in, const float* w, float* out) {
+  return NchwConv(C, K, H, W, R, /*depthwise=*/false, in, w, out);
+}
+
+Reference OneDnnDepthwise(int C, int H, int W, int R, const float* in, const float* w,
+                          float* out) {
+  return NchwConv(C, C, H, W, R, /*depthwise=*/true, in, w, out);
+}
+
+Reference OneDnnConvBlocked(int C, int K, int H, int W, int R, bool depthwise) {
+  auto ctx = std::make_shared<Context>();
+  const dnnl::memory::desc src({1, C, H + R - 1, W + R - 1}, dt::f32, tag::any),
+      wei(depthwise ? dnnl::memory::dims{C, 1, 1, R, R} : dnnl::memory::dims{K, C, R, R}, dt::f32,
+          tag::any),
+      dst({1, K, H, W}, dt::f32, tag::any);
+  const dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::convolution_direct, src, wei, dst, {1, 1},
+                                      {0, 0}, {0, 0}),
+      ctx->engine);
+  const auto zeroed = [&](const dnnl::memory::desc& d) {
+    dnnl::memory m(d, ctx->engine);
+    std::memset(m.get_data_handle(), 0, d.get_size());
+    return m;
+  };
+  return Wrap(ctx, dnnl::convolution_forward(pd),
+              {{DNNL_ARG_SRC, zeroed(pd.src_desc())},
+               {DNNL_ARG_WEIGHTS, zeroed(pd.weights_desc())},
+               {DNNL_ARG_DST, zeroed(pd.dst_desc())}},
               pd.impl_info_str());
 }
 

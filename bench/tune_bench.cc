@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -41,6 +42,8 @@
 ABSL_FLAG(double, time_limit, 10, "seconds per search");
 ABSL_FLAG(bool, policy_seed, true,
           "evolution starts from the built-in policy's episode (SearchOptions::policy_seed)");
+ABSL_FLAG(bool, sketches, true,
+          "evolution measures the server's LoopNest-style sketches first (SearchOptions::sketches)");
 ABSL_FLAG(int, cost_model_candidates, 6,
           "evolution: children ranked by the server's cost model per measured one "
           "(SearchOptions::cost_model_candidates); 0: every child measured");
@@ -54,6 +57,9 @@ ABSL_FLAG(std::string, searches,
           "comma-separated search algorithms");
 ABSL_FLAG(int, count, 25, "test-split matmuls (spread evenly over the split); 0: none");
 ABSL_FLAG(int, convs, 0, "ResNet-18 3x3 convolution layers of conv2d-v0 (0..4, conv5 first)");
+ABSL_FLAG(int, depthwise, 0,
+          "MobileNet's stride-1 3x3 depthwise layers of conv2d-v0 (0..4, 512 channels first); "
+          "searched with --conv_time_limit");
 ABSL_FLAG(double, conv_time_limit, 10,
           "seconds per search on a convolution (their first kernel alone, verified against the "
           "interpreter and timed, takes seconds)");
@@ -68,13 +74,16 @@ namespace {
 
 struct Libraries {
   double onednn = 0, openblas = 0;  // GFLOPS, fastest run
+  // Convolutions: oneDNN with every tensor in its preferred blocked layout (reorders untimed).
+  double onednn_blocked = 0;
+  std::string onednn_impl, onednn_blocked_impl;
 };
 
 // One benchmark to tune: a test-split matmul, one off the grid (added as a program), or a
 // convolution layer of conv2d-v0; its library references are timed by `libraries`.
 struct Bench {
   std::string name;
-  std::string set;      // "test", "offgrid" or "conv"
+  std::string set;      // "test", "offgrid", "conv" or "depthwise"
   std::string uri;
   std::string program;  // empty: one of the server's own benchmarks
   std::function<Libraries(int core)> libraries;
@@ -123,23 +132,41 @@ constexpr Conv kConvs[] = {{"resnet18_conv5_3x3", 512, 512, 7, 7},
                            {"resnet18_conv3_3x3", 128, 128, 28, 28},
                            {"resnet18_conv2_3x3", 64, 64, 56, 56}};
 
-Libraries ConvLibraries(const Conv& cv, int core) {
+// oneDNN's convolution (groups 1, or one per channel) on `core`: in NCHW and in its blocked
+// layouts. O[K,H,W] from I[C,H+2,W+2], 3x3.
+Libraries ConvolutionLibraries(int c, int k, int h, int w, bool depthwise, int core) {
   LetTheWorkerCoreSettle();
   Libraries g;
   std::thread([&] {
     PinThisThread(core);
-    std::vector<float> in(cv.c * (cv.h + 2) * (cv.w + 2), 1.0f), w(cv.k * cv.c * 9, 0.5f),
-        out(cv.k * cv.h * cv.w);
+    std::vector<float> in(c * (h + 2) * (w + 2), 1.0f), weights((depthwise ? 1 : k) * c * 9, 0.5f),
+        out(k * h * w);
     TimingOptions t;
     t.budget_seconds = 0.1;
     t.warmup_seconds = 0.01;
-    const double flops = 2.0 * cv.k * cv.c * cv.h * cv.w * 9;
-    g.onednn = flops / MeasureRuns(OneDnnConv(cv.c, cv.k, cv.h, cv.w, 3, in.data(), w.data(),
-                                              out.data()).run, t)
-                           .min_seconds * 1e-9;
+    const double flops = 2.0 * k * (depthwise ? 1 : c) * h * w * 9;
+    const Reference plain =
+        depthwise ? OneDnnDepthwise(c, h, w, 3, in.data(), weights.data(), out.data())
+                  : OneDnnConv(c, k, h, w, 3, in.data(), weights.data(), out.data());
+    const Reference blocked = OneDnnConvBlocked(c, k, h, w, 3, depthwise);
+    g.onednn = flops / MeasureRuns(plain.run, t).min_seconds * 1e-9;
+    g.onednn_blocked = flops / MeasureRuns(blocked.run, t).min_seconds * 1e-9;
+    g.onednn_impl = plain.implementation;
+    g.onednn_blocked_impl = blocked.implementation;
   }).join();
   return g;
 }
+
+// MobileNet's stride-1 3x3 depthwise layers (conv2d-v0), O[c,h,w] += I[c,h+r,w+s] * W[c,r,s]:
+// oneDNN's direct convolution with one group per channel.
+struct Depthwise {
+  const char* name;
+  int c, h, w;
+};
+constexpr Depthwise kDepthwise[] = {{"mobilenet_depthwise_512_14", 512, 14, 14},
+                                    {"mobilenet_depthwise_256_28", 256, 28, 28},
+                                    {"mobilenet_depthwise_128_56", 128, 56, 56},
+                                    {"mobilenet_depthwise_32_112", 32, 112, 112}};
 
 // The best schedule timed again on `core` with a fixed budget (no cache, a fresh compile and
 // verification): what a user who takes the schedule away sees. 0 on failure.
@@ -220,6 +247,34 @@ std::string SummaryTable(const std::vector<std::string>& searches, const std::ve
     md += absl::StrFormat("| OpenBLAS (reference) | %.2f | %.2f | 1.00 | %.1f | | | | | |\n",
                           Geomean(blas_vs_dnn), Min(blas_vs_dnn), Geomean(blas_pct));
   }
+  // Convolutions: oneDNN also in its own blocked layouts, and which implementations ran.
+  std::vector<double> blocked_pct, blocked_vs_dnn;
+  std::set<std::string> impls, blocked_impls;
+  for (const auto& [name, l] : libs) {
+    bool in_set = false;
+    for (const Row& r : rows) in_set = in_set || (r.name == name && r.set == set);
+    if (!in_set || l.onednn_blocked <= 0) continue;
+    blocked_pct.push_back(100 * l.onednn_blocked / peak);
+    blocked_vs_dnn.push_back(l.onednn_blocked / l.onednn);
+    impls.insert(l.onednn_impl);
+    blocked_impls.insert(l.onednn_blocked_impl);
+  }
+  if (blocked_pct.empty()) return md;
+  md += absl::StrFormat(
+      "| oneDNN, blocked layouts (reference) | %.2f | %.2f | - | %.1f | | | | | |\n",
+      Geomean(blocked_vs_dnn), Min(blocked_vs_dnn), Geomean(blocked_pct));
+  md += absl::StrFormat(
+      "\noneDNN in the program's layout (NCHW, the layout the tuned kernels read and write): %s. "
+      "In its own blocked layouts (format `any`, reorders into them not timed): %s.\n\n"
+      "| search | geomean vs oneDNN (blocked layouts) | min |\n|---|---:|---:|\n",
+      absl::StrJoin(impls, ", "), absl::StrJoin(blocked_impls, ", "));
+  for (const std::string& search : searches) {
+    std::vector<double> vs;
+    for (const Row& r : rows) {
+      if (r.search == search && r.set == set) vs.push_back(r.gflops / libs.at(r.name).onednn_blocked);
+    }
+    if (!vs.empty()) md += absl::StrFormat("| %s | %.2f | %.2f |\n", search, Geomean(vs), Min(vs));
+  }
   return md;
 }
 
@@ -227,9 +282,10 @@ int Main() {
   if (absl::GetFlag(FLAGS_time_limit) <= 0 || absl::GetFlag(FLAGS_timing_budget_ms) <= 0 ||
       absl::GetFlag(FLAGS_count) < 0 || absl::GetFlag(FLAGS_offgrid) < 0 ||
       absl::GetFlag(FLAGS_retime_top) < 0 || absl::GetFlag(FLAGS_retime_top) > 16 ||
-      absl::GetFlag(FLAGS_convs) < 0 || absl::GetFlag(FLAGS_convs) > 4) {
+      absl::GetFlag(FLAGS_convs) < 0 || absl::GetFlag(FLAGS_convs) > 4 ||
+      absl::GetFlag(FLAGS_depthwise) < 0 || absl::GetFlag(FLAGS_depthwise) > 4) {
     std::fprintf(stderr, "tune_bench: --time_limit and --timing_budget_ms must be positive, "
-                         "--count and --offgrid at least 0, --retime_top 0..16, --convs 0..4\n");
+                         "--count and --offgrid at least 0, --retime_top 0..16, --convs and --depthwise 0..4\n");
     return 1;
   }
   service::ServerConfig config;
@@ -283,7 +339,17 @@ int Main() {
   for (int i = 0; i < absl::GetFlag(FLAGS_convs); ++i) {
     const Conv cv = kConvs[i];
     benches.push_back({cv.name, "conv", std::string("benchmark://conv2d-v0/") + cv.name, "",
-                       [cv](int core) { return ConvLibraries(cv, core); }});
+                       [cv](int core) {
+                         return ConvolutionLibraries(cv.c, cv.k, cv.h, cv.w, false, core);
+                       }});
+  }
+
+  for (int i = 0; i < absl::GetFlag(FLAGS_depthwise); ++i) {
+    const Depthwise d = kDepthwise[i];
+    benches.push_back({d.name, "depthwise", std::string("benchmark://conv2d-v0/") + d.name, "",
+                       [d](int core) {
+                         return ConvolutionLibraries(d.c, d.c, d.h, d.w, true, core);
+                       }});
   }
 
   std::vector<Row> rows;
@@ -313,9 +379,10 @@ int Main() {
       }
       client::SearchOptions options;
       options.search = specs[search];
-      options.time_limit_seconds = set == "conv" ? absl::GetFlag(FLAGS_conv_time_limit) : limit;
+      options.time_limit_seconds = set == "conv" || set == "depthwise" ? absl::GetFlag(FLAGS_conv_time_limit) : limit;
       options.retime_top = absl::GetFlag(FLAGS_retime_top);
       options.policy_seed = absl::GetFlag(FLAGS_policy_seed);
+      options.sketches = absl::GetFlag(FLAGS_sketches);
       options.cost_model_candidates = absl::GetFlag(FLAGS_cost_model_candidates);
       options.cost_model_up_to_seconds = absl::GetFlag(FLAGS_cost_model_up_to_seconds);
       // The anytime curve: the best GFLOPS so far (the search's own measurements) each time it
@@ -380,6 +447,10 @@ int Main() {
           ? " Evolution runs in loop_nest unless named NAME@SPACE and starts from the built-in "
             "policy's episode (--policy_seed; translated to level pointers in loop_nest)."
           : " Evolution starts from random rollouts only (--policy_seed=false).");
+  md += absl::GetFlag(FLAGS_sketches)
+            ? " Evolution measures the server's sketches (LoopNest-style register blocks, "
+              "`sketches` observation) first."
+            : " Evolution without the server's sketches (--sketches=false).";
   const bool model = absl::GetFlag(FLAGS_cost_model_candidates) > 1 &&
                      limit <= absl::GetFlag(FLAGS_cost_model_up_to_seconds);
   md += model ? absl::StrFormat(
@@ -405,6 +476,12 @@ int Main() {
         "\n## %d convolution layers of conv2d-v0 (ResNet-18's 3x3, stride 1; oneDNN's direct "
         "convolution)\n\n", convs);
     md += SummaryTable(searches, rows, "conv", libs, peak);
+  }
+  if (const int depthwise = absl::GetFlag(FLAGS_depthwise); depthwise > 0) {
+    md += absl::StrFormat(
+        "\n## %d depthwise layers of conv2d-v0 (MobileNet's 3x3, stride 1; oneDNN's direct "
+        "convolution, one group per channel)\n\n", depthwise);
+    md += SummaryTable(searches, rows, "depthwise", libs, peak);
   }
   md += "\nPer shape and search: tune_bench.csv; best GFLOPS over time: tune_bench_curves.csv.\n";
   std::ofstream(dir + "/tune_bench.md") << md;

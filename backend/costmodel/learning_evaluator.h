@@ -29,6 +29,10 @@ class LearningEvaluator : public KernelEvaluator {
   absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
   double PeakGflops() override { return inner_->PeakGflops(); }
   absl::StatusOr<double> PredictGflops(const LoopTree& tree) override;
+  VectorUnit Vector() override {
+    const IsaTraits t = Traits(isa_);
+    return {t.vector_width, t.vector_registers};
+  }
 
   const CostModel& model() const { return model_; }
 

@@ -38,6 +38,13 @@ class KernelEvaluator {
   }
   // The measured single-core FMA peak rewards are normalised by.
   virtual double PeakGflops() = 0;
+  // The vector unit kernels are generated for: float lanes and vector registers (what the
+  // `sketches` observation sizes register blocks by). Default: AVX-512's 16 and 32.
+  struct VectorUnit {
+    int lanes = 16;
+    int registers = 32;
+  };
+  virtual VectorUnit Vector() { return {}; }
   // What a cost model learned from this evaluator's measurements predicts for `tree`'s kernel,
   // in GFLOPS, without compiling or running it; 0 while it has learned too little.
   // UNIMPLEMENTED for evaluators without one (backend/costmodel/learning_evaluator.h has one).

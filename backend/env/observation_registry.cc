@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/actions/apply.h"
+#include "backend/actions/sketches.h"
 #include "backend/features/stride_histogram.h"
 #include "backend/features/tensors.h"
 #include "backend/graph/node_link_json.h"
@@ -143,6 +144,19 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
   predicted.space.deterministic = false;
   predicted.space.platform_dependent = true;
   entries.push_back(std::move(predicted));
+  // LoopNest-style starting schedules as loop_nest actions (backend/actions/sketches.h), sized
+  // for the evaluator's vector unit (AVX-512's without one).
+  Entry sketches = Text("sketches", [](const ObservationInputs& in) {
+    SketchOptions options;
+    if (in.evaluator != nullptr) {
+      const KernelEvaluator::VectorUnit unit = in.evaluator->Vector();
+      options.lanes = unit.lanes;
+      options.registers = unit.registers;
+    }
+    return Observation::String(SketchesText(LoopNestSketches(in.tree, in.limits, options)));
+  });
+  sketches.space.platform_dependent = true;
+  entries.push_back(std::move(sketches));
   return ObservationRegistry(std::move(entries));
 }
 

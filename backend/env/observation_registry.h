@@ -67,7 +67,7 @@ using ObservationRegistry = ObservationTable<ObservationInputs>;
 
 // LoopTool's observations, shaped by `limits`: ir, loop_tree, loops_tensor, stride_tensor,
 // 5_prev_actions_tensor, ir_graph_networkx, ir_tree_networkx, action_mask, flop_count (untimed),
-// then flops, runtime, peak_gflops (timed).
+// then flops, runtime, peak_gflops (timed), predicted_gflops and sketches (untimed).
 ObservationRegistry LoopToolObservations(const Limits& limits);
 
 }  // namespace looptool

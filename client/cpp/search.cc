@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -83,6 +84,7 @@ class Searcher {
 
   // Whether the search's own time (the limit less the re-timing share) is up.
   bool Expired() const { return Elapsed() >= limit_; }
+  double limit() const { return limit_; }
   double Elapsed() const {
     return std::chrono::duration<double>(Clock::now() - t0_).count();
   }
@@ -170,9 +172,9 @@ class Searcher {
                       visited_.count(r->Find("ir")->text) > 0};
   }
 
-  // The fastest of the start and the best `k` distinct kernels visited, each timed again
-  // (Env::Remeasure) while the time limit lasts, with its re-timed GFLOPS; nullopt when none
-  // could be re-timed. Also the start's re-timed GFLOPS (0 when it was not).
+  // The fastest of the best `k` distinct kernels visited and the start, each timed again
+  // (Env::Remeasure, in that order) while the time limit lasts, with its re-timed GFLOPS;
+  // nullopt when none could be re-timed. Also the start's re-timed GFLOPS (0 when it was not).
   struct Retimed {
     Node node;
     double gflops = 0, start_gflops = 0;
@@ -184,12 +186,15 @@ class Searcher {
     }
     std::stable_sort(nodes.begin(), nodes.end(),
                      [](const Node* a, const Node* b) { return a->gflops > b->gflops; });
-    std::vector<const Node*> candidates = {&root_};
+    // The best first and the start last: a slow start (an untiled convolution re-times for
+    // seconds) must not use up the time the winners need.
+    std::vector<const Node*> candidates;
     std::set<std::string> kernels = {KernelKey(root_.ir)};
     for (const Node* n : nodes) {
-      if (static_cast<int>(candidates.size()) > k) break;
+      if (static_cast<int>(candidates.size()) >= k) break;
       if (kernels.insert(KernelKey(n->ir)).second) candidates.push_back(n);
     }
+    candidates.push_back(&root_);
     std::optional<Retimed> best;
     double start_gflops = 0;
     for (const Node* n : candidates) {
@@ -371,7 +376,9 @@ absl::Status Random(Searcher& s, int depth, uint64_t seed) {
 }
 
 // Evolution: a population of the best states found, each known by its path (its genome). Seeded
-// by the policy's episode and random rollouts from the start (16, or 4 after a policy seed);
+// by the server's sketches (LoopNest-style register blocks, measured first within half the
+// time) or, when fewer than two of those measure, by the policy's episode and random rollouts
+// from the start (16, or 4 after a policy seed);
 // then, until the time limit, a parent drawn by tournament (best of 3) is varied and the child's
 // state measured: extended by 1-3 random legal actions (a rollout continued from a good state),
 // cut back by 1-3 actions and extended again, one action of its path replaced by a random one
@@ -408,7 +415,8 @@ absl::StatusOr<Node> MappedPolicyEpisode(Searcher& s, const MappedPolicy& p, int
 }
 
 absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy* seed_policy,
-                       const std::vector<int>& seed_path, int candidates) {
+                       const std::function<std::vector<int>()>& seed_path,
+                       const std::vector<std::vector<int>>& sketches, int candidates) {
   constexpr size_t kPopulation = 16;
   constexpr size_t kSeededRollouts = 4;
   std::mt19937_64 rng(seed);
@@ -458,20 +466,35 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy
     }
     return *best;
   };
-  if (seed_policy != nullptr) {
+  // The server's sketches first (LoopNest-style register blocks; each one measurement), within
+  // half the time; when two or more measure, the policy seeds nothing.
+  size_t sketched = 0;
+  for (const std::vector<int>& path : sketches) {
+    if (s.Elapsed() >= s.limit() / 2 || s.Expired()) break;
+    absl::StatusOr<Reached> reached = s.EvaluatePath(path);
+    if (!reached.ok()) return reached.status();
+    if (reached->node.gflops > 0 && reached->node.ir != s.root().ir) {
+      admit(reached->node);
+      ++sketched;
+    }
+  }
+  if (seed_policy != nullptr && sketched < 2) {
     absl::StatusOr<Node> seeded = MappedPolicyEpisode(s, *seed_policy, depth);
     if (!seeded.ok()) return seeded.status();
     if (seeded->ir != s.root().ir) admit(*seeded);
   }
-  if (!seed_path.empty()) {
-    absl::StatusOr<Reached> seeded = s.EvaluatePath(seed_path);
+  if (const std::vector<int> seed = sketched < 2 && seed_path ? seed_path() : std::vector<int>{};
+      !seed.empty()) {
+    absl::StatusOr<Reached> seeded = s.EvaluatePath(seed);
     if (!seeded.ok()) return seeded.status();
     if (seeded->node.gflops > 0 && seeded->node.ir != s.root().ir) admit(seeded->node);
   }
   // Random rollouts from the start fill the population; after a seed, a few suffice (each
   // measures up to `depth` states, most of them slow: in loop_nest every one is a new kernel),
   // and variations of the seed fill the rest.
-  const size_t rollouts = population.size() > 1 ? kSeededRollouts : kPopulation;
+  // Sketches make random rollouts from the start (slow, untiled states) unnecessary.
+  const size_t rollouts =
+      sketched >= 2 ? 0 : population.size() > 1 ? kSeededRollouts : kPopulation;
   for (size_t i = 0; i < rollouts && !s.Expired(); ++i) {
     absl::Status st = rollout(s.root(), depth);
     if (!st.ok()) return st;
@@ -690,6 +713,30 @@ std::vector<int> TranslatedPolicySeed(const Env& start, const SearchOptions& opt
   return path;
 }
 
+// evolution's sketches: the server's `sketches` observation of the start state, each line's
+// action names as indices of the session's space; lines with a name the space lacks (every
+// line, outside loop_nest) are left out, as is everything on a server without the observation.
+std::vector<std::vector<int>> SketchPaths(const Env& start) {
+  absl::StatusOr<Env> probe = start.Fork();
+  if (!probe.ok()) return {};
+  absl::StatusOr<Value> text = probe->Observe("sketches");
+  if (!text.ok()) return {};
+  std::vector<std::vector<int>> paths;
+  for (absl::string_view line : absl::StrSplit(text->text, '\n', absl::SkipEmpty())) {
+    std::vector<int> path;
+    for (absl::string_view name : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      const int index = start.ActionIndex(std::string(name));
+      if (index < 0) {
+        path.clear();
+        break;
+      }
+      path.push_back(index);
+    }
+    if (!path.empty()) paths.push_back(std::move(path));
+  }
+  return paths;
+}
+
 // policy_guided: the policy's own episode first (every state on it measured), then best-first
 // over the measured states: the best one not yet expanded gets children by the policy's
 // `width` top-ranked actions. Paths stay within twice the episode length.
@@ -838,12 +885,13 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
       }
       {
         // Or the policy's episode translated (a cursor policy, loop_nest), within the limit.
-        std::vector<int> seed_path;
+        std::function<std::vector<int>()> seed_path;
         if (!seed_policy.has_value() && options.policy_seed && options.depth > 0) {
-          seed_path = TranslatedPolicySeed(start, options, policy);
+          seed_path = [&] { return TranslatedPolicySeed(start, options, policy); };
         }
         status = Evolution(s, options.depth, options.seed,
                            seed_policy.has_value() ? &*seed_policy : nullptr, seed_path,
+                           options.sketches ? SketchPaths(start) : std::vector<std::vector<int>>{},
                            options.time_limit_seconds <= options.cost_model_up_to_seconds
                                ? options.cost_model_candidates
                                : 0);

@@ -65,8 +65,14 @@ struct SearchOptions {
   // space) seeds the population before the random rollouts, so that the search starts from a
   // good schedule. In loop_nest, whose names a cursor policy lacks, the episode runs on a
   // session of the policy's own space and is translated to level pointers (within the time
-  // limit; only from the benchmark's initial state). Skipped when nothing fits.
+  // limit; only from the benchmark's initial state). Skipped when nothing fits, and when two or
+  // more of the server's sketches (below) were measured.
   bool policy_seed = true;
+  // evolution: the server's sketches of the start state (LoopNest-style register blocks and
+  // loop orders, the `sketches` observation: backend/actions/sketches.h) are measured first,
+  // within a third of the time limit, and join the population; in spaces without their action
+  // names (loop_tool, loop_tune) there are none.
+  bool sketches = true;
   // evolution: once the server's cost model predicts (predicted_gflops), each generation
   // proposes this many children, asks the model about each (untimed) and measures one of the
   // half it ranks best (at random). 0 or 1: every child measured. Only for time limits up to

@@ -4,6 +4,7 @@
 // it reports (and returning the start itself when it explores nothing).
 #include "client/cpp/env.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -439,6 +440,7 @@ TEST_F(ClientTest, EvolutionInLoopNestStartsFromTheTranslatedPolicyEpisode) {
   SearchOptions o;
   o.search = *ParseSearch("evolution");
   o.time_limit_seconds = 0.5;
+  o.sketches = false;  // (sketches would replace the policy's seed)
   double first_best = -1;
   o.on_progress = [&](const SearchProgress& progress) {
     if (progress.states_evaluated == 1) first_best = progress.best_gflops;
@@ -466,12 +468,52 @@ TEST(CostModelSearch, EvolutionMeasuresUntilTheModelHasLearned) {
   o.time_limit_seconds = 2;
   o.depth = 1;  // 16 rollouts measure at most 16 states: fewer than the model needs
   o.policy_seed = false;
+  o.sketches = false;
   o.cost_model_candidates = 6;
   auto r = Search(*start, o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_GT(r->states_evaluated, 24);
   EXPECT_GT(start->Observe("predicted_gflops")->number, 0);  // it learned, and predicts
   EXPECT_GE(r->search_gflops, r->start_gflops * 0.99);
+}
+
+// The server's sketches over the wire: the first is bench/hand_schedules.cc's "k/64 m/4 n/64
+// k m n" for a matmul. Evolution measures every one first (before anything else: the first
+// states it counts are theirs) and so starts a small convolution, whose untiled kernel runs at a
+// few % of peak, from blocked schedules many times faster.
+TEST_F(ClientTest, EvolutionStartsFromTheServersSketches) {
+  auto mm = Env::Start(connection_, kMm, "loop_nest");
+  ASSERT_TRUE(mm.ok()) << mm.status();
+  const std::string sketches = mm->Observe("sketches")->text;
+  EXPECT_EQ(sketches.substr(0, sketches.find('\n')),
+            "tile_L1_64 tile_L0_4 tile_L4_64 interchange_L2_L0 interchange_L4_L2 "
+            "interchange_L4_L3");
+  auto tiled = mm->Fork();
+  ASSERT_TRUE(tiled.ok());
+  ASSERT_TRUE(tiled->StepNamed({"tile_L0_4"}).ok());
+  EXPECT_EQ(tiled->Observe("sketches")->text, "");  // only for an untiled nest
+
+  auto conv = Env::StartProgram(
+      connection_, "benchmark://user-v0/small_conv",
+      "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]\nk=32 h=12 w=30 c=32 r=3 s=3\n", "loop_nest");
+  ASSERT_TRUE(conv.ok()) << conv.status();
+  const std::string conv_sketches = conv->Observe("sketches")->text;
+  const int lines = static_cast<int>(std::count(conv_sketches.begin(), conv_sketches.end(), '\n'));
+  ASSERT_GE(lines, 8);
+  SearchOptions o;
+  o.search = *ParseSearch("evolution");
+  o.time_limit_seconds = 3;
+  o.retime_top = 0;
+  std::vector<double> first;  // best GFLOPS after each of the first states
+  o.on_progress = [&](const SearchProgress& p) {
+    if (p.states_evaluated <= lines) first.push_back(p.best_gflops);
+  };
+  auto r = Search(*conv, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GE(r->states_evaluated, lines);
+  ASSERT_GT(first.size(), 1u);
+  EXPECT_GT(first[1], 4 * r->start_gflops);  // the first sketch alone
+  EXPECT_GT(r->gflops, 4 * r->start_gflops);
 }
 
 TEST_F(ClientTest, PolicySearchesRefuseAPolicyForAnotherSpace) {

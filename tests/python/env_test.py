@@ -93,7 +93,7 @@ class LoopToolEnvTest(unittest.TestCase):
                          ["ir", "loop_tree", "loops_tensor", "stride_tensor",
                           "5_prev_actions_tensor", "ir_graph_networkx", "ir_tree_networkx",
                           "action_mask", "flop_count", "flops", "runtime", "peak_gflops",
-                          "predicted_gflops", "action_state"])
+                          "predicted_gflops", "sketches", "action_state"])
         self.assertEqual(env.observation_spaces["loops_tensor"].shape, (1, 320))
         self.assertEqual(env.observation_spaces["stride_tensor"].shape, (1, 16))
         self.assertEqual(env.observation_spaces["5_prev_actions_tensor"].shape, (1, 85))
@@ -246,11 +246,15 @@ class LoopToolEnvTest(unittest.TestCase):
         env.reset()
         self.assertIn("loop_tree", env.observation)
         self.assertNotIn("nope", env.observation)
-        self.assertEqual(len(env.observation), 14)
+        self.assertEqual(len(env.observation), 15)
         self.assertEqual(list(env.observation)[:2], ["ir", "loop_tree"])
         with self.assertRaises(KeyError):
             env.observation["nope"]
         self.assertGreaterEqual(env.observation["predicted_gflops"], 0)  # 0 until it has learned
+        # loop_nest names, first the hand schedule "k/64 m/4 n/64 k m n" (mm112_208_256)
+        self.assertEqual(env.observation["sketches"].splitlines()[0],
+                         "tile_L1_64 tile_L0_4 tile_L4_64 interchange_L2_L0 interchange_L4_L2 "
+                         "interchange_L4_L3")
         stride = env.observation["stride_tensor"]
         self.assertEqual((stride.dtype, stride.shape), (np.float32, (1, 16)))
         prev = env.observation["5_prev_actions_tensor"]

@@ -32,6 +32,7 @@ OBSERVATION_SPACES = [
     ("runtime", "double_value", "double_value", False, True),
     ("peak_gflops", "double_value", "double_value", False, True),
     ("predicted_gflops", "double_value", "double_value", False, True),
+    ("sketches", "string_value", "string_value", True, True),
     ("action_state", "int64_box", "int64_tensor", True, False),  # upstream loop_tool-v0's
 ]
 OBS = {name: i for i, (name, *_) in enumerate(OBSERVATION_SPACES)}

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "backend/actions/apply.h"
+#include "backend/actions/sketches.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "backend/codegen/isa.h"
 #include "gtest/gtest.h"
@@ -202,6 +203,45 @@ TEST(Kernel, RandomLoopNestSchedulesMatchTheInterpreter) {
   }
   EXPECT_EQ(checked, 13 * 40 * static_cast<int>(HostIsas().size()));
   EXPECT_GT(effective, 13 * 40 * 3);
+}
+
+// Every sketch (both vector units' blocks) of shapes whose sizes leave tails in every tile: the
+// register blocks, reduction tiles and orders the searches start from.
+TEST(Kernel, EverySketchMatchesTheInterpreter) {
+  constexpr const char* kSketched[] = {
+      "C[m,n] += A[m,k] * B[k,n]; m=29 n=75 k=131",
+      "C[m,n] += A[m,k] * B[k,n] -> relu; m=7 n=150 k=9",
+      "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]; k=13 h=5 w=19 c=3 r=3 s=3",
+      "O[c,h,w] += I[c, h+r, w+s] * W[c,r,s]; c=5 h=6 w=37 r=3 s=3",
+      "O[k,h,w] += I[c,h,w] * W[k,c]; k=9 h=3 w=70 c=101",
+      "y[n] += x[k] * A[k,n]; n=67 k=100",
+      "O[c] += I[r,c]; r=5 c=130",
+  };
+  int checked = 0;
+  for (const char* text : kSketched) {
+    const LoopTree initial = InitialTree(text);
+    for (int lanes : {8, 16}) {
+      SketchOptions options;
+      options.lanes = lanes;
+      options.registers = lanes == 8 ? 16 : 32;
+      const std::vector<Sketch> sketches = LoopNestSketches(initial, Limits{}, options);
+      EXPECT_FALSE(sketches.empty()) << text;
+      for (const Sketch& sketch : sketches) {
+        LoopTree tree = initial;
+        for (const Action& a : sketch.actions) {
+          ActionResult r = Apply(tree, a, Limits{});
+          ASSERT_TRUE(r.had_effect()) << text << ": " << sketch.description;
+          tree = std::move(r.tree);
+        }
+        for (Isa isa : HostIsas()) {
+          ASSERT_EQ(CompareWithInterpreter(tree, isa), "")
+              << text << ": " << sketch.description << "\n" << LoopTreeText(tree);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 7 * 2 * 4 * static_cast<int>(HostIsas().size()));
 }
 
 }  // namespace

@@ -1,0 +1,216 @@
+#include "backend/actions/sketches.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backend/actions/apply.h"
+
+namespace looptool {
+namespace {
+
+// Register blocks (rows, vectors), best first: the tiles of bench/hand_schedules.cc's fastest
+// kernels (4 x 4 vectors, 4 x 3, 8 x 2) lead; rows 1 only for outputs with one variable.
+constexpr std::pair<int, int> kBlocks[] = {{4, 4},  {4, 3}, {8, 2},  {6, 3}, {6, 2}, {6, 4},
+                                           {12, 2}, {16, 1}, {24, 1}, {12, 1}, {8, 3}, {3, 4},
+                                           {2, 4},  {8, 1}, {1, 4},  {1, 3}, {1, 2}, {1, 1}};
+// A reduction longer than this gets a variant tiled by kReductionTile.
+constexpr int64_t kReductionUntiledMax = 96;
+constexpr int kReductionTile = 64;
+
+// One loop of the wanted order: a variable and which of its loops (0 the outer, 1 the inner of a
+// split; 0 for an unsplit variable).
+struct Slot {
+  int var;
+  int part;
+};
+
+struct Plan {
+  std::vector<std::pair<int, int64_t>> splits;  // variable, inner size
+  std::vector<Slot> order;                      // outer to inner
+  std::string description;
+};
+
+// The actions that turn `tree`'s untiled compute nest of statement `stmt` into `plan`, each
+// applying in turn, and the tree they reach; nullopt when one would not apply.
+std::optional<std::pair<std::vector<Action>, LoopTree>> Realize(const LoopTree& tree, int stmt,
+                                                                const Plan& plan,
+                                                                const Limits& limits) {
+  int base = 0;  // the level pointer of the statement's outermost compute loop
+  for (const Cursor& c : tree.CursorPositions()) {
+    if (c.statement == stmt) break;
+    ++base;
+  }
+  constexpr int kLevels = 16;  // loop_nest's level pointers
+  LoopTree t = tree;
+  std::vector<Action> actions;
+  const auto apply = [&](const Action& a) {
+    if (a.level >= kLevels || a.target >= kLevels) return false;
+    ActionResult r = Apply(t, a, limits);
+    if (!r.had_effect()) return false;
+    t = std::move(r.tree);
+    actions.push_back(a);
+    return true;
+  };
+  for (const auto& [var, size] : plan.splits) {
+    const LoopOrder& o = t.schedule(stmt).compute;
+    int d = 0;
+    while (o[d].var != var) ++d;
+    if (!apply({Action::Kind::kSplit, static_cast<int>(size), base + d})) return std::nullopt;
+  }
+  for (int i = 0; i < static_cast<int>(plan.order.size()); ++i) {
+    const LoopOrder& o = t.schedule(stmt).compute;
+    int j = i;
+    while (j < static_cast<int>(o.size()) &&
+           !(o[j].var == plan.order[i].var && VarDepth(o, j) == plan.order[i].part)) {
+      ++j;
+    }
+    if (j == static_cast<int>(o.size())) return std::nullopt;
+    if (j != i && !apply({Action::Kind::kInterchange, 0, base + j, base + i})) {
+      return std::nullopt;
+    }
+  }
+  return std::make_pair(std::move(actions), std::move(t));
+}
+
+}  // namespace
+
+std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
+                                     const SketchOptions& options) {
+  const Program& p = tree.program();
+  if (p.num_statements() == 0 || options.lanes < 1) return {};
+  int stmt = 0;
+  for (int s = 1; s < p.num_statements(); ++s) {
+    if (p.StatementFlops(s) > p.StatementFlops(stmt)) stmt = s;
+  }
+  // 1) Untiled.
+  std::set<int> seen;
+  for (const Loop& loop : tree.schedule(stmt).compute) {
+    if (!seen.insert(loop.var).second) return {};
+  }
+  // 2) The vector variable steps by 1 wherever it is read or written.
+  const Statement& st = p.statement(stmt);
+  const std::vector<int> out = p.OutputVars(stmt);
+  if (out.empty()) return {};
+  const int v = out.back();
+  const int64_t ev = p.var(v).extent;
+  if (ev < 2 || p.ElementStride(st.output, v) != 1) return {};
+  std::vector<const Access*> vector_operands;
+  for (const Access& in : st.inputs) {
+    const int64_t stride = p.ElementStride(in, v);
+    if (stride != 0 && stride != 1) return {};
+    if (stride == 1) vector_operands.push_back(&in);
+  }
+  // Row variables: the other output variables, those the vector operands do not read first (a
+  // vector loaded once serves every row).
+  std::vector<int> rows_vars;
+  for (int x : out) {
+    if (x != v && p.var(x).extent > 1) rows_vars.push_back(x);
+  }
+  const auto reads = [&](int x) {
+    int n = 0;
+    for (const Access* a : vector_operands) n += p.ElementStride(*a, x) != 0;
+    return n;
+  };
+  std::stable_sort(rows_vars.begin(), rows_vars.end(),
+                   [&](int a, int b) { return reads(a) < reads(b); });
+  if (rows_vars.empty()) rows_vars.push_back(-1);
+  // Reductions, the largest of which may be tiled.
+  std::vector<int> reductions;
+  int largest = -1;
+  for (int x : p.LoopVars(stmt)) {
+    if (std::find(out.begin(), out.end(), x) != out.end()) continue;
+    reductions.push_back(x);
+    if (largest < 0 || p.var(x).extent > p.var(largest).extent) largest = x;
+  }
+  std::vector<int64_t> reduction_tiles = {0};
+  if (largest >= 0 && p.var(largest).extent > kReductionUntiledMax) {
+    reduction_tiles.insert(reduction_tiles.begin(), kReductionTile);
+  }
+  // v's blocks: 1-4 vectors, or all of v when it fits in 4.
+  std::vector<std::pair<int64_t, int>> vector_blocks;  // size (0: all of v), vectors
+  for (int c = 1; c <= 4; ++c) {
+    if (int64_t{c} * options.lanes < ev) vector_blocks.push_back({int64_t{c} * options.lanes, c});
+  }
+  if (ev <= 4 * options.lanes) {
+    vector_blocks.push_back({0, static_cast<int>((ev + options.lanes - 1) / options.lanes)});
+  }
+
+  struct Candidate {
+    int rank;
+    Plan plan;
+  };
+  std::vector<Candidate> candidates;
+  const int max_accumulators = options.registers - 4;
+  for (int b = 0; b < static_cast<int>(std::size(kBlocks)); ++b) {
+    const auto [rows, vectors] = kBlocks[b];
+    if (rows * vectors > max_accumulators) continue;
+    for (const auto& [nb, c] : vector_blocks) {
+      if (c != vectors) continue;
+      for (int ui = 0; ui < static_cast<int>(rows_vars.size()); ++ui) {
+        const int u = rows_vars[ui];
+        if ((u < 0) != (rows == 1)) continue;
+        for (int ki = 0; ki < static_cast<int>(reduction_tiles.size()); ++ki) {
+          const int64_t kb = reduction_tiles[ki];
+          Plan plan;
+          std::vector<std::string> words;
+          const bool split_u = u >= 0 && rows < p.var(u).extent;
+          const bool split_v = nb > 0;
+          if (kb > 0) plan.splits.push_back({largest, kb});
+          if (split_u) plan.splits.push_back({u, rows});
+          if (split_v) plan.splits.push_back({v, nb});
+          if (kb > 0) plan.order.push_back({largest, 0});
+          if (split_u) plan.order.push_back({u, 0});
+          if (split_v) plan.order.push_back({v, 0});
+          for (int x : out) {
+            if (x != u && x != v) plan.order.push_back({x, 0});
+          }
+          for (int r : reductions) plan.order.push_back({r, r == largest && kb > 0 ? 1 : 0});
+          if (u >= 0) plan.order.push_back({u, split_u ? 1 : 0});
+          plan.order.push_back({v, split_v ? 1 : 0});
+          if (u >= 0) {
+            words.push_back(absl::StrCat("rows ", p.var(u).name,
+                                         split_u ? absl::StrCat("/", rows) : std::string()));
+          }
+          words.push_back(absl::StrCat("vector ", p.var(v).name,
+                                       split_v ? absl::StrCat("/", nb) : std::string()));
+          if (kb > 0) words.push_back(absl::StrCat("reduction ", p.var(largest).name, "/", kb));
+          plan.description = absl::StrJoin(words, ", ");
+          // A second row variable or an untiled reduction ranks with blocks a few places down.
+          candidates.push_back({b + 4 * ki + 8 * ui, std::move(plan)});
+        }
+      }
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.rank < b.rank; });
+
+  std::vector<Sketch> sketches;
+  std::vector<std::vector<StatementSchedule>> reached;
+  for (const Candidate& c : candidates) {
+    if (static_cast<int>(sketches.size()) >= options.max_sketches) break;
+    auto realized = Realize(tree, stmt, c.plan, limits);
+    if (!realized.has_value() || realized->first.empty()) continue;
+    const std::vector<StatementSchedule>& schedules = realized->second.schedules();
+    if (std::find(reached.begin(), reached.end(), schedules) != reached.end()) continue;
+    reached.push_back(schedules);
+    sketches.push_back({c.plan.description, std::move(realized->first)});
+  }
+  return sketches;
+}
+
+std::string SketchesText(const std::vector<Sketch>& sketches) {
+  std::string text;
+  for (const Sketch& s : sketches) {
+    absl::StrAppend(&text, absl::StrJoin(s.actions, " ", [](std::string* o, const Action& a) {
+                      absl::StrAppend(o, ActionName(a));
+                    }),
+                    "\n");
+  }
+  return text;
+}
+
+}  // namespace looptool

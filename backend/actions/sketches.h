@@ -1,0 +1,52 @@
+// Sketches: LoopNest-style starting schedules, as loop_nest actions a search can start from.
+// After LoopNest's code-generation design (a vectorized innermost loop, a register block of
+// rows x vectors, the reductions around the block, cache tiles outside) and Ansor's sketches
+// (rules generate the structure, measurement picks the sizes): a search that starts from these
+// is a few mutations from library speed instead of 8-10 exact actions.
+#ifndef LOOPTOOL_BACKEND_ACTIONS_SKETCHES_H_
+#define LOOPTOOL_BACKEND_ACTIONS_SKETCHES_H_
+
+#include <string>
+#include <vector>
+
+#include "backend/actions/action.h"
+#include "backend/schedule/loop_tree.h"
+#include "backend/util/limits.h"
+
+namespace looptool {
+
+// One starting schedule: the loop_nest actions (level pointers) that build it from the tree
+// it was made for, each of which applies in turn.
+struct Sketch {
+  std::string description;  // "rows m/4, vector n/64, reduction k/64"
+  std::vector<Action> actions;
+};
+
+struct SketchOptions {
+  int lanes = 16;           // float lanes of one vector register
+  int registers = 32;       // vector registers; a block leaves 4 for operands
+  int max_sketches = 16;
+};
+
+// Up to `options.max_sketches` sketches for `tree`'s costliest statement (most flops), best first
+// by a static prior, each reaching a distinct tree. None unless:
+//   1) that statement's compute nest is untiled (one loop per variable);
+//   2) its output's last index variable v steps by 1 in the output and in every input that
+//      reads it (so v vectorizes without gathers);
+//   3) the block fits: rows * ceil(v's block / lanes) accumulators <= registers - 4.
+// Each sketch orders the nest, outer to inner: the outer tile of the largest reduction variable
+// (when tiled), the outer tiles of the row variable u and of v, the other output variables, the
+// reductions (inner tiles), u's rows, v's block; u is another output variable (none for 1-D
+// outputs), preferring one the vector operands do not read. Sizes come from loop_nest's tile
+// sizes: blocks of 4/3/2/1 vectors (or all of v when it is at most 64), 1-24 rows, reduction
+// tiles of 64 or none. Splits and interchanges that would exceed `limits` drop the sketch.
+std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
+                                     const SketchOptions& options = {});
+
+// The sketches as text, one per line: action names separated by spaces (the `sketches`
+// observation).
+std::string SketchesText(const std::vector<Sketch>& sketches);
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_ACTIONS_SKETCHES_H_

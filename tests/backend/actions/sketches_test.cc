@@ -1,0 +1,144 @@
+// LoopNestSketches: the exact actions and trees of the first sketches of a matmul and a
+// convolution, the register-block bound per vector unit, and the rules that refuse a nest
+// (gathers, a tiled nest). Every sketch's kernel is checked against the interpreter in
+// tests/backend/codegen/kernel_test.cc.
+#include "backend/actions/sketches.h"
+
+#include "backend/actions/apply.h"
+#include "backend/ir/parser.h"
+#include "backend/schedule/loop_tree_text.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace looptool {
+namespace {
+
+LoopTree Initial(const std::string& program) {
+  auto p = ParseProgram(program, Limits{});
+  EXPECT_TRUE(p.ok()) << p.status();
+  return LoopTree::Initial(std::make_shared<const Program>(*std::move(p)));
+}
+
+std::string Names(const Sketch& s) { return SketchesText({s}); }
+
+LoopTree Built(LoopTree t, const Sketch& s) {
+  for (const Action& a : s.actions) {
+    ActionResult r = Apply(t, a, Limits{});
+    EXPECT_TRUE(r.had_effect()) << ActionName(a) << ": " << Describe(r.reason);
+    t = r.tree;
+  }
+  return t;
+}
+
+constexpr char kMatmul[] = "C[m,n] += A[m,k] * B[k,n]; m=112 n=208 k=256";
+constexpr char kConv[] = "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]; k=64 h=56 w=56 c=64 r=3 s=3";
+
+TEST(Sketches, MatmulFirstIsTheHandScheduleBlock) {
+  const LoopTree start = Initial(kMatmul);
+  const std::vector<Sketch> sketches = LoopNestSketches(start, Limits{});
+  ASSERT_EQ(sketches.size(), 16u);
+  EXPECT_EQ(sketches[0].description, "rows m/4, vector n/64, reduction k/64");
+  EXPECT_EQ(Names(sketches[0]),
+            "tile_L1_64 tile_L0_4 tile_L4_64 interchange_L2_L0 interchange_L4_L2 "
+            "interchange_L4_L3\n");
+  // bench/hand_schedules.cc's "k/64 m/4 n/64 k m n": 4 rows x 4 vectors in registers.
+  EXPECT_EQ(LoopTreeText(Built(start, sketches[0])),
+            "for k in 4 : L0\n"
+            " for m in 28 : L1\n"
+            "  for n in 3 r 16 : L2\n"
+            "   for k' in 64 : L3  <<<<<< cursor (line 3 )\n"
+            "    for m' in 4 : L4\n"
+            "     for n' in 64 : L5\n"
+            "      %2[m, k, n] <- multiply(%0, %1)\n"
+            "      %3[m, n] <- add(%2)\n"
+            "for m in 28 : L8\n"
+            " for m' in 4 : L9\n"
+            "  for n in 208 : L10\n"
+            "   %4[m, n] <- write(%3)\n");
+  EXPECT_EQ(sketches[1].description, "rows m/4, vector n/48, reduction k/64");
+  EXPECT_EQ(sketches[2].description, "rows m/8, vector n/32, reduction k/64");
+}
+
+TEST(Sketches, ConvolutionRowsAreOutputChannels) {
+  const LoopTree start = Initial(kConv);
+  const std::vector<Sketch> sketches = LoopNestSketches(start, Limits{});
+  ASSERT_FALSE(sketches.empty());
+  EXPECT_EQ(sketches[0].description, "rows k/4, vector w");
+  EXPECT_EQ(Names(sketches[0]),
+            "tile_L5_4 interchange_L5_L0 interchange_L2_L1 interchange_L5_L4 "
+            "interchange_L6_L5\n");
+  // jit_bench's hand convolution "k(16) h(56) c(64) r(3) s(3) k(4) w(56)" (1.50x oneDNN there).
+  EXPECT_EQ(LoopTreeText(Built(start, sketches[0])),
+            "for k in 16 : L0\n"
+            " for h in 56 : L1\n"
+            "  for c in 64 : L2\n"
+            "   for r in 3 : L3\n"
+            "    for s in 3 : L4\n"
+            "     for k' in 4 : L5  <<<<<< cursor (line 5 )\n"
+            "      for w in 56 : L6\n"
+            "       %2[c, h, r, w, s, k] <- multiply(%0, %1)\n"
+            "       %3[k, h, w] <- add(%2)\n"
+            "for h in 56 : L9\n"
+            " for w in 56 : L10\n"
+            "  for k in 64 : L11\n"
+            "   %4[k, h, w] <- write(%3)\n");
+}
+
+TEST(Sketches, Avx2BlocksFitSixteenRegisters) {
+  SketchOptions avx2;
+  avx2.lanes = 8;
+  avx2.registers = 16;
+  const std::vector<Sketch> sketches = LoopNestSketches(Initial(kMatmul), Limits{}, avx2);
+  ASSERT_FALSE(sketches.empty());
+  EXPECT_EQ(sketches[0].description, "rows m/4, vector n/24, reduction k/64");
+}
+
+TEST(Sketches, EachReachesADistinctTree) {
+  const LoopTree start = Initial(kConv);
+  std::vector<LoopTree> trees;
+  for (const Sketch& s : LoopNestSketches(start, Limits{})) {
+    LoopTree t = Built(start, s);
+    for (const LoopTree& other : trees) EXPECT_NE(t.schedules(), other.schedules()) << s.description;
+    trees.push_back(t);
+  }
+  EXPECT_EQ(trees.size(), 16u);
+}
+
+TEST(Sketches, NoneWhereTheVectorWouldGather) {
+  EXPECT_TRUE(LoopNestSketches(Initial("O[r] += I[r,c]; r=64 c=64"), Limits{}).empty());
+  EXPECT_TRUE(LoopNestSketches(Initial("B[n,m] = A[m,n]; m=64 n=64"), Limits{}).empty());
+  EXPECT_TRUE(
+      LoopNestSketches(Initial("O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=8 h=8 w=8 r=3 s=3"), Limits{})
+          .empty());
+}
+
+TEST(Sketches, OneDimensionalOutputsGetVectorBlocksOnly) {
+  const std::vector<Sketch> sketches =
+      LoopNestSketches(Initial("O[c] += I[r,c]; r=256 c=256"), Limits{});
+  ASSERT_FALSE(sketches.empty());
+  EXPECT_EQ(sketches[0].description, "vector c/64, reduction r/64");
+}
+
+TEST(Sketches, NoneForATiledNest) {
+  const LoopTree start = Initial(kMatmul);
+  ActionResult r = Apply(start, *ActionFromName("tile_L0_4"), Limits{});
+  ASSERT_TRUE(r.had_effect());
+  EXPECT_TRUE(LoopNestSketches(r.tree, Limits{}).empty());
+}
+
+TEST(Sketches, ALoopLimitDropsSketchesThatWouldExceedIt) {
+  Limits tight;
+  tight.max_loops = 7;  // the untiled matmul has 5 (3 compute, 2 write-back)
+  for (const Sketch& s : LoopNestSketches(Initial(kMatmul), tight)) {
+    LoopTree t = Initial(kMatmul);
+    for (const Action& a : s.actions) {
+      ActionResult r = Apply(t, a, tight);
+      ASSERT_TRUE(r.had_effect()) << s.description;
+      t = r.tree;
+    }
+    EXPECT_LE(t.num_loops(), 7);
+  }
+}
+
+}  // namespace
+}  // namespace looptool
