@@ -43,7 +43,8 @@ struct StatementPlan {
   Reduction reduction = Reduction::kAssign;
   Combiner combiner = Combiner::kIdentity;
   PostOp post_op = PostOp::kNone;
-  int width = 1;            // lanes per operation: the ISA's vector width, or 1 (scalar code)
+  int width = 1;            // lanes per operation: the ISA's vector width (AVX-512: 8 for a
+                            // vector loop of at most 8 elements), or 1 (scalar code)
   bool horizontal = false;  // the vector variable is a reduction variable: each accumulator
                             // holds per-lane partial results, reduced across lanes on exit
   int vector_loop = 0;      // index in `loops` of the vectorized loop

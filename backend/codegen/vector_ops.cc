@@ -23,8 +23,8 @@ void VectorOps::SetWidth(int width, int mask_register) {
 
 Xbyak::Xmm VectorOps::V(int i) const {
   if (width_ == 1) return Xbyak::Xmm(i);
-  if (isa_ == Isa::kAvx512) return Xbyak::Zmm(i);
-  return Xbyak::Ymm(i);
+  if (isa_ == Isa::kAvx512 && width_ == 16) return Xbyak::Zmm(i);
+  return Xbyak::Ymm(i);  // AVX2, or AVX-512's 8-lane form (EVEX: ymm0-31, k-masks)
 }
 
 void VectorOps::LoadTailMasks() {
@@ -233,11 +233,15 @@ void VectorOps::ReduceLanes(Reduction reduction, const Xbyak::Xmm& acc, const Xb
   auto op = [&](const Xbyak::Xmm& d, const Xbyak::Xmm& b) {
     reduction == Reduction::kMax ? g_.vmaxps(d, d, b) : g_.vaddps(d, d, b);
   };
-  if (isa_ == Isa::kAvx512) {
+  if (isa_ == Isa::kAvx512 && width_ == 16) {
     const Xbyak::Zmm a(acc.getIdx()), t(tmp.getIdx());
     g_.vshuff32x4(t, a, a, 0x4E);  // swap 256-bit halves
     op(acc, tmp);
     g_.vshuff32x4(t, a, a, 0xB1);  // swap 128-bit lanes within each half
+    op(acc, tmp);
+  } else if (isa_ == Isa::kAvx512) {  // 8 lanes, possibly in ymm16-31 (no VEX vperm2f128)
+    const Xbyak::Ymm a(acc.getIdx()), t(tmp.getIdx());
+    g_.vshuff32x4(t, a, a, 0x01);  // swap 128-bit halves
     op(acc, tmp);
   } else {
     const Xbyak::Ymm a(acc.getIdx()), t(tmp.getIdx());

@@ -55,10 +55,22 @@ TEST(KernelPlan, LoopTunesStartStateBlocksARowOfC) {
 }
 
 TEST(KernelPlan, MaskedChunksOfTheLoopTuneSequence) {
-  const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=112 n=208 k=256"),
-                                 "down, down, split_8");  // n in 26 step 8: half vectors
+  const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=112 n=200 k=256"),
+                                 "down, down, split_16");  // n in 12 r 8: a half vector last
   EXPECT_THAT(Lower(t, Isa::kAvx512).tail_lanes, ::testing::ElementsAre(8));
+  EXPECT_EQ(Lower(t, Isa::kAvx512).statements[0].width, 16);
   EXPECT_TRUE(Lower(t, Isa::kAvx2).tail_lanes.empty());
+}
+
+TEST(KernelPlan, Avx512RunsLoopsOfAtMostEightElementsAtEightLanes) {
+  const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=112 n=208 k=256"),
+                                 "down, down, split_8");  // n' in 8: a ymm, no mask
+  EXPECT_EQ(Lower(t, Isa::kAvx512).statements[0].width, 8);
+  EXPECT_TRUE(Lower(t, Isa::kAvx512).tail_lanes.empty());
+  // n in 7 (as w in ResNet-18's conv5): 7 of 8 lanes, where 16 would idle 9.
+  const LoopTree seven = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=7 n=7 k=5");
+  EXPECT_EQ(Lower(seven, Isa::kAvx512).statements[0].width, 8);
+  EXPECT_THAT(Lower(seven, Isa::kAvx512).tail_lanes, ::testing::ElementsAre(7));
 }
 
 TEST(KernelPlan, GemvAccumulatesAcrossLanes) {
