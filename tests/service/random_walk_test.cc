@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "backend/features/tensors.h"
 #include "datasets/matmul_range.h"
 #include "datasets/registry.h"
@@ -454,6 +456,15 @@ class Walker {
         if (state->flop_count <= 0) {
           ADD_FAILURE() << "flop_count " << state->flop_count << where();
           ok = false;
+        }
+      } else if (name == "sketches") {
+        // Empty for a tiled nest; else loop_nest splits and interchanges, one sketch per line.
+        for (absl::string_view word :
+             absl::StrSplit(e.string_value(), absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+          if (!absl::StartsWith(word, "tile_L") && !absl::StartsWith(word, "interchange_L")) {
+            ADD_FAILURE() << "sketches hold '" << word << "'" << where();
+            ok = false;
+          }
         }
       } else if (space.space().has_string_value()) {
         if (e.string_value().empty()) {
