@@ -5,8 +5,8 @@
 # layers (every search 10 s on each: their first kernel alone takes seconds), then figures and tables
 # (bench/paper/report.py) under bench/results/paper/ (or --out=DIR).
 #
-#   tools/reproduce.sh            # 25 + 12 matmuls, 10 s per search; 4 convolutions (~80 min here)
-#   tools/reproduce.sh --quick    # 8 + 4 matmuls, 1 s per search; 1 convolution (~5 min here)
+#   tools/reproduce.sh            # 25 + 12 matmuls, 10 s per search; 4 convolutions (53 min here)
+#   tools/reproduce.sh --quick    # 8 + 4 matmuls, 1 s per search; 1 convolution (4 min 15 s here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results/paper
