@@ -3,21 +3,17 @@
 #include "backend/actions/apply.h"
 
 #include "absl/strings/str_split.h"
-#include "backend/ir/parser.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/backend/schedule/initial_tree.h"
 
 namespace looptool {
 namespace {
 
 using ::testing::ElementsAre;
 
-LoopTree Initial(const std::string& program) {
-  auto p = ParseProgram(program, Limits{});
-  EXPECT_TRUE(p.ok()) << p.status();
-  return LoopTree::Initial(std::make_shared<const Program>(*std::move(p)));
-}
+using testing::Initial;
 
 Action A(const std::string& name) { return *ActionFromName(name); }
 

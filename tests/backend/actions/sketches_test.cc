@@ -5,19 +5,15 @@
 #include "backend/actions/sketches.h"
 
 #include "backend/actions/apply.h"
-#include "backend/ir/parser.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/backend/schedule/initial_tree.h"
 
 namespace looptool {
 namespace {
 
-LoopTree Initial(const std::string& program) {
-  auto p = ParseProgram(program, Limits{});
-  EXPECT_TRUE(p.ok()) << p.status();
-  return LoopTree::Initial(std::make_shared<const Program>(*std::move(p)));
-}
+using testing::Initial;
 
 std::string Names(const Sketch& s) { return SketchesText({s}); }
 

@@ -4,9 +4,9 @@
 
 #include "backend/actions/apply.h"
 #include "backend/features/stride_histogram.h"
-#include "backend/ir/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/backend/schedule/initial_tree.h"
 
 namespace looptool {
 namespace {
@@ -14,11 +14,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 
-LoopTree Initial(const std::string& program) {
-  auto p = ParseProgram(program, Limits{});
-  EXPECT_TRUE(p.ok()) << p.status();
-  return LoopTree::Initial(std::make_shared<const Program>(*std::move(p)));
-}
+using testing::Initial;
 
 std::vector<float> Row(const std::vector<float>& t, int r) {
   return {t.begin() + r * kLoopFeatures, t.begin() + (r + 1) * kLoopFeatures};

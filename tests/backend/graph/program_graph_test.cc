@@ -4,20 +4,16 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/graph/node_link_json.h"
-#include "backend/ir/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/backend/schedule/initial_tree.h"
 
 namespace looptool {
 namespace {
 
 using ::testing::UnorderedElementsAre;
 
-LoopTree Initial(const std::string& program) {
-  auto p = ParseProgram(program, Limits{});
-  EXPECT_TRUE(p.ok()) << p.status();
-  return LoopTree::Initial(std::make_shared<const Program>(*std::move(p)));
-}
+using testing::Initial;
 
 // "<source label> -<type>[stride]-> <target label>" for every edge.
 std::vector<std::string> Edges(const ProgramGraph& g) {

@@ -4,19 +4,15 @@
 
 #include "absl/strings/str_split.h"
 #include "backend/actions/apply.h"
-#include "backend/ir/parser.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/backend/schedule/initial_tree.h"
 
 namespace looptool {
 namespace {
 
-LoopTree Initial(const std::string& program) {
-  auto p = ParseProgram(program, Limits{});
-  EXPECT_TRUE(p.ok()) << p.status();
-  return LoopTree::Initial(std::make_shared<const Program>(*std::move(p)));
-}
+using testing::Initial;
 
 LoopTree ApplyAll(LoopTree tree, const std::string& actions) {
   for (absl::string_view name : absl::StrSplit(actions, ", ", absl::SkipEmpty())) {
