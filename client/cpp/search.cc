@@ -715,10 +715,12 @@ std::vector<int> TranslatedPolicySeed(const Env& start, const SearchOptions& opt
 
 // evolution's sketches: the server's `sketches` observation of the start state, each line's
 // action names as indices of the session's space; lines with a name the space lacks (every
-// line, outside loop_nest) are left out, as is everything on a server without the observation.
-std::vector<std::vector<int>> SketchPaths(const Env& start) {
+// line, outside loop_nest) are left out, as is everything on a server without the observation
+// or one that does not answer within a quarter of the time limit.
+std::vector<std::vector<int>> SketchPaths(const Env& start, const SearchOptions& options) {
   absl::StatusOr<Env> probe = start.Fork();
   if (!probe.ok()) return {};
+  probe->set_deadline(absl::Now() + absl::Seconds(options.time_limit_seconds / 4));
   absl::StatusOr<Value> text = probe->Observe("sketches");
   if (!text.ok()) return {};
   std::vector<std::vector<int>> paths;
@@ -885,13 +887,15 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
       }
       {
         // Or the policy's episode translated (a cursor policy, loop_nest), within the limit.
+        const std::vector<std::vector<int>> sketches =
+            options.sketches ? SketchPaths(start, options) : std::vector<std::vector<int>>{};
         std::function<std::vector<int>()> seed_path;
         if (!seed_policy.has_value() && options.policy_seed && options.depth > 0) {
           seed_path = [&] { return TranslatedPolicySeed(start, options, policy); };
         }
         status = Evolution(s, options.depth, options.seed,
                            seed_policy.has_value() ? &*seed_policy : nullptr, seed_path,
-                           options.sketches ? SketchPaths(start) : std::vector<std::vector<int>>{},
+                           sketches,
                            options.time_limit_seconds <= options.cost_model_up_to_seconds
                                ? options.cost_model_candidates
                                : 0);
