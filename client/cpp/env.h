@@ -71,6 +71,7 @@ class Env {
   int64_t session_id() const { return session_id_; }
   const std::string& benchmark() const { return benchmark_; }
   const std::vector<std::string>& action_names() const { return *action_names_; }
+  const std::string& action_space() const { return action_space_; }
   const std::shared_ptr<Connection>& connection() const { return connection_; }
   // Index of an action name, or -1.
   int ActionIndex(const std::string& name) const;

@@ -1,6 +1,6 @@
 // looptool: the command line of LoopTool.
 //
-//   looptool tune --benchmark=URI|FILE [--search=evolution] [--policy=FILE] [--time-limit=10]
+//   looptool tune --benchmark=URI|FILE [--search=evolution] [--policy=FILE|NAME] [--time-limit=10]
 //                 [--server=HOST:PORT] [--store=FILE] [--json]
 //   looptool tune --dataset=NAME [--split=test] | --benchmark=URI,URI,...
 //                 [--servers=HOST:PORT,HOST:PORT,...] [--store=FILE] [--json]
@@ -49,8 +49,10 @@ ABSL_FLAG(std::string, search, "evolution",
           "greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random, evolution, policy "
           "(a trained policy's episode, only its final state timed) or policy_guided");
 ABSL_FLAG(std::string, policy, "",
-          "policy and policy_guided: a policy file from `python3 -m looptool.rl.train` "
-          "(default: the one built in, datasets/policies/looptune_dqn.json)");
+          "policy and policy_guided (and evolution's seed): a policy file from `python3 -m "
+          "looptool.rl.train`, or a built-in one by name: sketch_value (the default of the "
+          "policy searches, datasets/policies/sketch_value.json) or looptune_dqn (evolution's "
+          "seed, datasets/policies/looptune_dqn.json)");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
@@ -365,7 +367,7 @@ int Tune() {
   const std::string search_name = search->Name();
   std::optional<Policy> policy;
   if (!absl::GetFlag(FLAGS_policy).empty()) {
-    absl::StatusOr<Policy> loaded = Policy::Load(absl::GetFlag(FLAGS_policy));
+    absl::StatusOr<Policy> loaded = Policy::Find(absl::GetFlag(FLAGS_policy));
     if (!loaded.ok()) return Fail(loaded.status());
     policy = *std::move(loaded);
   }

@@ -10,7 +10,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "client/cpp/default_policy.h"
+#include "client/cpp/built_in_policies.h"
 #include "nlohmann/json.hpp"
 
 namespace looptool::client {
@@ -64,6 +64,8 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
     p.kind_ = Kind::kDuelingQ;
   } else if (kind == "actor_critic") {
     p.kind_ = Kind::kActorCritic;
+  } else if (kind == "sketch_value") {
+    p.kind_ = Kind::kSketchValue;
   } else {
     return Bad(absl::StrCat("unknown kind '", kind, "'"));
   }
@@ -114,6 +116,9 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
       Integer(j, "num_actions") != p.num_actions()) {
     return Bad("input_size or num_actions disagree with the layers");
   }
+  if (p.kind_ == Kind::kSketchValue && p.num_actions() != 1) {
+    return Bad("a sketch_value policy has one output, the state's value");
+  }
   return p;
 }
 
@@ -127,15 +132,32 @@ absl::StatusOr<Policy> Policy::Load(const std::string& path) {
   return p;
 }
 
+namespace {
+
+// A built-in policy file, parsed once. The files are checked when they are committed
+// (tests/client/policy_test.cc); a bad one is a build defect.
+const Policy& BuiltIn(absl::string_view json) {
+  absl::StatusOr<Policy> p = Policy::Parse(json);
+  if (!p.ok()) std::abort();
+  return *new Policy(*std::move(p));
+}
+
+}  // namespace
+
 const Policy& Policy::Default() {
-  static const Policy* policy = [] {
-    absl::StatusOr<Policy> p = Parse(DefaultPolicyJson());
-    // The file is checked when it is committed (tests/client/policy_test.cc); a bad one is a
-    // build defect.
-    if (!p.ok()) std::abort();
-    return new Policy(*std::move(p));
-  }();
-  return *policy;
+  static const Policy& policy = BuiltIn(SketchValuePolicyJson());
+  return policy;
+}
+
+const Policy& Policy::LoopTuneDqn() {
+  static const Policy& policy = BuiltIn(LoopTuneDqnPolicyJson());
+  return policy;
+}
+
+absl::StatusOr<Policy> Policy::Find(const std::string& name_or_path) {
+  if (name_or_path == "sketch_value") return Default();
+  if (name_or_path == "looptune_dqn") return LoopTuneDqn();
+  return Load(name_or_path);
 }
 
 void Policy::Apply(const Layer& layer, const std::vector<float>& x, std::vector<float>& y) {
@@ -160,7 +182,7 @@ std::vector<float> Policy::Scores(absl::Span<const float> observation) const {
   }
   std::vector<float> scores;
   Apply(head_, h, scores);
-  if (kind_ == Kind::kActorCritic) return scores;
+  if (kind_ != Kind::kDuelingQ) return scores;
   std::vector<float> value;
   Apply(value_, h, value);
   const double mean = std::accumulate(scores.begin(), scores.end(), 0.0) / scores.size();

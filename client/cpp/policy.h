@@ -1,7 +1,9 @@
 // Policy: a trained tuning policy, read from the JSON file `python3 -m looptool.rl.train` writes
 // (format: client/python/looptool/rl/policy_file.py), and its forward pass: observation
 // (`loops_tensor`) -> one score per action (Q-values of a dueling Q-network, or an actor-critic's
-// logits). The same numbers as PyTorch's within 1e-5 (tests/python/rl_test.py checks it).
+// logits), or for a sketch_value policy one number, the value of the state observed (it chooses
+// among the server's sketches by the states they lead to: search.h's `policy`). The same
+// numbers as PyTorch's within 1e-5 (tests/python/rl_test.py checks it).
 #ifndef LOOPTOOL_CLIENT_CPP_POLICY_H_
 #define LOOPTOOL_CLIENT_CPP_POLICY_H_
 
@@ -16,17 +18,24 @@ namespace looptool::client {
 
 class Policy {
  public:
-  enum class Kind { kDuelingQ, kActorCritic };
+  enum class Kind { kDuelingQ, kActorCritic, kSketchValue };
 
   // INVALID_ARGUMENT, saying what is wrong, for text that is not a policy file of version 1
   // (bad JSON, unknown kind or preprocess, layers whose sizes do not chain, bad base64).
   static absl::StatusOr<Policy> Parse(absl::string_view json);
   // Parse() of a file's contents; NOT_FOUND when it cannot be read.
   static absl::StatusOr<Policy> Load(const std::string& path);
-  // The policy committed under datasets/policies/ and built into the binary.
+  // The default policy, committed under datasets/policies/ and built into the binary: the
+  // sketch_value policy (sketch_value.json, action space loop_nest).
   static const Policy& Default();
+  // The Ape-X DQN policy in LoopTune's 7-action cursor space (looptune_dqn.json), also built in:
+  // evolution's seed when no policy is given, and `looptool tune --policy=looptune_dqn`.
+  static const Policy& LoopTuneDqn();
+  // A built-in policy by name ("sketch_value", "looptune_dqn"), else Load(name_or_path).
+  static absl::StatusOr<Policy> Find(const std::string& name_or_path);
 
-  // One score per action for one observation. REQUIRES: observation.size() == input_size().
+  // One score per action for one observation (sketch_value: one, the state's value).
+  // REQUIRES: observation.size() == input_size().
   std::vector<float> Scores(absl::Span<const float> observation) const;
   // The highest-scoring action `mask` allows (the lowest index on ties); -1 when it allows none.
   // REQUIRES: mask.size() == num_actions().

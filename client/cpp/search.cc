@@ -582,8 +582,15 @@ absl::Status Evolution(Searcher& s, int depth, uint64_t seed, const MappedPolicy
   return absl::OkStatus();
 }
 
-// INVALID_ARGUMENT unless `policy` acts in `start`'s action space.
+// INVALID_ARGUMENT unless `policy` acts in `start`'s action space (a sketch_value policy: the
+// session runs in the space of its sketches' names).
 absl::Status CheckPolicyFits(const Policy& policy, const Env& start) {
+  if (policy.kind() == Policy::Kind::kSketchValue) {
+    if (start.action_space() == policy.action_space()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a sketch_value policy chooses among the server's sketches, in ", policy.action_space(),
+        "; the session's action space is ", start.action_space()));
+  }
   if (policy.num_actions() != static_cast<int>(start.action_names().size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the policy acts in a space of ", policy.num_actions(), " actions (",
@@ -616,8 +623,67 @@ absl::Status CheckFeatures(const Policy& policy, const std::vector<float>& featu
   return absl::OkStatus();
 }
 
+// A sketch (its actions, indices of the session's space) and the policy's value of the state
+// it leads to.
+struct ValuedSketch {
+  std::vector<int> path;
+  float value = 0;
+};
+
+// The server's sketches of `start` (SketchPaths), best value first (ties: the server's order),
+// each scored by a sketch_value `policy` on the `loops_tensor` of the state it leads to, reached
+// on a fork with no kernel timed. Empty when the server has none for this nest.
+absl::StatusOr<std::vector<ValuedSketch>> RankSketches(const Env& start, const Policy& policy,
+                                                       absl::Time deadline) {
+  absl::StatusOr<Env> probe = start.Fork();
+  if (!probe.ok()) return probe.status();
+  probe->set_deadline(deadline);
+  absl::StatusOr<Value> text = probe->Observe("sketches");
+  if (!text.ok()) return text.status();
+  std::vector<ValuedSketch> ranked;
+  for (absl::string_view line : absl::StrSplit(text->text, '\n', absl::SkipEmpty())) {
+    ValuedSketch sketch;
+    for (absl::string_view name : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      const int index = start.ActionIndex(std::string(name));
+      if (index < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the server's sketch action '", name, "' is not in the session's space"));
+      }
+      sketch.path.push_back(index);
+    }
+    absl::StatusOr<Env> after = probe->Fork();
+    if (!after.ok()) return after.status();
+    absl::StatusOr<StepResult> r = after->Step(sketch.path, {"loops_tensor"});
+    if (!r.ok()) return r.status();
+    const std::vector<float>& features = r->Find("loops_tensor")->floats;
+    absl::Status ok = CheckFeatures(policy, features);
+    if (!ok.ok()) return ok;
+    sketch.value = policy.Scores(features).front();
+    ranked.push_back(std::move(sketch));
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const ValuedSketch& a, const ValuedSketch& b) {
+    return a.value > b.value;
+  });
+  return ranked;
+}
+
+// An episode's result: `env`'s final state, timed (the only kernel the episode times).
+absl::StatusOr<SearchResult> FinishEpisode(Env& env, SearchResult out, Clock::time_point t0) {
+  absl::StatusOr<StepResult> last = env.Step({}, {"ir", "loop_tree", "flops", "peak_gflops"});
+  if (!last.ok()) return last.status();
+  out.ir = last->Find("ir")->text;
+  out.loop_tree = last->Find("loop_tree")->text;
+  out.gflops = last->Find("flops")->number;
+  out.search_gflops = out.gflops;
+  out.peak_gflops = last->Find("peak_gflops")->number;
+  out.states_evaluated = 1;
+  out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return out;
+}
+
 // policy: the policy's greedy episode of `depth` actions on a fork, with no kernel timed but the
-// final state's.
+// final state's. A sketch_value policy's episode is one choice: the sketch whose state it values
+// most (RankSketches); none when the server has no sketch for the nest (the start stands).
 absl::StatusOr<SearchResult> PolicyEpisode(const Env& start, const SearchOptions& options,
                                            const Policy& policy) {
   const Clock::time_point t0 = Clock::now();
@@ -625,11 +691,22 @@ absl::StatusOr<SearchResult> PolicyEpisode(const Env& start, const SearchOptions
   if (!fits.ok()) return fits;
   absl::StatusOr<Env> env = start.Fork();
   if (!env.ok()) return env.status();
-  env->set_deadline(absl::Now() + absl::Seconds(options.time_limit_seconds));
+  const absl::Time deadline = absl::Now() + absl::Seconds(options.time_limit_seconds);
+  env->set_deadline(deadline);
+  SearchResult out;
+  if (policy.kind() == Policy::Kind::kSketchValue) {
+    absl::StatusOr<std::vector<ValuedSketch>> ranked = RankSketches(start, policy, deadline);
+    if (!ranked.ok()) return ranked.status();
+    if (!ranked->empty()) {
+      absl::StatusOr<StepResult> r = env->Step(ranked->front().path);
+      if (!r.ok()) return r.status();
+      for (int a : ranked->front().path) out.actions.push_back(start.action_names()[a]);
+    }
+    return FinishEpisode(*env, std::move(out), t0);
+  }
   const std::vector<std::string> observe = {"loops_tensor", "action_mask"};
   absl::StatusOr<StepResult> r = env->Step({}, observe);
   if (!r.ok()) return r.status();
-  SearchResult out;
   for (int d = 0; d < options.depth; ++d) {
     const std::vector<float>& features = r->Find("loops_tensor")->floats;
     absl::Status ok = CheckFeatures(policy, features);
@@ -640,16 +717,7 @@ absl::StatusOr<SearchResult> PolicyEpisode(const Env& start, const SearchOptions
     if (!r.ok()) return r.status();
     out.actions.push_back(start.action_names()[action]);
   }
-  absl::StatusOr<StepResult> last = env->Step({}, {"ir", "loop_tree", "flops", "peak_gflops"});
-  if (!last.ok()) return last.status();
-  out.ir = last->Find("ir")->text;
-  out.loop_tree = last->Find("loop_tree")->text;
-  out.gflops = last->Find("flops")->number;
-  out.search_gflops = out.gflops;
-  out.peak_gflops = last->Find("peak_gflops")->number;
-  out.states_evaluated = 1;
-  out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  return out;
+  return FinishEpisode(*env, std::move(out), t0);
 }
 
 }  // namespace
@@ -850,18 +918,34 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
     return absl::InvalidArgumentError(
         absl::StrCat("a beam search needs a width of 1 or more, not ", spec.width));
   }
-  const Policy& policy = options.policy != nullptr ? *options.policy : Policy::Default();
+  // evolution's seed is LoopTune's policy unless one is given; the policy searches' is the default.
+  const Policy& policy = options.policy != nullptr ? *options.policy
+                         : spec.kind == Kind::kEvolution ? Policy::LoopTuneDqn()
+                                                         : Policy::Default();
+  const bool sketch_value = policy.kind() == Policy::Kind::kSketchValue;
   if (spec.kind == Kind::kPolicy) return PolicyEpisode(start, options, policy);
+  // policy_guided with a sketch_value policy: evolution from the sketches the policy values in
+  // its top half (at least two), measured in its order; the rest are never timed.
+  std::vector<std::vector<int>> guided_sketches;
   if (spec.kind == Kind::kPolicyGuided) {
     absl::Status fits = CheckPolicyFits(policy, start);
     if (!fits.ok()) return fits;
+    if (sketch_value) {
+      absl::StatusOr<std::vector<ValuedSketch>> ranked = RankSketches(
+          start, policy, absl::Now() + absl::Seconds(options.time_limit_seconds / 4));
+      if (!ranked.ok()) return ranked.status();
+      const size_t keep = std::min(ranked->size(), std::max<size_t>(2, (ranked->size() + 1) / 2));
+      for (size_t i = 0; i < keep; ++i) guided_sketches.push_back((*ranked)[i].path);
+    }
   }
   // evolution's seed: the policy, its actions mapped by name into the session's space.
   std::optional<MappedPolicy> seed_policy;
-  if (spec.kind == Kind::kEvolution && options.policy_seed && options.depth > 0) {
+  if (spec.kind == Kind::kEvolution && options.policy_seed && options.depth > 0 &&
+      !sketch_value) {
     seed_policy = MapPolicy(policy, start);
   }
-  Searcher s(start, options, /*with_features=*/spec.kind == Kind::kPolicyGuided ||
+  Searcher s(start, options, /*with_features=*/(spec.kind == Kind::kPolicyGuided &&
+                                                !sketch_value) ||
                                  seed_policy.has_value());
   absl::Status status = s.Init();
   if (!status.ok()) return status;
@@ -891,7 +975,14 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
             options.sketches ? SketchPaths(start, options) : std::vector<std::vector<int>>{};
         std::function<std::vector<int>()> seed_path;
         if (!seed_policy.has_value() && options.policy_seed && options.depth > 0) {
-          seed_path = [&] { return TranslatedPolicySeed(start, options, policy); };
+          seed_path = [&]() -> std::vector<int> {
+            if (!sketch_value) return TranslatedPolicySeed(start, options, policy);
+            // A sketch_value policy's seed: the sketch it values most.
+            absl::StatusOr<std::vector<ValuedSketch>> ranked = RankSketches(
+                start, policy, absl::Now() + absl::Seconds(options.time_limit_seconds / 4));
+            if (!ranked.ok() || ranked->empty()) return {};
+            return ranked->front().path;
+          };
         }
         status = Evolution(s, options.depth, options.seed,
                            seed_policy.has_value() ? &*seed_policy : nullptr, seed_path,
@@ -902,7 +993,14 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
       }
       break;
     case Kind::kPolicyGuided:
-      status = PolicyGuided(s, policy, options.policy_width, options.depth);
+      if (sketch_value) {
+        status = Evolution(s, options.depth, options.seed, nullptr, nullptr, guided_sketches,
+                           options.time_limit_seconds <= options.cost_model_up_to_seconds
+                               ? options.cost_model_candidates
+                               : 0);
+      } else {
+        status = PolicyGuided(s, policy, options.policy_width, options.depth);
+      }
       break;
     case Kind::kPolicy:
       break;  // returned above

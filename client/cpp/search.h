@@ -4,9 +4,11 @@
 // of each node), beam2bfs/beam4bfs (level by level, the `width` best children of each frontier
 // node), random (random rollouts of depth 10), and evolution (a population of the best states,
 // varied by continued rollouts, cuts, replaced actions and crossover; see search.cc), policy (a
-// trained policy's greedy episode, timing only its final state) and policy_guided (best-first
-// over measured states, expanding each by the policy's top-ranked actions, the policy's own
-// episode first). Children are evaluated on forks of the
+// trained policy's greedy episode, timing only its final state; a sketch_value policy's episode
+// is one choice, the server's sketch whose resulting state it values most) and policy_guided
+// (best-first over measured states, expanding each by the policy's top-ranked actions, the
+// policy's own episode first; with a sketch_value policy, evolution from the sketches it values
+// in its top half, in its order). Children are evaluated on forks of the
 // session (ForkSession), ranked by measured GFLOPS (the published code ranks beams by action
 // name, a bug not copied here), and states already visited are never expanded again. Every
 // algorithm stops at a hard time limit.
@@ -56,8 +58,10 @@ struct SearchOptions {
   double time_limit_seconds = 10;
   int depth = 10;                       // LoopTune's episode length
   uint64_t seed = 0;                    // random's rollouts
-  // policy and policy_guided: the policy (nullptr: Policy::Default()). It must act in the
-  // session's action space and read its loops_tensor (INVALID_ARGUMENT otherwise).
+  // policy and policy_guided: the policy (nullptr: Policy::Default(), the sketch_value one);
+  // evolution: its seed (nullptr: Policy::LoopTuneDqn()). It must act in the session's action
+  // space (a sketch_value policy: loop_nest) and read its loops_tensor (INVALID_ARGUMENT
+  // otherwise).
   const Policy* policy = nullptr;
   // policy_guided: the policy's top actions expanded at each state.
   int policy_width = 3;
@@ -65,8 +69,9 @@ struct SearchOptions {
   // space) seeds the population before the random rollouts, so that the search starts from a
   // good schedule. In loop_nest, whose names a cursor policy lacks, the episode runs on a
   // session of the policy's own space and is translated to level pointers (within the time
-  // limit; only from the benchmark's initial state). Skipped when nothing fits, and when two or
-  // more of the server's sketches (below) were measured.
+  // limit; only from the benchmark's initial state); a sketch_value policy's seed is the sketch
+  // it values most. Skipped when nothing fits, and when two or more of the server's sketches
+  // (below) were measured.
   bool policy_seed = true;
   // evolution: the server's sketches of the start state (LoopNest-style register blocks and
   // loop orders, the `sketches` observation: backend/actions/sketches.h) are measured first,

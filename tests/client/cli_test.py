@@ -36,24 +36,32 @@ class CliTest(unittest.TestCase):
         self.assertEqual(e.returncode, 0, e.stderr)
         self.assertEqual(json.loads(e.stdout)["loop_tree"], out["loop_tree"])
 
-    def test_tune_with_the_built_in_policy(self):
-        # One greedy episode of the built-in policy in its own action space, only the final
-        # state timed; eval replays its actions (in that space) to the same loop tree.
-        p = run("tune", "--benchmark", "mm64_80_96", "--search=policy", "--json",
-                "--timing-budget-ms=1")
-        self.assertEqual(p.returncode, 0, p.stderr)
-        out = json.loads(p.stdout)
-        self.assertEqual(out["search"], "policy")
-        self.assertEqual(out["states_evaluated"], 1)
-        self.assertEqual(out["start_gflops"], 0)
-        self.assertGreater(out["gflops"], 0)
-        self.assertLessEqual(len(out["actions"]), 10)
-        space = "loop_tune" if set(out["actions"]) <= {
-            "up", "down", "swap_up", "swap_down", "split_4", "split_8", "split_16"} else "loop_tool"
-        e = run("eval", "--benchmark", out["benchmark"], "--actions", ",".join(out["actions"]),
-                "--action-space", space, "--json")
-        self.assertEqual(e.returncode, 0, e.stderr)
-        self.assertEqual(json.loads(e.stdout)["loop_tree"], out["loop_tree"])
+    def test_tune_with_the_built_in_policies(self):
+        # One greedy episode of a built-in policy in its own action space, only the final state
+        # timed; eval replays its actions (in that space) to the same loop tree. The default
+        # chooses one of the server's sketches (loop_nest tiles and interchanges); looptune_dqn
+        # walks LoopTune's cursor space for up to 10 actions.
+        for policy, space in (("", "loop_nest"), ("--policy=looptune_dqn", "loop_tune")):
+            p = run("tune", "--benchmark", "mm64_80_96", "--search=policy", "--json",
+                    "--timing-budget-ms=1", *([policy] if policy else []))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            out = json.loads(p.stdout)
+            self.assertEqual(out["search"], "policy")
+            self.assertEqual(out["states_evaluated"], 1)
+            self.assertEqual(out["start_gflops"], 0)
+            self.assertGreater(out["gflops"], 0)
+            self.assertLessEqual(len(out["actions"]), 10)
+            if space == "loop_nest":
+                self.assertTrue(out["actions"])
+                self.assertTrue(all(a.startswith(("tile_L", "interchange_L"))
+                                    for a in out["actions"]), out["actions"])
+            else:
+                self.assertLessEqual(set(out["actions"]), {
+                    "up", "down", "swap_up", "swap_down", "split_4", "split_8", "split_16"})
+            e = run("eval", "--benchmark", out["benchmark"], "--actions",
+                    ",".join(out["actions"]), "--action-space", space, "--json")
+            self.assertEqual(e.returncode, 0, e.stderr)
+            self.assertEqual(json.loads(e.stdout)["loop_tree"], out["loop_tree"])
         g = run("tune", "--benchmark", "mm64_80_96", "--search=policy_guided", "--time-limit=1",
                 "--json", "--timing-budget-ms=1")
         self.assertEqual(g.returncode, 0, g.stderr)

@@ -5,6 +5,7 @@
 #include "client/cpp/env.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -19,6 +20,7 @@
 #include "datasets/matmul_range.h"
 #include "gmock/gmock.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/service/server_process.h"
 
@@ -382,6 +384,92 @@ TEST_F(ClientTest, EvolutionStartsFromThePolicysEpisodeMappedIntoTheSessionsSpac
   }
 }
 
+// A sketch_value policy that values a state at `sign` * log2(1 + loops_tensor[feature]).
+Policy SketchValuePolicy(int feature, float sign, int input = 320) {
+  const auto b64 = [](const std::vector<float>& v) {
+    std::string bytes(v.size() * sizeof(float), '\0');
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return absl::Base64Escape(bytes);
+  };
+  const auto layer = [&](int in, int out, const std::vector<float>& w, std::vector<float> b) {
+    return nlohmann::json{{"in", in}, {"out", out}, {"weight", b64(w)}, {"bias", b64(b)}};
+  };
+  std::vector<float> pick(input, 0);
+  pick[feature] = 1;
+  nlohmann::json j = {{"format", "looptool-policy"}, {"version", 1}, {"kind", "sketch_value"},
+                      {"action_space", "loop_nest"}, {"observation_space", "loops_tensor"},
+                      {"input_size", input}, {"num_actions", 1}, {"preprocess", "log2p1"},
+                      {"trunk", {layer(input, 1, pick, {0})}}, {"head", layer(1, 1, {sign}, {0})},
+                      {"value", layer(1, 1, {0}, {0})}};
+  return *Policy::Parse(j.dump());
+}
+
+TEST_F(ClientTest, ASketchValuePolicyTakesTheSketchWhoseStateItValuesMost) {
+  auto start = Env::Start(connection_, kMm, "loop_nest");
+  ASSERT_TRUE(start.ok());
+  const std::string text = start->Observe("sketches")->text;
+  const std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 4u) << text;
+  std::vector<std::string> chosen;
+  for (float sign : {1.0f, -1.0f}) {
+    // Feature 1 is the outermost loop's size: the policies prefer the sketch whose outer loop is
+    // the largest (+1) or the smallest (-1), the first such line on ties.
+    const Policy policy = SketchValuePolicy(1, sign);
+    std::string expected, expected_tree;
+    float best = -1e30f;
+    double expected_gflops = 0;
+    for (const std::string& line : lines) {
+      auto fork = start->Fork();
+      ASSERT_TRUE(fork.ok());
+      auto s = fork->StepNamed(absl::StrSplit(line, ' ', absl::SkipEmpty()),
+                               {"loops_tensor", "loop_tree"});
+      ASSERT_TRUE(s.ok()) << s.status();
+      const float size = std::max(s->Find("loops_tensor")->floats[1], 0.0f);
+      const float value = sign * std::log2(1.0f + size);
+      if (value > best) {
+        best = value;
+        expected = line;
+        expected_tree = s->Find("loop_tree")->text;
+        expected_gflops = fork->Observe("flops")->number;
+      }
+    }
+    SearchOptions o;
+    o.search = *ParseSearch("policy");
+    o.policy = &policy;
+    auto r = Search(*start, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(absl::StrJoin(r->actions, " "), expected);
+    EXPECT_EQ(r->loop_tree, expected_tree);
+    EXPECT_EQ(r->gflops, expected_gflops);  // the server's cached measurement of that state
+    EXPECT_EQ(r->states_evaluated, 1);
+    EXPECT_EQ(r->start_gflops, 0);  // not timed
+    chosen.push_back(expected);
+
+    // policy_guided: evolution whose first measured state is the policy's top sketch.
+    o.search = *ParseSearch("policy_guided");
+    o.time_limit_seconds = 0.5;
+    double first_best = -1;
+    o.on_progress = [&](const SearchProgress& p) {
+      if (p.states_evaluated == 1) first_best = p.best_gflops;
+    };
+    auto g = Search(*start, o);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(first_best, std::max(expected_gflops, g->start_gflops));
+    EXPECT_GE(g->search_gflops, expected_gflops);
+  }
+  EXPECT_NE(chosen[0], chosen[1]);
+
+  // A session in another space: the policy cannot apply loop_nest's sketches there.
+  auto tool = Env::Start(connection_, kMm, "loop_tool");
+  ASSERT_TRUE(tool.ok());
+  SearchOptions o;
+  o.search = *ParseSearch("policy");
+  o.policy = &Policy::Default();
+  auto bad = Search(*tool, o);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("chooses among the server's sketches"));
+}
+
 // The loop tree without its cursor mark (cursor and level-pointer actions leave it elsewhere).
 std::string WithoutCursor(std::string tree) {
   for (size_t at; (at = tree.find("  <<<<<< cursor")) != std::string::npos;) {
@@ -398,17 +486,18 @@ TEST(CursorToLevelActions, TracksTheCursorAndStopsAtMerge) {
   EXPECT_EQ(CursorToLevelActions({"up", "split_4"}), std::vector<std::string>{});
 }
 
-// The built-in policy's episode on `uri`, in its own space (loop_tune).
+// The built-in LoopTune policy's episode on `uri`, in its own space (loop_tune).
 absl::StatusOr<SearchResult> BuiltInPolicyEpisode(const std::shared_ptr<Connection>& connection,
                                                   const std::string& uri) {
-  absl::StatusOr<Env> tune = Env::Start(connection, uri, Policy::Default().action_space());
+  absl::StatusOr<Env> tune = Env::Start(connection, uri, Policy::LoopTuneDqn().action_space());
   if (!tune.ok()) return tune.status();
   SearchOptions o;
   o.search = *ParseSearch("policy");
+  o.policy = &Policy::LoopTuneDqn();
   return Search(*tune, o);
 }
 
-// The built-in policy's episode (loop_tune) translated to loop_nest reaches the same schedule.
+// The built-in LoopTune policy's episode translated to loop_nest reaches the same schedule.
 TEST_F(ClientTest, TranslatedPolicyEpisodesReachTheSameSchedule) {
   for (const char* uri : {kMm, "benchmark://mm64_256_16_range-v0/mm64_80_96"}) {
     auto r = BuiltInPolicyEpisode(connection_, uri);

@@ -1,7 +1,7 @@
 // policy_scores: prints a policy's scores for observations, for tests/python/rl_test.py to
-// compare with PyTorch's. Usage: policy_scores POLICY_FILE|default OBSERVATIONS_FILE, where each
-// line of OBSERVATIONS_FILE is one observation (whitespace-separated floats); prints one line of
-// scores (%.9g) per observation.
+// compare with PyTorch's. Usage: policy_scores POLICY_FILE|NAME|default OBSERVATIONS_FILE (NAME: a
+// built-in policy), where each line of OBSERVATIONS_FILE is one observation (whitespace-separated
+// floats); prints one line of scores (%.9g) per observation.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -13,15 +13,11 @@
 int main(int argc, char** argv) {
   using looptool::client::Policy;
   if (argc != 3) {
-    std::fprintf(stderr, "usage: policy_scores POLICY_FILE|default OBSERVATIONS_FILE\n");
+    std::fprintf(stderr, "usage: policy_scores POLICY_FILE|NAME|default OBSERVATIONS_FILE\n");
     return 2;
   }
-  absl::StatusOr<Policy> loaded;
-  if (std::string(argv[1]) == "default") {
-    loaded = Policy::Default();
-  } else {
-    loaded = Policy::Load(argv[1]);
-  }
+  absl::StatusOr<Policy> loaded =
+      std::string(argv[1]) == "default" ? Policy::Default() : Policy::Find(argv[1]);
   if (!loaded.ok()) {
     std::fprintf(stderr, "policy_scores: %s\n", loaded.status().ToString().c_str());
     return 1;

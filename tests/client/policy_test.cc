@@ -64,6 +64,20 @@ TEST(Policy, DuelingForwardPassByHand) {
                           FloatNear(1 + 0.5 - 1.0 / 3, 1e-6)));
 }
 
+TEST(Policy, SketchValueScoresAreTheStatesValue) {
+  json j = Tiny("sketch_value");
+  j["num_actions"] = 1;
+  j["head"] = Layer(2, 1, {1, -2}, {0.25});
+  absl::StatusOr<Policy> p = Policy::Parse(j.dump());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kind(), Policy::Kind::kSketchValue);
+  // h = [2, 0] (above); value = 1 * 2 - 2 * 0 + 0.25. The value layer is not used.
+  EXPECT_THAT(p->Scores(std::vector<float>{3, 1}), ElementsAre(FloatNear(2.25, 1e-6)));
+  // One output only: a sketch_value policy scores states, not actions.
+  EXPECT_THAT(Policy::Parse(Tiny("sketch_value").dump()).status().message(),
+              HasSubstr("a sketch_value policy has one output"));
+}
+
 TEST(Policy, ActorCriticScoresAreLogits) {
   absl::StatusOr<Policy> p = Policy::Parse(Tiny("actor_critic").dump());
   ASSERT_TRUE(p.ok()) << p.status();
@@ -132,8 +146,23 @@ TEST(Policy, RefusesWhatIsNotAPolicyAndSaysWhy) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(Policy, TheDefaultIsADuelingQPolicyOverLoopTunesSpace) {
+TEST(Policy, TheDefaultIsASketchValuePolicyOverLoopNestsSketches) {
   const Policy& p = Policy::Default();
+  EXPECT_EQ(p.kind(), Policy::Kind::kSketchValue);
+  EXPECT_EQ(p.action_space(), "loop_nest");
+  EXPECT_EQ(p.observation_space(), "loops_tensor");
+  EXPECT_EQ(p.input_size(), 320);
+  EXPECT_EQ(p.num_actions(), 1);
+  EXPECT_THAT(p.meta(), HasSubstr("\"command\""));
+  EXPECT_THAT(p.meta(), HasSubstr("sketch-value"));
+  // By name, as `looptool tune --policy=NAME` finds them.
+  EXPECT_EQ(Policy::Find("sketch_value")->meta(), p.meta());
+  EXPECT_EQ(Policy::Find("looptune_dqn")->meta(), Policy::LoopTuneDqn().meta());
+  EXPECT_EQ(Policy::Find("no_such_policy").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Policy, LoopTuneDqnIsADuelingQPolicyOverLoopTunesSpace) {
+  const Policy& p = Policy::LoopTuneDqn();
   EXPECT_EQ(p.kind(), Policy::Kind::kDuelingQ);
   EXPECT_EQ(p.action_space(), "loop_tune");
   EXPECT_EQ(p.observation_space(), "loops_tensor");

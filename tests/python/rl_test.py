@@ -21,12 +21,13 @@ import torch
 
 from looptool import Connection, LocalServer
 from looptool.rl import benchmarks as B
-from looptool.rl import cluster, networks, replay, rollout, train
+from looptool.rl import cluster, networks, replay, rollout, sketch_value, train
 from looptool.rl.policy_file import Policy, masked_argmax
 
 SERVER = "service/looptool-server"
 POLICY_SCORES = "tests/client/policy_scores"
-DEFAULT_POLICY = "datasets/policies/looptune_dqn.json"
+DEFAULT_POLICY = "datasets/policies/sketch_value.json"
+LOOPTUNE_POLICY = "datasets/policies/looptune_dqn.json"
 
 
 class FakeEpisode:
@@ -235,8 +236,11 @@ class CppAgreementTest(ServerTestCase):
 
     def test_cpp_and_pytorch_agree_on_real_observations(self):
         committed = Policy.load(DEFAULT_POLICY)
+        self.assertEqual((committed.kind, committed.action_space), ("sketch_value", "loop_nest"))
+        looptune = Policy.load(LOOPTUNE_POLICY)
         torch.manual_seed(5)
-        cases = [("default", committed), (DEFAULT_POLICY, committed)]
+        cases = [("default", committed), (DEFAULT_POLICY, committed),
+                 ("looptune_dqn", looptune), (LOOPTUNE_POLICY, looptune)]
         with tempfile.TemporaryDirectory() as d:
             ac = networks.ActorCritic(320, 17, (64, 32)).to_policy()
             path = os.path.join(d, "ac.json")
@@ -246,14 +250,20 @@ class CppAgreementTest(ServerTestCase):
                 obs, masks = real_observations(self.server.address,
                                                action_space=policy.action_space)
                 self.assertEqual(obs.shape, (12, 320))
-                self.assertEqual(masks.shape, (12, policy.num_actions))
                 self.assertGreater(len({row.tobytes() for row in obs}), 6)  # varied states
-                net = (networks.DuelingQNetwork if policy.kind == "dueling_q"
-                       else networks.ActorCritic).from_policy(policy)
+                net = {"dueling_q": networks.DuelingQNetwork,
+                       "actor_critic": networks.ActorCritic,
+                       "sketch_value": networks.SketchValueNetwork}[policy.kind].from_policy(policy)
                 with torch.no_grad():
                     out = net(torch.from_numpy(obs))
                 expected = (out[0] if isinstance(out, tuple) else out).numpy()
                 got = self.cpp_scores(arg, obs)
+                if policy.kind == "sketch_value":  # one value per state, no actions to mask
+                    np.testing.assert_allclose(got, expected[:, None], atol=1e-5, rtol=0)
+                    np.testing.assert_allclose(policy.scores(obs), expected[:, None], atol=1e-5)
+                    self.assertGreater(np.ptp(expected), 0.01)  # states are told apart
+                    continue
+                self.assertEqual(masks.shape, (12, policy.num_actions))
                 self.assertEqual(got.shape, expected.shape)
                 np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0, err_msg=arg)
                 # and the same greedy actions under the real masks
@@ -263,12 +273,15 @@ class CppAgreementTest(ServerTestCase):
                     self.assertAlmostEqual(q_cpp[masked_argmax(q_cpp, m)], q_torch[a], delta=1e-5)
 
 
+def tiny_argv(out, address, algo="apex-dqn", steps=150, extra=()):
+    return [f"--algo={algo}", f"--steps={steps}", "--actors=2", "--episodes-per-call=1",
+            f"--servers={address}", f"--out={out}", "--learning-starts=32", "--eval-every=0",
+            "--final-test-count=1", "--final-offgrid-count=1", "--checkpoint-every=0",
+            "--log-every=1", "--no-progress", "--hidden=32,32", "--seed=4", *extra]
+
+
 def tiny_args(out, address, algo="apex-dqn", steps=150, extra=()):
-    return train.parse_args([
-        f"--algo={algo}", f"--steps={steps}", "--actors=2", "--episodes-per-call=1",
-        f"--servers={address}", f"--out={out}", "--learning-starts=32", "--eval-every=0",
-        "--final-test-count=1", "--final-offgrid-count=1", "--checkpoint-every=0",
-        "--log-every=1", "--no-progress", "--hidden=32,32", "--seed=4", *extra])
+    return train.parse_args(tiny_argv(out, address, algo, steps, extra))
 
 
 class TrainingTest(ServerTestCase):
@@ -288,6 +301,9 @@ class TrainingTest(ServerTestCase):
         initial = train.make_learner(tiny_args(out, "x", algo), 320,
                                      policy.num_actions).policy()
         self.assertGreater(np.abs(policy.trunk[0][0] - initial.trunk[0][0]).max(), 1e-4)
+        if algo == "sketch-value":
+            self.check_sketch_choice(policy, out)
+            return summary
         # the greedy policy is well-formed over the mask on real states
         obs, masks = real_observations(self.server.address, count=6, seed=1,
                                        action_space=policy.action_space)
@@ -301,6 +317,51 @@ class TrainingTest(ServerTestCase):
         for r in rows:
             self.assertGreater(float(r["gflops"]), 0)
         return summary
+
+    def check_sketch_choice(self, policy, out):
+        """The greedy choice is the server's sketch whose resulting state the policy values
+        most, and its kernel beats the untiled start."""
+        conn = Connection(self.server.address)
+        bench = B.test_benchmarks(1)[0]
+        e = sketch_value.run_sketch_episode(conn, bench, policy, "greedy")
+        spaces = conn.spaces()
+        names = spaces.action_space("loop_nest").names
+        idx = [spaces.observation_space(n).index for n in ("sketches", "loops_tensor")]
+        sid = conn.start_session(bench.uri, spaces.action_space("loop_nest").space_index,
+                                 idx[:1]).session_id
+        lines = rollout.convert.event_to_python(
+            conn.step(sid, [], idx[:1]).observation[0]).splitlines()
+        values = []
+        for line in lines:
+            fork = conn.fork_session(sid)
+            obs = rollout.convert.event_to_python(
+                conn.step(fork, line.split(), idx[1:]).observation[0])
+            values.append(float(policy.scores(np.asarray(obs, np.float32).reshape(-1))[0]))
+            conn.end_session(fork)
+        conn.end_session(sid)
+        conn.close()
+        self.assertGreaterEqual(len(lines), 4)
+        self.assertEqual(e.chosen, int(np.argmax(values)))
+        self.assertEqual(" ".join(names[a] for a in e.actions), lines[e.chosen])
+        self.assertEqual(len(e), 1)  # greedy: only the chosen state is timed
+        self.assertGreater(e.final_gflops, e.gflops[0])
+        with open(os.path.join(out, "eval.csv")) as f:
+            rows = list(csv.DictReader(f))
+        self.assertEqual([r["set"] for r in rows], ["test", "offgrid"])
+        for r in rows:
+            self.assertGreater(float(r["gflops"]), float(r["start_gflops"]))
+
+    def test_sketch_value_trains(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(
+                train.main(tiny_argv(out, self.server.address, "sketch-value", 120)), 0)
+            summary = self.check_run(out, "sketch-value", 120)
+            # every timed sketch is one sample in the replay, and updates are capped by them
+            state = torch.load(os.path.join(out, "checkpoint.pt"))
+            self.assertEqual(state["learner"]["size"], summary["env_steps"])
+            self.assertLessEqual(summary["updates"], summary["env_steps"])
+            targets = state["learner"]["target"]
+            self.assertTrue(((targets > 0) & (targets <= 10.5)).all())  # 10 x fraction of peak
 
     def test_apex_dqn_trains_and_resumes(self):
         with tempfile.TemporaryDirectory() as out:

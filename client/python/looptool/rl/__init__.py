@@ -8,6 +8,8 @@ Modules, one job each:
   rollout      episodes on a server acted by a policy (what a Dask actor task runs)
   cluster      servers, the Dask cluster and the pool of actor calls in flight
   apex_dqn     Ape-X DQN's learner;  ppo  PPO's learner
+  sketch_value the sketch choice: its episode (one decision among the server's sketches, by
+               the value of the state each leads to) and its learner (the default policy)
   evaluate     greedy evaluation of a policy;  report  curves and tables (CSV, Markdown, PNG)
   train        the command line: `python3 -m looptool.rl.train --algo=apex-dqn ...`
 
@@ -16,6 +18,10 @@ PyTorch is needed only by networks, the learners and train; a policy acts with n
     from looptool.rl import Policy
     policy = Policy.load("datasets/policies/looptune_dqn.json")
     action = policy.act(observation["loops_tensor"], observation["action_mask"])
+
+A sketch_value policy (datasets/policies/sketch_value.json) acts once per episode, choosing among
+the `sketches` of a loop_nest session: `sketch_value.run_sketch_episode(connection, benchmark,
+policy)`, or `rollout.run_one`, which dispatches on the policy's kind.
 """
 
 from looptool.rl.policy_file import Policy, masked_argmax

@@ -1,7 +1,7 @@
 """Greedy evaluation of a policy: one episode per benchmark, the final state's GFLOPS.
 
     PYTHONPATH=bazel-bin:client/python /usr/bin/python3 -m looptool.rl.evaluate \
-        --policy=datasets/policies/looptune_dqn.json --servers=127.0.0.1:PORT
+        --policy=datasets/policies/sketch_value.json --servers=127.0.0.1:PORT
 
 Each benchmark goes to its routed server (cluster.route). The table gives, per benchmark, the
 start and final GFLOPS (the server's measurements), the fraction of the peak and the actions.

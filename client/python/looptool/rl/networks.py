@@ -1,8 +1,9 @@
 """The PyTorch networks the learners train, and their conversion to/from a `Policy` file.
 
-Both are an MLP trunk on the preprocessed observation (policy_file.preprocess) with two linear
+Each is an MLP trunk on the preprocessed observation (policy_file.preprocess) with two linear
 heads: DuelingQNetwork gives Q = V + A - mean(A) (Ape-X DQN), ActorCritic gives action logits
-and a state value (PPO). `to_policy()` writes exactly the weights `Policy` and the C++ forward
+and a state value (PPO), SketchValueNetwork one number, the value of the state it reads (its V
+head is unused: the file format's). `to_policy()` writes exactly the weights `Policy` and the C++ forward
 pass use, so the three agree (tests/python/rl_test.py, tests/client/policy_test.cc).
 """
 
@@ -79,3 +80,17 @@ class ActorCritic(_TwoHeaded):
 def masked_logits(logits, mask):
     """Logits with forbidden actions at -1e9 (their probability underflows to exactly 0)."""
     return torch.where(mask, logits, torch.full_like(logits, -1e9))
+
+
+class SketchValueNetwork(_TwoHeaded):
+    """The value of a state (one number per observation): what choosing the sketch that leads
+    there is worth (sketch_value.py)."""
+    KIND = "sketch_value"
+
+    def __init__(self, input_size, num_actions=1, hidden=(128, 128)):
+        if num_actions != 1:
+            raise ValueError(f"A sketch_value network has one output, not {num_actions}")
+        super().__init__(input_size, 1, hidden)
+
+    def forward(self, obs):
+        return self.head(self.features(obs)).squeeze(-1)

@@ -5,7 +5,7 @@ pass in client/cpp/policy.cc) and what rollout actors act with (no PyTorch neede
 JSON:
 
     {"format": "looptool-policy", "version": 1,
-     "kind": "dueling_q" | "actor_critic",
+     "kind": "dueling_q" | "actor_critic" | "sketch_value",
      "action_space": "loop_tool", "observation_space": "loops_tensor",
      "input_size": 320, "num_actions": 17, "preprocess": "log2p1",
      "trunk": [T0, T1, ...], "head": H, "value": V,
@@ -18,8 +18,12 @@ major, PyTorch's nn.Linear layout), "bias": base64 of O float32}. The forward pa
     h = relu(T_k(... relu(T_0(x))))           # every trunk layer, then ReLU
     dueling_q:    scores = V(h) + H(h) - mean(H(h))      (Q-values, one per action)
     actor_critic: scores = H(h)                          (logits; V(h) is the critic)
+    sketch_value: scores = H(h), one number             (the value of the state observed)
 
 and the action is the highest score among those `action_mask` allows (ties: the lowest index).
+A sketch_value policy (num_actions 1, action_space "loop_nest"; its V layer is unused) acts once
+per episode: of the server's `sketches` of the start state it picks the one whose resulting
+state scores highest (sketch_value.py), with no kernel timed.
 """
 
 import base64
@@ -30,7 +34,7 @@ import numpy as np
 
 FORMAT = "looptool-policy"
 VERSION = 1
-KINDS = ("dueling_q", "actor_critic")
+KINDS = ("dueling_q", "actor_critic", "sketch_value")
 
 
 def _encode(array):
@@ -87,10 +91,11 @@ class Policy:
         return h
 
     def scores(self, obs):
-        """Q-values (dueling_q) or logits (actor_critic): (B, num_actions) or (num_actions,)."""
+        """Q-values (dueling_q), logits (actor_critic) or the state's value (sketch_value, one
+        number): (B, num_actions) or (num_actions,)."""
         h = self.features(obs)
         a = (h @ self.head[0].T + self.head[1]).astype(np.float32)
-        if self.kind == "actor_critic":
+        if self.kind != "dueling_q":
             return a
         v = h @ self.value[0].T + self.value[1]
         return (v + a - a.mean(axis=-1, keepdims=True)).astype(np.float32)

@@ -5,7 +5,7 @@ action each, observing `loops_tensor`, `action_mask` and `flops` after every act
 schedule's `flops` is the server's cached measurement, so cursor moves cost no timing). Actions:
 "greedy" (the policy's best allowed action), "epsilon" (a uniformly random allowed action with
 probability `epsilon`, else greedy: Ape-X's exploration) or "sample" (from the softmax of the
-allowed logits: PPO's). An episode whose RPC fails on the service's side (server restarted,
+allowed logits: PPO's). A sketch_value policy plays sketch_value.run_sketch_episode instead. An episode whose RPC fails on the service's side (server restarted,
 session gone, kernel crashed) is dropped and counted in `errors`; the next one reconnects.
 
 `dask_run_episodes` is the same as a Dask task: it keeps one Connection per server address on
@@ -91,6 +91,10 @@ def run_one(connection, benchmark, policy, mode="greedy", epsilon=0.0, max_steps
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     rng = rng if rng is not None else np.random.default_rng()
+    if policy.kind == "sketch_value":  # one decision among the server's sketches
+        from looptool.rl import sketch_value
+        return sketch_value.run_sketch_episode(connection, benchmark, policy, mode, epsilon,
+                                               rng, timeout)
     spaces = connection.spaces(timeout)
     space = spaces.action_space(policy.action_space)
     names = list(OBSERVATIONS) + ["peak_gflops"]

@@ -36,17 +36,20 @@ from looptool.rl import evaluate as evaluate_lib
 from looptool.rl import ppo
 from looptool.rl import replay as replay_lib
 from looptool.rl import report
+from looptool.rl import sketch_value
 
-ALGOS = ("apex-dqn", "ppo")
+ALGOS = ("apex-dqn", "ppo", "sketch-value")
 MAX_ACTORS = 256
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description="Train a LoopTool tuning policy (Ape-X DQN or PPO).")
+    p = argparse.ArgumentParser(
+        description="Train a LoopTool tuning policy (Ape-X DQN, PPO, or a sketch value).")
     p.add_argument("--algo", choices=ALGOS, default="apex-dqn")
     p.add_argument("--dataset", default=benchmarks_lib.DATASET)
     p.add_argument("--action-space", default="loop_tune", choices=("loop_tune", "loop_tool"),
-                   help="loop_tune (LoopTune's 7 actions, as the paper trains) or loop_tool")
+                   help="loop_tune (LoopTune's 7 actions, as the paper trains) or loop_tool "
+                        "(sketch-value always chooses among loop_nest sketches)")
     p.add_argument("--steps", type=int, default=0, help="environment steps to train (0: no cap)")
     p.add_argument("--time-limit", type=float, default=0, help="seconds to train (0: no cap)")
     p.add_argument("--actors", type=int, default=2)
@@ -109,12 +112,21 @@ def parse_args(argv):
             cluster.default_timing_cores(args.timing_cores)
         except ValueError as e:
             p.error(f"--timing-cores: {e}")
+    if args.algo == "sketch-value":
+        args.action_space = sketch_value.SPACE
     args.out = args.out or os.path.join("runs", args.algo)
     return args
 
 
 def make_learner(args, input_size, num_actions):
     hidden = tuple(int(h) for h in args.hidden.split(","))
+    if args.algo == "sketch-value":
+        c = sketch_value.SketchValueConfig(hidden=hidden)
+        if args.lr is not None:
+            c.lr = args.lr
+        if args.learning_starts is not None:
+            c.learning_starts = args.learning_starts
+        return sketch_value.SketchValueLearner(input_size, 1, c, args.seed)
     if args.algo == "apex-dqn":
         c = apex_dqn.ApexConfig(hidden=hidden, gamma=args.gamma, reward=args.reward)
         if args.lr is not None:
@@ -340,8 +352,9 @@ def _main(args, argv, log_file):
             report.learning_curve(args.out, trainer.curve,
                                   f"{args.algo} on {args.dataset} (train split), "
                                   f"{args.actors} actors, {trainer.env_steps} steps\n{host}")
-            report.evaluation_table(args.out, rows,
-                                    f"{args.algo} policy, greedy, {args.max_steps} steps\n{host}")
+            how = ("one sketch chosen" if args.algo == "sketch-value"
+                   else f"{args.max_steps} steps")
+            report.evaluation_table(args.out, rows, f"{args.algo} policy, greedy, {how}\n{host}")
             summary = {"env_steps": trainer.env_steps, "episodes": trainer.episodes,
                        "updates": trainer.learner.updates,
                        "training_seconds": round(trainer.elapsed, 1),

@@ -1,0 +1,16 @@
+// The built-in policy files (datasets/policies/sketch_value.json, the default, and
+// looptune_dqn.json), compiled into the binary by a genrule so `looptool tune --search=policy`
+// needs no file at run time. Policy::Default() and Policy::LoopTuneDqn() parse them.
+#ifndef LOOPTOOL_CLIENT_CPP_BUILT_IN_POLICIES_H_
+#define LOOPTOOL_CLIENT_CPP_BUILT_IN_POLICIES_H_
+
+#include "absl/strings/string_view.h"
+
+namespace looptool::client {
+
+absl::string_view SketchValuePolicyJson();
+absl::string_view LoopTuneDqnPolicyJson();
+
+}  // namespace looptool::client
+
+#endif  // LOOPTOOL_CLIENT_CPP_BUILT_IN_POLICIES_H_
