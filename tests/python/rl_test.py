@@ -362,6 +362,18 @@ class TrainingTest(ServerTestCase):
             self.assertLessEqual(summary["updates"], summary["env_steps"])
             targets = state["learner"]["target"]
             self.assertTrue(((targets > 0) & (targets <= 10.5)).all())  # 10 x fraction of peak
+            # resume: the replay comes back with the weights, and training goes on from there
+            self.assertEqual(train.main(tiny_argv(out, self.server.address, "sketch-value", 200,
+                                                  ["--resume"])), 0)
+            with open(os.path.join(out, "summary.json")) as f:
+                second = json.load(f)
+            self.assertGreaterEqual(second["env_steps"], 200)
+            self.assertGreater(second["updates"], summary["updates"])
+            resumed = torch.load(os.path.join(out, "checkpoint.pt"))["learner"]
+            self.assertEqual(resumed["size"], second["env_steps"])
+            np.testing.assert_array_equal(resumed["target"][:len(targets)], targets)
+            with open(os.path.join(out, "train.log")) as f:
+                self.assertIn(f"{len(targets)} transitions in the replay buffer", f.read())
 
     def test_apex_dqn_trains_and_resumes(self):
         with tempfile.TemporaryDirectory() as out:
