@@ -948,6 +948,13 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
                                                 !sketch_value) ||
                                  seed_policy.has_value());
   absl::Status status = s.Init();
+  if (absl::IsDeadlineExceeded(status)) {
+    // The start's kernel is compiled, verified and timed first; a limit shorter than that
+    // leaves no search (the server finishes the measurement and caches it for the next call).
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the start state's kernel was not timed within the ", options.time_limit_seconds,
+        " s time limit (its first measurement takes longer); give a longer time limit"));
+  }
   if (!status.ok()) return status;
   switch (spec.kind) {
     case Kind::kGreedy:

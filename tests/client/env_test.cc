@@ -299,6 +299,25 @@ Policy FixedPreferencePolicy(const std::map<std::string, float>& preference,
   return *Policy::Parse(j.dump());
 }
 
+// A time limit shorter than the start's first measurement leaves no search: a clear
+// DEADLINE_EXCEEDED, and the same search with room succeeds (the server kept the measurement).
+TEST_F(ClientTest, ALimitShorterThanTheStartsMeasurementSaysSo) {
+  auto start = Env::StartProgram(connection_, "benchmark://user-v0/mm301",
+                                 "C[m,n] += A[m,k] * B[k,n]\nm=301 n=301 k=301\n", "loop_nest");
+  ASSERT_TRUE(start.ok()) << start.status();
+  SearchOptions o;
+  o.search = *ParseSearch("evolution");
+  o.time_limit_seconds = 0.001;
+  auto r = Search(*start, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("the start state's kernel was not timed within the 0.001 s time limit"));
+  o.time_limit_seconds = 0.5;
+  r = Search(*start, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->gflops, 0);
+}
+
 TEST_F(ClientTest, PolicySearchesFollowThePolicy) {
   // The poor start of the test above; the policy prefers swap_up, then split_16, then down.
   auto start = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/mm64_80_96");
