@@ -19,7 +19,7 @@ import unittest.mock
 import numpy as np
 import torch
 
-from looptool import Connection, LocalServer
+from looptool import Connection, LocalServer, LoopToolEnv
 from looptool.rl import benchmarks as B
 from looptool.rl import cluster, networks, replay, rollout, sketch_value, train
 from looptool.rl.policy_file import Policy, masked_argmax
@@ -339,6 +339,19 @@ class TrainingTest(ServerTestCase):
             values.append(float(policy.scores(np.asarray(obs, np.float32).reshape(-1))[0]))
             conn.end_session(fork)
         conn.end_session(sid)
+        # The same choice on a LoopToolEnv, applied there.
+        with LoopToolEnv(conn, benchmark=bench.uri, action_space="loop_nest",
+                         reward_space=None) as env:
+            env.reset()
+            choice = sketch_value.choose(env, policy)
+            self.assertEqual(" ".join(choice), lines[int(np.argmax(values))])
+            env.multistep(choice)
+            self.assertGreater(env.observation["flops"], e.gflops[0])
+        with LoopToolEnv(conn, benchmark=bench.uri, action_space="loop_tool",
+                         reward_space=None) as env:
+            env.reset()
+            with self.assertRaisesRegex(ValueError, "chooses among loop_nest sketches"):
+                sketch_value.choose(env, policy)
         conn.close()
         self.assertGreaterEqual(len(lines), 4)
         self.assertEqual(e.chosen, int(np.argmax(values)))

@@ -20,8 +20,8 @@ PyTorch is needed only by networks, the learners and train; a policy acts with n
     action = policy.act(observation["loops_tensor"], observation["action_mask"])
 
 A sketch_value policy (datasets/policies/sketch_value.json) acts once per episode, choosing among
-the `sketches` of a loop_nest session: `sketch_value.run_sketch_episode(connection, benchmark,
-policy)`, or `rollout.run_one`, which dispatches on the policy's kind.
+the `sketches` of a loop_nest session: `env.multistep(sketch_value.choose(env, policy))` on a
+LoopToolEnv, or `rollout.run_one`, which dispatches on the policy's kind.
 """
 
 from looptool.rl.policy_file import Policy, masked_argmax

@@ -12,7 +12,8 @@ An episode (`run_sketch_episode`) is one decision: fork the start once per sketc
 (untimed), score every afterstate, choose. In "greedy" mode only the chosen state is timed; in
 "epsilon" mode (an actor's exploration) every other sketch is also timed with probability
 epsilon, so actors with larger epsilons measure more of the list. The episode's `candidates` and
-`candidate_gflops` are what the learner regresses on.
+`candidate_gflops` are what the learner regresses on. `choose(env, policy)` is the same choice
+for a LoopToolEnv (no kernel timed), to apply with `env.multistep`.
 
 `SketchValueLearner` keeps those (afterstate, fraction of peak) samples in a ring buffer and fits
 the value by minibatch MSE; like ApexLearner it lives in the driver and exports `policy()` to the
@@ -126,6 +127,31 @@ def run_sketch_episode(connection, benchmark, policy, mode="greedy", epsilon=0.0
                 connection.end_session(s, timeout=timeout)
             except (errors.ServiceError, RuntimeError):
                 pass
+
+
+def choose(env, policy):
+    """The sketch `policy` (sketch_value) takes in a LoopToolEnv's current state: the action
+    names of the server's sketch whose resulting state it values most (each reached on a fork of
+    the session, untimed), or [] when the server has none. `env` acts in loop_nest; apply the
+    choice with `env.multistep(names)`."""
+    if env.action_space.name != SPACE:
+        raise ValueError(f"A sketch_value policy chooses among {SPACE} sketches; the "
+                         f"environment acts in {env.action_space.name}")
+    lines = [line.split() for line in env.observation["sketches"].splitlines() if line]
+    if not lines:
+        return []
+    conn = env.connection
+    loops = conn.spaces().observation_space("loops_tensor").index
+    after = []
+    for names in lines:
+        fork = conn.fork_session(env.session_id)
+        try:
+            reply = conn.step(fork, [env.action_space.to_index(n) for n in names], [loops])
+            after.append(np.asarray(_observe(reply, ("loops_tensor",))[0],
+                                    np.float32).reshape(-1))
+        finally:
+            conn.end_session(fork)
+    return lines[int(np.argmax(policy.scores(np.stack(after)).reshape(-1)))]
 
 
 class SketchValueLearner:
