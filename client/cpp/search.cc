@@ -630,9 +630,9 @@ struct ValuedSketch {
   float value = 0;
 };
 
-// The server's sketches of `start` (SketchPaths), best value first (ties: the server's order),
-// each scored by a sketch_value `policy` on the `loops_tensor` of the state it leads to, reached
-// on a fork with no kernel timed. Empty when the server has none for this nest.
+// The server's sketches of `start` (its `sketches` observation), best value first (ties: the
+// server's order), each scored by a sketch_value `policy` on the `loops_tensor` of the state it
+// leads to, reached on a fork with no kernel timed. Empty when the server has none for this nest.
 absl::StatusOr<std::vector<ValuedSketch>> RankSketches(const Env& start, const Policy& policy,
                                                        absl::Time deadline) {
   absl::StatusOr<Env> probe = start.Fork();
