@@ -185,6 +185,48 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
       }
     }
   }
+  // Two row variables (a convolution's output channel and a short output row, <= 8): rows of
+  // the first x all of the second x the vectors. Each weight broadcast then serves a vector per
+  // row of the second and each input vector every row of the first: about half the loads per FMA
+  // of a one-variable block (ResNet-18's conv5, 7x7: 3 x 7 x 1 vector, 1.2x 12 x 1).
+  if (rows_vars.size() >= 2 && rows_vars[0] >= 0) {
+    const int u = rows_vars[0];
+    for (size_t i2 = 1; i2 < rows_vars.size(); ++i2) {
+      const int x2 = rows_vars[i2];
+      const int64_t e2 = p.var(x2).extent;
+      if (e2 > 8) continue;
+      int rank = 0;
+      for (int rows : {3, 2, 4}) {
+        ++rank;
+        for (const auto& [nb, c] : vector_blocks) {
+          if (rows * e2 * c > max_accumulators || rows >= p.var(u).extent) continue;
+          for (int ki = 0; ki < static_cast<int>(reduction_tiles.size()); ++ki) {
+            const int64_t kb = reduction_tiles[ki];
+            Plan plan;
+            const bool split_v = nb > 0;
+            if (kb > 0) plan.splits.push_back({largest, kb});
+            plan.splits.push_back({u, rows});
+            if (split_v) plan.splits.push_back({v, nb});
+            if (kb > 0) plan.order.push_back({largest, 0});
+            plan.order.push_back({u, 0});
+            if (split_v) plan.order.push_back({v, 0});
+            for (int x : out) {
+              if (x != u && x != x2 && x != v) plan.order.push_back({x, 0});
+            }
+            for (int r : reductions) plan.order.push_back({r, r == largest && kb > 0 ? 1 : 0});
+            plan.order.push_back({u, 1});
+            plan.order.push_back({x2, 0});
+            plan.order.push_back({v, split_v ? 1 : 0});
+            plan.description = absl::StrCat(
+                "rows ", p.var(u).name, "/", rows, " x ", p.var(x2).name, ", vector ",
+                p.var(v).name, split_v ? absl::StrCat("/", nb) : std::string(),
+                kb > 0 ? absl::StrCat(", reduction ", p.var(largest).name, "/", kb) : "");
+            candidates.push_back({rank + 4 * ki, std::move(plan)});
+          }
+        }
+      }
+    }
+  }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate& a, const Candidate& b) { return a.rank < b.rank; });
 
