@@ -33,16 +33,18 @@ struct SketchOptions {
 //   1) that statement's compute nest is untiled (one loop per variable);
 //   2) its output's last index variable v steps by 1 in the output and in every input that
 //      reads it (so v vectorizes without gathers);
-//   3) the block fits: rows (times x's extent, below) * ceil(v's block / lanes)
-//      accumulators <= registers - 4.
+//   3) the block fits: rows * ceil(v's block / lanes) accumulators <= registers - 4; with a
+//      second row variable x (below), rows * x's extent * vectors accumulators, plus x's
+//      extent * vectors input vectors and a broadcast, <= registers - 3.
 // Each sketch orders the nest, outer to inner: the outer tile of the largest reduction variable
 // (when tiled), the outer tiles of the row variable u and of v, the other output variables, the
 // reductions (inner tiles), u's rows, v's block; u is another output variable (none for 1-D
 // outputs), preferring one the vector operands do not read. Sizes come from loop_nest's tile
 // sizes: blocks of 4/3/2/1 vectors (or all of v when it is at most 64), 1-24 rows, reduction
 // tiles of 64 or none. Where a second output variable x is at most 8 long (a convolution's 7x7
-// map), blocks of 2-4 rows of u x all of x x v's block lead ("rows k/3 x h, vector w"), x's loop
-// between u's rows and v. Splits and interchanges that would exceed `limits` drop the sketch.
+// map), blocks of 2-4 rows of u (as 3 allows) x all of x x v's block lead ("rows k/3 x h,
+// vector w"), x's loop between u's rows and v. Splits and interchanges that would exceed
+// `limits` drop the sketch.
 std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
                                      const SketchOptions& options = {});
 
