@@ -85,6 +85,8 @@ class Searcher {
   // Whether the search's own time (the limit less the re-timing share) is up.
   bool Expired() const { return Elapsed() >= limit_; }
   double limit() const { return limit_; }
+  // When the search's own time is up (calls made for it end then).
+  absl::Time deadline() const { return deadline_; }
   double Elapsed() const {
     return std::chrono::duration<double>(Clock::now() - t0_).count();
   }
@@ -924,29 +926,38 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
                                                          : Policy::Default();
   const bool sketch_value = policy.kind() == Policy::Kind::kSketchValue;
   if (spec.kind == Kind::kPolicy) return PolicyEpisode(start, options, policy);
-  // policy_guided with a sketch_value policy: evolution from the sketches the policy values in
-  // its top half (at least two), measured in its order; the rest are never timed.
-  std::vector<std::vector<int>> guided_sketches;
-  if (spec.kind == Kind::kPolicyGuided) {
-    absl::Status fits = CheckPolicyFits(policy, start);
-    if (!fits.ok()) return fits;
-    if (sketch_value) {
-      absl::StatusOr<std::vector<ValuedSketch>> ranked = RankSketches(
-          start, policy, absl::Now() + absl::Seconds(options.time_limit_seconds / 4));
-      if (!ranked.ok()) return ranked.status();
-      const size_t keep = std::min(ranked->size(), std::max<size_t>(2, (ranked->size() + 1) / 2));
-      for (size_t i = 0; i < keep; ++i) guided_sketches.push_back((*ranked)[i].path);
-    }
-  }
   // evolution's seed: the policy, its actions mapped by name into the session's space.
   std::optional<MappedPolicy> seed_policy;
   if (spec.kind == Kind::kEvolution && options.policy_seed && options.depth > 0 &&
       !sketch_value) {
     seed_policy = MapPolicy(policy, start);
   }
+  // The clock starts here: ranking sketches below counts against the limit.
   Searcher s(start, options, /*with_features=*/(spec.kind == Kind::kPolicyGuided &&
                                                 !sketch_value) ||
                                  seed_policy.has_value());
+  // Ranking sketches (forks and untimed steps) may take a quarter of the search's time.
+  const auto ranking_deadline = [&] {
+    return std::min(s.deadline(), absl::Now() + absl::Seconds(options.time_limit_seconds / 4));
+  };
+  // policy_guided with a sketch_value policy: evolution from the sketches the policy values in
+  // its top half (at least two), measured in its order; the rest are never timed. Sketches not
+  // ranked in time: evolution from the start alone.
+  std::vector<std::vector<int>> guided_sketches;
+  if (spec.kind == Kind::kPolicyGuided) {
+    absl::Status fits = CheckPolicyFits(policy, start);
+    if (!fits.ok()) return fits;
+    if (sketch_value) {
+      absl::StatusOr<std::vector<ValuedSketch>> ranked =
+          RankSketches(start, policy, ranking_deadline());
+      if (!ranked.ok() && !absl::IsDeadlineExceeded(ranked.status())) return ranked.status();
+      if (ranked.ok()) {
+        const size_t keep =
+            std::min(ranked->size(), std::max<size_t>(2, (ranked->size() + 1) / 2));
+        for (size_t i = 0; i < keep; ++i) guided_sketches.push_back((*ranked)[i].path);
+      }
+    }
+  }
   absl::Status status = s.Init();
   if (absl::IsDeadlineExceeded(status)) {
     // The start's kernel is compiled, verified and timed first; a limit shorter than that
@@ -985,8 +996,8 @@ absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& optio
           seed_path = [&]() -> std::vector<int> {
             if (!sketch_value) return TranslatedPolicySeed(start, options, policy);
             // A sketch_value policy's seed: the sketch it values most.
-            absl::StatusOr<std::vector<ValuedSketch>> ranked = RankSketches(
-                start, policy, absl::Now() + absl::Seconds(options.time_limit_seconds / 4));
+            absl::StatusOr<std::vector<ValuedSketch>> ranked =
+                RankSketches(start, policy, ranking_deadline());
             if (!ranked.ok() || ranked->empty()) return {};
             return ranked->front().path;
           };
