@@ -68,6 +68,10 @@ ABSL_FLAG(double, timing_budget_ms, 10,
           "server's timing budget per new schedule (with --timing=adaptive: its cap)");
 ABSL_FLAG(std::string, timing, "adaptive", "server's timing of new schedules: adaptive or fixed");
 ABSL_FLAG(std::string, out, "bench/results", "directory for tune_bench.md and tune_bench.csv");
+ABSL_FLAG(bool, fresh_server, true,
+          "each search against a server of its own, started for it (as `looptool tune` does): "
+          "no search reuses another's measurements; false: one server for the whole run (its "
+          "measurement cache and cost model shared by every search and shape)");
 
 namespace looptool::bench {
 namespace {
@@ -308,6 +312,7 @@ int Main() {
   const int core = (*server)->eval_cores()[0];
   auto connection = client::Connection::Connect((*server)->address());
   if (!connection.ok()) return 1;
+  const bool fresh_server = absl::GetFlag(FLAGS_fresh_server);
   const std::vector<std::string> searches =
       absl::StrSplit(absl::GetFlag(FLAGS_searches), ',', absl::SkipEmpty());
   std::map<std::string, client::SearchSpec> specs;
@@ -369,10 +374,27 @@ int Main() {
                                     ? client::Policy::Default().action_space()
                                 : kind == client::SearchSpec::Kind::kEvolution ? "loop_nest"
                                                                                : "loop_tool";
+      // With --fresh_server, a server of its own for this search (shut down when it ends).
+      std::unique_ptr<service::LoopToolServer> own_server;
+      std::shared_ptr<client::Connection> own_connection = *connection;
+      if (fresh_server) {
+        auto started = service::LoopToolServer::Start(config);
+        if (!started.ok()) {
+          std::fprintf(stderr, "cannot start server: %s\n", started.status().ToString().c_str());
+          return 1;
+        }
+        own_server = *std::move(started);
+        auto connected = client::Connection::Connect(own_server->address());
+        if (!connected.ok()) {
+          std::fprintf(stderr, "cannot connect: %s\n", connected.status().ToString().c_str());
+          return 1;
+        }
+        own_connection = *std::move(connected);
+      }
       absl::StatusOr<client::Env> env =
           bench.program.empty()
-              ? client::Env::Start(*connection, bench.uri, space)
-              : client::Env::StartProgram(*connection, bench.uri, bench.program, space);
+              ? client::Env::Start(own_connection, bench.uri, space)
+              : client::Env::StartProgram(own_connection, bench.uri, bench.program, space);
       if (!env.ok()) {
         std::fprintf(stderr, "%s: %s\n", name.c_str(), env.status().ToString().c_str());
         return 1;
@@ -428,14 +450,19 @@ int Main() {
   }
   const double peak = (*server)->peak_gflops();
   std::string md = absl::StrFormat(
-      "# tune_bench\n\nEach search limited to %.0f s, through the C++ client against a server in "
+      "# tune_bench\n\nEach search limited to %.0f s, through the C++ client against %s in "
       "the same process (kernel worker on cpu %d; %s timing, budget %.0f ms per new schedule%s). "
       "GFLOPS are the server's measurements (fastest run; %s); the measured FMA peak is %.1f "
       "GFLOPS. oneDNN %s (matmul primitive) and OpenBLAS cblas_sgemm (%s): one thread, same core, "
       "this run. Retimed: the best schedule compiled, verified and timed again after the search "
       "in a fresh evaluator in this process (fixed %.0f ms budget, same core), over the GFLOPS "
       "the search reported.%s\n",
-      limit, core, timing, absl::GetFlag(FLAGS_timing_budget_ms),
+      limit,
+      fresh_server ? "a server started for it (--fresh_server: no search reuses another's "
+                     "measurements)"
+                   : "one server shared by every search and shape (--fresh_server=false: later "
+                     "searches reuse earlier ones' measurements)",
+      core, timing, absl::GetFlag(FLAGS_timing_budget_ms),
       timing == "adaptive" ? " at most" : "",
       absl::GetFlag(FLAGS_retime_top) > 0
           ? absl::StrFormat("--retime_top=%d: the start and the %d best kernels timed again by "
