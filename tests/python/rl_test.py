@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import types
 import unittest
 import unittest.mock
 
@@ -425,6 +426,25 @@ class TrainingTest(ServerTestCase):
                         "--reward=dlog_gflops"])
             summary = self.check_run(out, "ppo", 100)
             self.assertGreaterEqual(summary["updates"], 2)
+
+
+class SketchValueLearnerTest(unittest.TestCase):
+    def test_replay_holds_fractions_of_the_peak_and_skips_episodes_without_one(self):
+        config = sketch_value.SketchValueConfig(buffer_size=4, hidden=(8,))
+        learner = sketch_value.SketchValueLearner(3, 1, config, seed=0)
+        ns = types.SimpleNamespace
+        rows = np.arange(6, dtype=np.float32).reshape(2, 3)
+        learner.add([ns(candidates=rows, candidate_gflops=[50.0, 100.0], peak=200.0),
+                     ns(candidates=rows, candidate_gflops=[1.0, 2.0], peak=0.0)])
+        self.assertEqual(len(learner), 2)  # the episode with no peak is left out
+        np.testing.assert_allclose(learner.target[:2], [2.5, 5.0])  # 10 x fraction of peak
+        np.testing.assert_array_equal(learner.obs[:2], rows)
+
+    def test_one_output_in_loop_nest_only(self):
+        with self.assertRaisesRegex(ValueError, "one output in loop_nest, not 3 in loop_nest"):
+            sketch_value.SketchValueLearner(3, 3)
+        with self.assertRaisesRegex(ValueError, "not 1 in loop_tune"):
+            sketch_value.SketchValueLearner(3, 1, action_space="loop_tune")
 
 
 class TokenTest(unittest.TestCase):

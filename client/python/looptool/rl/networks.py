@@ -3,8 +3,8 @@
 Each is an MLP trunk on the preprocessed observation (policy_file.preprocess) with two linear
 heads: DuelingQNetwork gives Q = V + A - mean(A) (Ape-X DQN), ActorCritic gives action logits
 and a state value (PPO), SketchValueNetwork one number, the value of the state it reads (its V
-head is unused: the file format's). `to_policy()` writes exactly the weights `Policy` and the C++ forward
-pass use, so the three agree (tests/python/rl_test.py, tests/client/policy_test.cc).
+head is unused: the file format's). `to_policy()` writes exactly the weights `Policy` and the
+C++ forward pass use, so the three agree (tests/python/rl_test.py, tests/client/policy_test.cc).
 """
 
 import torch

@@ -5,8 +5,9 @@ action each, observing `loops_tensor`, `action_mask` and `flops` after every act
 schedule's `flops` is the server's cached measurement, so cursor moves cost no timing). Actions:
 "greedy" (the policy's best allowed action), "epsilon" (a uniformly random allowed action with
 probability `epsilon`, else greedy: Ape-X's exploration) or "sample" (from the softmax of the
-allowed logits: PPO's). A sketch_value policy plays sketch_value.run_sketch_episode instead. An episode whose RPC fails on the service's side (server restarted,
-session gone, kernel crashed) is dropped and counted in `errors`; the next one reconnects.
+allowed logits: PPO's). A sketch_value policy plays sketch_value.run_sketch_episode instead.
+An episode whose RPC fails on the service's side (server restarted, session gone, kernel
+crashed) is dropped and counted in `errors`; the next one reconnects.
 
 `dask_run_episodes` is the same as a Dask task: it keeps one Connection per server address on
 the Dask worker that runs it, so a worker's gRPC channels live across tasks.
@@ -62,7 +63,8 @@ class Rollouts:
 
 def _values(reply_observations, names):
     if len(reply_observations) != len(names):
-        raise errors.ServiceError(grpc.StatusCode.INTERNAL, f"Asked for {len(names)} observations, got "
+        raise errors.ServiceError(grpc.StatusCode.INTERNAL,
+                                  f"Asked for {len(names)} observations, got "
                                   f"{len(reply_observations)}", "Step")
     return [convert.event_to_python(e) for e in reply_observations]
 

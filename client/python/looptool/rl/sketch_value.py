@@ -9,11 +9,12 @@ Q(s, sketch) is learned as the value of the afterstate, so one network ranks any
 candidates and reads the tiled nest itself (loop sizes, tails, strides) rather than an index.
 
 An episode (`run_sketch_episode`) is one decision: fork the start once per sketch, apply it
-(untimed), score every afterstate, choose. In "greedy" mode only the chosen state is timed; in
-"epsilon" mode (an actor's exploration) every other sketch is also timed with probability
-epsilon, so actors with larger epsilons measure more of the list. The episode's `candidates` and
-`candidate_gflops` are what the learner regresses on. `choose(env, policy)` is the same choice
-for a LoopToolEnv (no kernel timed), to apply with `env.multistep`.
+(untimed), score every afterstate, choose. In "greedy" mode the chosen state is timed, and the
+start (for the episode's speed-up; seconds for an untiled convolution, whose kernel the server
+then caches); in "epsilon" mode (an actor's exploration) every other sketch is also timed with
+probability epsilon, so actors with larger epsilons measure more of the list. The episode's
+`candidates` and `candidate_gflops` are what the learner regresses on. `choose(env, policy)` is
+the same choice for a LoopToolEnv (no kernel timed), to apply with `env.multistep`.
 
 `SketchValueLearner` keeps those (afterstate, fraction of peak) samples in a ring buffer and fits
 the value by minibatch MSE; like ApexLearner it lives in the driver and exports `policy()` to the
@@ -99,6 +100,10 @@ def run_sketch_episode(connection, benchmark, policy, mode="greedy", epsilon=0.0
     forks = []
     try:
         sketches, start_gflops, peak = _observe(reply, ("sketches", "flops", "peak_gflops"))
+        unknown = sorted({a for a in sketches.split() if a not in index})
+        if unknown:
+            raise ValueError(f"{benchmark.uri}: the server's sketches use actions not in the "
+                             f"{SPACE} space: {', '.join(unknown)}")
         lines = [[index[a] for a in line.split()] for line in sketches.splitlines() if line]
         after = []
         for actions in lines:
@@ -159,6 +164,10 @@ class SketchValueLearner:
     mode = "epsilon"
 
     def __init__(self, input_size, num_actions=1, config=None, seed=0, action_space=SPACE):
+        # The same arguments as the other learners; a sketch value has one output, in loop_nest.
+        if num_actions != 1 or action_space != SPACE:
+            raise ValueError(f"a sketch_value learner has one output in {SPACE}, not "
+                             f"{num_actions} in {action_space}")
         self.config = config or SketchValueConfig()
         c = self.config
         torch.manual_seed(seed)
@@ -185,6 +194,8 @@ class SketchValueLearner:
     def add(self, episodes):
         c = self.config
         for e in episodes:
+            if not e.peak > 0:  # no peak from the server: no fraction of it to learn
+                continue
             for row, g in zip(e.candidates, e.candidate_gflops):
                 i = self.added % c.buffer_size
                 self.obs[i] = row
