@@ -146,7 +146,9 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
     Plan plan;
   };
   std::vector<Candidate> candidates;
-  const int max_accumulators = options.registers - 4;
+  // One-variable blocks: the accumulators, the one operand every row reuses (u's broadcast or
+  // v's vector, kept in a register) and the temporaries.
+  const int max_accumulators = options.registers - kReservedRegisters - 1;
   for (int b = 0; b < static_cast<int>(std::size(kBlocks)); ++b) {
     const auto [rows, vectors] = kBlocks[b];
     if (rows * vectors > max_accumulators) continue;
@@ -190,7 +192,8 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
   // Two row variables (a convolution's output channel and a short output row, <= 8): rows of
   // the first x all of the second x the vectors. Each weight broadcast then serves a vector per
   // row of the second and each input vector every row of the first: about half the loads per FMA
-  // of a one-variable block (ResNet-18's conv5, 7x7: 3 x 7 x 1 vector, 1.2x 12 x 1).
+  // of a one-variable block (ResNet-18's conv5, 7x7: 3 x 7 x 1 vector, 1.07x-1.2x 12 x 1 in two
+  // measurements here).
   if (rows_vars.size() >= 2 && rows_vars[0] >= 0) {
     const int u = rows_vars[0];
     for (size_t i2 = 1; i2 < rows_vars.size(); ++i2) {
