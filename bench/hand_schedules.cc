@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/schedule/ir_text.h"
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool::bench {
 

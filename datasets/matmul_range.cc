@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "backend/util/strict_int.h"
+#include "util/strict_int.h"
 #include "datasets/split.h"
 
 namespace looptool::datasets {

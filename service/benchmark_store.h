@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/ir/program.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 
 namespace looptool::service {
 

@@ -10,8 +10,8 @@
 #include "backend/env/environment.h"
 #include "backend/env/loop_tree_episode.h"
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/status_macros.h"
-#include "backend/util/strict_int.h"
+#include "util/status_macros.h"
+#include "util/strict_int.h"
 #include "service/proto_convert.h"
 
 namespace looptool::service {

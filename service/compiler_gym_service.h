@@ -18,7 +18,7 @@
 #include "backend/env/evaluator.h"
 #include "backend/env/observation.h"
 #include "backend/env/observation_registry.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 #include "proto/compiler_gym_service.pb.h"
 #include "service/benchmark_store.h"
 #include "service/session_registry.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "backend/util/strict_int.h"
+#include "util/strict_int.h"
 
 namespace looptool {
 

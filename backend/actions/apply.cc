@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "backend/actions/primitives.h"
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool {
 

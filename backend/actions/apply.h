@@ -55,7 +55,7 @@
 #include "backend/actions/action.h"
 #include "backend/actions/action_space.h"
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 
 namespace looptool {
 

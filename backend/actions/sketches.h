@@ -11,7 +11,7 @@
 
 #include "backend/actions/action.h"
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 
 namespace looptool {
 

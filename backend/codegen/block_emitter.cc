@@ -5,7 +5,7 @@
 #include <optional>
 #include <tuple>
 
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "backend/codegen/block_emitter.h"
 #include "backend/codegen/vector_ops.h"
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool {
 namespace {

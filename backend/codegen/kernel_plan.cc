@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/ir/printer.h"
 #include "backend/ir/strides.h"
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool {
 namespace {

@@ -1,6 +1,6 @@
 #include "backend/codegen/vector_ops.h"
 
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool {
 

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "backend/ir/parser.h"
-#include "backend/util/check.h"
-#include "backend/util/strict_int.h"
+#include "util/check.h"
+#include "util/strict_int.h"
 
 namespace looptool::compat {
 namespace {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/hash/hash.h"
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool {
 namespace {

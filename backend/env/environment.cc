@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/actions/apply.h"
-#include "backend/util/check.h"
-#include "backend/util/status_macros.h"
+#include "util/check.h"
+#include "util/status_macros.h"
 
 namespace looptool {
 namespace {

@@ -14,7 +14,7 @@
 #include "backend/env/observation.h"
 #include "backend/env/observation_registry.h"
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 
 namespace looptool {
 

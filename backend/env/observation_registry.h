@@ -17,7 +17,7 @@
 #include "backend/env/evaluator.h"
 #include "backend/env/observation.h"
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 
 namespace looptool {
 

@@ -1,7 +1,7 @@
 #include "backend/features/tensors.h"
 
 #include "backend/features/stride_histogram.h"
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool {
 

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "backend/ir/strides.h"
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool {
 namespace {

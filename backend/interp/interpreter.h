@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/aligned_allocator.h"
+#include "util/aligned_allocator.h"
 
 namespace looptool {
 

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "backend/util/status_macros.h"
+#include "util/status_macros.h"
 
 namespace looptool {
 namespace {

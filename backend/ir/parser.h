@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "backend/ir/lexer.h"
 #include "backend/ir/program.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 
 namespace looptool {
 

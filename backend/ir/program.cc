@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/ir/strides.h"
-#include "backend/util/status_macros.h"
+#include "util/status_macros.h"
 
 namespace looptool {
 namespace {

@@ -4,7 +4,7 @@
 #include "backend/ir/lexer.h"
 #include "backend/ir/parser.h"
 #include "backend/ir/printer.h"
-#include "backend/util/status_macros.h"
+#include "util/status_macros.h"
 
 namespace looptool {
 namespace {

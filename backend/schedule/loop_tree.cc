@@ -4,7 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool {
 namespace {

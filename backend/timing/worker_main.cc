@@ -15,7 +15,7 @@
 #include "backend/schedule/ir_text.h"
 #include "backend/timing/local_evaluator.h"
 #include "backend/timing/worker_protocol.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 
 namespace looptool {
 namespace {

@@ -7,7 +7,7 @@
 #include "backend/codegen/isa.h"
 #include "backend/ir/parser.h"
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/backend/codegen/jit_check.h"

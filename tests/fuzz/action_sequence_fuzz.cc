@@ -14,7 +14,7 @@
 #include "backend/ir/parser.h"
 #include "backend/schedule/ir_text.h"
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "backend/schedule/ir_text.h"
 #include "backend/schedule/loop_tree.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "backend/ir/parser.h"
 #include "backend/ir/printer.h"
-#include "backend/util/limits.h"
+#include "backend/ir/limits.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

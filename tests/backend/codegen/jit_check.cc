@@ -11,7 +11,7 @@
 #include "backend/interp/interpreter.h"
 #include "backend/ir/parser.h"
 #include "backend/schedule/loop_tree_text.h"
-#include "backend/util/check.h"
+#include "util/check.h"
 
 namespace looptool::testing {
 

@@ -1,7 +1,7 @@
 // LT_CHECK: invariants of our own code. A failure is our bug, never the user's: it prints the
 // condition and location and aborts. User input is validated with absl::Status instead.
-#ifndef LOOPTOOL_BACKEND_UTIL_CHECK_H_
-#define LOOPTOOL_BACKEND_UTIL_CHECK_H_
+#ifndef LOOPTOOL_UTIL_CHECK_H_
+#define LOOPTOOL_UTIL_CHECK_H_
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,4 +14,4 @@
     }                                                                                   \
   } while (false)
 
-#endif  // LOOPTOOL_BACKEND_UTIL_CHECK_H_
+#endif  // LOOPTOOL_UTIL_CHECK_H_

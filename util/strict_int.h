@@ -1,7 +1,7 @@
 // ParseDecimal: a non-negative decimal integer with nothing around it. Names and URIs must not
 // resolve when they carry spaces or signs that absl::SimpleAtoi would forgive (" 64", "+4", "4 ").
-#ifndef LOOPTOOL_BACKEND_UTIL_STRICT_INT_H_
-#define LOOPTOOL_BACKEND_UTIL_STRICT_INT_H_
+#ifndef LOOPTOOL_UTIL_STRICT_INT_H_
+#define LOOPTOOL_UTIL_STRICT_INT_H_
 
 #include <cstdint>
 #include <limits>
@@ -24,4 +24,4 @@ inline bool ParseDecimal(absl::string_view text, int64_t* out) {
 
 }  // namespace looptool
 
-#endif  // LOOPTOOL_BACKEND_UTIL_STRICT_INT_H_
+#endif  // LOOPTOOL_UTIL_STRICT_INT_H_

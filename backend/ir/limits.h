@@ -1,7 +1,7 @@
 // Limits: every bound a client can push against (program text, extents, FLOPs, memory, loops),
 // in one value type with the defaults the server starts with.
-#ifndef LOOPTOOL_BACKEND_UTIL_LIMITS_H_
-#define LOOPTOOL_BACKEND_UTIL_LIMITS_H_
+#ifndef LOOPTOOL_BACKEND_IR_LIMITS_H_
+#define LOOPTOOL_BACKEND_IR_LIMITS_H_
 
 #include <cstdint>
 
@@ -21,4 +21,4 @@ struct Limits {
 
 }  // namespace looptool
 
-#endif  // LOOPTOOL_BACKEND_UTIL_LIMITS_H_
+#endif  // LOOPTOOL_BACKEND_IR_LIMITS_H_

@@ -1,6 +1,6 @@
 // RETURN_IF_ERROR and ASSIGN_OR_RETURN for absl::Status / absl::StatusOr (Abseil 20220623 has none).
-#ifndef LOOPTOOL_BACKEND_UTIL_STATUS_MACROS_H_
-#define LOOPTOOL_BACKEND_UTIL_STATUS_MACROS_H_
+#ifndef LOOPTOOL_UTIL_STATUS_MACROS_H_
+#define LOOPTOOL_UTIL_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -25,4 +25,4 @@
   if (!statusor.ok()) return statusor.status();        \
   lhs = std::move(statusor).value()
 
-#endif  // LOOPTOOL_BACKEND_UTIL_STATUS_MACROS_H_
+#endif  // LOOPTOOL_UTIL_STATUS_MACROS_H_

@@ -4,8 +4,8 @@
 // pages in every process: a kernel's speed depends on its buffers' relative placement (4 KiB
 // aliasing between loads and stores), and a schedule timed in one process must time the same
 // in another.
-#ifndef LOOPTOOL_BACKEND_UTIL_ALIGNED_ALLOCATOR_H_
-#define LOOPTOOL_BACKEND_UTIL_ALIGNED_ALLOCATOR_H_
+#ifndef LOOPTOOL_UTIL_ALIGNED_ALLOCATOR_H_
+#define LOOPTOOL_UTIL_ALIGNED_ALLOCATOR_H_
 
 #include <cstddef>
 #include <cstdlib>
@@ -44,4 +44,4 @@ struct CacheLineAllocator {
 
 }  // namespace looptool
 
-#endif  // LOOPTOOL_BACKEND_UTIL_ALIGNED_ALLOCATOR_H_
+#endif  // LOOPTOOL_UTIL_ALIGNED_ALLOCATOR_H_
