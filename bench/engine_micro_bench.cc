@@ -13,6 +13,7 @@
 
 #include "backend/actions/apply.h"
 #include "backend/env/environment.h"
+#include "backend/env/loop_tree_engine.h"
 #include "backend/ir/parser.h"
 #include "benchmark/benchmark.h"
 #include "datasets/matmul_range.h"
@@ -64,7 +65,7 @@ BENCHMARK(BM_ApplyCursorDown);
 // Environment::Observe of one untimed space, on the initial state after split_4 and down (so the
 // tree has a split loop and the cursor is not at its default place).
 void BM_Observe(benchmark::State& state, const char* space) {
-  Environment env(InitialTree(), LoopToolActionSpace(), Limits{}, nullptr);
+  Environment env(InitialTree(), LoopToolActionSpace(), Limits{});
   const int split4 = LoopToolActionSpace().IndexOf(Action{Action::Kind::kSplit, 4});
   if (!env.Step(split4).ok() || !env.Step(kDown).ok()) {
     state.SkipWithError("setup steps failed");
@@ -88,9 +89,11 @@ BENCHMARK_CAPTURE(BM_Observe, action_mask, "action_mask");
 BENCHMARK_CAPTURE(BM_Observe, loop_tree, "loop_tree");
 BENCHMARK_CAPTURE(BM_Observe, ir_graph_networkx, "ir_graph_networkx");
 
-// A service with one session on mm112_208_256 (no evaluator: no timed observations).
+// A service with one session on mm112_208_256 (no kernel timer: no timed observations).
 struct DirectService {
-  DirectService() : service(service::ServiceOptions{}, nullptr) {
+  DirectService()
+      : service(service::ServiceOptions{},
+                {std::make_shared<LoopTreeEngine>(Limits{}, KernelBackend{})}) {
     cg::StartSessionRequest start;
     start.mutable_benchmark()->set_uri(kBenchmarkUri);
     cg::StartSessionReply started;

@@ -1,7 +1,7 @@
 // eval_bench: what evaluating a new schedule costs, adaptive timing against fixed, in this
 // process on one core (no server, no IPC): random schedules of the 25 test-split matmuls of
 // mm64_256_16_range-v0 (random walks of loop_tool actions, 1 to 10 effective actions from the
-// initial state), each compiled, verified and timed by a LocalEvaluator of each policy in the
+// initial state), each compiled, verified and timed by a LocalTimer of each policy in the
 // same order. Reports the wall time per new schedule (median and p90, for kernels under 100 us
 // and for all), and how the adaptive policy's numbers agree with the fixed one's: per schedule,
 // and for each shape's best schedule timed again afterwards by a fresh evaluator.
@@ -26,7 +26,7 @@
 #include "backend/codegen/isa.h"
 #include "backend/ir/parser.h"
 #include "backend/schedule/ir_text.h"
-#include "backend/timing/local_evaluator.h"
+#include "backend/timing/local_timer.h"
 #include "backend/timing/measure.h"
 #include "bench/clean_environment.h"
 #include "datasets/matmul_range.h"
@@ -105,11 +105,11 @@ int Main() {
   absl::StatusOr<Isa> isa = ParseIsa("auto");
   if (!isa.ok()) return 1;
   const double budget = absl::GetFlag(FLAGS_budget_ms) / 1000;
-  LocalEvaluator::Options fixed_options;
+  LocalTimer::Options fixed_options;
   fixed_options.isa = *isa;
   fixed_options.timing.budget_seconds = budget;
   fixed_options.adaptive = false;
-  LocalEvaluator::Options adaptive_options = fixed_options;
+  LocalTimer::Options adaptive_options = fixed_options;
   adaptive_options.adaptive = true;
 
   std::vector<datasets::MatmulShape> test;
@@ -124,7 +124,7 @@ int Main() {
   std::vector<double> best_ratio;          // best schedule: retimed / adaptive's report
   std::vector<double> floor_ratio;         // best schedule: one fresh fixed timing / another
   double fixed_wall = 0, adaptive_wall = 0;
-  LocalEvaluator::Stats adaptive_stats;
+  LocalTimer::Stats adaptive_stats;
   for (int i = 0; i < count; ++i) {
     const datasets::MatmulShape shape = test[i * test.size() / count];
     auto program = ParseProgram(datasets::MatmulProgram(shape), Limits{});
@@ -133,19 +133,19 @@ int Main() {
     std::vector<LoopTree> schedules = RandomSchedules(initial, absl::GetFlag(FLAGS_schedules), rng);
     schedules.insert(schedules.begin(), initial);
     // Alternate the policies' order per shape so that neither always runs on a warmer core.
-    LocalEvaluator fixed_eval(fixed_options), adaptive_eval(adaptive_options);
+    LocalTimer fixed_eval(fixed_options), adaptive_eval(adaptive_options);
     double best_seconds = 1e30;
     const LoopTree* best = nullptr;
     for (const LoopTree& tree : schedules) {
       Sample f, a;
       for (int k = 0; k < 2; ++k) {
         const bool fixed_turn = (k == 0) == (i % 2 == 0);
-        LocalEvaluator& eval = fixed_turn ? fixed_eval : adaptive_eval;
-        const LocalEvaluator::Stats before = eval.stats();
+        LocalTimer& eval = fixed_turn ? fixed_eval : adaptive_eval;
+        const LocalTimer::Stats before = eval.stats();
         const double t0 = MonotonicSeconds();
         absl::StatusOr<Measurement> m = eval.Measure(tree);
         const double wall = MonotonicSeconds() - t0;
-        const LocalEvaluator::Stats after = eval.stats();
+        const LocalTimer::Stats after = eval.stats();
         const bool slower = after.slower + after.given_up > before.slower + before.given_up;
         if (!m.ok()) {
           std::fprintf(stderr, "%s: %s\n", datasets::MatmulName(shape).c_str(),
@@ -165,18 +165,18 @@ int Main() {
         best = &tree;
       }
     }
-    const LocalEvaluator::Stats s = adaptive_eval.stats();
+    const LocalTimer::Stats s = adaptive_eval.stats();
     adaptive_stats.measured += s.measured;
     adaptive_stats.stable += s.stable;
     adaptive_stats.slower += s.slower;
     adaptive_stats.given_up += s.given_up;
     adaptive_stats.confirmed += s.confirmed;
-    LocalEvaluator retime(fixed_options);
+    LocalTimer retime(fixed_options);
     absl::StatusOr<Measurement> again = retime.Measure(*best);
     if (!again.ok()) return 1;
     best_ratio.push_back(again->seconds / best_seconds);
     // The noise floor: the same kernel in two more fresh evaluators (new buffers, fixed budget).
-    LocalEvaluator first(fixed_options), second(fixed_options);
+    LocalTimer first(fixed_options), second(fixed_options);
     absl::StatusOr<Measurement> m1 = first.Measure(*best), m2 = second.Measure(*best);
     if (!m1.ok() || !m2.ok()) return 1;
     floor_ratio.push_back(m2->seconds / m1->seconds);

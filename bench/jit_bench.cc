@@ -29,7 +29,7 @@
 #include "backend/actions/apply.h"
 #include "backend/codegen/compile.h"
 #include "backend/ir/parser.h"
-#include "backend/timing/local_evaluator.h"
+#include "backend/timing/local_timer.h"
 #include "backend/timing/peak.h"
 #include "bench/clean_environment.h"
 #include "bench/hand_schedules.h"
@@ -128,10 +128,10 @@ std::string Gf(double gflops) { return absl::StrFormat("%.1f", gflops); }
 class Bench {
  public:
   Bench(Isa isa, double peak) : isa_(isa), peak_(peak), compiler_(isa) {
-    LocalEvaluator::Options o;
+    LocalTimer::Options o;
     o.isa = isa;
     o.timing = Budget();
-    evaluator_ = std::make_unique<LocalEvaluator>(o);
+    evaluator_ = std::make_unique<LocalTimer>(o);
   }
 
   // GFLOPS of a schedule (compiled, verified, timed), or 0 when it failed.
@@ -235,9 +235,9 @@ class Bench {
   // Wall time of a new state's full evaluation (compile, verify on first sight, time) with the
   // default 10 ms budget, over random schedules of mm128_128_128.
   std::vector<double> NewStateSeconds(int states) {
-    LocalEvaluator::Options o;
+    LocalTimer::Options o;
     o.isa = isa_;
-    LocalEvaluator fresh(o);
+    LocalTimer fresh(o);
     auto program = std::make_shared<const Program>(
         *ParseProgram(datasets::MatmulProgram({128, 128, 128}), Limits{}));
     (void)fresh.Measure(LoopTree::Initial(program));  // the program's reference, once
@@ -262,7 +262,7 @@ class Bench {
   Isa isa_;
   double peak_;
   KernelCompiler compiler_;
-  std::unique_ptr<LocalEvaluator> evaluator_;
+  std::unique_ptr<LocalTimer> evaluator_;
 };
 
 void Write(const std::string& path, const std::string& text) {

@@ -22,6 +22,7 @@
 #include "grpcpp/security/credentials.h"
 #include "proto/compiler_gym_service.grpc.pb.h"
 #include "service/server.h"
+#include "service/server_flags.h"
 
 ABSL_FLAG(int, steps, 20000, "steps timed for the latency percentiles");
 ABSL_FLAG(double, seconds, 3, "seconds per throughput run");
@@ -84,10 +85,14 @@ double Percentile(std::vector<double> v, double p) {
 }
 
 int Main() {
-  service::ServerConfig config;
+  absl::StatusOr<service::ServerConfig> server_config = service::ServerConfigFromFlags();
+  if (!server_config.ok()) {
+    std::fprintf(stderr, "service_bench: %s\n", server_config.status().ToString().c_str());
+    return 1;
+  }
+  const service::ServerConfig config = *std::move(server_config);
   // Process-wide pinning is main's (LoopToolServer::Start leaves it alone): this process's
-  // threads (server, client, search) stay off the kernel worker's core.
-  config.workers.cores = service::DefaultEvalCores();
+  // threads (server, clients) stay off the kernel worker's core.
   service::PinAwayFrom(config.workers.cores);
   auto server = service::LoopToolServer::Start(config);
   if (!server.ok()) {

@@ -28,7 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "backend/codegen/isa.h"
 #include "backend/schedule/ir_text.h"
-#include "backend/timing/local_evaluator.h"
+#include "backend/timing/local_timer.h"
 #include "backend/timing/measure.h"
 #include "backend/timing/worker_main.h"
 #include "bench/clean_environment.h"
@@ -38,6 +38,7 @@
 #include "client/cpp/search.h"
 #include "datasets/matmul_range.h"
 #include "service/server.h"
+#include "service/server_flags.h"
 
 ABSL_FLAG(double, time_limit, 10, "seconds per search");
 ABSL_FLAG(bool, policy_seed, true,
@@ -64,9 +65,8 @@ ABSL_FLAG(double, conv_time_limit, 10,
           "seconds per search on a convolution (their first kernel alone, verified against the "
           "interpreter and timed, takes seconds)");
 ABSL_FLAG(int, offgrid, 12, "matmuls off the dataset's grid (the first N of a fixed list); 0: none");
-ABSL_FLAG(double, timing_budget_ms, 10,
-          "server's timing budget per new schedule (with --timing=adaptive: its cap)");
-ABSL_FLAG(std::string, timing, "adaptive", "server's timing of new schedules: adaptive or fixed");
+// The servers' flags (--timing, --timing_budget_ms, --isa, --eval_cores, ...) are
+// service/server_flags.h's.
 ABSL_FLAG(std::string, out, "bench/results", "directory for tune_bench.md and tune_bench.csv");
 ABSL_FLAG(bool, fresh_server, true,
           "each search against a server of its own, started for it (as `looptool tune` does): "
@@ -174,19 +174,18 @@ constexpr Depthwise kDepthwise[] = {{"mobilenet_depthwise_512_14", 512, 14, 14},
 
 // The best schedule timed again on `core` with a fixed budget (no cache, a fresh compile and
 // verification): what a user who takes the schedule away sees. 0 on failure.
-double Retime(const std::string& ir, int core, double budget_seconds) {
+double Retime(const std::string& ir, int core, Isa isa, double budget_seconds) {
   LetTheWorkerCoreSettle();
   double gflops = 0;
   std::thread([&] {
     PinThisThread(core);
     absl::StatusOr<LoopTree> tree = ParseIr(ir, Limits{});
-    absl::StatusOr<Isa> isa = ParseIsa("auto");
-    if (!tree.ok() || !isa.ok()) return;
-    LocalEvaluator::Options options;
-    options.isa = *isa;
+    if (!tree.ok()) return;
+    LocalTimer::Options options;
+    options.isa = isa;
     options.adaptive = false;
     options.timing.budget_seconds = budget_seconds;
-    LocalEvaluator evaluator(options);
+    LocalTimer evaluator(options);
     absl::StatusOr<Measurement> m = evaluator.Measure(*tree);
     if (m.ok()) gflops = m->gflops;
   }).join();
@@ -283,26 +282,24 @@ std::string SummaryTable(const std::vector<std::string>& searches, const std::ve
 }
 
 int Main() {
-  if (absl::GetFlag(FLAGS_time_limit) <= 0 || absl::GetFlag(FLAGS_timing_budget_ms) <= 0 ||
+  if (absl::GetFlag(FLAGS_time_limit) <= 0 ||
       absl::GetFlag(FLAGS_count) < 0 || absl::GetFlag(FLAGS_offgrid) < 0 ||
       absl::GetFlag(FLAGS_retime_top) < 0 || absl::GetFlag(FLAGS_retime_top) > 16 ||
       absl::GetFlag(FLAGS_convs) < 0 || absl::GetFlag(FLAGS_convs) > 4 ||
       absl::GetFlag(FLAGS_depthwise) < 0 || absl::GetFlag(FLAGS_depthwise) > 4) {
-    std::fprintf(stderr, "tune_bench: --time_limit and --timing_budget_ms must be positive, "
+    std::fprintf(stderr, "tune_bench: --time_limit must be positive, "
                          "--count and --offgrid at least 0, --retime_top 0..16, --convs and --depthwise 0..4\n");
     return 1;
   }
-  service::ServerConfig config;
-  config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
-  const std::string timing = absl::GetFlag(FLAGS_timing);
-  if (timing != "adaptive" && timing != "fixed") {
-    std::fprintf(stderr, "--timing must be adaptive or fixed\n");
+  absl::StatusOr<service::ServerConfig> server_config = service::ServerConfigFromFlags();
+  if (!server_config.ok()) {
+    std::fprintf(stderr, "tune_bench: %s\n", server_config.status().ToString().c_str());
     return 1;
   }
-  config.workers.adaptive_timing = timing == "adaptive";
+  const service::ServerConfig config = *std::move(server_config);
+  const std::string timing = AbslUnparseFlag(absl::GetFlag(FLAGS_timing));
   // Process-wide pinning is main's (LoopToolServer::Start leaves it alone): this process's
   // threads (server, client, search) stay off the kernel worker's core.
-  config.workers.cores = service::DefaultEvalCores();
   service::PinAwayFrom(config.workers.cores);
   auto server = service::LoopToolServer::Start(config);
   if (!server.ok()) {
@@ -328,7 +325,7 @@ int Main() {
     specs[search] = *spec;
   }
   const double limit = absl::GetFlag(FLAGS_time_limit);
-  const double retime_budget = absl::GetFlag(FLAGS_timing_budget_ms) / 1000;
+  const double retime_budget = config.workers.budget_ms / 1000;
   std::vector<Bench> benches;
   std::vector<Shape> shapes = TestShapes(absl::GetFlag(FLAGS_count));
   for (const Shape& s : OffGridShapes(absl::GetFlag(FLAGS_offgrid))) shapes.push_back(s);
@@ -424,7 +421,7 @@ int Main() {
       }
       curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", name, set, search, r->seconds,
                                 r->states_evaluated, std::max(last_best, r->search_gflops));
-      const double retimed = Retime(r->ir, core, retime_budget);
+      const double retimed = Retime(r->ir, core, config.workers.isa, retime_budget);
       rows.push_back({name, set, search, r->gflops, r->start_gflops, r->peak_gflops, r->seconds,
                       retimed, r->states_evaluated, r->actions.size()});
       std::printf("%-18s %-9s %7.1f GFLOPS %5.2fx oneDNN %5.2fx OpenBLAS %5.1f%% of peak %5.1f s "
@@ -462,7 +459,7 @@ int Main() {
                      "measurements)"
                    : "one server shared by every search and shape (--fresh_server=false: later "
                      "searches reuse earlier ones' measurements)",
-      core, timing, absl::GetFlag(FLAGS_timing_budget_ms),
+      core, timing, config.workers.budget_ms,
       timing == "adaptive" ? " at most" : "",
       absl::GetFlag(FLAGS_retime_top) > 0
           ? absl::StrFormat("--retime_top=%d: the start and the %d best kernels timed again by "

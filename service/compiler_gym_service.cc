@@ -4,12 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "backend/actions/action.h"
-#include "backend/actions/action_space.h"
-#include "backend/compat/loop_tool_v0.h"
-#include "backend/env/environment.h"
-#include "backend/env/loop_tree_episode.h"
-#include "backend/schedule/loop_tree.h"
+#include "absl/strings/str_join.h"
 #include "util/status_macros.h"
 #include "util/strict_int.h"
 #include "service/proto_convert.h"
@@ -31,27 +26,23 @@ absl::Status Guarded(Fn&& fn) {
   }
 }
 
-// loop_nest's multi-discrete form: (transformation, level, parameter) as an int64_tensor of
-// three values or an event_list of three int64_value events.
+// A multi-discrete action (loop_nest's (transformation, level, parameter)) as an
+// int64_tensor or an event_list of int64_value events, resolved by the episode's space.
 absl::StatusOr<int64_t> MultiDiscreteIndex(const compiler_gym::Event& e, const Episode& episode) {
-  if (episode.action_space_name() != LoopNestActionSpace().name) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "A multi-discrete action (transformation, level, parameter) is for action space ",
-        LoopNestActionSpace().name, ", not ", episode.action_space_name()));
-  }
-  const absl::Status malformed = absl::InvalidArgumentError(
-      "A multi-discrete action must hold three integers: (transformation, level, parameter)");
   std::vector<int64_t> v;
   if (e.value_case() == compiler_gym::Event::kInt64Tensor) {
     v.assign(e.int64_tensor().value().begin(), e.int64_tensor().value().end());
   } else {
     for (const compiler_gym::Event& x : e.event_list().event()) {
-      if (x.value_case() != compiler_gym::Event::kInt64Value) return malformed;
+      if (x.value_case() != compiler_gym::Event::kInt64Value) {
+        return absl::InvalidArgumentError(
+            "A multi-discrete action must hold three integers: (transformation, level, "
+            "parameter)");
+      }
       v.push_back(x.int64_value());
     }
   }
-  if (v.size() != 3) return malformed;
-  return LoopNestIndex(v[0], v[1], v[2]);
+  return episode.MultiDiscreteIndex(v);
 }
 
 // An action is an index (CompilerGym's discrete actions), loop_nest's (transformation, level,
@@ -77,66 +68,65 @@ absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const Episode&
       "parameter)");
 }
 
-// GetSpaces' observation spaces: LoopTool's registry, then the names only upstream
-// loop_tool-v0's has (action_state); `timed` receives, per space, whether it times a kernel in
-// either.
-std::vector<ObservationSpace> AllObservationSpaces(const ObservationRegistry& ours,
-                                                   std::vector<bool>& timed) {
-  std::vector<ObservationSpace> spaces;
-  for (const auto& e : ours.entries()) {
-    spaces.push_back(e.space);
-    timed.push_back(e.timed);
-  }
-  for (const auto& e : compat::LoopToolV0Observations().entries()) {
-    if (ours.Find(e.space.name) != nullptr) continue;
-    spaces.push_back(e.space);
-    timed.push_back(e.timed);
-  }
-  for (size_t i = 0; i < spaces.size(); ++i) {
-    if (const auto* v0 = compat::LoopToolV0Observations().Find(spaces[i].name)) {
-      timed[i] = timed[i] || v0->timed;
+// GetSpaces' action spaces: every engine's, in engine order.
+template <typename Ref>
+std::vector<Ref> ListActionSpaces(const std::vector<std::shared_ptr<const Engine>>& engines) {
+  std::vector<Ref> refs;
+  for (size_t e = 0; e < engines.size(); ++e) {
+    const std::vector<NamedActionSpace>& spaces = engines[e]->ActionSpaces();
+    for (size_t i = 0; i < spaces.size(); ++i) {
+      refs.push_back({static_cast<int>(e), static_cast<int>(i), ToProto(spaces[i].name,
+                                                                        spaces[i].actions)});
     }
   }
-  return spaces;
+  return refs;
 }
 
-// GetSpaces' action spaces, LoopTool's first (or upstream loop_tool-v0's first), and what each
-// index refers to.
-std::vector<compiler_gym::ActionSpace> AllActionSpaceProtos(bool upstream_first,
-                                                            std::vector<SpaceRef>& refs) {
-  std::vector<compiler_gym::ActionSpace> ours, theirs;
-  std::vector<SpaceRef> our_refs, their_refs;
-  for (size_t i = 0; i < AllActionSpaces().size(); ++i) {
-    ours.push_back(ToProto(AllActionSpaces()[i]));
-    our_refs.push_back({false, static_cast<int>(i)});
+// GetSpaces' observation spaces: the union of the engines' by name, in engine order, declared
+// as the first engine that has the name declares it; timed when it times a kernel in any.
+template <typename Ref>
+std::vector<Ref> ListObservationSpaces(
+    const std::vector<std::shared_ptr<const Engine>>& engines) {
+  std::vector<Ref> refs;
+  for (const auto& engine : engines) {
+    for (const EngineObservation& o : engine->Observations()) {
+      auto known = std::find_if(refs.begin(), refs.end(),
+                                [&](const Ref& r) { return r.space.name == o.space.name; });
+      if (known == refs.end()) {
+        refs.push_back({o.space, o.timed});
+      } else {
+        known->timed = known->timed || o.timed;
+      }
+    }
   }
-  for (size_t i = 0; i < compat::LoopToolV0ActionSpaces().size(); ++i) {
-    const compat::NamedActionSpace& s = compat::LoopToolV0ActionSpaces()[i];
-    theirs.push_back(ToProto(s.name, s.actions));
-    their_refs.push_back({true, static_cast<int>(i)});
-  }
-  if (upstream_first) {
-    std::swap(ours, theirs);
-    std::swap(our_refs, their_refs);
-  }
-  ours.insert(ours.end(), theirs.begin(), theirs.end());
-  refs = our_refs;
-  refs.insert(refs.end(), their_refs.begin(), their_refs.end());
-  return ours;
+  return refs;
 }
 
 }  // namespace
 
-LoopToolService::LoopToolService(ServiceOptions options, std::shared_ptr<KernelEvaluator> evaluator)
+LoopToolService::LoopToolService(ServiceOptions options,
+                                 std::vector<std::shared_ptr<const Engine>> engines)
     : options_(std::move(options)),
-      evaluator_(std::move(evaluator)),
-      observations_(std::make_shared<const ObservationRegistry>(
-          LoopToolObservations(options_.limits))),
-      observation_spaces_(AllObservationSpaces(*observations_, timed_)),
-      action_spaces_(AllActionSpaceProtos(options_.upstream_spaces_first, space_refs_)),
+      engines_(std::move(engines)),
+      action_spaces_(ListActionSpaces<ActionSpaceRef>(engines_)),
+      observation_spaces_(ListObservationSpaces<ObservationSpaceRef>(engines_)),
       benchmarks_(options_.limits, options_.max_benchmark_cache_bytes,
                   options_.max_total_benchmark_bytes),
       sessions_(options_.max_sessions) {}
+
+absl::StatusOr<int> LoopToolService::EngineFor(const std::string& uri) const {
+  int best = -1;
+  Claim best_claim = Claim::kNone;
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    ASSIGN_OR_RETURN(const Claim claim, engines_[e]->Claims(uri));
+    if (claim > best_claim) {
+      best = static_cast<int>(e);
+      best_claim = claim;
+    }
+  }
+  if (best < 0) return absl::NotFoundError(absl::StrCat("Benchmark not found: ", uri));
+  return best;
+}
 
 absl::Status LoopToolService::GetVersion(const compiler_gym::GetVersionRequest&,
                                          compiler_gym::GetVersionReply& reply) {
@@ -150,9 +140,9 @@ absl::Status LoopToolService::GetVersion(const compiler_gym::GetVersionRequest&,
 absl::Status LoopToolService::GetSpaces(const compiler_gym::GetSpacesRequest&,
                                         compiler_gym::GetSpacesReply& reply) {
   return Guarded([&] {
-    for (const compiler_gym::ActionSpace& s : action_spaces_) *reply.add_action_space_list() = s;
-    for (const ObservationSpace& s : observation_spaces_) {
-      *reply.add_observation_space_list() = ToProto(s);
+    for (const ActionSpaceRef& s : action_spaces_) *reply.add_action_space_list() = s.proto;
+    for (const ObservationSpaceRef& s : observation_spaces_) {
+      *reply.add_observation_space_list() = ToProto(s.space);
     }
     return absl::OkStatus();
   });
@@ -182,47 +172,34 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
     return absl::InvalidArgumentError(absl::StrCat(
         "Too many observations requested: at most ", options_.max_observations_per_request));
   }
-  std::unique_ptr<Episode> episode;
-  bool space_changed = space != 0;  // a non-default space goes back in new_action_space
-  ASSIGN_OR_RETURN(const std::optional<int64_t> v0_size, compat::LoopToolV0Size(uri));
   // Index 0, what CompilerGym's client sends when no space was chosen, means the benchmark's
-  // default space (loop_tool, or upstream's simple for loop_tool-cpu-v0), reported back when it
-  // is not the one listed first; other spaces must fit the benchmark.
-  SpaceRef ref = space_refs_[space];
-  if (ref.upstream != v0_size.has_value()) {
+  // default space (its engine's first: loop_tool, or upstream's simple for loop_tool-cpu-v0),
+  // reported back when it is not the one listed first; other spaces must be the benchmark's
+  // engine's.
+  ASSIGN_OR_RETURN(const int engine, EngineFor(uri));
+  ActionSpaceRef ref = action_spaces_[space];
+  bool space_changed = space != 0;  // a non-default space goes back in new_action_space
+  if (ref.engine != engine) {
     if (space != 0) {
-      return absl::InvalidArgumentError(
-          v0_size ? absl::StrCat("Action space ", action_spaces_[space].name(),
-                                 " does not apply to ", uri,
-                                 ": loop_tool-cpu-v0 benchmarks take CompilerGym's simple or split")
-                  : absl::StrCat("Action space ", action_spaces_[space].name(),
-                                 " is CompilerGym's loop_tool-v0 space, for "
-                                 "benchmark://loop_tool-cpu-v0/N only; ",
-                                 uri, " takes loop_tool or loop_tune"));
+      std::vector<std::string> names;
+      for (const NamedActionSpace& s : engines_[engine]->ActionSpaces()) names.push_back(s.name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Action space ", ref.proto.name(), " does not apply to ", uri, ": it is ",
+          engines_[ref.engine]->name(), "'s, and that benchmark is served by ",
+          engines_[engine]->name(), ", whose action spaces are ", absl::StrJoin(names, ", ")));
     }
-    ref = SpaceRef{v0_size.has_value(), 0};
+    for (const ActionSpaceRef& r : action_spaces_) {
+      if (r.engine == engine && r.index == 0) ref = r;
+    }
     space_changed = true;
   }
-  if (v0_size) {
-    episode = std::make_unique<compat::LoopToolV0Episode>(*v0_size, ref.index, evaluator_);
-  } else {
-    ASSIGN_OR_RETURN(std::shared_ptr<const Program> program, benchmarks_.Load(call.client, uri));
-    LoopTree initial = LoopTree::Initial(std::move(program));
-    if (initial.num_loops() > options_.limits.max_loops) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Loop nest too large: benchmark ", uri, " has ", initial.num_loops(),
-                       " loops, this server allows at most ", options_.limits.max_loops));
-    }
-    episode = std::make_unique<LoopTreeEpisode>(Environment(
-        std::move(initial), AllActionSpaces()[ref.index], options_.limits, evaluator_,
-        observations_));
-  }
+  EpisodeRequest episode_request{uri, ref.index, [&](const std::string& benchmark) {
+                                   return benchmarks_.Load(call.client, benchmark);
+                                 }};
+  ASSIGN_OR_RETURN(std::unique_ptr<Episode> episode,
+                   engines_[engine]->NewEpisode(episode_request));
   episode->set_tenant(++tenants_);  // kernels queue fairly per session
-  if (space_changed) {
-    for (const compiler_gym::ActionSpace& s : action_spaces_) {
-      if (s.name() == episode->action_space_name()) *reply.mutable_new_action_space() = s;
-    }
-  }
+  if (space_changed) *reply.mutable_new_action_space() = ref.proto;
   auto session = std::make_shared<Session>(uri, std::move(episode));
   {
     absl::MutexLock lock(&session->mu);
@@ -326,7 +303,7 @@ absl::Status LoopToolService::Observe(
       return absl::InvalidArgumentError(
           absl::StrCat("Observation space index out of range: ", index));
     }
-    ASSIGN_OR_RETURN(const Observation o, episode.Observe(observation_spaces_[index].name));
+    ASSIGN_OR_RETURN(const Observation o, episode.Observe(observation_spaces_[index].space.name));
     *out.Add() = ToEvent(o);
   }
   return absl::OkStatus();
@@ -423,7 +400,8 @@ std::optional<absl::Status> LoopToolService::StepIfQuick(const compiler_gym::Ste
 
 bool LoopToolService::NeedsTiming(const google::protobuf::RepeatedField<int32_t>& indices) const {
   for (int32_t index : indices) {
-    if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) && timed_[index]) {
+    if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) &&
+        observation_spaces_[index].timed) {
       return true;
     }
   }

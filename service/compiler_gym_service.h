@@ -1,8 +1,11 @@
-// LoopToolService: CompilerGym's CompilerGymService operations over the loop-nest engine, as a
-// plain class of absl::Status-returning calls (the gRPC front end, callback_front_end.h, is the
-// only gRPC type). Each call looks its session up, locks only that session, and answers with
-// CompilerGym's status codes and messages; no exception escapes (it becomes INTERNAL).
-// Per-client state (added benchmarks, the benchmark cache's size) is keyed by CallContext::client.
+// LoopToolService: CompilerGym's CompilerGymService operations over a list of engines
+// (backend/env/engine.h), as a plain class of absl::Status-returning calls (the gRPC front end,
+// callback_front_end.h, is the only gRPC type). GetSpaces lists the engines' action spaces in
+// engine order and the union of their observation spaces by name (the first engine's
+// declaration of a shared name); StartSession hands the benchmark to the engine that claims it.
+// Each call looks its session up, locks only that session, and answers with CompilerGym's
+// status codes and messages; no exception escapes (it becomes INTERNAL). Per-client state (added
+// benchmarks, the benchmark cache's size) is keyed by CallContext::client.
 #ifndef LOOPTOOL_SERVICE_COMPILER_GYM_SERVICE_H_
 #define LOOPTOOL_SERVICE_COMPILER_GYM_SERVICE_H_
 
@@ -14,10 +17,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "backend/env/evaluator.h"
+#include "backend/env/engine.h"
 #include "backend/env/observation.h"
-#include "backend/env/observation_registry.h"
 #include "backend/ir/limits.h"
 #include "proto/compiler_gym_service.pb.h"
 #include "service/benchmark_store.h"
@@ -34,21 +37,11 @@ struct ServiceOptions {
   int64_t max_benchmark_cache_bytes = int64_t{64} << 20;   // one client's; clients may lower it
   int64_t max_total_benchmark_bytes = int64_t{512} << 20;  // all clients' together
   std::string compiler_version = "LoopTool 0.1";
-  // List upstream loop_tool-v0's action spaces (simple, split) before LoopTool's in GetSpaces,
-  // for CompilerGym clients that take the first space as the default before their first reset
-  // (compiler_gym.make("loop_tool-v0", service=...)) or after a fork.
-  bool upstream_spaces_first = false;
   // Session parameters this service does not know go here, with the session's episode (an
   // extension point: tests install a fault injector). Null: unknown keys are INVALID_ARGUMENT.
   std::function<absl::StatusOr<std::string>(const Episode& episode, const std::string& key,
                                             const std::string& value)>
       parameter_handler;
-};
-
-// What an index of GetSpaces' action space list refers to.
-struct SpaceRef {
-  bool upstream = false;  // compat::LoopToolV0ActionSpaces() rather than AllActionSpaces()
-  int index = 0;
 };
 
 // Who makes a call: the front end fills it from the call's metadata (a client id our clients
@@ -59,9 +52,8 @@ struct CallContext {
 
 class LoopToolService {
  public:
-  // `evaluator` times kernels for the flops/runtime/peak_gflops observations (may be null:
-  // those observations then fail with FAILED_PRECONDITION).
-  LoopToolService(ServiceOptions options, std::shared_ptr<KernelEvaluator> evaluator);
+  // `engines`: at least one, listed in this order.
+  LoopToolService(ServiceOptions options, std::vector<std::shared_ptr<const Engine>> engines);
 
   absl::Status GetVersion(const compiler_gym::GetVersionRequest& request,
                           compiler_gym::GetVersionReply& reply);
@@ -115,17 +107,25 @@ class LoopToolService {
                        const google::protobuf::RepeatedField<int32_t>& indices,
                        google::protobuf::RepeatedPtrField<compiler_gym::Event>& out) const;
 
+  // What an index of GetSpaces' action space list refers to.
+  struct ActionSpaceRef {
+    int engine = 0;  // index into engines_
+    int index = 0;   // into that engine's ActionSpaces()
+    compiler_gym::ActionSpace proto;
+  };
+  // What an index of GetSpaces' observation space list refers to.
+  struct ObservationSpaceRef {
+    ObservationSpace space;
+    bool timed = false;  // computing it times a kernel in some engine
+  };
+  // The engine that serves `uri` (its index); the claiming engine's error, or NOT_FOUND when
+  // none claims it.
+  absl::StatusOr<int> EngineFor(const std::string& uri) const;
+
   const ServiceOptions options_;
-  const std::shared_ptr<KernelEvaluator> evaluator_;
-  // The registry LoopTool's sessions serve (shared by all of them); GetSpaces' list (it, then
-  // upstream loop_tool-v0's own names), and whether each of those times a kernel.
-  const std::shared_ptr<const ObservationRegistry> observations_;
-  std::vector<bool> timed_;
-  const std::vector<ObservationSpace> observation_spaces_;
-  // GetSpaces' action spaces: LoopTool's (loop_tool, loop_tune), then upstream loop_tool-v0's
-  // (simple, split).
-  std::vector<SpaceRef> space_refs_;  // filled with action_spaces_, index by index
-  const std::vector<compiler_gym::ActionSpace> action_spaces_;
+  const std::vector<std::shared_ptr<const Engine>> engines_;
+  const std::vector<ActionSpaceRef> action_spaces_;
+  const std::vector<ObservationSpaceRef> observation_spaces_;
   BenchmarkStore benchmarks_;
   SessionRegistry sessions_;
   std::atomic<uint64_t> tenants_{0};  // each session's kernels queue as their own tenant

@@ -8,7 +8,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "backend/costmodel/learning_evaluator.h"
+#include "backend/compat/loop_tool_v0_engine.h"
+#include "backend/costmodel/learned_cost_model.h"
+#include "backend/costmodel/learning_timer.h"
+#include "backend/env/loop_tree_engine.h"
 #include "backend/timing/host_cpu.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -100,16 +103,22 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(config.workers);
   if (!pool.ok()) return pool.status();
   s->pool_ = *std::move(pool);
-  std::shared_ptr<KernelEvaluator> measuring =
-      config.wrap_evaluator ? config.wrap_evaluator(s->pool_) : s->pool_;
+  std::shared_ptr<KernelTimer> measuring =
+      config.wrap_timer ? config.wrap_timer(s->pool_) : s->pool_;
   // Every kernel measured teaches the cost model behind predicted_gflops.
-  absl::StatusOr<std::shared_ptr<LearningEvaluator>> evaluator =
-      LearningEvaluator::Wrap(std::move(measuring), config.workers.isa);
-  if (!evaluator.ok()) return evaluator.status();
+  KernelBackend kernels;
+  kernels.target = config.workers.isa;
+  auto cost_model = std::make_shared<LearnedCostModel>(kernels.target);
+  kernels.timer = std::make_shared<LearningTimer>(std::move(measuring), cost_model);
+  kernels.cost_model = std::move(cost_model);
+  std::vector<std::shared_ptr<const Engine>> engines = {
+      std::make_shared<LoopTreeEngine>(config.service.limits, kernels),
+      std::make_shared<compat::LoopToolV0Engine>(kernels.timer)};
+  if (config.upstream_spaces_first) std::swap(engines[0], engines[1]);
   // Clients key what they tune by the CPU it was timed on (client/cpp/schedule_store.h).
   config.service.compiler_version =
       absl::StrCat(config.service.compiler_version, " (host: ", HostCpuModel(), ")");
-  s->service_ = std::make_unique<LoopToolService>(config.service, *std::move(evaluator));
+  s->service_ = std::make_unique<LoopToolService>(config.service, std::move(engines));
   s->blocking_pool_ = std::make_unique<ThreadPool>(config.blocking_threads, config.max_queued_calls);
   s->front_end_ = std::make_unique<CallbackFrontEnd>(*s->service_, *s->blocking_pool_,
                                                      config.request_limits, config.auth_token);
@@ -176,6 +185,7 @@ void LoopToolServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
+  pool_->Stop();            // queued kernel requests fail at once instead of running
   blocking_pool_.reset();  // after the server: no call is left to schedule work
   pool_.reset();
 }

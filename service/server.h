@@ -30,9 +30,13 @@ struct ServerConfig {
   size_t max_queued_calls = 1024;                // beyond this: RESOURCE_EXHAUSTED
   RequestLimits request_limits;                  // per RPC; the transport refuses the largest+
   size_t max_memory_bytes = size_t{1} << 30;     // gRPC's buffers for calls in flight
-  // Wraps the kernel evaluator the sessions use (an extension point: tests install a fault
-  // injector around the pool). Null: the pool itself.
-  std::function<std::shared_ptr<KernelEvaluator>(std::shared_ptr<WorkerPool>)> wrap_evaluator;
+  // List upstream loop_tool-v0's action spaces (simple, split) before LoopTool's in GetSpaces,
+  // for CompilerGym clients that take the first space as the default before their first reset
+  // (compiler_gym.make("loop_tool-v0", service=...)) or after a fork.
+  bool upstream_spaces_first = false;
+  // Wraps the kernel timer the sessions use (an extension point: tests install a fault injector
+  // around the pool). Null: the pool itself.
+  std::function<std::shared_ptr<KernelTimer>(std::shared_ptr<WorkerPool>)> wrap_timer;
   // Required of every call when set. A server bound to anything but loopback must have one.
   std::string auth_token;
   // TLS: PEM files of the server's certificate chain and private key; both or neither.
@@ -53,14 +57,15 @@ class LoopToolServer {
 
   int port() const { return port_; }
   std::string address() const;  // "<bind>:<port>"
-  double peak_gflops() const { return pool_->PeakGflops(); }
+  double peak_gflops() const { return pool_->PeakGflops().value_or(0); }
   const std::vector<int>& eval_cores() const { return eval_cores_; }
 
   // Waits until no call is in flight or `grace` has passed (calls arriving meanwhile are still
   // served, so a steady stream waits out the grace), then shuts gRPC down at once: calls still
   // running are cancelled, idle client connections do not hold it up. Then the blocking pool
-  // runs what it had queued, and the reaper and the kernel workers end. The first call does the
-  // work; later calls (also concurrent ones) return at once.
+  // runs what it had queued (kernel requests among it fail UNAVAILABLE), and the reaper and the
+  // kernel worker processes end (WorkerPool::Stop), whoever else holds the pool. The first call
+  // does the work; later calls (also concurrent ones) return at once.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
  private:

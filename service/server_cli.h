@@ -13,7 +13,7 @@ namespace looptool::service {
 
 // What a binary adds to the server (the production binary: nothing; tests: a fault injector).
 struct ServerExtensions {
-  std::function<std::shared_ptr<KernelEvaluator>(std::shared_ptr<WorkerPool>)> wrap_evaluator;
+  std::function<std::shared_ptr<KernelTimer>(std::shared_ptr<WorkerPool>)> wrap_timer;
   std::function<absl::StatusOr<std::string>(const Episode&, const std::string& key,
                                             const std::string& value)>
       parameter_handler;

@@ -38,7 +38,7 @@ int Main() {
     return 2;
   }
   Environment env(LoopTree::Initial(std::make_shared<const Program>(*std::move(program))),
-                  LoopToolActionSpace(), limits, nullptr);
+                  LoopToolActionSpace(), limits);
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_actions), ',', absl::SkipEmpty())) {
     auto action = ActionFromName(name);

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/actions/apply.h"
+#include "backend/codegen/kernel_plan.h"
+#include "backend/codegen/register_budget.h"
 
 namespace looptool {
 namespace {
@@ -17,8 +19,8 @@ namespace {
 constexpr std::pair<int, int> kBlocks[] = {{4, 4},  {4, 3}, {8, 2},  {6, 3}, {6, 2}, {6, 4},
                                            {12, 2}, {16, 1}, {24, 1}, {12, 1}, {8, 3}, {3, 4},
                                            {2, 4},  {8, 1}, {1, 4},  {1, 3}, {1, 2}, {1, 1}};
-// Vector registers the code generator keeps for operand and arithmetic temporaries.
-constexpr int kReservedRegisters = 3;
+// Rows of the blocks that hold all of a v longer than 4 vectors (1: outputs with one variable).
+constexpr int kWideVectorRows[] = {4, 3, 2, 6, 1};
 // A reduction longer than this gets a variant tiled by kReductionTile.
 constexpr int64_t kReductionUntiledMax = 96;
 constexpr int kReductionTile = 64;
@@ -34,6 +36,7 @@ struct Plan {
   std::vector<std::pair<int, int64_t>> splits;  // variable, inner size
   std::vector<Slot> order;                      // outer to inner
   std::string description;
+  int accumulators = 0;
 };
 
 // The actions that turn `tree`'s untiled compute nest of statement `stmt` into `plan`, each
@@ -83,7 +86,8 @@ std::optional<std::pair<std::vector<Action>, LoopTree>> Realize(const LoopTree& 
 std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
                                      const SketchOptions& options) {
   const Program& p = tree.program();
-  if (p.num_statements() == 0 || options.lanes < 1) return {};
+  const int lanes = Traits(options.target).vector_width;
+  if (p.num_statements() == 0) return {};
   int stmt = 0;
   for (int s = 1; s < p.num_statements(); ++s) {
     if (p.StatementFlops(s) > p.StatementFlops(stmt)) stmt = s;
@@ -132,13 +136,22 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
   if (largest >= 0 && p.var(largest).extent > kReductionUntiledMax) {
     reduction_tiles.insert(reduction_tiles.begin(), kReductionTile);
   }
-  // v's blocks: 1-4 vectors, or all of v when it fits in 4.
+  // The registers the code generator leaves the output block (and cached operands).
+  const int max_accumulators = BudgetFor(options.target, lanes, st.post_op).accumulators;
+  // v's blocks: 1-4 vectors, or all of v when it fits the registers.
   std::vector<std::pair<int64_t, int>> vector_blocks;  // size (0: all of v), vectors
   for (int c = 1; c <= 4; ++c) {
-    if (int64_t{c} * options.lanes < ev) vector_blocks.push_back({int64_t{c} * options.lanes, c});
+    if (int64_t{c} * lanes < ev) vector_blocks.push_back({int64_t{c} * lanes, c});
   }
-  if (ev <= 4 * options.lanes) {
-    vector_blocks.push_back({0, static_cast<int>((ev + options.lanes - 1) / options.lanes)});
+  const int64_t all_vectors = (ev + lanes - 1) / lanes;
+  if (all_vectors <= max_accumulators) {
+    vector_blocks.push_back({0, static_cast<int>(all_vectors)});
+  }
+  // The register blocks tried: kBlocks, then all of a v of more than 4 vectors under a few rows
+  // (the code generator holds all of such a v wherever it fits, whatever its tiles).
+  std::vector<std::pair<int, int>> blocks(std::begin(kBlocks), std::end(kBlocks));
+  if (all_vectors > 4) {
+    for (int rows : kWideVectorRows) blocks.push_back({rows, static_cast<int>(all_vectors)});
   }
 
   struct Candidate {
@@ -146,11 +159,8 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
     Plan plan;
   };
   std::vector<Candidate> candidates;
-  // One-variable blocks: the accumulators, the one operand every row reuses (u's broadcast or
-  // v's vector, kept in a register) and the temporaries.
-  const int max_accumulators = options.registers - kReservedRegisters - 1;
-  for (int b = 0; b < static_cast<int>(std::size(kBlocks)); ++b) {
-    const auto [rows, vectors] = kBlocks[b];
+  for (int b = 0; b < static_cast<int>(blocks.size()); ++b) {
+    const auto [rows, vectors] = blocks[b];
     if (rows * vectors > max_accumulators) continue;
     for (const auto& [nb, c] : vector_blocks) {
       if (c != vectors) continue;
@@ -183,6 +193,8 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
                                        split_v ? absl::StrCat("/", nb) : std::string()));
           if (kb > 0) words.push_back(absl::StrCat("reduction ", p.var(largest).name, "/", kb));
           plan.description = absl::StrJoin(words, ", ");
+          plan.accumulators = static_cast<int>(
+              (u >= 0 ? std::min<int64_t>(rows, p.var(u).extent) : 1) * vectors);
           // A second row variable or an untiled reduction ranks with blocks a few places down.
           candidates.push_back({b + 4 * ki + 8 * ui, std::move(plan)});
         }
@@ -209,7 +221,7 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
           // (28 accumulators, no room) re-loads them for every row and runs at about half the
           // speed of 3 x 7 x 1 (ResNet-18's conv5 and conv2, measured here).
           const int64_t cached = e2 * c + 1;
-          if (rows * e2 * c + cached > options.registers - kReservedRegisters ||
+          if (rows * e2 * c + cached > max_accumulators ||
               rows >= p.var(u).extent) {
             continue;
           }
@@ -234,6 +246,7 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
                 "rows ", p.var(u).name, "/", rows, " x ", p.var(x2).name, ", vector ",
                 p.var(v).name, split_v ? absl::StrCat("/", nb) : std::string(),
                 kb > 0 ? absl::StrCat(", reduction ", p.var(largest).name, "/", kb) : "");
+            plan.accumulators = static_cast<int>(rows * e2 * c);
             candidates.push_back({rank + 4 * ki, std::move(plan)});
           }
         }
@@ -249,10 +262,17 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
     if (static_cast<int>(sketches.size()) >= options.max_sketches) break;
     auto realized = Realize(tree, stmt, c.plan, limits);
     if (!realized.has_value() || realized->first.empty()) continue;
+    // 3) The code generator keeps exactly this block in registers: where an enclosing loop's
+    // iterations fit too (a split that leaves one block and a tail, a short outer variable), it
+    // widens the register scope and the block is another sketch's.
+    if (Lower(realized->second, options.target).statements[stmt].accumulators !=
+        c.plan.accumulators) {
+      continue;
+    }
     const std::vector<StatementSchedule>& schedules = realized->second.schedules();
     if (std::find(reached.begin(), reached.end(), schedules) != reached.end()) continue;
     reached.push_back(schedules);
-    sketches.push_back({c.plan.description, std::move(realized->first)});
+    sketches.push_back({c.plan.description, std::move(realized->first), c.plan.accumulators});
   }
   return sketches;
 }

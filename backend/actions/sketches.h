@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/actions/action.h"
+#include "backend/codegen/isa.h"
 #include "backend/schedule/loop_tree.h"
 #include "backend/ir/limits.h"
 
@@ -20,11 +21,11 @@ namespace looptool {
 struct Sketch {
   std::string description;  // "rows m/4, vector n/64, reduction k/64"
   std::vector<Action> actions;
+  int accumulators = 0;     // the register block's vector registers (rows x vectors)
 };
 
 struct SketchOptions {
-  int lanes = 16;           // float lanes of one vector register
-  int registers = 32;       // vector registers; a block leaves 4 for operands
+  Isa target = Isa::kAvx512;  // sizes vectors (its lanes) and blocks (its RegisterBudget)
   int max_sketches = 16;
 };
 
@@ -33,9 +34,13 @@ struct SketchOptions {
 //   1) that statement's compute nest is untiled (one loop per variable);
 //   2) its output's last index variable v steps by 1 in the output and in every input that
 //      reads it (so v vectorizes without gathers);
-//   3) the block fits: rows * ceil(v's block / lanes) accumulators <= registers - 4; with a
-//      second row variable x (below), rows * x's extent * vectors accumulators, plus x's
-//      extent * vectors input vectors and a broadcast, <= registers - 3.
+//   3) the block fits the code generator's register budget for the statement
+//      (backend/codegen/register_budget.h): rows * ceil(v's block / lanes) accumulators at most
+//      its accumulators; with a second row variable x (below), rows * x's extent * vectors
+//      accumulators, plus x's extent * vectors input vectors and a broadcast, at most that;
+//      and the kernel the code generator plans for the sketch's tree holds exactly that block in
+//      registers (a candidate whose enclosing loops fit too, so that the plan's register block
+//      is wider, is left out: it is another sketch's block).
 // Each sketch orders the nest, outer to inner: the outer tile of the largest reduction variable
 // (when tiled), the outer tiles of the row variable u and of v, the other output variables, the
 // reductions (inner tiles), u's rows, v's block; u is another output variable (none for 1-D

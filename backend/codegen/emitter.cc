@@ -70,17 +70,15 @@ class KernelEmitter {
   // ---- statements -----------------------------------------------------------------------
   void EmitStatement(const StatementPlan& s) {
     s_ = &s;
-    const int regs = s.vector_registers;
-    int top = regs;
-    tmp_ = --top;
-    load0_ = --top;
-    load1_ = --top;
-    zero_ = s.post_op == PostOp::kRelu ? --top : -1;
-    const int mask = plan_.isa == Isa::kAvx2 && s.width > 1 ? --top : -1;
-    LT_CHECK(s.accumulators <= top);
+    const RegisterBudget& b = s.budget;
+    tmp_ = b.arithmetic;
+    load0_ = b.operand0;
+    load1_ = b.operand1;
+    zero_ = b.relu_zero;
+    LT_CHECK(s.accumulators <= b.accumulators);
     cache_regs_.clear();
-    for (int r = s.accumulators; r < top; ++r) cache_regs_.push_back(r);
-    vec_.SetWidth(s.width, mask);
+    for (int r = s.accumulators; r < b.accumulators; ++r) cache_regs_.push_back(r);
+    vec_.SetWidth(s.width, b.lane_mask);
 
     // Pointers: output, then inputs.
     gpr_used_.assign(std::size(kGprPool), false);

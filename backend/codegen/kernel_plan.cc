@@ -161,12 +161,8 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
     if (sp.width > 1) CollectTailLanes(sp, lanes);
 
     // The register scope: the outermost depth whose output block fits the accumulators.
-    const bool masked_tails = isa == Isa::kAvx2 && sp.width > 1;
-    // Two operand temporaries, one arithmetic temporary, relu's zero, AVX2's lane mask.
-    const int reserved = 3 + (sp.post_op == PostOp::kRelu ? 1 : 0) + (masked_tails ? 1 : 0);
-    // Scalar code stays in xmm0-15 (VEX-encodable on every AVX machine).
-    const int registers = sp.width == 1 ? 16 : traits.vector_registers;
-    const int64_t available = registers - reserved;
+    sp.budget = BudgetFor(isa, sp.width, sp.post_op);
+    const int64_t available = sp.budget.accumulators;
     const std::vector<int> out_vars = p.OutputVars(s);
     const int n = static_cast<int>(sp.loops.size());
     sp.scope = n;
@@ -177,7 +173,6 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
       }
     }
     sp.accumulators = static_cast<int>(Footprint(sp, out_vars, sp.scope));
-    sp.vector_registers = registers;
 
     // Unrolling: output loops in the scope always (their accumulators are fixed registers);
     // reduction loops in the scope while the unrolled body is small; `unroll` marks while the

@@ -13,6 +13,7 @@
 
 #include "backend/codegen/codegen_options.h"
 #include "backend/codegen/isa.h"
+#include "backend/codegen/register_budget.h"
 #include "backend/schedule/loop_tree.h"
 
 namespace looptool {
@@ -50,7 +51,7 @@ struct StatementPlan {
   int vector_loop = 0;      // index in `loops` of the vectorized loop
   int scope = 0;            // loops[scope..] are inside the register scope
   int accumulators = 0;     // vector registers the output block takes (at full extents)
-  int vector_registers = 16;  // registers the statement's code may use (xmm0-15 for scalar code)
+  RegisterBudget budget;    // how the statement's code divides the registers
   std::vector<LoopPlan> loops;  // the compute nest, outermost first
   AccessPlan output;
   std::vector<AccessPlan> inputs;

@@ -91,11 +91,11 @@ absl::StatusOr<std::optional<int64_t>> LoopToolV0Size(absl::string_view uri) {
 }
 
 LoopToolV0Episode::LoopToolV0Episode(int64_t size, int space,
-                                     std::shared_ptr<KernelEvaluator> evaluator)
+                                     std::shared_ptr<KernelTimer> timer)
     : size_(size),
       space_(space),
       program_(AddProgram(size)),
-      evaluator_(std::move(evaluator)),
+      timer_(std::move(timer)),
       order_{Level{size, 0}, Level{1, 0}, Level{1, 0}} {}
 
 std::unique_ptr<Episode> LoopToolV0Episode::Clone() const {
@@ -202,8 +202,8 @@ std::vector<int64_t> LoopToolV0Episode::ActionState() const {
 }
 
 absl::StatusOr<double> LoopToolV0Episode::Gflops() const {
-  if (!evaluator_) return absl::FailedPreconditionError("observation flops needs a kernel evaluator");
-  absl::StatusOr<Measurement> m = evaluator_->MeasureFor(Lower(), tenant_);
+  if (!timer_) return absl::FailedPreconditionError("observation flops needs a kernel timer");
+  absl::StatusOr<Measurement> m = timer_->MeasureFor(Lower(), tenant_);
   if (!m.ok()) return m.status();
   return m->gflops;
 }

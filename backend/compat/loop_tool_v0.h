@@ -32,8 +32,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "backend/env/engine.h"
 #include "backend/env/episode.h"
-#include "backend/env/evaluator.h"
+#include "backend/env/kernel_timer.h"
 #include "backend/env/observation.h"
 #include "backend/env/observation_registry.h"
 #include "backend/schedule/loop_tree.h"
@@ -42,11 +43,6 @@ namespace looptool::compat {
 
 inline constexpr char kLoopToolV0Dataset[] = "loop_tool-cpu-v0";
 inline constexpr int64_t kLoopToolV0MaxSize = 8 * 1024 * 1024 - 1;
-
-struct NamedActionSpace {
-  std::string name;
-  std::vector<std::string> actions;
-};
 
 // simple, then split (upstream's order).
 const std::vector<NamedActionSpace>& LoopToolV0ActionSpaces();
@@ -65,8 +61,8 @@ absl::StatusOr<std::optional<int64_t>> LoopToolV0Size(absl::string_view uri);
 
 class LoopToolV0Episode final : public Episode {
  public:
-  // `space` indexes LoopToolV0ActionSpaces(). `evaluator` may be null (flops then fails).
-  LoopToolV0Episode(int64_t size, int space, std::shared_ptr<KernelEvaluator> evaluator);
+  // `space` indexes LoopToolV0ActionSpaces(). `timer` may be null (flops then fails).
+  LoopToolV0Episode(int64_t size, int space, std::shared_ptr<KernelTimer> timer);
 
   std::unique_ptr<Episode> Clone() const override;
   const std::string& action_space_name() const override;
@@ -95,7 +91,7 @@ class LoopToolV0Episode final : public Episode {
   int64_t size_;
   int space_;
   std::shared_ptr<const Program> program_;
-  std::shared_ptr<KernelEvaluator> evaluator_;
+  std::shared_ptr<KernelTimer> timer_;
   std::array<Level, 3> order_;
   std::array<bool, 3> thread_ = {true, false, false};
   int cursor_ = 0;

@@ -89,7 +89,7 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
     waste = chunks > 0 ? (chunks * s.width - e) / (chunks * s.width) : 0;
   }
   f.push_back(waste);
-  f.push_back(static_cast<double>(s.accumulators) / std::max(1, s.vector_registers));
+  f.push_back(static_cast<double>(s.accumulators) / std::max(1, s.budget.registers));
   f.push_back(std::log2(1.0 + s.accumulators));
   int unrolled = 0;
   for (const LoopPlan& l : s.loops) unrolled += l.unrolled;

@@ -26,12 +26,12 @@ std::vector<ObservationSpace> ObservationSpaces(const Limits& limits) {
 }
 
 Environment::Environment(LoopTree initial, ActionSpace space, Limits limits,
-                         std::shared_ptr<KernelEvaluator> evaluator,
+                         KernelBackend kernels,
                          std::shared_ptr<const ObservationRegistry> observations)
     : tree_(std::move(initial)),
       space_(std::move(space)),
       limits_(limits),
-      evaluator_(std::move(evaluator)),
+      kernels_(std::move(kernels)),
       observations_(observations ? std::move(observations)
                                  : std::make_shared<const ObservationRegistry>(
                                        LoopToolObservations(limits))) {
@@ -53,16 +53,15 @@ absl::StatusOr<Observation> Environment::Observe(absl::string_view name) const {
     return absl::InvalidArgumentError(absl::StrCat("Unknown observation space: ", name));
   }
   return entry->compute(
-      ObservationInputs{tree_, history_, space_, limits_, evaluator_.get(), tenant_});
+      ObservationInputs{tree_, history_, space_, limits_, kernels_, tenant_});
 }
 
 absl::StatusOr<double> Environment::RemeasureGflops() const {
-  if (evaluator_ == nullptr) {
-    return absl::FailedPreconditionError("this environment has no kernel evaluator");
+  if (kernels_.timer == nullptr) {
+    return absl::FailedPreconditionError("this environment has no kernel timer");
   }
-  absl::StatusOr<Measurement> m = evaluator_->RemeasureFor(tree_, tenant_);
-  if (!m.ok()) return m.status();
-  return m->gflops;
+  ASSIGN_OR_RETURN(const Measurement m, kernels_.timer->RemeasureFor(tree_, tenant_));
+  return m.gflops;
 }
 
 }  // namespace looptool

@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "backend/actions/action.h"
 #include "backend/actions/action_space.h"
-#include "backend/env/evaluator.h"
+#include "backend/env/kernel_backend.h"
 #include "backend/env/observation.h"
 #include "backend/env/observation_registry.h"
 #include "backend/schedule/loop_tree.h"
@@ -24,16 +24,15 @@ std::vector<ObservationSpace> ObservationSpaces(const Limits& limits);
 
 class Environment {
  public:
-  // `evaluator` may be null: the timing observations (flops, runtime, peak_gflops) then fail
-  // with FAILED_PRECONDITION. `observations`: the registry to serve (null: LoopTool's for
-  // `limits`; a server shares one among its sessions). REQUIRES: initial.num_loops() <=
-  // limits.max_loops.
-  Environment(LoopTree initial, ActionSpace space, Limits limits,
-              std::shared_ptr<KernelEvaluator> evaluator,
+  // `kernels`: the target, timer and cost model the observations use (a default one has no
+  // timer: the timing observations then fail with FAILED_PRECONDITION). `observations`: the
+  // registry to serve (null: LoopTool's for `limits`; a server shares one among its sessions).
+  // REQUIRES: initial.num_loops() <= limits.max_loops.
+  Environment(LoopTree initial, ActionSpace space, Limits limits, KernelBackend kernels = {},
               std::shared_ptr<const ObservationRegistry> observations = nullptr);
 
   const LoopTree& tree() const { return tree_; }
-  // Whom the evaluator measures this episode's kernels for (KernelEvaluator::MeasureFor).
+  // Whom the timer measures this episode's kernels for (KernelTimer::MeasureFor).
   void set_tenant(uint64_t tenant) { tenant_ = tenant; }
   uint64_t tenant() const { return tenant_; }
   const ActionSpace& action_space() const { return space_; }
@@ -47,18 +46,18 @@ class Environment {
   absl::StatusOr<NoEffectReason> Step(int64_t index);
 
   // The named observation of the current state. INVALID_ARGUMENT for an unknown name; the
-  // evaluator's status for a timing observation whose kernel cannot be measured.
+  // timer's status for a timing observation whose kernel cannot be measured.
   absl::StatusOr<Observation> Observe(absl::string_view name) const;
 
-  // The current schedule's kernel timed again (KernelEvaluator::RemeasureFor), in GFLOPS.
-  // FAILED_PRECONDITION without an evaluator.
+  // The current schedule's kernel timed again (KernelTimer::RemeasureFor), in GFLOPS.
+  // FAILED_PRECONDITION without a timer.
   absl::StatusOr<double> RemeasureGflops() const;
 
  private:
   LoopTree tree_;
   ActionSpace space_;
   Limits limits_;
-  std::shared_ptr<KernelEvaluator> evaluator_;
+  KernelBackend kernels_;
   std::shared_ptr<const ObservationRegistry> observations_;
   std::vector<int> history_;
   uint64_t tenant_ = 0;

@@ -28,17 +28,25 @@ class Episode {
   // Applies the action at `index`; returns whether it changed the state. INVALID_ARGUMENT when
   // `index` is out of range (nothing changes).
   virtual absl::StatusOr<bool> Act(int64_t index) = 0;
+  // The index of an action given in the space's multi-discrete form (loop_nest's
+  // (transformation, level, parameter)). INVALID_ARGUMENT for a malformed one, and by default:
+  // spaces without such a form.
+  virtual absl::StatusOr<int64_t> MultiDiscreteIndex(const std::vector<int64_t>& action) const {
+    return absl::InvalidArgumentError(
+        "A multi-discrete action (transformation, level, parameter) is for action space "
+        "loop_nest, not " + action_space_name());
+  }
   // The named observation of the current state. INVALID_ARGUMENT for an observation this
   // episode does not serve; the evaluator's status for a timed one that cannot be measured.
   virtual absl::StatusOr<Observation> Observe(absl::string_view name) const = 0;
 
-  // The current kernel timed again (KernelEvaluator::RemeasureFor), in GFLOPS. UNIMPLEMENTED
+  // The current kernel timed again (KernelTimer::RemeasureFor), in GFLOPS. UNIMPLEMENTED
   // for episodes that cannot.
   virtual absl::StatusOr<double> RemeasureGflops() const {
     return absl::UnimplementedError("this action space's sessions cannot re-time their kernel");
   }
 
-  // Whom kernels are measured for (KernelEvaluator::MeasureFor).
+  // Whom kernels are measured for (KernelTimer::MeasureFor).
   virtual void set_tenant(uint64_t tenant) = 0;
   virtual uint64_t tenant() const = 0;
 };

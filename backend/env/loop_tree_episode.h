@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/actions/action_space.h"
 #include "backend/env/environment.h"
 #include "backend/env/episode.h"
 
@@ -25,6 +26,17 @@ class LoopTreeEpisode final : public Episode {
     absl::StatusOr<NoEffectReason> r = env_.Step(index);
     if (!r.ok()) return r.status();
     return *r == NoEffectReason::kNone;
+  }
+  // loop_nest's (transformation, level, parameter) (LoopNestIndex).
+  absl::StatusOr<int64_t> MultiDiscreteIndex(const std::vector<int64_t>& action) const override {
+    if (env_.action_space().name != LoopNestActionSpace().name) {
+      return Episode::MultiDiscreteIndex(action);
+    }
+    if (action.size() != 3) {
+      return absl::InvalidArgumentError(
+          "A multi-discrete action must hold three integers: (transformation, level, parameter)");
+    }
+    return LoopNestIndex(action[0], action[1], action[2]);
   }
   absl::StatusOr<Observation> Observe(absl::string_view name) const override {
     return env_.Observe(name);

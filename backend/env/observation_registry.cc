@@ -6,12 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "backend/actions/apply.h"
 #include "backend/actions/sketches.h"
+#include "backend/codegen/kernel_plan.h"
 #include "backend/features/stride_histogram.h"
 #include "backend/features/tensors.h"
 #include "backend/graph/node_link_json.h"
 #include "backend/graph/program_graph.h"
 #include "backend/schedule/ir_text.h"
 #include "backend/schedule/loop_tree_text.h"
+#include "util/status_macros.h"
 
 namespace looptool {
 namespace {
@@ -50,12 +52,18 @@ Entry Number(std::string name, Observation::Kind kind, double high, bool timed, 
   return {std::move(s), timed, std::move(fn)};
 }
 
-absl::StatusOr<Measurement> Measure(const ObservationInputs& in, absl::string_view name) {
-  if (in.evaluator == nullptr) {
+// The timer of a timed observation `name`; FAILED_PRECONDITION when there is none.
+absl::StatusOr<KernelTimer*> Timer(const ObservationInputs& in, absl::string_view name) {
+  if (in.kernels.timer == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("observation ", name, " needs a kernel evaluator, and none is attached"));
+        absl::StrCat("observation ", name, " needs a kernel timer, and none is attached"));
   }
-  return in.evaluator->MeasureFor(in.tree, in.tenant);
+  return in.kernels.timer.get();
+}
+
+absl::StatusOr<Measurement> Measure(const ObservationInputs& in, absl::string_view name) {
+  ASSIGN_OR_RETURN(KernelTimer* const timer, Timer(in, name));
+  return timer->MeasureFor(in.tree, in.tenant);
 }
 
 }  // namespace
@@ -110,53 +118,51 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
              }),
       Number("flops", Observation::Kind::kDouble, kInf, true,
              [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
-               absl::StatusOr<Measurement> m = Measure(in, "flops");
-               if (!m.ok()) return m.status();
-               return Observation::Double(m->gflops);
+               ASSIGN_OR_RETURN(const Measurement m, Measure(in, "flops"));
+               return Observation::Double(m.gflops);
              }),
       Number("runtime", Observation::Kind::kDouble, kInf, true,
              [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
-               absl::StatusOr<Measurement> m = Measure(in, "runtime");
-               if (!m.ok()) return m.status();
-               return Observation::Double(m->seconds);
+               ASSIGN_OR_RETURN(const Measurement m, Measure(in, "runtime"));
+               return Observation::Double(m.seconds);
              }),
       Number("peak_gflops", Observation::Kind::kDouble, kInf, true,
              [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
-               if (in.evaluator == nullptr) {
-                 return absl::FailedPreconditionError(
-                     "observation peak_gflops needs a kernel evaluator, and none is attached");
-               }
-               return Observation::Double(in.evaluator->PeakGflops());
+               ASSIGN_OR_RETURN(KernelTimer* const timer, Timer(in, "peak_gflops"));
+               ASSIGN_OR_RETURN(const double peak, timer->PeakGflops());
+               return Observation::Double(peak);
              }),
   };
   // The server's cost model's guess, untimed; it changes as the model learns.
   Entry predicted = Number(
       "predicted_gflops", Observation::Kind::kDouble, kInf, false,
       [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
-        if (in.evaluator == nullptr) {
-          return absl::FailedPreconditionError(
-              "observation predicted_gflops needs a kernel evaluator, and none is attached");
+        if (in.kernels.cost_model == nullptr) {
+          return absl::UnimplementedError("this server has no cost model");
         }
-        absl::StatusOr<double> g = in.evaluator->PredictGflops(in.tree);
-        if (!g.ok()) return g.status();
-        return Observation::Double(*g);
+        return Observation::Double(in.kernels.cost_model->PredictGflops(in.tree));
       });
   predicted.space.deterministic = false;
   predicted.space.platform_dependent = true;
   entries.push_back(std::move(predicted));
   // LoopNest-style starting schedules as loop_nest actions (backend/actions/sketches.h), sized
-  // for the evaluator's vector unit (AVX-512's without one).
+  // for the target's vector unit.
   Entry sketches = Text("sketches", [](const ObservationInputs& in) {
     SketchOptions options;
-    if (in.evaluator != nullptr) {
-      const KernelEvaluator::VectorUnit unit = in.evaluator->Vector();
-      options.lanes = unit.lanes;
-      options.registers = unit.registers;
-    }
+    options.target = in.kernels.target;
     return Observation::String(SketchesText(LoopNestSketches(in.tree, in.limits, options)));
   });
   sketches.space.platform_dependent = true;
   entries.push_back(std::move(sketches));
+  // What the code generator makes of the schedule for the target, untimed: per statement the
+  // vector width, the register block, the decisions worth telling (scalar fallbacks, ignored
+  // unroll marks) and the loops as emitted (backend/codegen/kernel_plan.h's DescribePlan).
+  Entry plan = Text("kernel_plan", [](const ObservationInputs& in) {
+    return Observation::String(
+        DescribePlan(Lower(in.tree, in.kernels.target), in.tree.program()));
+  });
+  plan.space.platform_dependent = true;
+  entries.push_back(std::move(plan));
   return ObservationRegistry(std::move(entries));
 }
 

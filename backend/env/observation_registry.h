@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "backend/actions/action_space.h"
-#include "backend/env/evaluator.h"
+#include "backend/env/kernel_backend.h"
 #include "backend/env/observation.h"
 #include "backend/schedule/loop_tree.h"
 #include "backend/ir/limits.h"
@@ -27,7 +27,7 @@ struct ObservationInputs {
   const std::vector<int>& history;  // last actions, loop_tool indices, oldest first
   const ActionSpace& action_space;
   const Limits& limits;
-  KernelEvaluator* evaluator;  // may be null: timed observations then fail
+  const KernelBackend& kernels;
   uint64_t tenant;
 };
 
@@ -67,7 +67,8 @@ using ObservationRegistry = ObservationTable<ObservationInputs>;
 
 // LoopTool's observations, shaped by `limits`: ir, loop_tree, loops_tensor, stride_tensor,
 // 5_prev_actions_tensor, ir_graph_networkx, ir_tree_networkx, action_mask, flop_count (untimed),
-// then flops, runtime, peak_gflops (timed), predicted_gflops and sketches (untimed).
+// then flops, runtime, peak_gflops (timed), predicted_gflops, sketches and kernel_plan
+// (untimed).
 ObservationRegistry LoopToolObservations(const Limits& limits);
 
 }  // namespace looptool

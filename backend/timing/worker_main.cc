@@ -13,7 +13,7 @@
 #include "absl/strings/strip.h"
 #include "backend/codegen/isa.h"
 #include "backend/schedule/ir_text.h"
-#include "backend/timing/local_evaluator.h"
+#include "backend/timing/local_timer.h"
 #include "backend/timing/worker_protocol.h"
 #include "backend/ir/limits.h"
 
@@ -45,13 +45,19 @@ absl::StatusOr<WorkerArgs> ParseArgs(int argc, char** argv) {
   return a;
 }
 
-WorkerReply Serve(const WorkerRequest& request, LocalEvaluator& evaluator, const Limits& limits,
+WorkerReply Serve(const WorkerRequest& request, LocalTimer& evaluator, const Limits& limits,
                   const WorkerExtension& extension) {
   WorkerReply reply;
   switch (request.task) {
-    case WorkerTask::kPeak:
-      reply.measurement.gflops = evaluator.PeakGflops();
+    case WorkerTask::kPeak: {
+      absl::StatusOr<double> peak = evaluator.PeakGflops();
+      if (peak.ok()) {
+        reply.measurement.gflops = *peak;
+      } else {
+        reply.status = peak.status();
+      }
       break;
+    }
     case WorkerTask::kExtension:
       if (!extension) {
         reply.status = absl::UnimplementedError("this kernel worker has no extension");
@@ -103,11 +109,11 @@ std::optional<int> MaybeRunKernelWorker(int argc, char** argv,
   }
   absl::StatusOr<Isa> isa = ParseIsa(args->isa);
   if (!isa.ok()) return 2;
-  LocalEvaluator::Options options;
+  LocalTimer::Options options;
   options.isa = *isa;
   options.timing.budget_seconds = args->budget_ms / 1000.0;
   options.adaptive = args->adaptive;
-  LocalEvaluator evaluator(options);
+  LocalTimer evaluator(options);
   // The server validated the program against all its limits; the IR it sends adds schedule
   // lines to the program text, so only the frame size bounds it here.
   Limits limits;

@@ -20,7 +20,7 @@ struct WorkerArgs {
   int core = -1;           // CPU to pin to; -1 leaves the affinity alone
   std::string isa = "auto";
   double budget_ms = 10;   // timing budget per new schedule (adaptive: its cap)
-  bool adaptive = true;    // LocalEvaluator::Options::adaptive
+  bool adaptive = true;    // LocalTimer::Options::adaptive
   int max_loops = 16;      // the server's Limits::max_loops (it has checked the rest)
   std::vector<std::string> ToArgv() const;
 };

@@ -55,14 +55,22 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(Options options) {
   return pool;
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (monitor_.joinable()) monitor_.join();
   absl::MutexLock lock(&mu_);
-  for (Worker& w : workers_) Kill(w);
+  for (Worker& w : workers_) {
+    if (!w.busy) {
+      Kill(w);
+    } else if (w.pid > 0) {
+      kill(w.pid, SIGKILL);  // its call reads end of file and cleans up
+    }
+  }
 }
 
 void WorkerPool::MonitorLoop() {
@@ -120,7 +128,7 @@ absl::Status WorkerPool::Spawn(Worker& worker) const {
   WorkerArgs args;
   args.fd = kWorkerFd;
   args.core = worker.core;
-  args.isa = options_.isa;
+  args.isa = Traits(options_.isa).name;
   args.budget_ms = options_.budget_ms;
   args.adaptive = options_.adaptive_timing;
   args.max_loops = options_.max_loops;
@@ -173,6 +181,11 @@ absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request, uint6
     mu_.Await(absl::Condition(
         +[](Waiter* w) { return w->worker != nullptr; }, &waiter));
     worker = waiter.worker;
+    if (stopping_) {
+      worker->busy = false;
+      Dispatch();
+      return absl::UnavailableError("the kernel workers have stopped (the server is shutting down)");
+    }
     int status = 0;
     if (worker->pid > 0 && waitpid(worker->pid, &status, WNOHANG) == worker->pid) {
       // Died while idle since the monitor last looked: not this request's kernel's doing.
@@ -251,8 +264,10 @@ absl::StatusOr<Measurement> WorkerPool::Evaluate(WorkerTask task, const LoopTree
   absl::StatusOr<Measurement> result = Measurement{};
   if (!reply.ok()) {
     result = reply.status();  // a crash (INTERNAL) or a hang (DEADLINE_EXCEEDED)
+  } else if (reply->status.code() == absl::StatusCode::kResourceExhausted) {
+    result = reply->status;  // code too large: the contract's own verdict
   } else if (!reply->status.ok()) {
-    // Whatever the worker could not do with a schedule the server accepted is an internal
+    // Whatever else the worker could not do with a schedule the server accepted is an internal
     // failure of this step, never the client's INVALID_ARGUMENT.
     result = absl::InternalError(
         absl::StrCat("the kernel of this schedule could not be measured: ", reply->status.message()));

@@ -1,12 +1,13 @@
-// WorkerPool: the KernelEvaluator the server uses. Kernels are compiled, verified and timed in
+// WorkerPool: the KernelTimer the server uses. Kernels are compiled, verified and timed in
 // worker processes (worker_main.h), one pinned to each measurement core, never in the caller's
 // process. Requests wait for a free worker in one queue per tenant (the service's session),
 // served round-robin, so one session's many or slow kernels cannot starve another's. A kernel
 // whose estimated cost (cost_estimate.h) exceeds max_kernel_seconds is refused before it runs
 // (RESOURCE_EXHAUSTED). A worker that crashes (INTERNAL) or overruns the deadline
-// (DEADLINE_EXCEEDED) is killed and replaced; only that request fails. Every other failure (the
-// code generator refusing a schedule, a kernel failing verification) is INTERNAL too, with the
-// worker's message. Results are cached by (program, schedule), failures included, so a schedule
+// (DEADLINE_EXCEEDED) is killed and replaced; only that request fails. What the worker answers
+// keeps KernelTimer's error contract: RESOURCE_EXHAUSTED for code too large, INTERNAL for a
+// kernel that cannot be generated or fails verification (any other code a worker sends is
+// INTERNAL too), with the worker's message. Results are cached by (program, schedule), failures included, so a schedule
 // that crashed or hung is not run again. A worker that dies while idle is reaped and replaced
 // by a monitor thread; the next request never pays for it. Thread-safe.
 #ifndef LOOPTOOL_BACKEND_TIMING_WORKER_POOL_H_
@@ -23,18 +24,19 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "backend/env/evaluator.h"
+#include "backend/codegen/isa.h"
+#include "backend/env/kernel_timer.h"
 #include "backend/timing/worker_protocol.h"
 
 namespace looptool {
 
-class WorkerPool : public KernelEvaluator {
+class WorkerPool final : public KernelTimer {
  public:
   struct Options {
     std::vector<int> cores;          // one worker pinned to each; empty: one unpinned worker
-    std::string isa = "auto";        // see ParseIsa
+    Isa isa = DetectIsa();           // the target kernels are generated for
     double budget_ms = 10;           // timing budget per new schedule (adaptive: its cap)
-    bool adaptive_timing = true;     // see LocalEvaluator::Options::adaptive
+    bool adaptive_timing = true;     // see LocalTimer::Options::adaptive
     int max_loops = 16;              // the loop trees callers send may have this many loops
     double deadline_seconds = 30;    // a request still running after this is a hang
     double max_kernel_seconds = 10;  // refuse kernels estimated to cost more (0: no bound);
@@ -58,20 +60,25 @@ class WorkerPool : public KernelEvaluator {
   static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(Options options);
   ~WorkerPool() override;
 
-  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override { return MeasureFor(tree, 0); }
   absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override;
-  // A worker times the schedule again (LocalEvaluator::RemeasureFor); not cached. A schedule
+  // A worker times the schedule again (LocalTimer::RemeasureFor); not cached. A schedule
   // whose measurement failed before fails the same way without running.
   absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
-  double PeakGflops() override { return peak_gflops_; }
+  // Measured by the first worker when the pool started.
+  absl::StatusOr<double> PeakGflops() override { return peak_gflops_; }
+  Isa isa() const { return options_.isa; }
 
   // Has a worker run its binary's WorkerExtension on `payload` (queued as `tenant`) and returns
   // the reply's status, or INTERNAL / DEADLINE_EXCEEDED when the worker crashed or hung (it is
   // then replaced). Not cached. UNIMPLEMENTED from workers with no extension.
   absl::Status RunExtension(std::string payload, uint64_t tenant = 0);
 
+  // Ends the workers now; every call after it (and every call still waiting for a worker) fails
+  // UNAVAILABLE. A kernel running meanwhile is killed with its worker. Idempotent; the
+  // destructor calls it.
+  void Stop();
+
   Stats stats() const;
-  int num_workers() const { return static_cast<int>(workers_.size()); }
   // The worker processes' ids (-1 for one not running); for tests.
   std::vector<pid_t> worker_pids() const;
 

@@ -8,13 +8,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "backend/env/evaluator.h"
+#include "backend/env/kernel_timer.h"
 
 namespace looptool {
 
 // What the worker is asked to do. kExtension goes to the WorkerExtension its binary installed
 // (tests install a fault injector; production binaries none: UNIMPLEMENTED).
-// kRemeasure times a schedule again (LocalEvaluator::RemeasureFor).
+// kRemeasure times a schedule again (LocalTimer::RemeasureFor).
 enum class WorkerTask : char { kMeasure = 'M', kRemeasure = 'R', kPeak = 'P', kExtension = 'X' };
 
 struct WorkerRequest {

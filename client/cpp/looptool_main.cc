@@ -42,6 +42,8 @@
 #include "datasets/split.h"
 #include "nlohmann/json.hpp"
 #include "service/server.h"
+#include "service/server_flags.h"
+#include "util/status_macros.h"
 
 ABSL_FLAG(std::string, benchmark, "benchmark://mm64_256_16_range-v0/mm112_208_256",
           "a benchmark URI, a bare mmM_N_K, or a file holding a program in the loop-nest language");
@@ -70,15 +72,8 @@ ABSL_FLAG(std::string, store, "",
           "tune: SQLite schedule store to start from and keep the best in; schedules: to list");
 ABSL_FLAG(std::string, host, "", "schedules: only those timed on a CPU whose name has this");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the random and evolution searches");
-ABSL_FLAG(double, timing_budget_ms, 10,
-          "embedded server: timing budget per new schedule (the fastest run within it counts; "
-          "with --timing=adaptive its cap)");
-ABSL_FLAG(std::string, timing, "adaptive",
-          "embedded server: adaptive (runs stop once their minimum settles or is clearly slower "
-          "than the best; candidates timed again with the whole budget) or fixed");
-ABSL_FLAG(std::string, eval_cores, "", "embedded server: comma-separated CPUs for kernel workers");
-ABSL_FLAG(std::string, auth_token_file, "",
-          "--server: a file whose first line is the server's shared token");
+// The embedded server's flags (--timing, --timing_budget_ms, --eval_cores, --isa, ...) and
+// --auth_token_file are service/server_flags.h's.
 ABSL_FLAG(std::string, tls_ca_file, "",
           "--server: connect over TLS, trusting the PEM certificates in this file");
 ABSL_FLAG(std::string, tls_server_name, "",
@@ -113,13 +108,7 @@ struct Connected {
 // The connection options the flags ask for (token, TLS).
 absl::StatusOr<ConnectionOptions> ConnectionFlags() {
   ConnectionOptions options;
-  if (const std::string file = absl::GetFlag(FLAGS_auth_token_file); !file.empty()) {
-    std::ifstream in(file);
-    std::getline(in, options.auth_token);
-    if (!in || options.auth_token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot read a token from ", file));
-    }
-  }
+  ASSIGN_OR_RETURN(options.auth_token, service::AuthTokenFromFlags());
   if (const std::string file = absl::GetFlag(FLAGS_tls_ca_file); !file.empty()) {
     std::ifstream in(file);
     std::ostringstream pem;
@@ -138,26 +127,10 @@ absl::StatusOr<Connected> Connect() {
   Connected c;
   std::string address = absl::GetFlag(FLAGS_server);
   if (address.empty()) {
-    service::ServerConfig config;
-    config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms);
-    const std::string timing = absl::GetFlag(FLAGS_timing);
-    if (timing != "adaptive" && timing != "fixed") {
-      return absl::InvalidArgumentError("--timing must be adaptive or fixed");
-    }
-    config.workers.adaptive_timing = timing == "adaptive";
-    for (absl::string_view cpu :
-         absl::StrSplit(absl::GetFlag(FLAGS_eval_cores), ',', absl::SkipEmpty())) {
-      int n = 0;
-      if (!absl::SimpleAtoi(cpu, &n)) return absl::InvalidArgumentError("bad --eval_cores");
-      config.workers.cores.push_back(n);
-    }
+    ASSIGN_OR_RETURN(service::ServerConfig config, service::ServerConfigFromFlags());
     // This process's threads (the search, gRPC's) stay off the kernel worker's core.
-    if (config.workers.cores.empty()) config.workers.cores = service::DefaultEvalCores();
     service::PinAwayFrom(config.workers.cores);
-    absl::StatusOr<std::unique_ptr<service::LoopToolServer>> server =
-        service::LoopToolServer::Start(config);
-    if (!server.ok()) return server.status();
-    c.embedded = *std::move(server);
+    ASSIGN_OR_RETURN(c.embedded, service::LoopToolServer::Start(std::move(config)));
     address = c.embedded->address();
   }
   absl::StatusOr<ConnectionOptions> options = ConnectionFlags();

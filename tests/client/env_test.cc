@@ -38,7 +38,7 @@ const std::vector<std::string> kLoopTuneSequence = {"split_4",  "down",    "swap
 Environment LocalEnv(const std::string& program_text, const std::vector<std::string>& actions) {
   Environment env(LoopTree::Initial(std::make_shared<const Program>(
                       *ParseProgram(program_text, Limits()))),
-                  LoopToolActionSpace(), Limits(), nullptr);
+                  LoopToolActionSpace(), Limits());
   for (const auto& a : actions) {
     env.Step(LoopToolActionSpace().IndexOf(*ActionFromName(a))).IgnoreError();
   }
@@ -233,7 +233,7 @@ TEST_F(ClientTest, SearchesReportTheirBestStatesRetimed) {
     ASSERT_TRUE(s.ok());
     EXPECT_EQ(s->Find("ir")->text, r->ir) << algorithm;
     EXPECT_EQ(s->Find("flops")->number, r->search_gflops) << algorithm;  // cached: as searched
-    // Re-timed (local_evaluator_test shows it runs the kernel again): near the search's number.
+    // Re-timed (local_timer_test shows it runs the kernel again): near the search's number.
     EXPECT_GT(r->gflops, 0.5 * r->search_gflops) << algorithm;
     EXPECT_LT(r->gflops, 2 * r->search_gflops) << algorithm;
   }

@@ -33,13 +33,10 @@ class Armed {
 };
 
 // Runs a tenant's armed fault in a worker before measuring; the step gets the fault's status.
-class FaultInjectingEvaluator : public KernelEvaluator {
+class FaultInjectingTimer : public KernelTimer {
  public:
-  FaultInjectingEvaluator(std::shared_ptr<WorkerPool> pool, std::shared_ptr<Armed> armed)
+  FaultInjectingTimer(std::shared_ptr<WorkerPool> pool, std::shared_ptr<Armed> armed)
       : pool_(std::move(pool)), armed_(std::move(armed)) {}
-  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override {
-    return MeasureFor(tree, 0);
-  }
   absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override {
     if (std::string fault = armed_->Take(tenant); !fault.empty()) {
       absl::Status s = pool_->RunExtension(fault, tenant);
@@ -47,7 +44,10 @@ class FaultInjectingEvaluator : public KernelEvaluator {
     }
     return pool_->MeasureFor(tree, tenant);
   }
-  double PeakGflops() override { return pool_->PeakGflops(); }
+  absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override {
+    return pool_->RemeasureFor(tree, tenant);
+  }
+  absl::StatusOr<double> PeakGflops() override { return pool_->PeakGflops(); }
 
  private:
   std::shared_ptr<WorkerPool> pool_;
@@ -59,8 +59,8 @@ class FaultInjectingEvaluator : public KernelEvaluator {
 service::ServerExtensions FaultServerExtensions() {
   auto armed = std::make_shared<Armed>();
   service::ServerExtensions ext;
-  ext.wrap_evaluator = [armed](std::shared_ptr<WorkerPool> pool) {
-    return std::make_shared<FaultInjectingEvaluator>(std::move(pool), armed);
+  ext.wrap_timer = [armed](std::shared_ptr<WorkerPool> pool) {
+    return std::make_shared<FaultInjectingTimer>(std::move(pool), armed);
   };
   ext.parameter_handler = [armed](const Episode& episode, const std::string& key,
                                   const std::string& value) -> absl::StatusOr<std::string> {

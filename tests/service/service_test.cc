@@ -139,7 +139,7 @@ Environment LocalEnv(const std::string& program_text, const std::vector<std::str
   auto program = ParseProgram(program_text, Limits());
   EXPECT_TRUE(program.ok());
   Environment env(LoopTree::Initial(std::make_shared<const Program>(*program)),
-                  LoopToolActionSpace(), Limits(), nullptr);
+                  LoopToolActionSpace(), Limits());
   for (const auto& a : actions) {
     env.Step(LoopToolActionSpace().IndexOf(*ActionFromName(a))).IgnoreError();
   }
@@ -197,7 +197,7 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
                                             "5_prev_actions_tensor", "ir_graph_networkx",
                                             "ir_tree_networkx", "action_mask", "flop_count",
                                             "flops", "runtime", "peak_gflops", "predicted_gflops",
-                                            "sketches", "action_state"));
+                                            "sketches", "kernel_plan", "action_state"));
   EXPECT_EQ(spaces.action_space_list(3).name(), "simple");
   EXPECT_THAT(spaces.action_space_list(3).space().named_discrete().name(),
               ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread"));
@@ -320,7 +320,7 @@ TEST_F(ServiceTest, LoopNestMultiDiscreteActions) {
   EXPECT_FALSE(reply.action_had_no_effect());
   Environment nest(LoopTree::Initial(std::make_shared<const Program>(
                        *ParseProgram(Mm112(), Limits()))),
-                   LoopNestActionSpace(), Limits(), nullptr);
+                   LoopNestActionSpace(), Limits());
   ASSERT_TRUE(nest.Step(4).ok());
   ASSERT_TRUE(nest.Step(256 + 2 * 16 + 1).ok());
   EXPECT_EQ(c.LoopTree(id), nest.Observe("loop_tree")->text);
@@ -565,7 +565,7 @@ TEST(ServiceLimits, TreesBeyondSixteenLoopsAreTimedWhenTheServerAllowsThem) {
   limits.max_loops = 24;
   Environment local(LoopTree::Initial(std::make_shared<const Program>(
                         *ParseProgram(datasets::MatmulProgram({64, 64, 64}), limits))),
-                    LoopToolActionSpace(), limits, nullptr);
+                    LoopToolActionSpace(), limits);
   while (local.tree().num_loops() <= 16) {
     bool moved = false;
     for (const std::string a : {"split_2", "down"}) {
@@ -648,21 +648,25 @@ Refusal RunServerToExit(const std::vector<std::string>& args) {
 }
 
 TEST(ServiceLimits, BadFlagsAreRefusedEachWithItsOwnMessage) {
-  const std::string kPositive =
-      "looptool-server: --session_idle_timeout, --max_sessions, --eval_deadline, "
-      "--timing_budget_ms and --max_loops must be positive";
+  // The flag types' own checks (service/server_flags.h), reported by Abseil's flag parser.
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--session_idle_timeout=0"}, kPositive},
-      {{"--max_sessions=0"}, kPositive},
-      {{"--eval_deadline=-1"}, kPositive},
-      {{"--timing_budget_ms=0"}, kPositive},
-      {{"--max_loops=0"}, kPositive},
-      {{"--max_kernel_seconds=-1"}, "looptool-server: --max_kernel_seconds must be >= 0"},
-      {{"--timing=fast"}, "looptool-server: --timing must be adaptive or fixed, got 'fast'"},
-      {{"--eval_cores=1,x"}, "looptool-server: --eval_cores takes CPU numbers, got 'x'"},
-      {{"--eval_cores=-2"}, "looptool-server: --eval_cores takes CPU numbers, got '-2'"},
+      {{"--session_idle_timeout=0"},
+       "Illegal value '0' specified for flag 'session_idle_timeout'; must be positive"},
+      {{"--max_sessions=0"}, "Illegal value '0' specified for flag 'max_sessions'; must be positive"},
+      {{"--eval_deadline=-1"},
+       "Illegal value '-1' specified for flag 'eval_deadline'; must be positive"},
+      {{"--timing_budget_ms=0"},
+       "Illegal value '0' specified for flag 'timing_budget_ms'; must be positive"},
+      {{"--max_loops=0"}, "Illegal value '0' specified for flag 'max_loops'; must be positive"},
+      {{"--max_kernel_seconds=-1"},
+       "Illegal value '-1' specified for flag 'max_kernel_seconds'; must be 0 or more"},
+      {{"--timing=fast"},
+       "Illegal value 'fast' specified for flag 'timing'; must be adaptive or fixed, got 'fast'"},
+      {{"--eval_cores=1,x"}, "specified for flag 'eval_cores'; takes CPU numbers (0, 1, ...), got 'x'"},
+      {{"--eval_cores=-2"}, "specified for flag 'eval_cores'; takes CPU numbers (0, 1, ...), got '-2'"},
+      {{"--isa=neon"}, "Illegal value 'neon' specified for flag 'isa'"},
       {{"--auth_token_file=/nonexistent/token"},
-       "looptool-server: cannot read a token from the first line of /nonexistent/token"},
+       "looptool-server: cannot read the token file /nonexistent/token"},
       {{"--tls_cert_file=/nonexistent/cert.pem"},
        "looptool-server: TLS needs both a certificate file and a key file"},
       {{"--bind=0.0.0.0"},

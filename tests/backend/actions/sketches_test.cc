@@ -5,6 +5,7 @@
 #include "backend/actions/sketches.h"
 
 #include "backend/actions/apply.h"
+#include "backend/codegen/kernel_plan.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -123,11 +124,49 @@ TEST(Sketches, AShortOutputRowJoinsTheChannelRowsInTheBlock) {
 
 TEST(Sketches, Avx2BlocksFitSixteenRegisters) {
   SketchOptions avx2;
-  avx2.lanes = 8;
-  avx2.registers = 16;
+  avx2.target = Isa::kAvx2;
   const std::vector<Sketch> sketches = LoopNestSketches(Initial(kMatmul), Limits{}, avx2);
   ASSERT_FALSE(sketches.empty());
   EXPECT_EQ(sketches[0].description, "rows m/4, vector n/24, reduction k/64");
+  // A fused relu keeps a zero register: 4 x 3 vectors no longer fit AVX2's 16 (11 are left).
+  const std::vector<Sketch> relu = LoopNestSketches(
+      Initial("C[m,n] += A[m,k] * B[k,n] -> relu; m=112 n=208 k=256"), Limits{}, avx2);
+  ASSERT_FALSE(relu.empty());
+  EXPECT_EQ(relu[0].description, "rows m/2, vector n/32, reduction k/64");
+  EXPECT_EQ(relu[0].accumulators, 8);
+}
+
+// One register budget: the block a sketch is sized for is the block the code generator keeps in
+// registers for the sketch's tree (its plan's accumulators), on both vector units, with and
+// without a relu's zero register, for one and two row variables.
+TEST(Sketches, EverySketchBlockIsThePlansRegisterBlock) {
+  const char* const kPrograms[] = {
+      kMatmul,
+      "C[m,n] += A[m,k] * B[k,n] -> relu; m=128 n=768 k=3072",
+      "C[m,n] += A[m,k] * B[k,n] -> relu; m=37 n=61 k=97",
+      kConv,
+      "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]; k=512 h=7 w=7 c=512 r=3 s=3",
+      "O[k,h,w] += I[c,h,w] * W[k,c]; k=96 h=14 w=14 c=576",
+  };
+  int checked = 0;
+  for (const char* text : kPrograms) {
+    const LoopTree start = Initial(text);
+    for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+      SketchOptions options;
+      options.target = isa;
+      const std::vector<Sketch> sketches = LoopNestSketches(start, Limits{}, options);
+      EXPECT_FALSE(sketches.empty()) << text;
+      for (const Sketch& sketch : sketches) {
+        const KernelPlan plan = Lower(Built(start, sketch), isa);
+        ASSERT_EQ(plan.statements.size(), 1u);
+        EXPECT_EQ(plan.statements[0].accumulators, sketch.accumulators)
+            << text << ", " << Traits(isa).name << ": " << sketch.description;
+        EXPECT_LE(sketch.accumulators, plan.statements[0].budget.accumulators);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 6 * 2 * 8);
 }
 
 TEST(Sketches, EachReachesADistinctTree) {
@@ -150,10 +189,20 @@ TEST(Sketches, NoneWhereTheVectorWouldGather) {
 }
 
 TEST(Sketches, OneDimensionalOutputsGetVectorBlocksOnly) {
+  // All of c fits AVX-512's registers (16 vectors), and the code generator holds all of it there
+  // whatever its tiles: the blocks are all of c.
   const std::vector<Sketch> sketches =
       LoopNestSketches(Initial("O[c] += I[r,c]; r=256 c=256"), Limits{});
-  ASSERT_FALSE(sketches.empty());
-  EXPECT_EQ(sketches[0].description, "vector c/64, reduction r/64");
+  // (Untiled, the nest is that block already: no other sketch.)
+  ASSERT_EQ(sketches.size(), 1u);
+  EXPECT_EQ(sketches[0].description, "vector c, reduction r/64");
+  EXPECT_EQ(sketches[0].accumulators, 16);
+  // A longer c takes blocks of 1-4 vectors.
+  const std::vector<Sketch> longer =
+      LoopNestSketches(Initial("O[c] += I[r,c]; r=256 c=1024"), Limits{});
+  ASSERT_FALSE(longer.empty());
+  EXPECT_EQ(longer[0].description, "vector c/64, reduction r/64");
+  EXPECT_EQ(longer[0].accumulators, 4);
 }
 
 TEST(Sketches, NoneForATiledNest) {

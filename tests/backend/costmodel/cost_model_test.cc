@@ -1,6 +1,6 @@
 // CostModel: the regression recovers a log-linear law exactly, stays silent until it has learned
-// enough, learns each distinct measurement once; LearningEvaluator feeds it from every kernel
-// measured and serves predicted_gflops through the environment.
+// enough, learns each distinct measurement once; LearningTimer feeds a LearnedCostModel from
+// every kernel measured, which serves predicted_gflops through the environment.
 #include "backend/costmodel/cost_model.h"
 
 #include <cmath>
@@ -8,7 +8,8 @@
 #include <random>
 
 #include "backend/actions/apply.h"
-#include "backend/costmodel/learning_evaluator.h"
+#include "backend/costmodel/learned_cost_model.h"
+#include "backend/costmodel/learning_timer.h"
 #include "backend/costmodel/plan_features.h"
 #include "backend/env/environment.h"
 #include "gmock/gmock.h"
@@ -53,29 +54,33 @@ TEST(CostModel, LearnsEachMeasurementOnceAndOnlyRealOnes) {
 }
 
 // A fake timer: GFLOPS that grow with the register block (accumulators), as real ones do.
-class FakeEvaluator : public KernelEvaluator {
+class FakeTimer : public KernelTimer {
  public:
-  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override {
+  absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t) override {
     ++calls;
     const std::vector<double> f = PlanFeatures(tree, Isa::kAvx2);
     return Measurement{1e-3, 5 * std::exp(0.4 * f[6] + 0.8 * f[1])};
   }
-  double PeakGflops() override { return 100; }
+  absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override {
+    return MeasureFor(tree, tenant);
+  }
+  absl::StatusOr<double> PeakGflops() override { return 100; }
   int calls = 0;
 };
 
-TEST(LearningEvaluator, PredictsWhatItMeasuredAfterEnoughKernels) {
-  auto fake = std::make_shared<FakeEvaluator>();
+TEST(LearningTimer, TeachesTheModelWhatItMeasuredAndItPredictsIt) {
+  auto fake = std::make_shared<FakeTimer>();
   CostModel::Options o;
   o.min_samples = 16;
-  auto learning = std::make_shared<LearningEvaluator>(fake, Isa::kAvx2, o);
+  auto model = std::make_shared<LearnedCostModel>(Isa::kAvx2, o);
+  KernelBackend kernels{Isa::kAvx2, std::make_shared<LearningTimer>(fake, model), model};
   const LoopTree initial = testing::InitialTree("C[m,n] += A[m,k] * B[k,n]; m=64 n=48 k=32");
-  Environment env(initial, LoopNestActionSpace(), Limits(), learning);
+  Environment env(initial, LoopNestActionSpace(), Limits(), kernels);
   EXPECT_EQ(env.Observe("predicted_gflops")->number, 0);  // nothing learned yet
   std::mt19937 rng(3);
   int measured = 0;
   for (int walk = 0; walk < 12; ++walk) {
-    Environment w(initial, LoopNestActionSpace(), Limits(), learning);
+    Environment w(initial, LoopNestActionSpace(), Limits(), kernels);
     for (int step = 0; step < 4; ++step) {
       const std::vector<bool> mask = ActionMask(w.tree(), LoopNestActionSpace(), Limits());
       std::vector<int> legal;
@@ -88,14 +93,16 @@ TEST(LearningEvaluator, PredictsWhatItMeasuredAfterEnoughKernels) {
     }
   }
   EXPECT_EQ(fake->calls, measured);
-  EXPECT_GE(learning->model().samples(), 16);
+  EXPECT_GE(model->samples(), 16);
   // The fake's law is log-linear in two of the features: the model has it (up to its ridge).
   const double predicted = env.Observe("predicted_gflops")->number;
   const double actual = env.Observe("flops")->number;
   EXPECT_NEAR(predicted, actual, 0.05 * actual);
-  EXPECT_EQ(learning->PeakGflops(), 100);
-  // Evaluators without a model say so.
-  EXPECT_EQ(fake->PredictGflops(initial).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(*kernels.timer->PeakGflops(), 100);
+  // Without a cost model the observation says so.
+  Environment unmodelled(initial, LoopNestActionSpace(), Limits(), {Isa::kAvx2, fake, nullptr});
+  EXPECT_EQ(unmodelled.Observe("predicted_gflops").status().code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   EXPECT_EQ(at("horizontal"), 0);
   EXPECT_EQ(at("log2_width"), 4);   // 16 lanes
   EXPECT_EQ(at("lane_waste"), 0);   // n' covers 64 = 4 x 16
-  EXPECT_EQ(at("register_fill"), 16.0 / Lower(t, Isa::kAvx512).statements[0].vector_registers);
+  EXPECT_EQ(at("register_fill"), 16.0 / Lower(t, Isa::kAvx512).statements[0].budget.registers);
   EXPECT_EQ(at("log2_accumulators"), std::log2(17.0));
   EXPECT_EQ(at("loops_in_block"), 3);  // k', m', n'
   EXPECT_EQ(at("unrolled_loops"), 2);  // m', n'

@@ -2,6 +2,7 @@
 // and shape as declared, and forks that never affect their parent.
 #include "backend/env/environment.h"
 
+#include "backend/codegen/kernel_plan.h"
 #include "backend/ir/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -11,24 +12,29 @@ namespace {
 
 using ::testing::ElementsAre;
 
-Environment MakeEnv(const ActionSpace& space, std::shared_ptr<KernelEvaluator> ev = nullptr) {
+Environment MakeEnv(const ActionSpace& space, KernelBackend kernels = {}) {
   auto p = ParseProgram("C[m,n] += A[m,k] * B[k,n]; m=112 n=208 k=256", Limits{});
   EXPECT_TRUE(p.ok());
   return Environment(LoopTree::Initial(std::make_shared<const Program>(*p)), space, Limits{},
-                     std::move(ev));
+                     std::move(kernels));
 }
 
-class FakeEvaluator : public KernelEvaluator {
+class FakeTimer : public KernelTimer {
  public:
-  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override {
+  absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t) override {
     ++calls;
     return Measurement{0.5, 2.0 * tree.num_loops()};
   }
-  double PeakGflops() override { return 123.0; }
-  absl::StatusOr<double> PredictGflops(const LoopTree& tree) override {
-    return 3.0 * tree.num_loops();
+  absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override {
+    return MeasureFor(tree, tenant);
   }
+  absl::StatusOr<double> PeakGflops() override { return 123.0; }
   int calls = 0;
+};
+
+class FakeCostModel : public CostPredictor {
+ public:
+  double PredictGflops(const LoopTree& tree) const override { return 3.0 * tree.num_loops(); }
 };
 
 TEST(Environment, StepsByIndexAndRecordsLoopToolIndices) {
@@ -47,8 +53,9 @@ TEST(Environment, StepsByIndexAndRecordsLoopToolIndices) {
 }
 
 TEST(Environment, EveryObservationMatchesItsDeclaredSpace) {
-  auto ev = std::make_shared<FakeEvaluator>();
-  Environment env = MakeEnv(LoopToolActionSpace(), ev);
+  auto ev = std::make_shared<FakeTimer>();
+  Environment env =
+      MakeEnv(LoopToolActionSpace(), {Isa::kAvx512, ev, std::make_shared<FakeCostModel>()});
   for (const ObservationSpace& space : ObservationSpaces(Limits{})) {
     SCOPED_TRACE(space.name);
     auto obs = env.Observe(space.name);
@@ -79,6 +86,29 @@ TEST(Environment, ObservationErrors) {
   Environment env = MakeEnv(LoopToolActionSpace());
   EXPECT_EQ(env.Observe("nope").status().message(), "Unknown observation space: nope");
   EXPECT_EQ(env.Observe("flops").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(env.Observe("peak_gflops").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(env.Observe("predicted_gflops").status().code(), absl::StatusCode::kUnimplemented);
+}
+
+// kernel_plan: the code generator's plan for the kernel backend's target, untimed.
+TEST(Environment, KernelPlanDescribesTheTargetsPlan) {
+  auto p = ParseProgram("C[m,n] += A[m,k] * B[k,n]; m=4 n=32 k=8", Limits{});
+  ASSERT_TRUE(p.ok());
+  const LoopTree tree = LoopTree::Initial(std::make_shared<const Program>(*p));  // m k n
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+    Environment env(tree, LoopToolActionSpace(), Limits{}, {isa, nullptr, nullptr});
+    absl::StatusOr<Observation> plan = env.Observe("kernel_plan");
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->text, DescribePlan(Lower(tree, isa), tree.program()));
+  }
+  Environment avx512(tree, LoopToolActionSpace(), Limits{}, {Isa::kAvx512, nullptr, nullptr});
+  EXPECT_EQ(avx512.Observe("kernel_plan")->text,
+            "statement 1: C[m, n] += A[m, k] * B[k, n]\n"
+            "  avx512, 16 lanes, 8 accumulators\n"
+            "  -- register scope\n"
+            "  for m in 4 (unrolled)\n"
+            "   for k in 8 (unrolled)\n"
+            "    for n in 32 by 16 lanes (unrolled)\n");
 }
 
 TEST(Environment, ForkIsIndependent) {
@@ -127,7 +157,7 @@ TEST(ObservationRegistry, TimedEntriesAndOneEntryExtensions) {
   auto p = ParseProgram("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16", Limits{});
   ASSERT_TRUE(p.ok());
   Environment env(LoopTree::Initial(std::make_shared<const Program>(*p)), LoopToolActionSpace(),
-                  Limits{}, nullptr, std::make_shared<const ObservationRegistry>(entries));
+                  Limits{}, {}, std::make_shared<const ObservationRegistry>(entries));
   ASSERT_TRUE(env.Step(1).ok());  // down
   EXPECT_EQ(env.Observe("cursor_depth")->integer, 1);
   EXPECT_EQ(env.Observe("nope").status().message(), "Unknown observation space: nope");

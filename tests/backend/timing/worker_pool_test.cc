@@ -34,21 +34,22 @@ std::unique_ptr<WorkerPool> StartPool(double deadline_seconds = 30) {
 TEST(WorkerPool, MeasuresInAWorkerAndCaches) {
   auto pool = StartPool();
   ASSERT_NE(pool, nullptr);
-  // The worker's measured peak: a failed measurement would read exactly 1.0 (the stand-in), and
-  // at least one FMA of the detected ISA's width every 2 ns on any real core, far below 1000.
-  const double peak = pool->PeakGflops();
-  EXPECT_GT(peak, 1.0);
+  // The worker's measured peak: at least one FMA of the detected ISA's width every 2 ns on any
+  // real core, far below 1000.
+  const absl::StatusOr<double> measured_peak = pool->PeakGflops();
+  ASSERT_TRUE(measured_peak.ok()) << measured_peak.status();
+  const double peak = *measured_peak;
   EXPECT_GE(peak, Traits(DetectIsa()).vector_width);
   EXPECT_LT(peak, 1000.0);
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
-  auto a = pool->Measure(t);
+  auto a = pool->MeasureFor(t, 0);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_GT(a->seconds, 0);
   EXPECT_NEAR(a->gflops, 2.0 * 32 * 48 * 16 / a->seconds * 1e-9, 1e-9 * a->gflops);
-  auto b = pool->Measure(WithActions(t, "down"));  // same schedule: cached, same number
+  auto b = pool->MeasureFor(WithActions(t, "down"), 0);  // same schedule: cached, same number
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->seconds, a->seconds);
-  ASSERT_TRUE(pool->Measure(WithActions(t, "split_4")).ok());
+  ASSERT_TRUE(pool->MeasureFor(WithActions(t, "split_4"), 0).ok());
   EXPECT_EQ(pool->stats().cache_hits, 1);
   EXPECT_EQ(pool->stats().measured, 3);  // the peak and two schedules
 }
@@ -60,7 +61,7 @@ TEST(WorkerPool, CrashingKernelFailsOneRequestAndTheWorkerIsReplaced) {
   EXPECT_EQ(crash.code(), absl::StatusCode::kInternal) << crash;
   EXPECT_THAT(std::string(crash.message()), ::testing::HasSubstr("crashed"));
   EXPECT_EQ(pool->stats().crashes, 1);
-  auto m = pool->Measure(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"));
+  auto m = pool->MeasureFor(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"), 0);
   EXPECT_TRUE(m.ok()) << m.status();
 }
 
@@ -70,7 +71,7 @@ TEST(WorkerPool, HangingKernelHitsTheDeadlineAndTheWorkerIsReplaced) {
   const absl::Status hang = pool->RunExtension("hang");
   EXPECT_EQ(hang.code(), absl::StatusCode::kDeadlineExceeded) << hang;
   EXPECT_EQ(pool->stats().timeouts, 1);
-  auto m = pool->Measure(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"));
+  auto m = pool->MeasureFor(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"), 0);
   EXPECT_TRUE(m.ok()) << m.status();
 }
 
@@ -80,7 +81,7 @@ TEST(WorkerPool, KernelsTooCostlyToEvaluateAreRefusedBeforeTheyRun) {
   // The mm2048_2048_2048: ~30 s in the reference interpreter alone.
   const LoopTree huge = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=2048 n=2048 k=2048");
   const absl::Time start = absl::Now();
-  auto m = pool->Measure(huge);
+  auto m = pool->MeasureFor(huge, 0);
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted) << m.status();
   EXPECT_THAT(std::string(m.status().message()),
@@ -153,9 +154,28 @@ TEST(WorkerPool, AWorkerThatDiesWhileIdleIsReplacedAndReaped) {
   EXPECT_GT(pool.worker_pids()[0], 0);
   EXPECT_EQ(waitpid(victim, nullptr, WNOHANG), -1);
   // The next request is not charged with the death.
-  auto m = pool.Measure(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"));
+  auto m = pool.MeasureFor(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"), 0);
   EXPECT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(pool.stats().crashes, 0);
+}
+
+// Stop ends the worker processes now, whoever else holds the pool, and later calls say why.
+TEST(WorkerPool, StopEndsTheWorkersAndLaterCallsFailUnavailable) {
+  std::shared_ptr<WorkerPool> pool = StartPool();
+  ASSERT_NE(pool, nullptr);
+  const std::shared_ptr<WorkerPool> other_owner = pool;
+  const std::vector<pid_t> pids = pool->worker_pids();
+  ASSERT_FALSE(pids.empty());
+  pool->Stop();
+  for (pid_t pid : pids) {
+    EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1) << pid;  // reaped: no child of ours any more
+  }
+  for (pid_t pid : pool->worker_pids()) EXPECT_EQ(pid, -1);
+  const absl::StatusOr<Measurement> m =
+      other_owner->MeasureFor(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"), 0);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(m.status().message()), ::testing::HasSubstr("stopped"));
+  pool->Stop();  // idempotent
 }
 
 }  // namespace

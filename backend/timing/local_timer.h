@@ -1,10 +1,11 @@
-// LocalEvaluator: the KernelEvaluator that compiles, verifies and times schedules in this
-// process, on this thread's core. A schedule is compiled and checked against the reference
+// LocalTimer: the KernelTimer that compiles, verifies and times schedules in this
+// process, on this thread's core (KernelTimer's error contract: RESOURCE_EXHAUSTED for code too
+// large, INTERNAL for a kernel that cannot be generated or fails verification). A schedule is compiled and checked against the reference
 // interpreter the first time it is seen; its measurement is cached under (program, schedule),
 // so cursor moves and revisited states cost nothing. Kernel workers run one each; benchmarks
 // and tests use it directly. Thread-safe (calls are serialized: one core, one measurement).
-#ifndef LOOPTOOL_BACKEND_TIMING_LOCAL_EVALUATOR_H_
-#define LOOPTOOL_BACKEND_TIMING_LOCAL_EVALUATOR_H_
+#ifndef LOOPTOOL_BACKEND_TIMING_LOCAL_TIMER_H_
+#define LOOPTOOL_BACKEND_TIMING_LOCAL_TIMER_H_
 
 #include <map>
 #include <memory>
@@ -15,12 +16,12 @@
 #include "backend/codegen/compile.h"
 #include "backend/codegen/isa.h"
 #include "backend/codegen/verify.h"
-#include "backend/env/evaluator.h"
+#include "backend/env/kernel_timer.h"
 #include "backend/timing/measure.h"
 
 namespace looptool {
 
-class LocalEvaluator : public KernelEvaluator {
+class LocalTimer final : public KernelTimer {
  public:
   struct Options {
     Isa isa = Isa::kSse;
@@ -55,13 +56,19 @@ class LocalEvaluator : public KernelEvaluator {
     double compile_seconds = 0, verify_seconds = 0, timing_seconds = 0;
   };
 
-  explicit LocalEvaluator(Options options);
+  explicit LocalTimer(Options options);
 
-  absl::StatusOr<Measurement> Measure(const LoopTree& tree) override;
+  // Tenants are ignored: calls are served in the order they take the lock.
+  absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override {
+    return Measure(tree);
+  }
+  absl::StatusOr<Measurement> Measure(const LoopTree& tree);
   // Measure() first (compile, verify, cache), then a fresh timing with the fixed `timing`
   // options, which is returned and not cached.
   absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
-  double PeakGflops() override;
+  // Measured once, at the first call: the best of a few spaced rounds. UNAVAILABLE when no round
+  // could run the peak kernel.
+  absl::StatusOr<double> PeakGflops() override;
   Stats stats() const;
   // Bytes of the cached programs' reference runs and buffers.
   int64_t cached_program_bytes() const;
@@ -89,4 +96,4 @@ class LocalEvaluator : public KernelEvaluator {
 
 }  // namespace looptool
 
-#endif  // LOOPTOOL_BACKEND_TIMING_LOCAL_EVALUATOR_H_
+#endif  // LOOPTOOL_BACKEND_TIMING_LOCAL_TIMER_H_

@@ -1,4 +1,4 @@
-#include "backend/timing/local_evaluator.h"
+#include "backend/timing/local_timer.h"
 
 #include <algorithm>
 
@@ -11,10 +11,10 @@
 
 namespace looptool {
 
-LocalEvaluator::LocalEvaluator(Options options)
+LocalTimer::LocalTimer(Options options)
     : options_(options), compiler_(options.isa, options.codegen) {}
 
-LocalEvaluator::ProgramData& LocalEvaluator::ProgramFor(const LoopTree& tree) {
+LocalTimer::ProgramData& LocalTimer::ProgramFor(const LoopTree& tree) {
   const std::string key = PrintProgram(tree.program());
   auto it = programs_.find(key);
   if (it == programs_.end()) {
@@ -45,12 +45,12 @@ LocalEvaluator::ProgramData& LocalEvaluator::ProgramFor(const LoopTree& tree) {
   return *it->second;
 }
 
-int64_t LocalEvaluator::cached_program_bytes() const {
+int64_t LocalTimer::cached_program_bytes() const {
   absl::MutexLock lock(&mu_);
   return program_bytes_;
 }
 
-absl::StatusOr<Measurement> LocalEvaluator::Measure(const LoopTree& tree) {
+absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
   absl::MutexLock lock(&mu_);
   const std::string key = absl::StrCat(PrintProgram(tree.program()), ScheduleKey(tree));
   if (auto it = schedules_.find(key); it != schedules_.end()) {
@@ -104,7 +104,7 @@ absl::StatusOr<Measurement> LocalEvaluator::Measure(const LoopTree& tree) {
   return result;
 }
 
-absl::StatusOr<Measurement> LocalEvaluator::RemeasureFor(const LoopTree& tree, uint64_t) {
+absl::StatusOr<Measurement> LocalTimer::RemeasureFor(const LoopTree& tree, uint64_t) {
   absl::StatusOr<Measurement> first = Measure(tree);
   if (!first.ok()) return first;
   absl::MutexLock lock(&mu_);
@@ -121,23 +121,32 @@ absl::StatusOr<Measurement> LocalEvaluator::RemeasureFor(const LoopTree& tree, u
                      static_cast<double>(tree.program().Flops()) / t.min_seconds * 1e-9};
 }
 
-double LocalEvaluator::PeakGflops() {
+absl::StatusOr<double> LocalTimer::PeakGflops() {
   absl::MutexLock lock(&mu_);
   if (peak_gflops_ == 0) {
     // The best of a few spaced rounds, so that a moment of contention at start-up (which would
     // lower the peak and inflate every reward after it) is outvoted.
     constexpr int kRounds = 5;
+    absl::Status last = absl::OkStatus();
     for (int round = 0; round < kRounds; ++round) {
       if (round > 0) absl::SleepFor(absl::Milliseconds(10));
-      auto peak = MeasurePeakGflops(options_.isa, options_.peak_budget_seconds / kRounds);
-      if (peak.ok()) peak_gflops_ = std::max(peak_gflops_, *peak);
+      absl::StatusOr<double> peak =
+          MeasurePeakGflops(options_.isa, options_.peak_budget_seconds / kRounds);
+      if (peak.ok()) {
+        peak_gflops_ = std::max(peak_gflops_, *peak);
+      } else {
+        last = peak.status();
+      }
     }
-    if (peak_gflops_ == 0) peak_gflops_ = 1.0;
+    if (peak_gflops_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("the FMA peak could not be measured: ", last.message()));
+    }
   }
   return peak_gflops_;
 }
 
-LocalEvaluator::Stats LocalEvaluator::stats() const {
+LocalTimer::Stats LocalTimer::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
 }

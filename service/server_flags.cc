@@ -1,0 +1,156 @@
+#include "service/server_flags.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "util/auth_token.h"
+#include "util/status_macros.h"
+
+namespace looptool::service {
+namespace {
+
+template <typename T>
+bool ParseNumber(absl::string_view text, T* out, std::string* error) {
+  bool ok = false;
+  if constexpr (std::is_same_v<T, double>) {
+    ok = absl::SimpleAtod(text, out);
+  } else {
+    ok = absl::SimpleAtoi(text, out);
+  }
+  if (!ok) *error = absl::StrCat("'", text, "' is not a number");
+  return ok;
+}
+
+}  // namespace
+
+bool AbslParseFlag(absl::string_view text, Positive<double>* out, std::string* error) {
+  if (!ParseNumber(text, &out->value, error)) return false;
+  if (out->value > 0) return true;
+  *error = "must be positive";
+  return false;
+}
+bool AbslParseFlag(absl::string_view text, Positive<int>* out, std::string* error) {
+  if (!ParseNumber(text, &out->value, error)) return false;
+  if (out->value > 0) return true;
+  *error = "must be positive";
+  return false;
+}
+bool AbslParseFlag(absl::string_view text, NonNegative<double>* out, std::string* error) {
+  if (!ParseNumber(text, &out->value, error)) return false;
+  if (out->value >= 0) return true;
+  *error = "must be 0 or more";
+  return false;
+}
+std::string AbslUnparseFlag(const Positive<double>& v) { return absl::StrCat(v.value); }
+std::string AbslUnparseFlag(const Positive<int>& v) { return absl::StrCat(v.value); }
+std::string AbslUnparseFlag(const NonNegative<double>& v) { return absl::StrCat(v.value); }
+
+bool AbslParseFlag(absl::string_view text, CpuList* out, std::string* error) {
+  out->cpus.clear();
+  for (absl::string_view c : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int cpu = 0;
+    if (!absl::SimpleAtoi(c, &cpu) || cpu < 0) {
+      *error = absl::StrCat("takes CPU numbers (0, 1, ...), got '", c, "'");
+      return false;
+    }
+    out->cpus.push_back(cpu);
+  }
+  return true;
+}
+std::string AbslUnparseFlag(const CpuList& v) { return absl::StrJoin(v.cpus, ","); }
+
+bool AbslParseFlag(absl::string_view text, TimingMode* out, std::string* error) {
+  if (text == "adaptive") {
+    *out = TimingMode::kAdaptive;
+  } else if (text == "fixed") {
+    *out = TimingMode::kFixed;
+  } else {
+    *error = absl::StrCat("must be adaptive or fixed, got '", text, "'");
+    return false;
+  }
+  return true;
+}
+std::string AbslUnparseFlag(TimingMode v) {
+  return v == TimingMode::kAdaptive ? "adaptive" : "fixed";
+}
+
+bool AbslParseFlag(absl::string_view text, IsaChoice* out, std::string* error) {
+  absl::StatusOr<Isa> isa = ParseIsa(text);
+  if (!isa.ok()) {
+    *error = std::string(isa.status().message());
+    return false;
+  }
+  out->name = std::string(text);
+  out->isa = *isa;
+  return true;
+}
+std::string AbslUnparseFlag(const IsaChoice& v) { return v.name; }
+
+absl::StatusOr<std::string> AuthTokenFromFlags() {
+  const std::string file = absl::GetFlag(FLAGS_auth_token_file);
+  if (file.empty()) return std::string();
+  return ReadAuthTokenFile(file);
+}
+
+absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
+  ServerConfig config;
+  config.bind = absl::GetFlag(FLAGS_bind);
+  config.port = absl::GetFlag(FLAGS_port);
+  ASSIGN_OR_RETURN(config.auth_token, AuthTokenFromFlags());
+  config.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  config.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  config.service.max_sessions = absl::GetFlag(FLAGS_max_sessions).value;
+  config.service.limits.max_loops = absl::GetFlag(FLAGS_max_loops).value;
+  config.session_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_session_idle_timeout).value);
+  config.upstream_spaces_first = absl::GetFlag(FLAGS_upstream_spaces_first);
+  config.workers.cores = absl::GetFlag(FLAGS_eval_cores).cpus;
+  if (config.workers.cores.empty()) config.workers.cores = DefaultEvalCores();
+  config.workers.isa = absl::GetFlag(FLAGS_isa).isa;
+  config.workers.deadline_seconds = absl::GetFlag(FLAGS_eval_deadline).value;
+  config.workers.max_kernel_seconds = absl::GetFlag(FLAGS_max_kernel_seconds).value;
+  config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms).value;
+  config.workers.adaptive_timing = absl::GetFlag(FLAGS_timing) == TimingMode::kAdaptive;
+  return config;
+}
+
+}  // namespace looptool::service
+
+using looptool::service::CpuList;
+using looptool::service::IsaChoice;
+using looptool::service::NonNegative;
+using looptool::service::Positive;
+using looptool::service::TimingMode;
+
+ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one");
+ABSL_FLAG(std::string, bind, "127.0.0.1",
+          "address to listen on; any but loopback needs --auth_token_file");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file whose first line is a shared token (visible ASCII; surrounding whitespace "
+          "dropped): a server requires it of every client (metadata authorization: Bearer), and "
+          "clients send it to --server(s)");
+ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain: serve TLS (with --tls_key_file)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(Positive<int>, max_sessions, Positive<int>{1024}, "live sessions at most");
+ABSL_FLAG(Positive<double>, session_idle_timeout, Positive<double>{3600},
+          "seconds after which an unused session is ended");
+ABSL_FLAG(CpuList, eval_cores, CpuList{},
+          "comma-separated CPUs, one kernel worker pinned to each (default: the last CPU); the "
+          "process's other threads stay off them");
+ABSL_FLAG(Positive<double>, eval_deadline, Positive<double>{30},
+          "seconds a kernel evaluation may take before it is a hang");
+ABSL_FLAG(NonNegative<double>, max_kernel_seconds, NonNegative<double>{10},
+          "refuse (RESOURCE_EXHAUSTED) kernels whose estimated evaluation cost is larger; 0: none");
+ABSL_FLAG(Positive<double>, timing_budget_ms, Positive<double>{10},
+          "timing budget for each new schedule, milliseconds (with --timing=adaptive: its cap)");
+ABSL_FLAG(TimingMode, timing, TimingMode::kAdaptive,
+          "adaptive: a new schedule's runs stop once their minimum settles or is clearly slower "
+          "than the best, and candidates are timed again with the whole budget; fixed: every new "
+          "schedule runs for the whole budget");
+ABSL_FLAG(IsaChoice, isa, (IsaChoice{"auto", looptool::DetectIsa()}),
+          "code generation target: auto (this CPU's best), avx512, avx2 or sse");
+ABSL_FLAG(Positive<int>, max_loops, Positive<int>{16}, "loops a loop tree may have (both nests)");
+ABSL_FLAG(bool, upstream_spaces_first, false,
+          "list CompilerGym loop_tool-v0's action spaces (simple, split) first in GetSpaces, for "
+          "CompilerGym clients of loop_tool-v0 that default to the first space");
