@@ -2,7 +2,6 @@
 
 #include <sched.h>
 
-#include <iterator>
 
 namespace looptool::bench {
 
@@ -19,14 +18,10 @@ std::vector<Shape> TestShapes(int count) {
 }
 
 std::vector<Shape> OffGridShapes(int count) {
-  static const datasets::MatmulShape kShapes[] = {
-      {37, 61, 97},   {127, 131, 139}, {100, 100, 100}, {53, 200, 311},
-      {250, 70, 190}, {512, 32, 64},   {32, 512, 128},  {96, 384, 48},
-      {199, 211, 223}, {300, 300, 45}, {64, 450, 333},  {481, 97, 257},
-  };
+  const std::vector<datasets::MatmulShape>& shapes = datasets::OffGridMatmuls();
   std::vector<Shape> out;
-  for (int i = 0; i < count && i < static_cast<int>(std::size(kShapes)); ++i) {
-    out.push_back({kShapes[i], true});
+  for (int i = 0; i < count && i < static_cast<int>(shapes.size()); ++i) {
+    out.push_back({shapes[i], true});
   }
   return out;
 }

@@ -19,7 +19,7 @@ struct Shape {
 
 // `count` test-split shapes, spread evenly over the split (at most its size).
 std::vector<Shape> TestShapes(int count);
-// The first `count` (at most 12) shapes off the grid.
+// The first `count` (at most 12) shapes off the grid (matmul_offgrid-v0's).
 std::vector<Shape> OffGridShapes(int count);
 
 // Pins the calling thread to `core` (nothing for a negative core).

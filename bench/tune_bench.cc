@@ -35,7 +35,7 @@
 #include "bench/matmul_shapes.h"
 #include "bench/references.h"
 #include "client/cpp/env.h"
-#include "client/cpp/search.h"
+#include "client/cpp/search/search.h"
 #include "datasets/matmul_range.h"
 #include "service/server.h"
 #include "service/server_flags.h"
@@ -333,10 +333,9 @@ int Main() {
     const std::string name = s.name();
     benches.push_back(
         {name, s.offgrid ? "offgrid" : "test",
-         (s.offgrid ? "benchmark://tune_bench-offgrid/" : "benchmark://mm64_256_16_range-v0/") +
+         (s.offgrid ? "benchmark://matmul_offgrid-v0/" : "benchmark://mm64_256_16_range-v0/") +
              name,
-         s.offgrid ? datasets::MatmulProgram(s.shape) : "",
-         [s](int core) { return LibraryGflops(s.shape, core); }});
+         "", [s](int core) { return LibraryGflops(s.shape, core); }});
   }
   for (int i = 0; i < absl::GetFlag(FLAGS_convs); ++i) {
     const Conv cv = kConvs[i];

@@ -28,6 +28,15 @@ std::string MatmulProgram(const MatmulShape& s) {
   return absl::StrCat("C[m,n] += A[m,k] * B[k,n]\nm=", s.m, " n=", s.n, " k=", s.k, "\n");
 }
 
+const std::vector<MatmulShape>& OffGridMatmuls() {
+  static const auto* const shapes = new std::vector<MatmulShape>{
+      {37, 61, 97},    {127, 131, 139}, {100, 100, 100}, {53, 200, 311},
+      {250, 70, 190},  {512, 32, 64},   {32, 512, 128},  {96, 384, 48},
+      {199, 211, 223}, {300, 300, 45},  {64, 450, 333},  {481, 97, 257},
+  };
+  return *shapes;
+}
+
 std::vector<MatmulShape> MatmulRange() {
   std::vector<MatmulShape> out;
   for (int64_t m = 64; m <= 256; m += 16) {

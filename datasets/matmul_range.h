@@ -14,6 +14,9 @@
 namespace looptool::datasets {
 
 inline constexpr char kMatmulRangeDataset[] = "mm64_256_16_range-v0";
+// Matmuls off the range's grid: odd, prime and rectangular sizes in 32..512, for evaluation
+// only (nothing trains on them: every one is in the test split).
+inline constexpr char kMatmulOffGridDataset[] = "matmul_offgrid-v0";
 
 struct MatmulShape {
   int64_t m = 0, n = 0, k = 0;
@@ -29,6 +32,8 @@ std::string MatmulProgram(const MatmulShape& shape);
 
 // The 2197 shapes in LoopTune's generator order (m, then n, then k ascending).
 std::vector<MatmulShape> MatmulRange();
+// matmul_offgrid-v0's 12 shapes, in a fixed order.
+const std::vector<MatmulShape>& OffGridMatmuls();
 // Whether a shape of the range is in the test split. The split is a fixed hash of the name
 // (FNV-1a, 64 bit): a shape is in test when hash % 5 == 0, so about 20%; the same on every
 // machine and independent of the order shapes are listed in.

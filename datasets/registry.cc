@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "datasets/catalog.h"
 #include "datasets/matmul_range.h"
@@ -14,10 +15,14 @@ constexpr char kPrefix[] = "benchmark://";
 }  // namespace
 
 std::vector<DatasetInfo> Datasets() {
-  std::vector<DatasetInfo> out = {{kMatmulRangeDataset,
-           "LoopTune's matmuls C[m,n] += A[m,k] * B[k,n], m, n, k in 64..256 step 16 (any mmM_N_K "
-           "resolves)",
-           static_cast<int64_t>(MatmulRange().size())}};
+  std::vector<DatasetInfo> out = {
+      {kMatmulRangeDataset,
+       "LoopTune's matmuls C[m,n] += A[m,k] * B[k,n], m, n, k in 64..256 step 16 (any mmM_N_K "
+       "resolves)",
+       static_cast<int64_t>(MatmulRange().size())},
+      {kMatmulOffGridDataset,
+       "Matmuls off that grid (odd, prime and rectangular sizes in 32..512), for evaluation only",
+       static_cast<int64_t>(OffGridMatmuls().size())}};
   for (const CatalogDataset& d : Catalog()) {
     out.push_back({d.name, d.description, static_cast<int64_t>(d.benchmarks.size())});
   }
@@ -28,6 +33,9 @@ std::vector<std::string> BenchmarkNames(absl::string_view dataset) {
   std::vector<std::string> out;
   if (dataset == kMatmulRangeDataset) {
     for (const MatmulShape& s : MatmulRange()) out.push_back(MatmulName(s));
+  }
+  if (dataset == kMatmulOffGridDataset) {
+    for (const MatmulShape& s : OffGridMatmuls()) out.push_back(MatmulName(s));
   }
   for (const CatalogDataset& d : Catalog()) {
     if (d.name != dataset) continue;
@@ -41,7 +49,33 @@ bool InTestSplit(absl::string_view dataset, absl::string_view name) {
     auto shape = ParseMatmulName(name);
     return shape.ok() && datasets::InTestSplit(*shape);
   }
+  if (dataset == kMatmulOffGridDataset) return true;
   return NameInTestSplit(name);
+}
+
+absl::StatusOr<Split> ParseSplit(absl::string_view name) {
+  if (name == "all") return Split::kAll;
+  if (name == "train") return Split::kTrain;
+  if (name == "test") return Split::kTest;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown split '", name, "': use all, train or test"));
+}
+
+absl::StatusOr<std::vector<std::string>> BenchmarkUris(absl::string_view dataset, Split split) {
+  const std::vector<std::string> names = BenchmarkNames(dataset);
+  if (names.empty()) {
+    std::vector<std::string> known;
+    for (const DatasetInfo& d : Datasets()) known.push_back(d.name);
+    return absl::NotFoundError(absl::StrCat("unknown dataset '", dataset,
+                                            "'; known: ", absl::StrJoin(known, ", ")));
+  }
+  std::vector<std::string> uris;
+  for (const std::string& name : names) {
+    if (split == Split::kAll || InTestSplit(dataset, name) == (split == Split::kTest)) {
+      uris.push_back(Uri(dataset, name));
+    }
+  }
+  return uris;
 }
 
 std::optional<std::string> ResolveUri(absl::string_view uri) {
@@ -53,6 +87,12 @@ std::optional<std::string> ResolveUri(absl::string_view uri) {
   if (dataset == kMatmulRangeDataset) {
     auto shape = ParseMatmulName(name);
     if (shape.ok()) return MatmulProgram(*shape);
+    return std::nullopt;
+  }
+  if (dataset == kMatmulOffGridDataset) {
+    for (const MatmulShape& s : OffGridMatmuls()) {
+      if (MatmulName(s) == name) return MatmulProgram(s);
+    }
     return std::nullopt;
   }
   for (const CatalogDataset& d : Catalog()) {

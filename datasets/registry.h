@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace looptool::datasets {
@@ -23,8 +24,16 @@ std::vector<DatasetInfo> Datasets();
 
 // The names of a dataset's benchmarks (without the URI prefix); empty for unknown datasets.
 std::vector<std::string> BenchmarkNames(absl::string_view dataset);
-// Whether `name` of `dataset` is in its test split.
+// Whether `name` of `dataset` is in its test split (datasets/split.h; every benchmark of an
+// evaluation-only dataset, matmul_offgrid-v0).
 bool InTestSplit(absl::string_view dataset, absl::string_view name);
+
+enum class Split { kAll, kTrain, kTest };
+// "all", "train" or "test"; INVALID_ARGUMENT otherwise.
+absl::StatusOr<Split> ParseSplit(absl::string_view name);
+// The URIs of a dataset's benchmarks in `split`, in the dataset's order. NOT_FOUND, listing the
+// datasets, for an unknown one.
+absl::StatusOr<std::vector<std::string>> BenchmarkUris(absl::string_view dataset, Split split);
 
 // The program of a benchmark URI, or nullopt when no dataset resolves it. Matmul URIs resolve
 // for any shape `mmM_N_K` (the server's caps apply when the program is parsed).

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "util/status_macros.h"
 #include "util/strict_int.h"
+#include "service/dataset_parameters.h"
 #include "service/proto_convert.h"
 
 namespace looptool::service {
@@ -348,10 +349,22 @@ absl::Status LoopToolService::SendSessionParameter(
 absl::Status LoopToolService::DoSendSessionParameter(
     const CallContext& call, const compiler_gym::SendSessionParameterRequest& request,
     compiler_gym::SendSessionParameterReply& reply) {
-  ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
-                   sessions_.Find(request.session_id(), absl::Now()));
+  if (request.parameter_size() > options_.max_parameters_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Too many parameters in one request: at most ", options_.max_parameters_per_request));
+  }
+  // Keys about the service's datasets need no session; the others are the session's.
+  std::shared_ptr<Session> session;
   for (const compiler_gym::SessionParameter& p : request.parameter()) {
     const std::string& key = p.key();
+    if (std::optional<absl::StatusOr<std::string>> answer = DatasetParameter(key, p.value())) {
+      RETURN_IF_ERROR(answer->status());
+      reply.add_reply(**std::move(answer));
+      continue;
+    }
+    if (session == nullptr) {
+      ASSIGN_OR_RETURN(session, sessions_.Find(request.session_id(), absl::Now()));
+    }
     if (key == "service.benchmark_cache.set_max_size_in_bytes") {
       int64_t bytes = 0;
       if (!ParseDecimal(p.value(), &bytes)) {

@@ -34,6 +34,7 @@ struct ServiceOptions {
   int max_actions_per_step = 4096;
   int max_observations_per_request = 64;
   int max_benchmarks_per_request = 64;
+  int max_parameters_per_request = 64;
   int64_t max_benchmark_cache_bytes = int64_t{64} << 20;   // one client's; clients may lower it
   int64_t max_total_benchmark_bytes = int64_t{512} << 20;  // all clients' together
   std::string compiler_version = "LoopTool 0.1";

@@ -2,41 +2,17 @@
 
 #include <sys/random.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "client/cpp/service_config.h"
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace looptool::client {
-namespace {
-
-// The channel's default service config: gRPC retries UNAVAILABLE for every method but Step (see
-// connection.h for why). maxAttempts counts the first attempt; gRPC draws each wait at random
-// below the current backoff (50, 100, 200 ms, at most 400 ms).
-constexpr char kRetryServiceConfig[] = R"json({
-  "methodConfig": [{
-    "name": [
-      {"service": "compiler_gym.CompilerGymService", "method": "GetVersion"},
-      {"service": "compiler_gym.CompilerGymService", "method": "GetSpaces"},
-      {"service": "compiler_gym.CompilerGymService", "method": "StartSession"},
-      {"service": "compiler_gym.CompilerGymService", "method": "ForkSession"},
-      {"service": "compiler_gym.CompilerGymService", "method": "EndSession"},
-      {"service": "compiler_gym.CompilerGymService", "method": "AddBenchmark"},
-      {"service": "compiler_gym.CompilerGymService", "method": "SendSessionParameter"}
-    ],
-    "retryPolicy": {
-      "maxAttempts": 4,
-      "initialBackoff": "0.05s",
-      "maxBackoff": "0.4s",
-      "backoffMultiplier": 2,
-      "retryableStatusCodes": ["UNAVAILABLE"]
-    }
-  }]
-})json";
-
-}  // namespace
 
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
@@ -69,7 +45,7 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Connect(const std::strin
   // resolve to (DNS TXT records) from replacing ours.
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
   args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
-  args.SetServiceConfigJSON(kRetryServiceConfig);
+  args.SetServiceConfigJSON(std::string(ClientServiceConfigJson()));
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!options.tls_root_certs.empty()) {
     grpc::SslCredentialsOptions ssl;
@@ -137,6 +113,50 @@ absl::StatusOr<std::vector<std::string>> Connection::ActionNames(const std::stri
   if (!i.ok()) return i.status();
   const auto& names = spaces_.action_space_list(*i).space().named_discrete().name();
   return std::vector<std::string>(names.begin(), names.end());
+}
+
+absl::StatusOr<std::string> Connection::ServiceParameter(const std::string& key,
+                                                         const std::string& value) const {
+  compiler_gym::SendSessionParameterRequest request;
+  compiler_gym::SessionParameter* p = request.add_parameter();
+  p->set_key(key);
+  p->set_value(value);
+  compiler_gym::SendSessionParameterReply reply;
+  absl::Status s = Invoke([&](grpc::ClientContext* ctx) {
+    return stub_->SendSessionParameter(ctx, request, &reply);
+  });
+  if (!s.ok()) return s;
+  if (reply.reply_size() != 1) {
+    return absl::InternalError(absl::StrCat("the server answered ", key, " with ",
+                                            reply.reply_size(), " replies, not one"));
+  }
+  return reply.reply(0);
+}
+
+absl::StatusOr<std::vector<DatasetInfo>> Connection::Datasets() const {
+  absl::StatusOr<std::string> text = ServiceParameter("looptool.datasets", "");
+  if (!text.ok()) return text.status();
+  std::vector<DatasetInfo> out;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits(' ', 3));
+    DatasetInfo d;
+    if (f.size() != 4 || !absl::SimpleAtoi(f[1], &d.size) || !absl::SimpleAtoi(f[2], &d.test_size)) {
+      return absl::InternalError(absl::StrCat("the server's dataset line '", line,
+                                              "' is not '<name> <size> <test size> <description>'"));
+    }
+    d.name = std::string(f[0]);
+    d.description = std::string(f[3]);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Connection::DatasetBenchmarks(
+    const std::string& dataset, const std::string& split) const {
+  absl::StatusOr<std::string> text =
+      ServiceParameter("looptool.dataset_benchmarks", absl::StrCat(dataset, ":", split));
+  if (!text.ok()) return text.status();
+  return std::vector<std::string>(absl::StrSplit(*text, '\n', absl::SkipEmpty()));
 }
 
 }  // namespace looptool::client

@@ -3,20 +3,21 @@
 // deadline instead of failing at once (wait_for_ready), so a restarted server or a dropped
 // connection is ridden out. Shared by every Env of one client; thread-safe.
 //
-// Retries are gRPC's, set by the channel's service config (kRetryServiceConfig in the .cc): a
-// call that fails UNAVAILABLE (a connection that broke under it, a server that restarted) is
-// sent again, up to 4 attempts in all with backoff from 50 ms to 400 ms, within its deadline.
-// That policy covers GetVersion, GetSpaces, StartSession, ForkSession, EndSession, AddBenchmark
-// and SendSessionParameter, and never Step: a step applies actions and must not run twice.
-// StartSession and ForkSession do retry: in the rare case that the connection broke after the
-// server ran the call, the orphaned session is reaped as idle, a smaller harm than failing every
-// first call after a server restart. (gRPC also retries, transparently, any call that never
+// Retries are gRPC's, set by the channel's service config (service_config.h: the one rule both
+// clients use): a call that fails UNAVAILABLE (a connection that broke under it, a server that
+// restarted) is sent again, up to 4 attempts in all with backoff from 50 ms to 400 ms, within
+// its deadline. That policy covers GetVersion, GetSpaces, StartSession, ForkSession, EndSession,
+// AddBenchmark and SendSessionParameter, and never Step: a step applies actions and must not run
+// twice. StartSession and ForkSession do retry: in the rare case that the connection broke after
+// the server ran the call, the orphaned session is reaped as idle, a smaller harm than failing
+// every first call after a server restart. (gRPC also retries, transparently, any call that never
 // reached the server, Step included.)
 #ifndef LOOPTOOL_CLIENT_CPP_CONNECTION_H_
 #define LOOPTOOL_CLIENT_CPP_CONNECTION_H_
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,13 @@ namespace looptool::client {
 
 // absl::Status of a gRPC status (the codes share their numbering).
 absl::Status FromGrpc(const grpc::Status& status);
+
+// A dataset the server resolves (its looptool.datasets parameter).
+struct DatasetInfo {
+  std::string name;  // "mm64_256_16_range-v0"
+  int64_t size = 0, test_size = 0;
+  std::string description;
+};
 
 struct ConnectionOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
@@ -88,6 +96,13 @@ class Connection {
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout,
                                                bool wait_for_ready = true) const;
 
+  // The server's datasets, and the URIs of one's benchmarks in `split` ("all", "train" or
+  // "test"), as the server lists them (the split is the server's, never mirrored here).
+  // NOT_FOUND for an unknown dataset, INVALID_ARGUMENT for an unknown split.
+  absl::StatusOr<std::vector<DatasetInfo>> Datasets() const;
+  absl::StatusOr<std::vector<std::string>> DatasetBenchmarks(const std::string& dataset,
+                                                             const std::string& split) const;
+
   // Index of the named observation space; NOT_FOUND when the server has none.
   absl::StatusOr<int> ObservationIndex(const std::string& name) const;
   // The names of the named action space, in index order; NOT_FOUND when there is none.
@@ -96,6 +111,9 @@ class Connection {
 
  private:
   Connection() = default;
+  // A SendSessionParameter the server answers without a session: its one reply.
+  absl::StatusOr<std::string> ServiceParameter(const std::string& key,
+                                               const std::string& value) const;
   std::string address_;
   absl::Duration call_timeout_;
   std::string client_id_;  // random: the server keys this client's benchmarks by it

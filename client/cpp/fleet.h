@@ -16,7 +16,7 @@
 #include "client/cpp/connection.h"
 #include "client/cpp/env.h"
 #include "client/cpp/schedule_store.h"
-#include "client/cpp/search.h"
+#include "client/cpp/search/search.h"
 
 namespace looptool::client {
 

@@ -22,6 +22,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "absl/flags/flag.h"
@@ -37,8 +38,7 @@
 #include "client/cpp/env.h"
 #include "client/cpp/fleet.h"
 #include "client/cpp/schedule_store.h"
-#include "client/cpp/search.h"
-#include "datasets/registry.h"
+#include "client/cpp/search/search.h"
 #include "datasets/split.h"
 #include "nlohmann/json.hpp"
 #include "service/server.h"
@@ -174,7 +174,7 @@ absl::StatusOr<FleetBenchmark> ReadBenchmark(const std::string& arg) {
   }
   if (absl::StartsWith(arg, "benchmark://")) return FleetBenchmark{arg, "", arg};
   if (absl::StartsWith(arg, "mm")) {
-    const std::string uri = datasets::Uri("mm64_256_16_range-v0", arg);
+    const std::string uri = absl::StrCat("benchmark://mm64_256_16_range-v0/", arg);
     return FleetBenchmark{uri, "", uri};
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -211,40 +211,41 @@ int Fail(const absl::Status& s) {
   return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
-// The benchmarks `tune` was asked for: --dataset's (its --split), or --benchmark's list.
-absl::StatusOr<std::vector<FleetBenchmark>> BenchmarkList() {
-  const int max = absl::GetFlag(FLAGS_max_benchmarks);
-  if (max < 1 || max > 100000) {
-    return absl::InvalidArgumentError("--max_benchmarks must be 1..100000");
-  }
+// The benchmarks `tune` was asked for: --dataset's (its --split, as `lister`'s server lists
+// them), or --benchmark's list.
+absl::StatusOr<std::vector<FleetBenchmark>> BenchmarkList(const Connection& lister) {
   std::vector<FleetBenchmark> out;
   if (const std::string dataset = absl::GetFlag(FLAGS_dataset); !dataset.empty()) {
-    const std::string split = absl::GetFlag(FLAGS_split);
-    if (split != "all" && split != "train" && split != "test") {
-      return absl::InvalidArgumentError("--split must be all, train or test");
+    absl::StatusOr<std::vector<std::string>> uris =
+        lister.DatasetBenchmarks(dataset, absl::GetFlag(FLAGS_split));
+    if (absl::IsNotFound(uris.status())) {  // a bad --dataset is a usage error
+      return absl::InvalidArgumentError(uris.status().message());
     }
-    const std::vector<std::string> names = datasets::BenchmarkNames(dataset);
-    if (names.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown dataset '", dataset, "'"));
-    }
-    for (const std::string& n : names) {
-      const bool test = datasets::InTestSplit(dataset, n);
-      if (split == "all" || test == (split == "test")) {
-        const std::string uri = datasets::Uri(dataset, n);
-        out.push_back({uri, "", uri});
-      }
-    }
+    if (!uris.ok()) return uris.status();
+    for (const std::string& uri : *uris) out.push_back({uri, "", uri});
   } else {
     for (absl::string_view b :
          absl::StrSplit(absl::GetFlag(FLAGS_benchmark), ',', absl::SkipEmpty())) {
-      absl::StatusOr<FleetBenchmark> read = ReadBenchmark(std::string(b));
-      if (!read.ok()) return read.status();
-      out.push_back(*std::move(read));
+      ASSIGN_OR_RETURN(FleetBenchmark read, ReadBenchmark(std::string(b)));
+      out.push_back(std::move(read));
     }
   }
   if (out.empty()) return absl::InvalidArgumentError("no benchmarks to tune");
-  if (out.size() > static_cast<size_t>(max)) out.resize(max);
+  const size_t max = static_cast<size_t>(absl::GetFlag(FLAGS_max_benchmarks));
+  if (out.size() > max) out.resize(max);
   return out;
+}
+
+// A connection to the first of `servers` that answers (to list datasets from).
+absl::StatusOr<std::shared_ptr<Connection>> FirstAnswering(const std::vector<std::string>& servers,
+                                                           const ConnectionOptions& options) {
+  absl::Status last = absl::UnavailableError("no server given");
+  for (const std::string& address : servers) {
+    absl::StatusOr<std::shared_ptr<Connection>> c = Connection::Connect(address, options);
+    if (c.ok()) return c;
+    last = c.status();
+  }
+  return last;
 }
 
 json ResultJson(const TuneResult& t) {
@@ -274,8 +275,12 @@ json ResultJson(const TuneResult& t) {
 }
 
 // tune over many benchmarks (--dataset, a --benchmark list, or --servers).
-int TuneMany(const std::vector<FleetBenchmark>& benchmarks, FleetOptions options) {
+int TuneMany(FleetOptions options) {
   const bool as_json = absl::GetFlag(FLAGS_json);
+  const int max = absl::GetFlag(FLAGS_max_benchmarks);
+  if (max < 1 || max > 100000) {
+    return Fail(absl::InvalidArgumentError("--max_benchmarks must be 1..100000"));
+  }
   std::vector<std::string> servers =
       absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
   if (servers.size() > 64) return Fail(absl::InvalidArgumentError("--servers: 64 at most"));
@@ -294,7 +299,14 @@ int TuneMany(const std::vector<FleetBenchmark>& benchmarks, FleetOptions options
     one = *std::move(c);
     if (!as_json) ReportEmbedded(one);
     servers.push_back(one.connection->address());
+  } else {
+    absl::StatusOr<std::shared_ptr<Connection>> lister = FirstAnswering(servers, *connection);
+    if (!lister.ok()) return Fail(lister.status());
+    one.connection = *std::move(lister);
   }
+  absl::StatusOr<std::vector<FleetBenchmark>> listed = BenchmarkList(*one.connection);
+  if (!listed.ok()) return Fail(listed.status());
+  const std::vector<FleetBenchmark>& benchmarks = *listed;
   absl::Mutex print_mu;
   int done = 0, failed = 0;
   std::map<std::string, int> per_server;
@@ -368,11 +380,9 @@ int Tune() {
                     !absl::GetFlag(FLAGS_servers).empty() ||
                     (absl::StrContains(arg, ',') && !std::filesystem::is_regular_file(arg));
   if (many) {
-    absl::StatusOr<std::vector<FleetBenchmark>> benchmarks = BenchmarkList();
-    if (!benchmarks.ok()) return Fail(benchmarks.status());
     FleetOptions options;
     options.tune = tune;
-    return TuneMany(*benchmarks, std::move(options));
+    return TuneMany(std::move(options));
   }
 
   absl::StatusOr<Connected> c = Connect();
@@ -482,29 +492,31 @@ int Eval() {
   return 0;
 }
 
+// Lists the server's datasets, or with --dataset its benchmarks (the server's lists and split).
 int Benchmarks() {
+  absl::StatusOr<Connected> c = Connect();
+  if (!c.ok()) return Fail(c.status());
   const std::string dataset = absl::GetFlag(FLAGS_dataset);
   if (dataset.empty()) {
+    absl::StatusOr<std::vector<DatasetInfo>> all = c->connection->Datasets();
+    if (!all.ok()) return Fail(all.status());
     std::printf("%-22s %6s %6s  %s\n", "dataset", "size", "test", "description");
-    for (const datasets::DatasetInfo& d : datasets::Datasets()) {
-      int test = 0;
-      for (const std::string& n : datasets::BenchmarkNames(d.name)) {
-        test += datasets::InTestSplit(d.name, n);
-      }
-      std::printf("%-22s %6lld %6d  %s\n", d.name.c_str(), static_cast<long long>(d.size), test,
-                  d.description.c_str());
+    for (const DatasetInfo& d : *all) {
+      std::printf("%-22s %6lld %6lld  %s\n", d.name.c_str(), static_cast<long long>(d.size),
+                  static_cast<long long>(d.test_size), d.description.c_str());
     }
     std::printf("\nURIs: benchmark://<dataset>/<name>; `looptool benchmarks --dataset=NAME` lists "
-                "names.\n");
+                "them ([test]: in the test split).\n");
     return 0;
   }
-  const std::vector<std::string> names = datasets::BenchmarkNames(dataset);
-  if (names.empty()) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("unknown dataset '", dataset, "'")));
-  }
-  for (const std::string& n : names) {
-    std::printf("%s%s\n", datasets::Uri(dataset, n).c_str(),
-                datasets::InTestSplit(dataset, n) ? "  [test]" : "");
+  absl::StatusOr<std::vector<std::string>> uris = c->connection->DatasetBenchmarks(dataset, "all");
+  absl::StatusOr<std::vector<std::string>> test =
+      c->connection->DatasetBenchmarks(dataset, "test");
+  if (!uris.ok()) return Fail(absl::InvalidArgumentError(uris.status().message()));
+  if (!test.ok()) return Fail(test.status());
+  const std::set<std::string> in_test(test->begin(), test->end());
+  for (const std::string& uri : *uris) {
+    std::printf("%s%s\n", uri.c_str(), in_test.count(uri) ? "  [test]" : "");
   }
   return 0;
 }

@@ -25,6 +25,11 @@ absl::StatusOr<Value> FromEvent(const compiler_gym::Event& e) {
       v.bools.assign(e.boolean_tensor().value().begin(), e.boolean_tensor().value().end());
       v.shape.assign(e.boolean_tensor().shape().begin(), e.boolean_tensor().shape().end());
       return v;
+    case compiler_gym::Event::kInt64Tensor:
+      v.kind = Value::Kind::kInt64s;
+      v.integers.assign(e.int64_tensor().value().begin(), e.int64_tensor().value().end());
+      v.shape.assign(e.int64_tensor().shape().begin(), e.int64_tensor().shape().end());
+      return v;
     case compiler_gym::Event::kDoubleValue:
       v.kind = Value::Kind::kDouble;
       v.number = e.double_value();

@@ -167,7 +167,7 @@ class CliTest(unittest.TestCase):
     def test_tune_many_refusals(self):
         p = run("tune", "--dataset=reduce-v0", "--split=some")
         self.assertEqual(p.returncode, 2)
-        self.assertIn("--split must be all, train or test", p.stderr)
+        self.assertIn("unknown split 'some': use all, train or test", p.stderr)
         p = run("tune", "--dataset=no-such-v0")
         self.assertEqual(p.returncode, 2)
         self.assertIn("unknown dataset 'no-such-v0'", p.stderr)

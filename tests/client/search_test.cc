@@ -1,7 +1,7 @@
 // The search names: ParseSearch() reads each of the ten into its kind, beam width and greedy
 // lookahead, SearchSpec::Name() gives the name back, and any other name is INVALID_ARGUMENT with
 // the valid ones listed. (Running the searches is env_test's, against a real server.)
-#include "client/cpp/search.h"
+#include "client/cpp/search/search.h"
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "backend/actions/action_space.h"
 #include "backend/env/environment.h"
 #include "backend/ir/parser.h"
@@ -352,6 +353,61 @@ TEST_F(ServiceTest, LoopNestMultiDiscreteActions) {
   EXPECT_EQ(s.error_message(),
             "A multi-discrete action (transformation, level, parameter) is for action space "
             "loop_nest, not loop_tool");
+}
+
+// The datasets and their splits are served (no session needed), so that clients never mirror
+// them: the lists are the server's.
+TEST_F(ServiceTest, DatasetsAndSplitsAreServedWithoutASession) {
+  Client c(server_->stub());
+  cg::SendSessionParameterReply reply;
+  ASSERT_TRUE(c.Param(0, "looptool.datasets", "", &reply).ok());
+  ASSERT_EQ(reply.reply_size(), 1);
+  std::vector<std::string> lines = absl::StrSplit(reply.reply(0), '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_THAT(lines[0], StartsWith("mm64_256_16_range-v0 2197 "));
+  EXPECT_THAT(lines[1], StartsWith("matmul_offgrid-v0 12 12 Matmuls off that grid"));
+  const auto list = [&](const std::string& value) {
+    cg::SendSessionParameterReply r;
+    grpc::Status s = c.Param(987654321, "looptool.dataset_benchmarks", value, &r);
+    EXPECT_TRUE(s.ok()) << value << ": " << s.error_message();
+    std::vector<std::string> uris;
+    if (r.reply_size() == 1) uris = absl::StrSplit(r.reply(0), '\n', absl::SkipEmpty());
+    return uris;
+  };
+  const std::vector<std::string> all = list("mm64_256_16_range-v0");
+  const std::vector<std::string> train = list("mm64_256_16_range-v0:train");
+  const std::vector<std::string> test = list("mm64_256_16_range-v0:test");
+  ASSERT_EQ(all.size(), 2197u);
+  EXPECT_EQ(all.front(), "benchmark://mm64_256_16_range-v0/mm64_64_64");
+  EXPECT_EQ(train.size() + test.size(), all.size());
+  EXPECT_GT(test.size(), 2197u / 6);  // about a fifth
+  EXPECT_LT(test.size(), 2197u / 4);
+  std::set<std::string> seen(train.begin(), train.end());
+  for (const std::string& uri : test) EXPECT_TRUE(seen.insert(uri).second) << uri;
+  EXPECT_EQ(seen, std::set<std::string>(all.begin(), all.end()));
+  const std::vector<std::string> offgrid = list("matmul_offgrid-v0:test");
+  ASSERT_EQ(offgrid.size(), 12u);
+  EXPECT_EQ(offgrid.front(), "benchmark://matmul_offgrid-v0/mm37_61_97");
+  EXPECT_TRUE(list("matmul_offgrid-v0:train").empty());
+  // The served URIs start sessions.
+  EXPECT_NE(c.StartOk(offgrid.back()), 0);
+  // Errors name what was wrong.
+  grpc::Status s = c.Param(0, "looptool.dataset_benchmarks", "nope-v0", &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), StartsWith("unknown dataset 'nope-v0'; known: mm64_256_16_range-v0"));
+  s = c.Param(0, "looptool.dataset_benchmarks", "conv2d-v0:validation", &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "unknown split 'validation': use all, train or test");
+  // Session keys still need a session.
+  s = c.Param(987654321, "looptool.benchmark", "", &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  // At most 64 parameters in one request.
+  cg::SendSessionParameterRequest many;
+  for (int i = 0; i < 65; ++i) many.add_parameter()->set_key("looptool.datasets");
+  grpc::ClientContext ctx;
+  s = server_->stub().SendSessionParameter(&ctx, many, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "Too many parameters in one request: at most 64");
 }
 
 TEST_F(ServiceTest, StatusCodesAndMessages) {

@@ -1,0 +1,45 @@
+// The search algorithms over a Searcher, one file each (search.h says what each does). Each
+// returns when its time is up or it has nothing left to try; the best state is the Searcher's.
+// An error is a call that failed before the time limit (after it, the best so far stands).
+#ifndef LOOPTOOL_CLIENT_CPP_SEARCH_ALGORITHMS_H_
+#define LOOPTOOL_CLIENT_CPP_SEARCH_ALGORITHMS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/cpp/policy.h"
+#include "client/cpp/search/clock.h"
+#include "client/cpp/search/search.h"
+#include "client/cpp/search/searcher.h"
+#include "client/cpp/search/state_source.h"
+
+namespace looptool::client::internal {
+
+// greedy.cc: the best node within `lookahead` actions; move by its first action; stop when no
+// node beats the current one or after `depth` moves.
+absl::Status Greedy(Searcher& s, int lookahead, int depth);
+
+// beam.cc: depth-first (Dfs) or level by level (Bfs) to `depth`, the `width` best new children
+// of each node.
+absl::Status BeamDfs(Searcher& s, int width, int depth);
+absl::Status BeamBfs(Searcher& s, int width, int depth);
+
+// random_walks.cc: random rollouts of `depth` legal actions from the start, until the time is up.
+absl::Status RandomWalks(Searcher& s, int depth, uint64_t seed);
+
+// policy_guided.cc: the policy's own episode first (every state on it measured), then
+// best-first over the measured states: the best one not yet expanded gets children by the
+// policy's `width` top-ranked actions. Paths stay within twice the episode length.
+absl::Status PolicyGuided(Searcher& s, const Policy& policy, int width, int depth);
+
+// policy_episode.cc: the policy's greedy episode of options.depth actions on a fork of `start`,
+// with no kernel timed but the final state's. A sketch_value policy's episode is one choice: the
+// sketch whose state it values most (RankSketches); none when the server has no sketch for the
+// nest (the start stands).
+absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const SearchOptions& options,
+                                           const Policy& policy, const Clock& clock);
+
+}  // namespace looptool::client::internal
+
+#endif  // LOOPTOOL_CLIENT_CPP_SEARCH_ALGORITHMS_H_

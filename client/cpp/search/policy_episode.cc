@@ -1,0 +1,60 @@
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "client/cpp/search/algorithms.h"
+#include "client/cpp/search/policy_fit.h"
+#include "client/cpp/search/sketch_ranking.h"
+#include "util/status_macros.h"
+
+namespace looptool::client::internal {
+namespace {
+
+// An episode's result: `source`'s final state, timed (the only kernel the episode times).
+absl::StatusOr<SearchResult> FinishEpisode(StateSource& source, SearchResult out,
+                                           const Clock& clock, absl::Time t0) {
+  ASSIGN_OR_RETURN(const StepResult last,
+                   source.Step({}, {"ir", "loop_tree", "flops", "peak_gflops"}));
+  out.ir = last.Find("ir")->text;
+  out.loop_tree = last.Find("loop_tree")->text;
+  out.gflops = last.Find("flops")->number;
+  out.search_gflops = out.gflops;
+  out.peak_gflops = last.Find("peak_gflops")->number;
+  out.states_evaluated = 1;
+  out.seconds = absl::ToDoubleSeconds(clock.Now() - t0);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const SearchOptions& options,
+                                           const Policy& policy, const Clock& clock) {
+  const absl::Time t0 = clock.Now();
+  RETURN_IF_ERROR(CheckPolicyFits(policy, start));
+  ASSIGN_OR_RETURN(std::unique_ptr<StateSource> source, start.Fork());
+  const absl::Time deadline = t0 + absl::Seconds(options.time_limit_seconds);
+  source->set_deadline(deadline);
+  SearchResult out;
+  if (policy.kind() == Policy::Kind::kSketchValue) {
+    ASSIGN_OR_RETURN(const std::vector<ValuedSketch> ranked,
+                     RankSketches(start, policy, deadline));
+    if (!ranked.empty()) {
+      RETURN_IF_ERROR(source->Step(ranked.front().path, {}).status());
+      for (int a : ranked.front().path) out.actions.push_back(start.action_names()[a]);
+    }
+    return FinishEpisode(*source, std::move(out), clock, t0);
+  }
+  const std::vector<std::string> observe = {"loops_tensor", "action_mask"};
+  ASSIGN_OR_RETURN(StepResult r, source->Step({}, observe));
+  for (int d = 0; d < options.depth; ++d) {
+    const std::vector<float>& features = r.Find("loops_tensor")->floats;
+    RETURN_IF_ERROR(CheckFeatures(policy, features));
+    const int action = policy.Act(features, r.Find("action_mask")->bools);
+    if (action < 0) break;
+    ASSIGN_OR_RETURN(r, source->Step({action}, observe));
+    out.actions.push_back(start.action_names()[action]);
+  }
+  return FinishEpisode(*source, std::move(out), clock, t0);
+}
+
+}  // namespace looptool::client::internal

@@ -1,0 +1,126 @@
+// Search: the LoopTune paper's search baselines and LoopTool's own searches over a StateSource
+// (a server session: env_state_source.h), as a performance engineer uses them:
+//   greedy1, greedy2      lookahead 1 or 2; move by the first action of the best path; stop when
+//                         nothing improves (greedy.cc)
+//   beam2dfs, beam4dfs    depth-first to the episode length, the `width` best children of each
+//                         node (beam.cc)
+//   beam2bfs, beam4bfs    level by level, the `width` best children of each frontier node
+//                         (beam.cc)
+//   random                random rollouts of the episode length (random_walks.cc)
+//   evolution             a population of the best states, varied by continued rollouts, cuts,
+//                         replaced actions and crossover (evolution.h)
+//   policy                a trained policy's greedy episode, only its final state timed; a
+//                         sketch_value policy's episode is one choice, the server's sketch whose
+//                         resulting state it values most (policy_episode.cc)
+//   policy_guided         best-first over measured states, expanding each by the policy's
+//                         top-ranked actions, the policy's own episode first; with a
+//                         sketch_value policy, evolution from the sketches it values in its top
+//                         half, in its order (policy_guided.cc)
+// Children are evaluated on forks of the session, ranked by measured GFLOPS (the published code
+// ranks beams by action name, a bug not copied here), and states already visited are never
+// measured again (searcher.h). Every algorithm stops at a hard time limit.
+#ifndef LOOPTOOL_CLIENT_CPP_SEARCH_SEARCH_H_
+#define LOOPTOOL_CLIENT_CPP_SEARCH_SEARCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "client/cpp/env.h"
+#include "client/cpp/policy.h"
+#include "client/cpp/search/clock.h"
+#include "client/cpp/search/state_source.h"
+
+namespace looptool::client {
+
+struct SearchProgress {
+  double best_gflops = 0;
+  double peak_gflops = 0;
+  int64_t states_evaluated = 0;
+  double elapsed_seconds = 0;
+};
+
+// Which search, and its parameters; ParseSearch() reads one from its name.
+struct SearchSpec {
+  enum class Kind { kGreedy, kBeamDfs, kBeamBfs, kRandom, kEvolution, kPolicy, kPolicyGuided };
+  Kind kind = Kind::kEvolution;  // the default (bench/results/tune_bench.md compares them)
+  int width = 0;      // beams: the children kept per node (0 for the others)
+  int lookahead = 0;  // greedy: the depth of the paths compared at each move (0 for the others)
+
+  // The name ParseSearch() reads this from ("beam4dfs").
+  std::string Name() const;
+};
+
+// "greedy1", "greedy2", "beam2dfs", "beam4dfs", "beam2bfs", "beam4bfs", "random", "evolution",
+// "policy" or "policy_guided"; INVALID_ARGUMENT, listing these, for any other name.
+absl::StatusOr<SearchSpec> ParseSearch(absl::string_view name);
+
+// The names ParseSearch() accepts, in the order above.
+const std::vector<std::string>& SearchAlgorithms();
+
+struct SearchOptions {
+  SearchSpec search;                    // evolution
+  double time_limit_seconds = 10;
+  int depth = 10;                       // LoopTune's episode length
+  uint64_t seed = 0;                    // random's and evolution's
+  // policy and policy_guided: the policy (nullptr: Policy::Default(), the sketch_value one);
+  // evolution: its seed (nullptr: Policy::LoopTuneDqn()). It must act in the session's action
+  // space (a sketch_value policy: loop_nest) and read its loops_tensor (INVALID_ARGUMENT
+  // otherwise).
+  const Policy* policy = nullptr;
+  // policy_guided: the policy's top actions expanded at each state.
+  int policy_width = 3;
+  // evolution: the policy's greedy episode seeds the population before the random rollouts,
+  // so that the search starts from a good schedule (evolution.h says how a policy of another
+  // space or a sketch_value policy seeds). Skipped when nothing fits, and when two or more of
+  // the server's sketches (below) were measured.
+  bool policy_seed = true;
+  // evolution: the server's sketches of the start state (the `sketches` observation:
+  // backend/actions/sketches.h) are measured first, within half the time limit, and join the
+  // population; in spaces without their action names (loop_tool, loop_tune) there are none.
+  bool sketches = true;
+  // evolution: once the server's cost model predicts (predicted_gflops), each generation
+  // proposes this many children, asks the model about each (untimed) and measures one of the
+  // half it ranks best (at random); fewer than 2: every child measured. Only for time limits up
+  // to `cost_model_up_to_seconds`, where it pays (bench/results/tune_bench_1s_cost_model.md
+  // and tune_bench_10s_cost_model.md).
+  int cost_model_candidates = 6;
+  double cost_model_up_to_seconds = 2;
+  // The best `retime_top` distinct kernels (and the start) are timed again at the end with the
+  // server's full fixed budget (StateSource::Remeasure), in the last 5% of the time limit (at
+  // most 0.1 s; a kernel in progress may run past it); the fastest re-timed one is the result
+  // and its re-timed GFLOPS what is reported, so that the number is not the luckiest of
+  // thousands of measurements. 0: report the search's own measurements. Not for policy, which
+  // measures one state only.
+  int retime_top = 3;
+  // Called after every evaluated state (from the calling thread).
+  std::function<void(const SearchProgress&)> on_progress;
+};
+
+struct SearchResult {
+  std::vector<std::string> actions;  // from the start state to the best state
+  std::string loop_tree;             // of the best state
+  std::string ir;                    // of the best state (program and schedule)
+  double gflops = 0, peak_gflops = 0;  // gflops: re-timed when retimed
+  double start_gflops = 0;           // 0 for policy, which times only the final state
+  double search_gflops = 0;          // the best state's GFLOPS as the search measured it
+  bool retimed = false;              // gflops and start_gflops come from re-timing
+  int64_t states_evaluated = 0;      // distinct states whose kernel was measured
+  double seconds = 0;
+};
+
+// Searches from `start`'s current state (left unchanged), reading the time from `clock`.
+// INVALID_ARGUMENT for a beam width or greedy lookahead below 1, or a policy that does not fit
+// the session; DEADLINE_EXCEEDED, saying so, when the start state's kernel is not measured
+// within the time limit; the source's status when the start state cannot be measured.
+absl::StatusOr<SearchResult> Search(const StateSource& start, const SearchOptions& options,
+                                    const Clock& clock = RealClock());
+// The same from a server session.
+absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& options);
+
+}  // namespace looptool::client
+
+#endif  // LOOPTOOL_CLIENT_CPP_SEARCH_SEARCH_H_

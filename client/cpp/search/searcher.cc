@@ -1,0 +1,216 @@
+#include "client/cpp/search/searcher.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "util/status_macros.h"
+
+namespace looptool::client::internal {
+namespace {
+
+// The time kept at the end of the limit for re-timing the best states (SearchOptions::
+// retime_top): 5% of it, at most 0.1 s.
+constexpr double kRetimeShare = 0.05;
+constexpr double kRetimeSecondsMax = 0.1;
+
+std::vector<std::string> Observations(bool with_features) {
+  std::vector<std::string> o = {"ir", "loop_tree", "flops", "action_mask"};
+  if (with_features) o.push_back("loops_tensor");
+  return o;
+}
+
+double SearchSeconds(const SearchOptions& options) {
+  if (options.retime_top <= 0) return options.time_limit_seconds;
+  return options.time_limit_seconds -
+         std::min(kRetimeShare * options.time_limit_seconds, kRetimeSecondsMax);
+}
+
+// A state's kernel: its ir without the cursor (which does not change the kernel).
+std::string KernelKey(const std::string& ir) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(ir, '\n')) {
+    if (!absl::StartsWith(line, "cursor")) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+// The node of a step that observed ir, loop_tree, action_mask and, when the kernel could be
+// measured, flops (and loops_tensor when asked for).
+absl::StatusOr<Node> ToNode(std::vector<int> path, const StepResult& r) {
+  const Value* ir = r.Find("ir");
+  const Value* loop_tree = r.Find("loop_tree");
+  const Value* mask = r.Find("action_mask");
+  if (ir == nullptr || loop_tree == nullptr || mask == nullptr) {
+    return absl::InternalError("a search step did not observe ir, loop_tree and action_mask");
+  }
+  Node n;
+  n.path = std::move(path);
+  n.ir = ir->text;
+  n.loop_tree = loop_tree->text;
+  if (const Value* flops = r.Find("flops")) n.gflops = flops->number;
+  n.mask = mask->bools;
+  if (const Value* features = r.Find("loops_tensor")) n.features = features->floats;
+  return n;
+}
+
+}  // namespace
+
+std::vector<int> LegalActions(const Node& node) {
+  std::vector<int> legal;
+  for (int a = 0; a < static_cast<int>(node.mask.size()); ++a) {
+    if (node.mask[a]) legal.push_back(a);
+  }
+  return legal;
+}
+
+Searcher::Searcher(const StateSource& start, const SearchOptions& options, const Clock& clock,
+                   bool with_features)
+    : start_(start),
+      options_(options),
+      clock_(clock),
+      observations_(Observations(with_features)),
+      t0_(clock.Now()),
+      limit_(SearchSeconds(options)),
+      deadline_(t0_ + absl::Seconds(limit_)) {}
+
+double Searcher::Elapsed() const { return absl::ToDoubleSeconds(clock_.Now() - t0_); }
+
+absl::Status Searcher::Init() {
+  ASSIGN_OR_RETURN(std::unique_ptr<StateSource> source, start_.Fork());
+  source->set_deadline(deadline_);
+  std::vector<std::string> observations = observations_;
+  observations.push_back("peak_gflops");
+  ASSIGN_OR_RETURN(const StepResult r, source->Step({}, observations));
+  progress_.peak_gflops = r.Find("peak_gflops")->number;
+  ASSIGN_OR_RETURN(root_, ToNode({}, r));
+  visited_.emplace(root_.ir, root_);
+  best_ = root_;
+  Report();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<StateSource>> Searcher::Materialize(const Node& node) {
+  ASSIGN_OR_RETURN(std::unique_ptr<StateSource> source, start_.Fork());
+  source->set_deadline(deadline_);
+  if (!node.path.empty()) RETURN_IF_ERROR(source->Step(node.path, {}).status());
+  return source;
+}
+
+absl::StatusOr<Reached> Searcher::EvaluatePath(std::vector<int> path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<StateSource> source, start_.Fork());
+  source->set_deadline(deadline_);
+  absl::StatusOr<StepResult> r = source->Step(path, observations_);
+  if (!r.ok()) {
+    if (Expired()) return r.status();
+    r = source->Step({}, Unmeasured());
+    if (!r.ok()) return r.status();
+  }
+  return Record(std::move(path), *r);
+}
+
+absl::StatusOr<Reached> Searcher::Advance(StateSource& source, const Node& parent, int action) {
+  std::vector<int> path = parent.path;
+  path.push_back(action);
+  absl::StatusOr<StepResult> r = source.Step({action}, observations_);
+  if (!r.ok()) {
+    if (Expired()) return r.status();
+    // The action was applied; only the measurement failed. Look at the state without it.
+    r = source.Step({}, Unmeasured());
+    if (!r.ok()) return r.status();
+  }
+  return Record(std::move(path), *r);
+}
+
+absl::StatusOr<Reached> Searcher::Record(std::vector<int> path, const StepResult& r) {
+  ASSIGN_OR_RETURN(Node node, ToNode(std::move(path), r));
+  auto [it, inserted] = visited_.emplace(node.ir, node);
+  if (!inserted) {
+    Node seen = it->second;
+    seen.path = std::move(node.path);
+    return Reached{std::move(seen), /*is_new=*/false};
+  }
+  ++progress_.states_evaluated;
+  if (node.gflops > best_.gflops) best_ = node;
+  Report();
+  return Reached{std::move(node), /*is_new=*/true};
+}
+
+absl::StatusOr<Searcher::Prediction> Searcher::Predict(const std::vector<int>& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<StateSource> source, start_.Fork());
+  source->set_deadline(deadline_);
+  absl::StatusOr<StepResult> r = source->Step(path, {"ir", "predicted_gflops"});
+  if (!r.ok()) {
+    if (r.status().code() == absl::StatusCode::kUnimplemented) return Prediction{};
+    return r.status();
+  }
+  return Prediction{r->Find("predicted_gflops")->number,
+                    visited_.count(r->Find("ir")->text) > 0};
+}
+
+std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
+  std::vector<const Node*> nodes;
+  for (const auto& [ir, node] : visited_) {
+    if (node.gflops > 0 && node.ir != root_.ir) nodes.push_back(&node);
+  }
+  std::stable_sort(nodes.begin(), nodes.end(),
+                   [](const Node* a, const Node* b) { return a->gflops > b->gflops; });
+  // The best first and the start last: a slow start (an untiled convolution re-times for
+  // seconds) must not use up the time the winners need.
+  std::vector<const Node*> candidates;
+  std::set<std::string> kernels = {KernelKey(root_.ir)};
+  for (const Node* n : nodes) {
+    if (static_cast<int>(candidates.size()) >= k) break;
+    if (kernels.insert(KernelKey(n->ir)).second) candidates.push_back(n);
+  }
+  candidates.push_back(&root_);
+  std::optional<Retimed> best;
+  double start_gflops = 0;
+  for (const Node* n : candidates) {
+    if (Elapsed() >= options_.time_limit_seconds) break;
+    absl::StatusOr<std::unique_ptr<StateSource>> source = start_.Fork();
+    if (!source.ok()) break;
+    if (!n->path.empty() && !(*source)->Step(n->path, {}).ok()) continue;
+    absl::StatusOr<double> g = (*source)->Remeasure();
+    if (!g.ok()) continue;
+    if (n == &root_) start_gflops = *g;
+    if (!best.has_value() || *g > best->gflops) best = Retimed{*n, *g, 0};
+  }
+  if (best.has_value()) best->start_gflops = start_gflops;
+  return best;
+}
+
+absl::StatusOr<std::vector<Node>> Searcher::Expand(const StateSource& source, const Node& parent,
+                                                   SeenChildren seen) {
+  std::vector<Node> children;
+  for (int a = 0; a < static_cast<int>(parent.mask.size()) && !Expired(); ++a) {
+    if (!parent.mask[a]) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<StateSource> child, source.Fork());
+    ASSIGN_OR_RETURN(Reached reached, Advance(*child, parent, a));
+    if (reached.is_new || seen == SeenChildren::kInclude) {
+      children.push_back(std::move(reached.node));
+    }
+  }
+  std::stable_sort(children.begin(), children.end(),
+                   [](const Node& a, const Node& b) { return a.gflops > b.gflops; });
+  return children;
+}
+
+std::vector<std::string> Searcher::Unmeasured() const {
+  std::vector<std::string> out;
+  for (const std::string& o : observations_) {
+    if (o != "flops") out.push_back(o);
+  }
+  return out;
+}
+
+void Searcher::Report() {
+  progress_.best_gflops = best_.gflops;
+  progress_.elapsed_seconds = Elapsed();
+  if (options_.on_progress) options_.on_progress(progress_);
+}
+
+}  // namespace looptool::client::internal

@@ -1,0 +1,53 @@
+// StateSource: what a search explores, one state at a time: a session (or anything that behaves
+// like one) that forks, steps by action index and observes by name. The searches know nothing
+// else of where states come from: EnvStateSource (env_state_source.h) is a server session, and
+// unit tests use a deterministic fake. Not thread-safe; one source per thread.
+#ifndef LOOPTOOL_CLIENT_CPP_SEARCH_STATE_SOURCE_H_
+#define LOOPTOOL_CLIENT_CPP_SEARCH_STATE_SOURCE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/cpp/env.h"
+
+namespace looptool::client {
+
+class StateSource {
+ public:
+  virtual ~StateSource() = default;
+
+  // An independent source in this one's state, with its deadline.
+  virtual absl::StatusOr<std::unique_ptr<StateSource>> Fork() const = 0;
+  // Applies `actions` (indices of action_names()) in order, then returns `observations` (names:
+  // ir, loop_tree, flops, action_mask, loops_tensor, peak_gflops, predicted_gflops, sketches).
+  // A timed observation whose kernel cannot be measured fails the step; the actions stay
+  // applied.
+  virtual absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
+                                          const std::vector<std::string>& observations) = 0;
+  // The current state's kernel timed again with the full budget, in GFLOPS.
+  virtual absl::StatusOr<double> Remeasure() = 0;
+  // Calls (but Remeasure) end by `deadline` (DEADLINE_EXCEEDED); forks inherit it.
+  virtual void set_deadline(absl::Time deadline) = 0;
+
+  // The action space's name and its actions' names, in index order.
+  virtual const std::string& action_space() const = 0;
+  virtual const std::vector<std::string>& action_names() const = 0;
+  // The names of another action space the server has; NOT_FOUND when it has none such.
+  virtual absl::StatusOr<std::vector<std::string>> ActionNamesOf(
+      const std::string& space) const = 0;
+  // A new source on the same benchmark's initial state in action space `space`.
+  virtual absl::StatusOr<std::unique_ptr<StateSource>> StartInSpace(
+      const std::string& space) const = 0;
+
+  // Index of an action name, or -1.
+  int ActionIndex(const std::string& name) const;
+  // One observation of the current state.
+  absl::StatusOr<Value> Observe(const std::string& observation);
+};
+
+}  // namespace looptool::client
+
+#endif  // LOOPTOOL_CLIENT_CPP_SEARCH_STATE_SOURCE_H_

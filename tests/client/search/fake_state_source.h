@@ -1,0 +1,80 @@
+// A deterministic world for the searches' unit tests: states are `knobs` integers in [0, 7],
+// start all 0; action inc_<i> / dec_<i> moves knob i by one (no effect at the bounds, which the
+// action mask says). A state's GFLOPS is 10 + 80 * prod_i (1 - |k_i - target_i| / 8): a single
+// optimum of 90 at the target, approached knob by knob. Time is the world's own clock: a call
+// costs `call_cost`, the first measurement of a state `measure_cost` (later ones come from the
+// cache, as the server's do), a re-timing `measure_cost`; a call that would end after its
+// deadline advances the clock to the deadline and fails DEADLINE_EXCEEDED. The world counts
+// what was measured, in order.
+#ifndef LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
+#define LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/cpp/search/clock.h"
+#include "client/cpp/search/state_source.h"
+
+namespace looptool::client::testing {
+
+class FakeClock final : public Clock {
+ public:
+  absl::Time Now() const override { return now_; }
+  void Advance(absl::Duration d) { now_ += d; }
+
+ private:
+  absl::Time now_ = absl::UnixEpoch();
+};
+
+struct FakeWorld {
+  std::vector<int> target = {5, 2, 7};
+  int max_knob = 7;
+  absl::Duration call_cost = absl::Microseconds(100);
+  absl::Duration measure_cost = absl::Milliseconds(10);
+  std::string sketches;     // the `sketches` observation
+  bool cost_model = false;  // predicted_gflops: the exact GFLOPS; else UNIMPLEMENTED
+
+  FakeClock clock;
+  std::vector<std::string> measured;  // states whose kernel was measured, in order
+  std::map<std::string, int> times_observed;  // flops observations per state (cached or not)
+  int remeasured = 0;
+  int predictions = 0;
+
+  double Gflops(const std::vector<int>& knobs) const;
+  static std::string Key(const std::vector<int>& knobs);  // the `ir`: "knobs 5 2 7"
+};
+
+class FakeStateSource final : public StateSource {
+ public:
+  explicit FakeStateSource(std::shared_ptr<FakeWorld> world);
+
+  absl::StatusOr<std::unique_ptr<StateSource>> Fork() const override;
+  absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
+                                  const std::vector<std::string>& observations) override;
+  absl::StatusOr<double> Remeasure() override;
+  void set_deadline(absl::Time deadline) override { deadline_ = deadline; }
+  const std::string& action_space() const override { return space_; }
+  const std::vector<std::string>& action_names() const override { return names_; }
+  absl::StatusOr<std::vector<std::string>> ActionNamesOf(const std::string& space) const override;
+  absl::StatusOr<std::unique_ptr<StateSource>> StartInSpace(
+      const std::string& space) const override;
+
+  const std::vector<int>& knobs() const { return knobs_; }
+
+ private:
+  // Advances the clock by `cost`; DEADLINE_EXCEEDED (at the deadline) when that passes it.
+  absl::Status Spend(absl::Duration cost);
+  absl::StatusOr<Value> ObserveOne(const std::string& name);
+
+  std::shared_ptr<FakeWorld> world_;
+  std::string space_ = "fake";
+  std::vector<std::string> names_;
+  std::vector<int> knobs_;
+  absl::Time deadline_ = absl::InfiniteFuture();
+};
+
+}  // namespace looptool::client::testing
+
+#endif  // LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_

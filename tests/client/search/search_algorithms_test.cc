@@ -1,0 +1,261 @@
+// The search algorithms on a deterministic fake (fake_state_source.h), with its own clock: which
+// states each measures and in what order, that no state is measured twice, that time limits
+// and deadlines hold, re-timing, the sketches first, the cost model, a policy's one timed state,
+// and the one sketch parser. (Against a real server: tests/client/env_test.cc.)
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "client/cpp/policy.h"
+#include "client/cpp/search/search.h"
+#include "client/cpp/search/sketch_paths.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/client/search/fake_state_source.h"
+
+namespace looptool::client {
+namespace {
+
+using testing::FakeStateSource;
+using testing::FakeWorld;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+struct Trial {
+  std::shared_ptr<FakeWorld> world = std::make_shared<FakeWorld>();
+  SearchOptions options;
+
+  Trial(const std::string& search, double limit) {
+    options.search = *ParseSearch(search);
+    options.time_limit_seconds = limit;
+    options.retime_top = 0;
+    options.policy_seed = false;
+  }
+  absl::StatusOr<SearchResult> Go() {
+    FakeStateSource start(world);
+    return Search(start, options, world->clock);
+  }
+  // The search counts each distinct state it had measured once, however often it reached it
+  // (the start is not counted).
+  void ExpectEachStateCountedOnce(const SearchResult& r) const {
+    EXPECT_EQ(r.states_evaluated, static_cast<int64_t>(world->measured.size()) - 1);
+  }
+};
+
+TEST(SearchAlgorithms, Greedy1ClimbsToTheOptimumMeasuringEachStateOnce) {
+  Trial run("greedy1", 100);
+  run.options.depth = 20;
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ir, "knobs 5 2 7");
+  EXPECT_EQ(r->gflops, 90);
+  EXPECT_EQ(r->start_gflops, run.world->Gflops({0, 0, 0}));
+  EXPECT_EQ(r->actions.size(), 14u);  // 5 + 2 + 7 moves, each toward the target
+  run.ExpectEachStateCountedOnce(*r);
+  EXPECT_EQ(run.world->measured.front(), "knobs 0 0 0");
+}
+
+TEST(SearchAlgorithms, Greedy2RevisitsWithoutMeasuringAgain) {
+  Trial run("greedy2", 100);
+  run.options.depth = 20;
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ir, "knobs 5 2 7");
+  run.ExpectEachStateCountedOnce(*r);
+}
+
+TEST(SearchAlgorithms, Beam2BfsKeepsTheTwoBestChildrenPerNode) {
+  Trial run("beam2bfs", 100);
+  run.options.depth = 2;
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Level 1: the start's three children (every knob up); the two best are knob 2 (x2) and knob 0
+  // (x4/3). Level 2: their new children, in action order.
+  EXPECT_THAT(run.world->measured,
+              ElementsAre("knobs 0 0 0", "knobs 1 0 0", "knobs 0 1 0", "knobs 0 0 1",
+                          "knobs 1 0 1", "knobs 0 1 1", "knobs 0 0 2", "knobs 2 0 0",
+                          "knobs 1 1 0"));
+  EXPECT_EQ(r->states_evaluated, 8);
+  EXPECT_EQ(r->ir, "knobs 0 0 2");
+  EXPECT_THAT(r->actions, ElementsAre("inc_2", "inc_2"));
+}
+
+TEST(SearchAlgorithms, BeamDfsGoesDepthFirst) {
+  Trial run("beam2dfs", 100);
+  run.options.depth = 3;
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  // The start's children; then the best child's (knob 2) and its two best children's children,
+  // before the second best child's (knob 0).
+  EXPECT_THAT(run.world->measured,
+              ElementsAre("knobs 0 0 0", "knobs 1 0 0", "knobs 0 1 0", "knobs 0 0 1",
+                          "knobs 1 0 1", "knobs 0 1 1", "knobs 0 0 2", "knobs 1 0 2",
+                          "knobs 0 1 2", "knobs 0 0 3", "knobs 2 0 1", "knobs 1 1 1",
+                          "knobs 2 0 0", "knobs 1 1 0", "knobs 3 0 0", "knobs 2 1 0",
+                          "knobs 1 2 0"));
+  run.ExpectEachStateCountedOnce(*r);
+}
+
+TEST(SearchAlgorithms, RandomIsReproducibleBySeedAndKeepsItsLimit) {
+  Trial a("random", 0.5), b("random", 0.5), c("random", 0.5);
+  c.options.seed = 7;
+  absl::StatusOr<SearchResult> ra = a.Go(), rb = b.Go(), rc = c.Go();
+  ASSERT_TRUE(ra.ok() && rb.ok() && rc.ok());
+  EXPECT_EQ(a.world->measured, b.world->measured);
+  EXPECT_EQ(ra->actions, rb->actions);
+  EXPECT_NE(a.world->measured, c.world->measured);
+  // 0.5 s of the fake's time: at most one measurement past the limit.
+  EXPECT_LE(ra->seconds, 0.5 + 0.011);
+  EXPECT_GT(ra->states_evaluated, 10);
+  a.ExpectEachStateCountedOnce(*ra);
+}
+
+TEST(SearchAlgorithms, EvolutionMeasuresTheSketchesFirstAndFindsTheOptimum) {
+  Trial run("evolution", 5);
+  run.world->sketches = "inc_2 inc_2 inc_0\ninc_0\n";
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GE(run.world->measured.size(), 3u);
+  EXPECT_EQ(run.world->measured[0], "knobs 0 0 0");
+  EXPECT_EQ(run.world->measured[1], "knobs 1 0 2");
+  EXPECT_EQ(run.world->measured[2], "knobs 1 0 0");
+  EXPECT_EQ(r->ir, "knobs 5 2 7");
+  EXPECT_EQ(r->gflops, 90);
+  run.ExpectEachStateCountedOnce(*r);
+  // Without sketches in the session's space (a name it lacks), evolution starts from rollouts.
+  Trial unsketched("evolution", 5);
+  unsketched.world->sketches = "tile_L0_4\n";
+  ASSERT_TRUE(unsketched.Go().ok());
+  EXPECT_NE(unsketched.world->measured[1], "knobs 1 0 2");
+}
+
+TEST(SearchAlgorithms, EvolutionWithACostModelMeasuresOnlyWhatItRanksWell) {
+  Trial with("evolution", 1), without("evolution", 1);
+  with.world->cost_model = true;
+  absl::StatusOr<SearchResult> rw = with.Go(), ro = without.Go();
+  ASSERT_TRUE(rw.ok() && ro.ok());
+  // Once the model predicts (it is exact here), children are proposed six at a time and only one
+  // of the better half measured: the model is asked more often than kernels are measured, and
+  // the optimum is measured sooner.
+  EXPECT_GT(with.world->predictions, static_cast<int>(with.world->measured.size()));
+  EXPECT_EQ(without.world->predictions, 0);
+  const auto found_at = [](const FakeWorld& w) {
+    return std::find(w.measured.begin(), w.measured.end(), "knobs 5 2 7") - w.measured.begin();
+  };
+  EXPECT_EQ(rw->ir, "knobs 5 2 7");
+  EXPECT_LT(found_at(*with.world), found_at(*without.world));
+  with.ExpectEachStateCountedOnce(*rw);
+  // Beyond cost_model_up_to_seconds the model is not asked.
+  Trial longer("evolution", 3);
+  longer.world->cost_model = true;
+  ASSERT_TRUE(longer.Go().ok());
+  EXPECT_EQ(longer.world->predictions, 0);
+}
+
+TEST(SearchAlgorithms, EveryAlgorithmKeepsTheTimeLimit) {
+  for (const char* search : {"greedy1", "greedy2", "beam4dfs", "beam4bfs", "random",
+                             "evolution"}) {
+    Trial run(search, 0.3);
+    run.options.depth = 50;
+    run.world->target = {7, 7, 7};
+    const absl::Time t0 = run.world->clock.Now();
+    absl::StatusOr<SearchResult> r = run.Go();
+    ASSERT_TRUE(r.ok()) << search << ": " << r.status();
+    // A call in flight at the limit ends at the search's deadline.
+    EXPECT_LE(absl::ToDoubleSeconds(run.world->clock.Now() - t0), 0.3 + 1e-9) << search;
+    EXPECT_GT(r->gflops, r->start_gflops) << search;
+  }
+}
+
+TEST(SearchAlgorithms, TheStartSlowerThanTheLimitIsADeadlineExceededThatSaysSo) {
+  Trial run("evolution", 1);
+  run.world->measure_cost = absl::Seconds(2);
+  absl::StatusOr<SearchResult> r = run.Go();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("the start state's kernel was not timed within the 1 s time limit"));
+}
+
+TEST(SearchAlgorithms, RetimingReportsTheRetimedBestAndStart) {
+  Trial run("greedy1", 100);
+  run.options.depth = 20;
+  run.options.retime_top = 3;
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->retimed);
+  EXPECT_EQ(run.world->remeasured, 4);  // the 3 best distinct kernels and the start
+  EXPECT_DOUBLE_EQ(r->gflops, 0.99 * 90);
+  EXPECT_EQ(r->search_gflops, 90);
+  EXPECT_DOUBLE_EQ(r->start_gflops, 0.99 * run.world->Gflops({0, 0, 0}));
+}
+
+TEST(SearchAlgorithms, BadSpecsAreRefused) {
+  Trial run("greedy1", 1);
+  run.options.search.lookahead = 0;
+  EXPECT_EQ(run.Go().status().code(), absl::StatusCode::kInvalidArgument);
+  run.options.search = *ParseSearch("beam2bfs");
+  run.options.search.width = 0;
+  EXPECT_EQ(run.Go().status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(run.world->measured.empty());
+}
+
+// A sketch_value policy over the fake's loops_tensor (its knobs): value log2(1 + knob 0).
+Policy KnobZeroValue() {
+  const auto b64 = [](const std::vector<float>& v) {
+    return absl::Base64Escape(
+        absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+  };
+  const std::string layer = R"({"in": 3, "out": 3, "weight": ")" +
+                            b64({1, 0, 0, 0, 1, 0, 0, 0, 1}) + R"(", "bias": ")" +
+                            b64({0, 0, 0}) + R"("})";
+  const std::string head = R"({"in": 3, "out": 1, "weight": ")" + b64({1, 0, 0}) +
+                           R"(", "bias": ")" + b64({0}) + R"("})";
+  absl::StatusOr<Policy> p = Policy::Parse(
+      R"({"format": "looptool-policy", "version": 1, "kind": "sketch_value",
+          "action_space": "fake", "observation_space": "loops_tensor", "input_size": 3,
+          "num_actions": 1, "preprocess": "log2p1", "trunk": [)" +
+      layer + R"(], "head": )" + head + R"(, "value": )" + head + R"(, "meta": {}})");
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+TEST(SearchAlgorithms, ASketchValuePolicyTimesOnlyTheSketchItValuesMost) {
+  Trial run("policy", 5);
+  run.world->sketches = "inc_2\ninc_0 inc_0 inc_0\ninc_0\n";
+  const Policy policy = KnobZeroValue();
+  run.options.policy = &policy;
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->actions, ElementsAre("inc_0", "inc_0", "inc_0"));
+  EXPECT_THAT(run.world->measured, ElementsAre("knobs 3 0 0"));  // nothing else timed
+  EXPECT_EQ(r->states_evaluated, 1);
+  // policy_guided: evolution from the top half of the ranked sketches (two of three), measured
+  // in the policy's order after the start; the third never timed first.
+  Trial guided("policy_guided", 5);
+  guided.world->sketches = run.world->sketches;
+  guided.options.policy = &policy;
+  ASSERT_TRUE(guided.Go().ok());
+  EXPECT_EQ(guided.world->measured[1], "knobs 3 0 0");
+  EXPECT_EQ(guided.world->measured[2], "knobs 1 0 0");
+}
+
+TEST(SketchParser, OneRuleTheFirstUnknownActionIsAnError) {
+  auto world = std::make_shared<FakeWorld>();
+  FakeStateSource space(world);
+  absl::StatusOr<std::vector<std::vector<int>>> paths =
+      internal::ParseSketches("inc_0 dec_2\n\ninc_1\n", space);
+  ASSERT_TRUE(paths.ok()) << paths.status();
+  EXPECT_THAT(*paths, ElementsAre(ElementsAre(0, 5), ElementsAre(2)));
+  absl::StatusOr<std::vector<std::vector<int>>> bad =
+      internal::ParseSketches("inc_0\ninc_1 tile_L0_4\n", space);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "the server's sketch action 'tile_L0_4' is not in action space fake");
+}
+
+}  // namespace
+}  // namespace looptool::client
