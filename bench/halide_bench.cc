@@ -231,7 +231,8 @@ int Main() {
   std::vector<Shape> shapes = TestShapes(count);
   for (const Shape& s : OffGridShapes(offgrid)) shapes.push_back(s);
   for (const Shape& s : shapes) {
-    cases.push_back({s.name(), s.offgrid ? "offgrid" : "test", s.shape.m, s.shape.n, s.shape.k});
+    cases.push_back({s.name(), s.offgrid ? "offgrid" : "test", static_cast<int>(s.shape.m),
+                     static_cast<int>(s.shape.n), static_cast<int>(s.shape.k)});
   }
   // tune_bench's convolutions, in its order.
   const Case kConvs[] = {{"resnet18_conv5_3x3", "conv", 0, 0, 0, 512, 512, 7, 7},

@@ -221,13 +221,15 @@ absl::Status LoopToolService::DoForkSession(const compiler_gym::ForkSessionReque
                                             compiler_gym::ForkSessionReply& reply) {
   ASSIGN_OR_RETURN(std::shared_ptr<Session> parent,
                    sessions_.Find(request.session_id(), absl::Now()));
-  std::shared_ptr<Session> child;
+  std::unique_ptr<Episode> episode;
   {
     absl::MutexLock lock(&parent->mu);
-    child = std::make_shared<Session>(parent->benchmark, parent->episode->Clone());
-    child->episode->set_tenant(++tenants_);
+    episode = parent->episode->Clone();
   }
-  ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(child), absl::Now()));
+  episode->set_tenant(++tenants_);  // before any other thread can see it
+  ASSIGN_OR_RETURN(const int64_t id,
+                   sessions_.Add(std::make_shared<Session>(parent->benchmark, std::move(episode)),
+                                 absl::Now()));
   reply.set_session_id(id);
   return absl::OkStatus();
 }

@@ -147,7 +147,10 @@ class Fleet {
     if (connection != nullptr) Connected(-1);
   }
 
-  std::vector<TuneResult> results() && { return std::move(results_); }
+  std::vector<TuneResult> results() && {
+    absl::MutexLock lock(&mu_);
+    return std::move(results_);
+  }
 
  private:
   absl::StatusOr<TuneResult> Attempt(const std::shared_ptr<Connection>& connection, size_t job) {
@@ -174,8 +177,7 @@ class Fleet {
   // The next benchmark, or nullopt after a short wait (the caller checks Done()).
   std::optional<size_t> Take() {
     absl::MutexLock lock(&mu_);
-    auto ready = [this] { return !queue_.empty() || in_flight_ == 0; };
-    mu_.AwaitWithTimeout(absl::Condition(&ready), options_.retry_interval);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Fleet::Ready), options_.retry_interval);
     if (queue_.empty()) return std::nullopt;
     const size_t job = queue_.front();
     queue_.pop_front();
@@ -207,6 +209,11 @@ class Fleet {
     }
     --in_flight_;
     queue_.push_front(job);  // next, on whichever server asks first
+  }
+
+  // Whether a benchmark waits, or none is in flight (so that waiting is over).
+  bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty() || in_flight_ == 0;
   }
 
   // Reports `job` (done, with or without a result). Requires mu_.

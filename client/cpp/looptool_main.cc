@@ -469,15 +469,18 @@ int Eval() {
   }
   absl::StatusOr<StepResult> end = env.Step({}, {"loop_tree", "flops", "ir"});
   if (!end.ok()) return Fail(end.status());
+  // The code generator's plan; servers that do not serve it (older ones) print none.
+  absl::StatusOr<Value> plan = env.Observe("kernel_plan");
   // Step returns every observation it was asked for, so these are never null.
   const double g0 = start->Find("flops")->number, peak = start->Find("peak_gflops")->number;
   const double g = end->Find("flops")->number;
   const std::string& loop_tree = end->Find("loop_tree")->text;
+  const std::string kernel_plan = plan.ok() ? plan->text : "";
   if (as_json) {
     json j = {{"benchmark", uri}, {"actions", actions}, {"had_effect", effect},
               {"loop_tree", loop_tree}, {"ir", end->Find("ir")->text},
-              {"gflops", g}, {"start_gflops", g0}, {"peak_gflops", peak},
-              {"speedup", g0 > 0 ? g / g0 : 0}};
+              {"kernel_plan", kernel_plan}, {"gflops", g}, {"start_gflops", g0},
+              {"peak_gflops", peak}, {"speedup", g0 > 0 ? g / g0 : 0}};
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -489,6 +492,7 @@ int Eval() {
   std::printf("result     %8.2f GFLOPS  %5.1f%% of peak  %.2fx the start\n", g, 100 * g / peak,
               g0 > 0 ? g / g0 : 0);
   std::printf("loop tree\n%s", Indent(loop_tree).c_str());
+  if (!kernel_plan.empty()) std::printf("kernel plan\n%s", Indent(kernel_plan).c_str());
   return 0;
 }
 

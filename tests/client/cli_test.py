@@ -87,6 +87,11 @@ class CliTest(unittest.TestCase):
         self.assertIn("benchmark://user-v0/" + os.path.basename(f.name)[:-3], p.stdout)
         self.assertIn("up         (no effect)", p.stdout)
         self.assertIn("for r in 16 : L0", p.stdout)
+        # The code generator's plan for the server's target (the kernel_plan observation).
+        self.assertIn("kernel plan\n  statement 1: O[r] += I[r, c]\n", p.stdout)
+        self.assertRegex(p.stdout, r"\n    (avx512|avx2|sse), \d+ lanes?(, horizontal)?, \d+ "
+                                   r"accumulators?\n")
+        self.assertIn("-- register scope", p.stdout)
 
     def test_benchmarks(self):
         p = run("benchmarks")
