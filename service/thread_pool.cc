@@ -39,4 +39,9 @@ void ThreadPool::Work() {
   }
 }
 
+bool ThreadPool::stopping() const {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
 }  // namespace looptool::service

@@ -22,14 +22,17 @@ class ThreadPool {
   // Runs every closure already queued, then joins the threads.
   ~ThreadPool();
 
-  // Queues `fn`; false (and `fn` is dropped) when max_queued closures are already waiting.
+  // Queues `fn`; false (and `fn` is dropped) when max_queued closures are already waiting, or
+  // once the destructor has begun.
   bool Schedule(std::function<void()> fn);
+  // Whether the destructor has begun (queued work still runs; new work is refused).
+  bool stopping() const;
 
  private:
   void Work();
 
   const size_t max_queued_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

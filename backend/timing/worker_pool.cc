@@ -290,7 +290,9 @@ absl::Status WorkerPool::RunExtension(std::string payload, uint64_t tenant) {
 
 WorkerPool::Stats WorkerPool::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  Stats s = stats_;
+  for (const auto& [tenant, waiting] : queues_) s.waiting += static_cast<int64_t>(waiting.size());
+  return s;
 }
 
 }  // namespace looptool

@@ -53,6 +53,7 @@ class WorkerPool final : public KernelTimer {
     int64_t timeouts = 0;     // workers killed at the deadline
     int64_t refused = 0;      // kernels refused for their estimated cost
     int64_t idle_deaths = 0;  // workers found dead while idle, and replaced
+    int64_t waiting = 0;      // requests waiting for a worker now
   };
 
   // Starts the workers and measures the FMA peak on the first one. Fails when a worker cannot

@@ -1,5 +1,7 @@
 #include "tests/faults/fault_injection.h"
 
+#include <malloc.h>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -64,6 +66,10 @@ service::ServerExtensions FaultServerExtensions() {
   };
   ext.parameter_handler = [armed](const Episode& episode, const std::string& key,
                                   const std::string& value) -> absl::StatusOr<std::string> {
+    if (key == kTrimHeapParameter) {
+      malloc_trim(0);
+      return std::string("trimmed");
+    }
     if (key != kInjectFaultParameter) {
       return absl::InvalidArgumentError(absl::StrCat("Unknown parameter: ", key));
     }

@@ -2,6 +2,8 @@
 // that runs a deliberately crashing or hanging JIT'd kernel, and a server extension that arms
 // one per session through the `test.inject_fault` session parameter ("crash" or "hang") and
 // fires it on that session's next kernel measurement, in a worker, as the session's tenant.
+// `test.trim_heap` returns the server's free heap pages to the system now (malloc_trim), what
+// its reaper does every second, so that memory tests read the server's memory without waiting.
 #ifndef LOOPTOOL_TESTS_FAULTS_FAULT_INJECTION_H_
 #define LOOPTOOL_TESTS_FAULTS_FAULT_INJECTION_H_
 
@@ -11,6 +13,7 @@
 namespace looptool::testing {
 
 inline constexpr char kInjectFaultParameter[] = "test.inject_fault";
+inline constexpr char kTrimHeapParameter[] = "test.trim_heap";
 
 // For RunServerMain / ServerConfig: the evaluator wrapper and the parameter handler.
 service::ServerExtensions FaultServerExtensions();

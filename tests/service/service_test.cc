@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -693,9 +694,12 @@ Refusal RunServerToExit(const std::vector<std::string>& args) {
   }
   close(pipe_fds[0]);
   if (timed_out) {
+    // SIGTERM, and SIGKILL if it has not exited 5 s later (its pidfd is readable once it has).
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
     kill(pid, SIGTERM);
-    std::this_thread::sleep_for(std::chrono::seconds(5));
-    kill(pid, SIGKILL);
+    pollfd exited{pidfd, POLLIN, 0};
+    if (pidfd < 0 || poll(&exited, 1, 5000) != 1) kill(pid, SIGKILL);
+    if (pidfd >= 0) close(pidfd);
   }
   int status = 0;
   waitpid(pid, &status, 0);
@@ -767,7 +771,13 @@ TEST(ServiceLimits, MaxSessionsAndIdleReaping) {
   grpc::Status s = c.Start(kMm, {}, &reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(s.error_message(), HasSubstr("Too many sessions"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // The reaper ends all three once they are idle for 1 s: wait for it, counting the sessions
+  // left with EndSession of an id that is no session's (it touches none), for a minute at most.
+  constexpr int64_t kNoSession = 987654321;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (c.End(kNoSession) > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   cg::StepReply r;
   s = c.Step(a, {}, {}, &r);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);

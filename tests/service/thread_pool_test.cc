@@ -94,26 +94,22 @@ TEST(ThreadPool, RoomFreesAsTheQueueDrains) {
 TEST(ThreadPool, DestructorRunsQueuedClosuresInOrderThenJoins) {
   std::vector<int> order;  // written by the pool's one thread only
   std::atomic<bool> refused_while_stopping{false};
-  absl::Notification started, release;
+  absl::Notification started;
   auto pool = std::make_unique<ThreadPool>(1, 100);
-  ASSERT_TRUE(pool->Schedule([&] {
+  ThreadPool* raw = pool.get();
+  // The pool's one thread is held until the destructor has begun.
+  ASSERT_TRUE(pool->Schedule([&, raw] {
     started.Notify();
-    release.WaitForNotification();
+    while (!raw->stopping()) std::this_thread::yield();
   }));
   started.WaitForNotification();
+  EXPECT_FALSE(raw->stopping());
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(pool->Schedule([&order, i] { order.push_back(i); }));
   // Work queued while the pool is being destroyed is refused.
-  ThreadPool* raw = pool.get();
   ASSERT_TRUE(raw->Schedule([&, raw] { refused_while_stopping = !raw->Schedule([] {}); }));
-  // Release the blocker only once the destructor has (most likely) begun.
-  std::thread releaser([&] {
-    absl::SleepFor(absl::Milliseconds(500));
-    release.Notify();
-  });
   pool.reset();  // returns only when every queued closure has run
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_TRUE(refused_while_stopping.load());
-  releaser.join();
 }
 
 }  // namespace
