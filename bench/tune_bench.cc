@@ -39,6 +39,7 @@
 #include "datasets/matmul_range.h"
 #include "service/server.h"
 #include "service/server_flags.h"
+#include "util/status_macros.h"
 
 ABSL_FLAG(double, time_limit, 10, "seconds per search");
 ABSL_FLAG(bool, policy_seed, true,
@@ -281,51 +282,36 @@ std::string SummaryTable(const std::vector<std::string>& searches, const std::ve
   return md;
 }
 
-int Main() {
-  if (absl::GetFlag(FLAGS_time_limit) <= 0 ||
-      absl::GetFlag(FLAGS_count) < 0 || absl::GetFlag(FLAGS_offgrid) < 0 ||
-      absl::GetFlag(FLAGS_retime_top) < 0 || absl::GetFlag(FLAGS_retime_top) > 16 ||
-      absl::GetFlag(FLAGS_convs) < 0 || absl::GetFlag(FLAGS_convs) > 4 ||
-      absl::GetFlag(FLAGS_depthwise) < 0 || absl::GetFlag(FLAGS_depthwise) > 4) {
-    std::fprintf(stderr, "tune_bench: --time_limit must be positive, "
-                         "--count and --offgrid at least 0, --retime_top 0..16, --convs and --depthwise 0..4\n");
-    return 1;
-  }
-  absl::StatusOr<service::ServerConfig> server_config = service::ServerConfigFromFlags();
-  if (!server_config.ok()) {
-    std::fprintf(stderr, "tune_bench: %s\n", server_config.status().ToString().c_str());
-    return 1;
-  }
-  const service::ServerConfig config = *std::move(server_config);
-  const std::string timing = AbslUnparseFlag(absl::GetFlag(FLAGS_timing));
-  // Process-wide pinning is main's (LoopToolServer::Start leaves it alone): this process's
-  // threads (server, client, search) stay off the kernel worker's core.
-  service::PinAwayFrom(config.workers.cores);
-  auto server = service::LoopToolServer::Start(config);
-  if (!server.ok()) {
-    std::fprintf(stderr, "cannot start server: %s\n", server.status().ToString().c_str());
-    return 1;
-  }
-  const int core = (*server)->eval_cores()[0];
-  auto connection = client::Connection::Connect((*server)->address());
-  if (!connection.ok()) return 1;
-  const bool fresh_server = absl::GetFlag(FLAGS_fresh_server);
-  const std::vector<std::string> searches =
-      absl::StrSplit(absl::GetFlag(FLAGS_searches), ',', absl::SkipEmpty());
-  std::map<std::string, client::SearchSpec> specs;
-  std::map<std::string, std::string> spaces;  // NAME@SPACE: the search in another action space
-  for (const std::string& search : searches) {
-    const std::vector<std::string> parts = absl::StrSplit(search, absl::MaxSplits('@', 1));
-    if (parts.size() == 2) spaces[search] = parts[1];
+// The searches to run (--searches: NAME or NAME@SPACE), each with the action space it runs in.
+struct SearchRun {
+  std::string label;  // as given
+  client::SearchSpec spec;
+  std::string space;
+};
+
+absl::StatusOr<std::vector<SearchRun>> ParseSearchRuns() {
+  std::vector<SearchRun> runs;
+  for (absl::string_view label : absl::StrSplit(absl::GetFlag(FLAGS_searches), ',',
+                                                absl::SkipEmpty())) {
+    const std::vector<std::string> parts = absl::StrSplit(label, absl::MaxSplits('@', 1));
     absl::StatusOr<client::SearchSpec> spec = client::ParseSearch(parts[0]);
-    if (!spec.ok()) {
-      std::fprintf(stderr, "--searches: %s\n", spec.status().ToString().c_str());
-      return 1;
-    }
-    specs[search] = *spec;
+    if (!spec.ok()) return spec.status();
+    // The policy searches act in the built-in policy's action space, evolution in loop_nest.
+    const client::SearchSpec::Kind kind = spec->kind;
+    const std::string space = parts.size() == 2 ? parts[1]
+                              : kind == client::SearchSpec::Kind::kPolicy ||
+                                      kind == client::SearchSpec::Kind::kPolicyGuided
+                                  ? client::Policy::Default().action_space()
+                              : kind == client::SearchSpec::Kind::kEvolution ? "loop_nest"
+                                                                             : "loop_tool";
+    runs.push_back({std::string(label), *spec, space});
   }
-  const double limit = absl::GetFlag(FLAGS_time_limit);
-  const double retime_budget = config.workers.budget_ms / 1000;
+  return runs;
+}
+
+// The benchmarks the flags ask for, in order: test-split and off-grid matmuls, ResNet-18's 3x3
+// convolutions, MobileNet's depthwise layers.
+std::vector<Bench> Benchmarks() {
   std::vector<Bench> benches;
   std::vector<Shape> shapes = TestShapes(absl::GetFlag(FLAGS_count));
   for (const Shape& s : OffGridShapes(absl::GetFlag(FLAGS_offgrid))) shapes.push_back(s);
@@ -344,7 +330,6 @@ int Main() {
                          return ConvolutionLibraries(cv.c, cv.k, cv.h, cv.w, false, core);
                        }});
   }
-
   for (int i = 0; i < absl::GetFlag(FLAGS_depthwise); ++i) {
     const Depthwise d = kDepthwise[i];
     benches.push_back({d.name, "depthwise", std::string("benchmark://conv2d-v0/") + d.name, "",
@@ -352,101 +337,86 @@ int Main() {
                          return ConvolutionLibraries(d.c, d.c, d.h, d.w, true, core);
                        }});
   }
+  return benches;
+}
 
-  std::vector<Row> rows;
-  std::ofstream curves(absl::GetFlag(FLAGS_out) + "/tune_bench_curves.csv");
-  curves << "shape,set,search,seconds,states_evaluated,best_gflops\n";
-  std::map<std::string, Libraries> libs;
-  for (const Bench& bench : benches) {
-    const std::string& name = bench.name;
-    const std::string& set = bench.set;
-    libs[name] = bench.libraries(core);
-    for (const std::string& search : searches) {
-      // The policy searches act in the built-in policy's action space.
-      const client::SearchSpec::Kind kind = specs[search].kind;
-      const std::string space = spaces.count(search) ? spaces[search]
-                                : kind == client::SearchSpec::Kind::kPolicy ||
-                                        kind == client::SearchSpec::Kind::kPolicyGuided
-                                    ? client::Policy::Default().action_space()
-                                : kind == client::SearchSpec::Kind::kEvolution ? "loop_nest"
-                                                                               : "loop_tool";
-      // With --fresh_server, a server of its own for this search (shut down when it ends).
-      std::unique_ptr<service::LoopToolServer> own_server;
-      std::shared_ptr<client::Connection> own_connection = *connection;
-      if (fresh_server) {
-        auto started = service::LoopToolServer::Start(config);
-        if (!started.ok()) {
-          std::fprintf(stderr, "cannot start server: %s\n", started.status().ToString().c_str());
-          return 1;
-        }
-        own_server = *std::move(started);
-        auto connected = client::Connection::Connect(own_server->address());
-        if (!connected.ok()) {
-          std::fprintf(stderr, "cannot connect: %s\n", connected.status().ToString().c_str());
-          return 1;
-        }
-        own_connection = *std::move(connected);
-      }
-      absl::StatusOr<client::Env> env =
-          bench.program.empty()
-              ? client::Env::Start(own_connection, bench.uri, space)
-              : client::Env::StartProgram(own_connection, bench.uri, bench.program, space);
-      if (!env.ok()) {
-        std::fprintf(stderr, "%s: %s\n", name.c_str(), env.status().ToString().c_str());
-        return 1;
-      }
-      client::SearchOptions options;
-      options.search = specs[search];
-      options.time_limit_seconds = set == "conv" || set == "depthwise" ? absl::GetFlag(FLAGS_conv_time_limit) : limit;
-      options.retime_top = absl::GetFlag(FLAGS_retime_top);
-      options.policy_seed = absl::GetFlag(FLAGS_policy_seed);
-      options.sketches = absl::GetFlag(FLAGS_sketches);
-      options.cost_model_candidates = absl::GetFlag(FLAGS_cost_model_candidates);
-      options.cost_model_up_to_seconds = absl::GetFlag(FLAGS_cost_model_up_to_seconds);
-      // The anytime curve: the best GFLOPS so far (the search's own measurements) each time it
-      // rises, and at the end.
-      double last_best = -1;
-      options.on_progress = [&](const client::SearchProgress& p) {
-        if (p.best_gflops <= last_best) return;
-        last_best = p.best_gflops;
-        curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", name, set, search,
-                                  p.elapsed_seconds, p.states_evaluated, p.best_gflops);
-      };
-      auto r = client::Search(*env, options);
-      if (!r.ok()) {
-        std::fprintf(stderr, "%s %s: %s\n", name.c_str(), search.c_str(),
-                     r.status().ToString().c_str());
-        return 1;
-      }
-      curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", name, set, search, r->seconds,
-                                r->states_evaluated, std::max(last_best, r->search_gflops));
-      const double retimed = Retime(r->ir, core, config.workers.isa, retime_budget);
-      rows.push_back({name, set, search, r->gflops, r->start_gflops, r->peak_gflops, r->seconds,
-                      retimed, r->states_evaluated, r->actions.size()});
-      std::printf("%-18s %-9s %7.1f GFLOPS %5.2fx oneDNN %5.2fx OpenBLAS %5.1f%% of peak %5.1f s "
-                  "%5lld states, retimed %.3f\n",
-                  name.c_str(), search.c_str(), r->gflops, r->gflops / libs[name].onednn,
-                  libs[name].openblas > 0 ? r->gflops / libs[name].openblas : 0,
-                  100 * r->gflops / r->peak_gflops, r->seconds,
-                  static_cast<long long>(r->states_evaluated), retimed / r->gflops);
-      std::fflush(stdout);
-    }
+client::SearchOptions OptionsFor(const SearchRun& run, const Bench& bench) {
+  client::SearchOptions options;
+  options.search = run.spec;
+  options.time_limit_seconds = bench.set == "conv" || bench.set == "depthwise"
+                                   ? absl::GetFlag(FLAGS_conv_time_limit)
+                                   : absl::GetFlag(FLAGS_time_limit);
+  options.retime_top = absl::GetFlag(FLAGS_retime_top);
+  options.policy_seed = absl::GetFlag(FLAGS_policy_seed);
+  options.sketches = absl::GetFlag(FLAGS_sketches);
+  options.cost_model_candidates = absl::GetFlag(FLAGS_cost_model_candidates);
+  options.cost_model_up_to_seconds = absl::GetFlag(FLAGS_cost_model_up_to_seconds);
+  return options;
+}
+
+// What a run shares: the server configuration, the shared server's connection, the kernel
+// worker's core, the anytime curves' file.
+struct RunContext {
+  const service::ServerConfig& config;
+  std::shared_ptr<client::Connection> shared;
+  int core = -1;
+  std::ofstream& curves;
+};
+
+// One search on one benchmark (on a server of its own with --fresh_server), its best schedule
+// re-timed in this process.
+absl::StatusOr<Row> RunSearch(const RunContext& ctx, const Bench& bench, const SearchRun& run) {
+  std::unique_ptr<service::LoopToolServer> own_server;  // shut down when the search ends
+  std::shared_ptr<client::Connection> connection = ctx.shared;
+  if (absl::GetFlag(FLAGS_fresh_server)) {
+    ASSIGN_OR_RETURN(own_server, service::LoopToolServer::Start(ctx.config));
+    ASSIGN_OR_RETURN(connection, client::Connection::Connect(own_server->address()));
   }
+  ASSIGN_OR_RETURN(client::Env env,
+                   bench.program.empty()
+                       ? client::Env::Start(connection, bench.uri, run.space)
+                       : client::Env::StartProgram(connection, bench.uri, bench.program,
+                                                   run.space));
+  client::SearchOptions options = OptionsFor(run, bench);
+  // The anytime curve: the best GFLOPS so far (the search's own measurements) each time it
+  // rises, and at the end.
+  double last_best = -1;
+  options.on_progress = [&](const client::SearchProgress& p) {
+    if (p.best_gflops <= last_best) return;
+    last_best = p.best_gflops;
+    ctx.curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", bench.name, bench.set, run.label,
+                                  p.elapsed_seconds, p.states_evaluated, p.best_gflops);
+  };
+  ASSIGN_OR_RETURN(const client::SearchResult r, client::Search(env, options));
+  ctx.curves << absl::StrFormat("%s,%s,%s,%.4f,%d,%.3f\n", bench.name, bench.set, run.label,
+                                r.seconds, r.states_evaluated,
+                                std::max(last_best, r.search_gflops));
+  const double retimed =
+      Retime(r.ir, ctx.core, ctx.config.workers.isa, ctx.config.workers.budget_ms / 1000);
+  return Row{bench.name, bench.set, run.label, r.gflops, r.start_gflops, r.peak_gflops, r.seconds,
+             retimed, r.states_evaluated, r.actions.size()};
+}
 
-  const std::string dir = absl::GetFlag(FLAGS_out);
-  std::ofstream csv(dir + "/tune_bench.csv");
+void WriteCsv(const std::string& path, const std::vector<Row>& rows,
+              const std::map<std::string, Libraries>& libs) {
+  std::ofstream csv(path);
   csv << "shape,set,search,gflops,percent_of_peak,speedup,seconds,states_evaluated,actions,"
          "start_gflops,peak_gflops,onednn_gflops,openblas_gflops,retimed_gflops\n";
   for (const Row& r : rows) {
-    const Libraries& l = libs[r.name];
+    const Libraries& l = libs.at(r.name);
     csv << absl::StrFormat("%s,%s,%s,%.2f,%.1f,%.3f,%.2f,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f\n",
-                           r.name, r.set, r.search,
-                           r.gflops, 100 * r.gflops / r.peak, r.gflops / r.start, r.seconds,
-                           r.states, r.actions, r.start, r.peak, l.onednn, l.openblas, r.retimed);
+                           r.name, r.set, r.search, r.gflops, 100 * r.gflops / r.peak,
+                           r.gflops / r.start, r.seconds, r.states, r.actions, r.start, r.peak,
+                           l.onednn, l.openblas, r.retimed);
   }
-  const double peak = (*server)->peak_gflops();
+}
+
+// The report's opening paragraph: how everything was measured.
+std::string Preamble(const service::ServerConfig& config, int core, double peak) {
+  const std::string timing = AbslUnparseFlag(absl::GetFlag(FLAGS_timing));
+  const double limit = absl::GetFlag(FLAGS_time_limit);
   std::string md = absl::StrFormat(
-      "# tune_bench\n\nEach search limited to %.0f s, through the C++ client against %s in "
+      "# tune_bench\n\nEach search limited to %g s, through the C++ client against %s in "
       "the same process (kernel worker on cpu %d; %s timing, budget %.0f ms per new schedule%s). "
       "GFLOPS are the server's measurements (fastest run; %s); the measured FMA peak is %.1f "
       "GFLOPS. oneDNN %s (matmul primitive) and OpenBLAS cblas_sgemm (%s): one thread, same core, "
@@ -454,18 +424,17 @@ int Main() {
       "in a fresh evaluator in this process (fixed %.0f ms budget, same core), over the GFLOPS "
       "the search reported.%s\n",
       limit,
-      fresh_server ? "a server started for it (--fresh_server: no search reuses another's "
-                     "measurements)"
-                   : "one server shared by every search and shape (--fresh_server=false: later "
-                     "searches reuse earlier ones' measurements)",
-      core, timing, config.workers.budget_ms,
-      timing == "adaptive" ? " at most" : "",
+      absl::GetFlag(FLAGS_fresh_server)
+          ? "a server started for it (--fresh_server: no search reuses another's measurements)"
+          : "one server shared by every search and shape (--fresh_server=false: later searches "
+            "reuse earlier ones' measurements)",
+      core, timing, config.workers.budget_ms, timing == "adaptive" ? " at most" : "",
       absl::GetFlag(FLAGS_retime_top) > 0
           ? absl::StrFormat("--retime_top=%d: the start and the %d best kernels timed again by "
                             "the server at the end of each search, the fastest reported",
                             absl::GetFlag(FLAGS_retime_top), absl::GetFlag(FLAGS_retime_top))
           : std::string("--retime_top=0: as each search measured them"),
-      peak, OneDnnVersion(), OpenBlasCore(), retime_budget * 1000,
+      peak, OneDnnVersion(), OpenBlasCore(), config.workers.budget_ms,
       absl::GetFlag(FLAGS_policy_seed)
           ? " Evolution runs in loop_nest unless named NAME@SPACE and starts from the built-in "
             "policy's episode (--policy_seed; translated to level pointers in loop_nest)."
@@ -483,14 +452,21 @@ int Main() {
               : std::string(" Evolution measures every child it proposes (no cost model at "
                             "this limit: --cost_model_candidates, "
                             "--cost_model_up_to_seconds).\n");
-  const int count = absl::GetFlag(FLAGS_count), offgrid = absl::GetFlag(FLAGS_offgrid);
-  if (count > 0) {
+  return md;
+}
+
+// The report: the preamble and one summary table per set of benchmarks.
+std::string Report(const std::string& preamble, const std::vector<std::string>& searches,
+                   const std::vector<Row>& rows, const std::map<std::string, Libraries>& libs,
+                   double peak) {
+  std::string md = preamble;
+  if (const int count = absl::GetFlag(FLAGS_count); count > 0) {
     md += absl::StrFormat("\n## %d test-split matmuls of mm64_256_16_range-v0\n\n", count);
     md += SummaryTable(searches, rows, "test", libs, peak);
   }
-  if (offgrid > 0) {
+  if (const int offgrid = absl::GetFlag(FLAGS_offgrid); offgrid > 0) {
     md += absl::StrFormat(
-        "\n## %d matmuls off the grid (odd, prime, rectangular; added as programs)\n\n",
+        "\n## %d matmuls off the grid (matmul_offgrid-v0: odd, prime, rectangular)\n\n",
         static_cast<int>(OffGridShapes(offgrid).size()));
     md += SummaryTable(searches, rows, "offgrid", libs, peak);
   }
@@ -507,10 +483,74 @@ int Main() {
     md += SummaryTable(searches, rows, "depthwise", libs, peak);
   }
   md += "\nPer shape and search: tune_bench.csv; best GFLOPS over time: tune_bench_curves.csv.\n";
+  return md;
+}
+
+absl::Status CheckFlags() {
+  if (absl::GetFlag(FLAGS_time_limit) <= 0 || absl::GetFlag(FLAGS_count) < 0 ||
+      absl::GetFlag(FLAGS_offgrid) < 0 || absl::GetFlag(FLAGS_retime_top) < 0 ||
+      absl::GetFlag(FLAGS_retime_top) > 16 || absl::GetFlag(FLAGS_convs) < 0 ||
+      absl::GetFlag(FLAGS_convs) > 4 || absl::GetFlag(FLAGS_depthwise) < 0 ||
+      absl::GetFlag(FLAGS_depthwise) > 4) {
+    return absl::InvalidArgumentError(
+        "--time_limit must be positive, --count and --offgrid at least 0, --retime_top 0..16, "
+        "--convs and --depthwise 0..4");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run() {
+  RETURN_IF_ERROR(CheckFlags());
+  ASSIGN_OR_RETURN(const service::ServerConfig config, service::ServerConfigFromFlags());
+  ASSIGN_OR_RETURN(const std::vector<SearchRun> runs, ParseSearchRuns());
+  // Process-wide pinning is main's (LoopToolServer::Start leaves it alone): this process's
+  // threads (server, client, search) stay off the kernel worker's core.
+  service::PinAwayFrom(config.workers.cores);
+  ASSIGN_OR_RETURN(std::unique_ptr<service::LoopToolServer> server,
+                   service::LoopToolServer::Start(config));
+  ASSIGN_OR_RETURN(std::shared_ptr<client::Connection> connection,
+                   client::Connection::Connect(server->address()));
+  const std::string dir = absl::GetFlag(FLAGS_out);
+  std::ofstream curves(dir + "/tune_bench_curves.csv");
+  curves << "shape,set,search,seconds,states_evaluated,best_gflops\n";
+  const RunContext ctx{config, connection, server->eval_cores()[0], curves};
+  std::vector<Row> rows;
+  std::map<std::string, Libraries> libs;
+  for (const Bench& bench : Benchmarks()) {
+    const Libraries& lib = libs[bench.name] = bench.libraries(ctx.core);
+    for (const SearchRun& run : runs) {
+      absl::StatusOr<Row> row = RunSearch(ctx, bench, run);
+      if (!row.ok()) {
+        return absl::Status(row.status().code(), absl::StrCat(bench.name, " ", run.label, ": ",
+                                                              row.status().message()));
+      }
+      const Row& r = *row;
+      std::printf("%-18s %-9s %7.1f GFLOPS %5.2fx oneDNN %5.2fx OpenBLAS %5.1f%% of peak %5.1f s "
+                  "%5lld states, retimed %.3f\n",
+                  r.name.c_str(), r.search.c_str(), r.gflops, r.gflops / lib.onednn,
+                  lib.openblas > 0 ? r.gflops / lib.openblas : 0, 100 * r.gflops / r.peak,
+                  r.seconds, static_cast<long long>(r.states), r.retimed / r.gflops);
+      std::fflush(stdout);
+      rows.push_back(r);
+    }
+  }
+  WriteCsv(dir + "/tune_bench.csv", rows, libs);
+  std::vector<std::string> labels;
+  for (const SearchRun& run : runs) labels.push_back(run.label);
+  const double peak = server->peak_gflops();
+  const std::string md =
+      Report(Preamble(config, ctx.core, peak), labels, rows, libs, peak);
   std::ofstream(dir + "/tune_bench.md") << md;
   std::printf("\n%s", md.c_str());
-  (*server)->Shutdown();
-  return 0;
+  server->Shutdown();
+  return absl::OkStatus();
+}
+
+int Main() {
+  const absl::Status s = Run();
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "tune_bench: %s\n", s.ToString().c_str());
+  return 1;
 }
 
 }  // namespace

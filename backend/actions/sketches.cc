@@ -81,178 +81,200 @@ std::optional<std::pair<std::vector<Action>, LoopTree>> Realize(const LoopTree& 
   return std::make_pair(std::move(actions), std::move(t));
 }
 
-}  // namespace
-
-std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
-                                     const SketchOptions& options) {
-  const Program& p = tree.program();
-  const int lanes = Traits(options.target).vector_width;
-  if (p.num_statements() == 0) return {};
+// What the costliest statement's nest offers the sketches, when rules 1) and 2) hold.
+struct Nest {
   int stmt = 0;
+  int v = 0;                    // the vector variable: the output's last
+  int64_t ev = 0;               // its extent
+  std::vector<int> out;         // the output's variables
+  std::vector<int> rows_vars;   // the others, those the vector operands do not read first; {-1}
+                                // for a 1-D output
+  std::vector<int> reductions;  // in loop order
+  int largest = -1;             // the longest reduction (-1: none)
+  std::vector<int64_t> reduction_tiles;  // the largest's tile sizes tried (0: untiled)
+  int max_accumulators = 0;     // what the code generator leaves the output block
+  std::vector<std::pair<int64_t, int>> vector_blocks;  // v's size (0: all of v), vectors
+  std::vector<std::pair<int, int>> blocks;              // (rows, vectors) tried
+};
+
+struct Candidate {
+  int rank;  // lower first
+  Plan plan;
+};
+
+// The nest of `tree`'s costliest statement, or nullopt where rules 1) or 2) fail.
+std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& options) {
+  const Program& p = tree.program();
+  if (p.num_statements() == 0) return std::nullopt;
+  const int lanes = Traits(options.target).vector_width;
+  Nest n;
   for (int s = 1; s < p.num_statements(); ++s) {
-    if (p.StatementFlops(s) > p.StatementFlops(stmt)) stmt = s;
+    if (p.StatementFlops(s) > p.StatementFlops(n.stmt)) n.stmt = s;
   }
   // 1) Untiled.
   std::set<int> seen;
-  for (const Loop& loop : tree.schedule(stmt).compute) {
-    if (!seen.insert(loop.var).second) return {};
+  for (const Loop& loop : tree.schedule(n.stmt).compute) {
+    if (!seen.insert(loop.var).second) return std::nullopt;
   }
   // 2) The vector variable steps by 1 wherever it is read or written.
-  const Statement& st = p.statement(stmt);
-  const std::vector<int> out = p.OutputVars(stmt);
-  if (out.empty()) return {};
-  const int v = out.back();
-  const int64_t ev = p.var(v).extent;
-  if (ev < 2 || p.ElementStride(st.output, v) != 1) return {};
+  const Statement& st = p.statement(n.stmt);
+  n.out = p.OutputVars(n.stmt);
+  if (n.out.empty()) return std::nullopt;
+  n.v = n.out.back();
+  n.ev = p.var(n.v).extent;
+  if (n.ev < 2 || p.ElementStride(st.output, n.v) != 1) return std::nullopt;
   std::vector<const Access*> vector_operands;
   for (const Access& in : st.inputs) {
-    const int64_t stride = p.ElementStride(in, v);
-    if (stride != 0 && stride != 1) return {};
+    const int64_t stride = p.ElementStride(in, n.v);
+    if (stride != 0 && stride != 1) return std::nullopt;
     if (stride == 1) vector_operands.push_back(&in);
   }
   // Row variables: the other output variables, those the vector operands do not read first (a
   // vector loaded once serves every row).
-  std::vector<int> rows_vars;
-  for (int x : out) {
-    if (x != v && p.var(x).extent > 1) rows_vars.push_back(x);
+  for (int x : n.out) {
+    if (x != n.v && p.var(x).extent > 1) n.rows_vars.push_back(x);
   }
   const auto reads = [&](int x) {
-    int n = 0;
-    for (const Access* a : vector_operands) n += p.ElementStride(*a, x) != 0;
-    return n;
+    int count = 0;
+    for (const Access* a : vector_operands) count += p.ElementStride(*a, x) != 0;
+    return count;
   };
-  std::stable_sort(rows_vars.begin(), rows_vars.end(),
+  std::stable_sort(n.rows_vars.begin(), n.rows_vars.end(),
                    [&](int a, int b) { return reads(a) < reads(b); });
-  if (rows_vars.empty()) rows_vars.push_back(-1);
+  if (n.rows_vars.empty()) n.rows_vars.push_back(-1);
   // Reductions, the largest of which may be tiled.
-  std::vector<int> reductions;
-  int largest = -1;
-  for (int x : p.LoopVars(stmt)) {
-    if (std::find(out.begin(), out.end(), x) != out.end()) continue;
-    reductions.push_back(x);
-    if (largest < 0 || p.var(x).extent > p.var(largest).extent) largest = x;
+  for (int x : p.LoopVars(n.stmt)) {
+    if (std::find(n.out.begin(), n.out.end(), x) != n.out.end()) continue;
+    n.reductions.push_back(x);
+    if (n.largest < 0 || p.var(x).extent > p.var(n.largest).extent) n.largest = x;
   }
-  std::vector<int64_t> reduction_tiles = {0};
-  if (largest >= 0 && p.var(largest).extent > kReductionUntiledMax) {
-    reduction_tiles.insert(reduction_tiles.begin(), kReductionTile);
+  n.reduction_tiles = {0};
+  if (n.largest >= 0 && p.var(n.largest).extent > kReductionUntiledMax) {
+    n.reduction_tiles.insert(n.reduction_tiles.begin(), kReductionTile);
   }
-  // The registers the code generator leaves the output block (and cached operands).
-  const int max_accumulators = BudgetFor(options.target, lanes, st.post_op).accumulators;
+  n.max_accumulators = BudgetFor(options.target, lanes, st.post_op).accumulators;
   // v's blocks: 1-4 vectors, or all of v when it fits the registers.
-  std::vector<std::pair<int64_t, int>> vector_blocks;  // size (0: all of v), vectors
   for (int c = 1; c <= 4; ++c) {
-    if (int64_t{c} * lanes < ev) vector_blocks.push_back({int64_t{c} * lanes, c});
+    if (int64_t{c} * lanes < n.ev) n.vector_blocks.push_back({int64_t{c} * lanes, c});
   }
-  const int64_t all_vectors = (ev + lanes - 1) / lanes;
-  if (all_vectors <= max_accumulators) {
-    vector_blocks.push_back({0, static_cast<int>(all_vectors)});
+  const int64_t all_vectors = (n.ev + lanes - 1) / lanes;
+  if (all_vectors <= n.max_accumulators) {
+    n.vector_blocks.push_back({0, static_cast<int>(all_vectors)});
   }
   // The register blocks tried: kBlocks, then all of a v of more than 4 vectors under a few rows
   // (the code generator holds all of such a v wherever it fits, whatever its tiles).
-  std::vector<std::pair<int, int>> blocks(std::begin(kBlocks), std::end(kBlocks));
+  n.blocks.assign(std::begin(kBlocks), std::end(kBlocks));
   if (all_vectors > 4) {
-    for (int rows : kWideVectorRows) blocks.push_back({rows, static_cast<int>(all_vectors)});
+    for (int rows : kWideVectorRows) n.blocks.push_back({rows, static_cast<int>(all_vectors)});
   }
+  return n;
+}
 
-  struct Candidate {
-    int rank;
-    Plan plan;
-  };
-  std::vector<Candidate> candidates;
-  for (int b = 0; b < static_cast<int>(blocks.size()); ++b) {
-    const auto [rows, vectors] = blocks[b];
-    if (rows * vectors > max_accumulators) continue;
-    for (const auto& [nb, c] : vector_blocks) {
+// One-variable blocks: `rows` of u x v's vectors innermost, the reductions around them, the
+// outer tiles outside. A second row variable or an untiled reduction ranks with blocks a few
+// places down.
+void AddOneVariableBlocks(const Program& p, const Nest& n, std::vector<Candidate>& out) {
+  for (int b = 0; b < static_cast<int>(n.blocks.size()); ++b) {
+    const auto [rows, vectors] = n.blocks[b];
+    if (rows * vectors > n.max_accumulators) continue;
+    for (const auto& [nb, c] : n.vector_blocks) {
       if (c != vectors) continue;
-      for (int ui = 0; ui < static_cast<int>(rows_vars.size()); ++ui) {
-        const int u = rows_vars[ui];
+      for (int ui = 0; ui < static_cast<int>(n.rows_vars.size()); ++ui) {
+        const int u = n.rows_vars[ui];
         if ((u < 0) != (rows == 1)) continue;
-        for (int ki = 0; ki < static_cast<int>(reduction_tiles.size()); ++ki) {
-          const int64_t kb = reduction_tiles[ki];
+        for (int ki = 0; ki < static_cast<int>(n.reduction_tiles.size()); ++ki) {
+          const int64_t kb = n.reduction_tiles[ki];
           Plan plan;
           std::vector<std::string> words;
           const bool split_u = u >= 0 && rows < p.var(u).extent;
           const bool split_v = nb > 0;
-          if (kb > 0) plan.splits.push_back({largest, kb});
+          if (kb > 0) plan.splits.push_back({n.largest, kb});
           if (split_u) plan.splits.push_back({u, rows});
-          if (split_v) plan.splits.push_back({v, nb});
-          if (kb > 0) plan.order.push_back({largest, 0});
+          if (split_v) plan.splits.push_back({n.v, nb});
+          if (kb > 0) plan.order.push_back({n.largest, 0});
           if (split_u) plan.order.push_back({u, 0});
-          if (split_v) plan.order.push_back({v, 0});
-          for (int x : out) {
-            if (x != u && x != v) plan.order.push_back({x, 0});
+          if (split_v) plan.order.push_back({n.v, 0});
+          for (int x : n.out) {
+            if (x != u && x != n.v) plan.order.push_back({x, 0});
           }
-          for (int r : reductions) plan.order.push_back({r, r == largest && kb > 0 ? 1 : 0});
+          for (int r : n.reductions) plan.order.push_back({r, r == n.largest && kb > 0 ? 1 : 0});
           if (u >= 0) plan.order.push_back({u, split_u ? 1 : 0});
-          plan.order.push_back({v, split_v ? 1 : 0});
+          plan.order.push_back({n.v, split_v ? 1 : 0});
           if (u >= 0) {
             words.push_back(absl::StrCat("rows ", p.var(u).name,
                                          split_u ? absl::StrCat("/", rows) : std::string()));
           }
-          words.push_back(absl::StrCat("vector ", p.var(v).name,
+          words.push_back(absl::StrCat("vector ", p.var(n.v).name,
                                        split_v ? absl::StrCat("/", nb) : std::string()));
-          if (kb > 0) words.push_back(absl::StrCat("reduction ", p.var(largest).name, "/", kb));
+          if (kb > 0) words.push_back(absl::StrCat("reduction ", p.var(n.largest).name, "/", kb));
           plan.description = absl::StrJoin(words, ", ");
           plan.accumulators = static_cast<int>(
               (u >= 0 ? std::min<int64_t>(rows, p.var(u).extent) : 1) * vectors);
-          // A second row variable or an untiled reduction ranks with blocks a few places down.
-          candidates.push_back({b + 4 * ki + 8 * ui, std::move(plan)});
+          out.push_back({b + 4 * ki + 8 * ui, std::move(plan)});
         }
       }
     }
   }
-  // Two row variables (a convolution's output channel and a short output row, <= 8): rows of
-  // the first x all of the second x the vectors. Each weight broadcast then serves a vector per
-  // row of the second and each input vector every row of the first: about half the loads per FMA
-  // of a one-variable block (ResNet-18's conv5, 7x7: 3 x 7 x 1 vector, 1.07x-1.2x 12 x 1 in two
-  // measurements here).
-  if (rows_vars.size() >= 2 && rows_vars[0] >= 0) {
-    const int u = rows_vars[0];
-    for (size_t i2 = 1; i2 < rows_vars.size(); ++i2) {
-      const int x2 = rows_vars[i2];
-      const int64_t e2 = p.var(x2).extent;
-      if (e2 > 8) continue;
-      int rank = 0;
-      for (int rows : {3, 2, 4}) {
-        ++rank;
-        for (const auto& [nb, c] : vector_blocks) {
-          // The block's input vectors (one per row of x2 and vector) and a broadcast stay in
-          // registers beside the accumulators, each loaded once per reduction step: 4 x 7 x 1
-          // (28 accumulators, no room) re-loads them for every row and runs at about half the
-          // speed of 3 x 7 x 1 (ResNet-18's conv5 and conv2, measured here).
-          const int64_t cached = e2 * c + 1;
-          if (rows * e2 * c + cached > max_accumulators ||
-              rows >= p.var(u).extent) {
-            continue;
+}
+
+// Two row variables (a convolution's output channel u and a short output row x2, <= 8): rows of
+// u x all of x2 x the vectors. Each weight broadcast then serves a vector per row of x2 and each
+// input vector every row of u: about half the loads per FMA of a one-variable block
+// (bench/results/tune_bench_conv_2d_blocks.md). The block's input vectors (one per row of x2 and
+// vector) and a broadcast stay in registers beside the accumulators, each loaded once per
+// reduction step; blocks without room for them re-load every operand for every row (4 x 7 x 1 on
+// AVX-512), so they are left out.
+void AddTwoVariableBlocks(const Program& p, const Nest& n, std::vector<Candidate>& out) {
+  if (n.rows_vars.size() < 2 || n.rows_vars[0] < 0) return;
+  const int u = n.rows_vars[0];
+  for (size_t i2 = 1; i2 < n.rows_vars.size(); ++i2) {
+    const int x2 = n.rows_vars[i2];
+    const int64_t e2 = p.var(x2).extent;
+    if (e2 > 8) continue;
+    int rank = 0;
+    for (int rows : {3, 2, 4}) {
+      ++rank;
+      for (const auto& [nb, c] : n.vector_blocks) {
+        const int64_t cached = e2 * c + 1;
+        if (rows * e2 * c + cached > n.max_accumulators || rows >= p.var(u).extent) continue;
+        for (int ki = 0; ki < static_cast<int>(n.reduction_tiles.size()); ++ki) {
+          const int64_t kb = n.reduction_tiles[ki];
+          Plan plan;
+          const bool split_v = nb > 0;
+          if (kb > 0) plan.splits.push_back({n.largest, kb});
+          plan.splits.push_back({u, rows});
+          if (split_v) plan.splits.push_back({n.v, nb});
+          if (kb > 0) plan.order.push_back({n.largest, 0});
+          plan.order.push_back({u, 0});
+          if (split_v) plan.order.push_back({n.v, 0});
+          for (int x : n.out) {
+            if (x != u && x != x2 && x != n.v) plan.order.push_back({x, 0});
           }
-          for (int ki = 0; ki < static_cast<int>(reduction_tiles.size()); ++ki) {
-            const int64_t kb = reduction_tiles[ki];
-            Plan plan;
-            const bool split_v = nb > 0;
-            if (kb > 0) plan.splits.push_back({largest, kb});
-            plan.splits.push_back({u, rows});
-            if (split_v) plan.splits.push_back({v, nb});
-            if (kb > 0) plan.order.push_back({largest, 0});
-            plan.order.push_back({u, 0});
-            if (split_v) plan.order.push_back({v, 0});
-            for (int x : out) {
-              if (x != u && x != x2 && x != v) plan.order.push_back({x, 0});
-            }
-            for (int r : reductions) plan.order.push_back({r, r == largest && kb > 0 ? 1 : 0});
-            plan.order.push_back({u, 1});
-            plan.order.push_back({x2, 0});
-            plan.order.push_back({v, split_v ? 1 : 0});
-            plan.description = absl::StrCat(
-                "rows ", p.var(u).name, "/", rows, " x ", p.var(x2).name, ", vector ",
-                p.var(v).name, split_v ? absl::StrCat("/", nb) : std::string(),
-                kb > 0 ? absl::StrCat(", reduction ", p.var(largest).name, "/", kb) : "");
-            plan.accumulators = static_cast<int>(rows * e2 * c);
-            candidates.push_back({rank + 4 * ki, std::move(plan)});
-          }
+          for (int r : n.reductions) plan.order.push_back({r, r == n.largest && kb > 0 ? 1 : 0});
+          plan.order.push_back({u, 1});
+          plan.order.push_back({x2, 0});
+          plan.order.push_back({n.v, split_v ? 1 : 0});
+          plan.description = absl::StrCat(
+              "rows ", p.var(u).name, "/", rows, " x ", p.var(x2).name, ", vector ",
+              p.var(n.v).name, split_v ? absl::StrCat("/", nb) : std::string(),
+              kb > 0 ? absl::StrCat(", reduction ", p.var(n.largest).name, "/", kb) : "");
+          plan.accumulators = static_cast<int>(rows * e2 * c);
+          out.push_back({rank + 4 * ki, std::move(plan)});
         }
       }
     }
   }
+}
+
+}  // namespace
+
+std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
+                                     const SketchOptions& options) {
+  const std::optional<Nest> nest = AnalyzeNest(tree, options);
+  if (!nest.has_value()) return {};
+  std::vector<Candidate> candidates;
+  AddOneVariableBlocks(tree.program(), *nest, candidates);
+  AddTwoVariableBlocks(tree.program(), *nest, candidates);
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate& a, const Candidate& b) { return a.rank < b.rank; });
 
@@ -260,12 +282,12 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
   std::vector<std::vector<StatementSchedule>> reached;
   for (const Candidate& c : candidates) {
     if (static_cast<int>(sketches.size()) >= options.max_sketches) break;
-    auto realized = Realize(tree, stmt, c.plan, limits);
+    auto realized = Realize(tree, nest->stmt, c.plan, limits);
     if (!realized.has_value() || realized->first.empty()) continue;
     // 3) The code generator keeps exactly this block in registers: where an enclosing loop's
     // iterations fit too (a split that leaves one block and a tail, a short outer variable), it
     // widens the register scope and the block is another sketch's.
-    if (Lower(realized->second, options.target).statements[stmt].accumulators !=
+    if (Lower(realized->second, options.target).statements[nest->stmt].accumulators !=
         c.plan.accumulators) {
       continue;
     }

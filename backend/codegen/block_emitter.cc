@@ -148,7 +148,7 @@ class Block {
   }
 
   void EmitAccumulate(const PointOp& op, const Xbyak::Operand& x, const Xbyak::Operand& y) {
-    vec_.Accumulate(s_.reduction, s_.combiner, s_.horizontal, vec_.V(op.acc), x, y, op.lanes,
+    vec_.Accumulate({s_.reduction, s_.combiner, s_.horizontal}, vec_.V(op.acc), x, y, op.lanes,
                     vec_.V(regs_.tmp));
   }
 

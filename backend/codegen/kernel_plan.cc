@@ -101,100 +101,117 @@ void CollectTailLanes(const StatementPlan& s, std::set<int>& lanes) {
   }
 }
 
+// The statement's loops, its accesses and which loop is vectorized (the one marked, else the
+// innermost), before any decision.
+StatementPlan PlanLoops(const Program& p, int s, const LoopOrder& order) {
+  const Statement& st = p.statement(s);
+  StatementPlan sp;
+  sp.statement = s;
+  sp.reduction = st.reduction;
+  sp.combiner = st.combiner;
+  sp.post_op = st.post_op;
+  sp.output = PlanAccess(p, st.output);
+  for (const Access& in : st.inputs) sp.inputs.push_back(PlanAccess(p, in));
+  sp.vector_loop = static_cast<int>(order.size()) - 1;
+  for (int j = 0; j < static_cast<int>(order.size()); ++j) {
+    if (order[j].vectorize) sp.vector_loop = j;
+  }
+  for (int j = 0; j < static_cast<int>(order.size()); ++j) {
+    LoopPlan l;
+    l.var = order[j].var;
+    l.size = order[j].size;
+    l.tail = order[j].tail;
+    l.inner = InnerExtent(order, j);
+    l.vector = j == sp.vector_loop;
+    l.reduction = p.IsReductionVar(s, l.var);
+    sp.loops.push_back(l);
+  }
+  LT_CHECK(sp.loops[sp.vector_loop].inner == 1);
+  return sp;
+}
+
+// The vector width: the ISA's, when every access moves by 0 or 1 element along the vector
+// variable (else scalar code, with a note), and how each input is read.
+void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
+  const Statement& st = p.statement(sp.statement);
+  const int v = sp.loops[sp.vector_loop].var;
+  sp.width = Traits(isa).vector_width;
+  // AVX-512 vectorizes a loop of 8 or fewer elements at 8 lanes (ymm, EVEX): as many useful
+  // lanes per instruction as 16 would give, and on cores that split 512-bit operations in two
+  // (AMD Zen 4) twice the instructions per cycle.
+  if (isa == Isa::kAvx512 && sp.loops[sp.vector_loop].size <= 8) sp.width = 8;
+  auto check = [&](const AccessPlan& a, const std::string& name) {
+    if (a.stride[v] > 1 && sp.width > 1) {
+      sp.width = 1;
+      sp.notes.push_back(absl::StrCat("scalar code: ", name, " has stride ", a.stride[v],
+                                      " along '", p.var(v).name, "'"));
+    }
+  };
+  check(sp.output, p.tensor(st.output.tensor).name);
+  for (size_t i = 0; i < sp.inputs.size(); ++i) {
+    check(sp.inputs[i], p.tensor(st.inputs[i].tensor).name);
+  }
+  sp.horizontal = sp.width > 1 && sp.output.stride[v] == 0;
+  for (AccessPlan& a : sp.inputs) {
+    a.kind = sp.width > 1 && a.stride[v] == 0 ? AccessPlan::Kind::kBroadcast
+                                              : AccessPlan::Kind::kVector;
+  }
+}
+
+// The register scope: the outermost depth whose output block fits the accumulators the
+// statement's register budget leaves.
+void PlanRegisterScope(const Program& p, Isa isa, StatementPlan& sp) {
+  sp.budget = BudgetFor(isa, sp.width, sp.post_op);
+  const std::vector<int> out_vars = p.OutputVars(sp.statement);
+  const int n = static_cast<int>(sp.loops.size());
+  sp.scope = n;
+  for (int depth = 0; depth <= n; ++depth) {
+    if (Footprint(sp, out_vars, depth) <= sp.budget.accumulators) {
+      sp.scope = depth;
+      break;
+    }
+  }
+  sp.accumulators = static_cast<int>(Footprint(sp, out_vars, sp.scope));
+}
+
+// Unrolling: output loops in the scope always (their accumulators are fixed registers);
+// reduction loops in the scope while the unrolled body is small; `unroll` marks while the
+// unrolled loop is not too large (else a note).
+void PlanUnrolling(const LoopOrder& order, const CodegenOptions& options, StatementPlan& sp) {
+  for (int j = 0; j < static_cast<int>(sp.loops.size()); ++j) {
+    LoopPlan& l = sp.loops[j];
+    l.in_scope = j >= sp.scope;
+    const int64_t ops = UnrolledOps(sp.loops, j, sp.width);
+    if (l.in_scope && !l.reduction) {
+      l.unrolled = true;
+    } else if (l.in_scope && ops <= options.max_unrolled_ops) {
+      l.unrolled = true;
+    } else if (order[j].unroll) {
+      if (ops <= options.max_annotated_unroll_ops) {
+        l.unrolled = true;
+      } else {
+        sp.notes.push_back(absl::StrCat("unroll of loop ", j + 1, " ignored: ", ops,
+                                        " operations unrolled exceed ",
+                                        options.max_annotated_unroll_ops));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
   const Program& p = tree.program();
-  const IsaTraits traits = Traits(isa);
   KernelPlan plan;
   plan.isa = isa;
   std::set<int> lanes;
   for (int s = 0; s < p.num_statements(); ++s) {
-    const Statement& st = p.statement(s);
     const LoopOrder& order = tree.schedule(s).compute;
-    StatementPlan sp;
-    sp.statement = s;
-    sp.reduction = st.reduction;
-    sp.combiner = st.combiner;
-    sp.post_op = st.post_op;
-    sp.output = PlanAccess(p, st.output);
-    for (const Access& in : st.inputs) sp.inputs.push_back(PlanAccess(p, in));
-    sp.vector_loop = static_cast<int>(order.size()) - 1;
-    for (int j = 0; j < static_cast<int>(order.size()); ++j) {
-      if (order[j].vectorize) sp.vector_loop = j;
-    }
-    for (int j = 0; j < static_cast<int>(order.size()); ++j) {
-      LoopPlan l;
-      l.var = order[j].var;
-      l.size = order[j].size;
-      l.tail = order[j].tail;
-      l.inner = InnerExtent(order, j);
-      l.vector = j == sp.vector_loop;
-      l.reduction = p.IsReductionVar(s, l.var);
-      sp.loops.push_back(l);
-    }
-    LT_CHECK(sp.loops[sp.vector_loop].inner == 1);
-
-    // Vectorize when every access moves by 0 or 1 element along the vector variable.
-    const int v = sp.loops[sp.vector_loop].var;
-    sp.width = traits.vector_width;
-    // AVX-512 vectorizes a loop of 8 or fewer elements at 8 lanes (ymm, EVEX): as many useful
-    // lanes per instruction as 16 would give, and on cores that split 512-bit operations in two
-    // (AMD Zen 4) twice the instructions per cycle.
-    if (isa == Isa::kAvx512 && sp.loops[sp.vector_loop].size <= 8) sp.width = 8;
-    auto check = [&](const AccessPlan& a, const std::string& name) {
-      if (a.stride[v] > 1 && sp.width > 1) {
-        sp.width = 1;
-        sp.notes.push_back(absl::StrCat("scalar code: ", name, " has stride ", a.stride[v],
-                                        " along '", p.var(v).name, "'"));
-      }
-    };
-    check(sp.output, p.tensor(st.output.tensor).name);
-    for (size_t i = 0; i < sp.inputs.size(); ++i) {
-      check(sp.inputs[i], p.tensor(st.inputs[i].tensor).name);
-    }
-    sp.horizontal = sp.width > 1 && sp.output.stride[v] == 0;
-    for (AccessPlan& a : sp.inputs) {
-      a.kind = sp.width > 1 && a.stride[v] == 0 ? AccessPlan::Kind::kBroadcast
-                                                : AccessPlan::Kind::kVector;
-    }
+    StatementPlan sp = PlanLoops(p, s, order);
+    PlanVectorization(p, isa, sp);
     if (sp.width > 1) CollectTailLanes(sp, lanes);
-
-    // The register scope: the outermost depth whose output block fits the accumulators.
-    sp.budget = BudgetFor(isa, sp.width, sp.post_op);
-    const int64_t available = sp.budget.accumulators;
-    const std::vector<int> out_vars = p.OutputVars(s);
-    const int n = static_cast<int>(sp.loops.size());
-    sp.scope = n;
-    for (int depth = 0; depth <= n; ++depth) {
-      if (Footprint(sp, out_vars, depth) <= available) {
-        sp.scope = depth;
-        break;
-      }
-    }
-    sp.accumulators = static_cast<int>(Footprint(sp, out_vars, sp.scope));
-
-    // Unrolling: output loops in the scope always (their accumulators are fixed registers);
-    // reduction loops in the scope while the unrolled body is small; `unroll` marks while the
-    // unrolled loop is not too large.
-    for (int j = 0; j < n; ++j) {
-      LoopPlan& l = sp.loops[j];
-      l.in_scope = j >= sp.scope;
-      const int64_t ops = UnrolledOps(sp.loops, j, sp.width);
-      if (l.in_scope && !l.reduction) {
-        l.unrolled = true;
-      } else if (l.in_scope && ops <= options.max_unrolled_ops) {
-        l.unrolled = true;
-      } else if (order[j].unroll) {
-        if (ops <= options.max_annotated_unroll_ops) {
-          l.unrolled = true;
-        } else {
-          sp.notes.push_back(absl::StrCat("unroll of loop ", j + 1, " ignored: ", ops,
-                                          " operations unrolled exceed ",
-                                          options.max_annotated_unroll_ops));
-        }
-      }
-    }
+    PlanRegisterScope(p, isa, sp);
+    PlanUnrolling(order, options, sp);
     plan.statements.push_back(std::move(sp));
   }
   plan.tail_lanes.assign(lanes.begin(), lanes.end());

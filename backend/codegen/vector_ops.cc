@@ -172,15 +172,17 @@ void VectorOps::Fma(const Xbyak::Xmm& acc, const Xbyak::Xmm& a, const Xbyak::Ope
   width_ > 1 ? g_.vfmadd231ps(acc, a, b) : g_.vfmadd231ss(acc, a, b);
 }
 
-void VectorOps::Accumulate(Reduction reduction, Combiner combiner, bool horizontal,
-                           const Xbyak::Xmm& acc, const Xbyak::Operand& x,
-                           const Xbyak::Operand& y, int lanes, const Xbyak::Xmm& tmp) {
+void VectorOps::Accumulate(const Arithmetic& arithmetic, const Xbyak::Xmm& acc,
+                           const Xbyak::Operand& x, const Xbyak::Operand& y, int lanes,
+                           const Xbyak::Xmm& tmp) {
+  const Reduction reduction = arithmetic.reduction;
+  const Combiner combiner = arithmetic.combiner;
   auto reg = [](const Xbyak::Operand& o) -> const Xbyak::Xmm& {
     LT_CHECK(o.isXMM() || o.isYMM() || o.isZMM());
     return static_cast<const Xbyak::Xmm&>(o);
   };
   const bool masked = lanes < width_;
-  if (masked && horizontal && isa_ == Isa::kAvx2) {
+  if (masked && arithmetic.horizontal && isa_ == Isa::kAvx2) {
     // No merge masking on AVX2: compute the new accumulator in `tmp`, blend the active lanes.
     if (reduction == Reduction::kSum && combiner == Combiner::kMultiply) {
       Copy(tmp, acc);

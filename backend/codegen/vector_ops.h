@@ -18,6 +18,15 @@
 
 namespace looptool {
 
+// What one statement computes at each iteration point: acc = reduction(acc, combiner(x, y)),
+// and whether its accumulators are horizontal (per-lane partial results of a vectorized
+// reduction variable, reduced across lanes on exit).
+struct Arithmetic {
+  Reduction reduction = Reduction::kAssign;
+  Combiner combiner = Combiner::kIdentity;
+  bool horizontal = false;
+};
+
 class VectorOps {
  public:
   // `tail_lanes` are the lane counts whose AVX-512 masks the prologue loads into k1..k6 (others
@@ -53,13 +62,13 @@ class VectorOps {
   Xbyak::Address BroadcastMemory(const Xbyak::RegExp& at) const;
   bool CanBroadcastFromMemory() const { return isa_ == Isa::kAvx512 && width_ > 1; }
 
-  // acc = reduce(acc, combine(x, y)) for one iteration point, with `tmp` as scratch. For binary
-  // combiners `x` is a register and `y` a register or memory operand; for kIdentity `x` may be
-  // either (a register for kAssign) and `y` is ignored. With `lanes` below the width, a
-  // horizontal accumulator keeps its inactive lanes (merge masking, or a blend on AVX2).
-  void Accumulate(Reduction reduction, Combiner combiner, bool horizontal, const Xbyak::Xmm& acc,
-                  const Xbyak::Operand& x, const Xbyak::Operand& y, int lanes,
-                  const Xbyak::Xmm& tmp);
+  // acc = reduce(acc, combine(x, y)) for one iteration point of `arithmetic`, with `tmp` as
+  // scratch. For binary combiners `x` is a register and `y` a register or memory operand; for
+  // kIdentity `x` may be either (a register for kAssign) and `y` is ignored. With `lanes` below
+  // the width, a horizontal accumulator keeps its inactive lanes (merge masking, or a blend on
+  // AVX2).
+  void Accumulate(const Arithmetic& arithmetic, const Xbyak::Xmm& acc, const Xbyak::Operand& x,
+                  const Xbyak::Operand& y, int lanes, const Xbyak::Xmm& tmp);
 
   // Reduces the lanes of `acc` (sum or max) into lane 0, using `tmp`.
   void ReduceLanes(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Xmm& tmp);

@@ -148,8 +148,12 @@ void LoopTree::BuildTreeView() {
   num_loops_ = 0;
   int next_id = static_cast<int>(program_->InputTensors().size());  // reads are %0..%(n-1)
 
-  auto push_loop = [&](int stmt, const Loop& loop, int order_depth, bool in_c, bool in_w,
-                       int parent, int depth, int64_t iters) {
+  // Which of a statement's nests a loop belongs to.
+  enum class Nests { kBoth, kCompute, kWrite };
+  // Appends loop `order_depth` of `stmt`'s nests under `parent` (at tree depth `depth`, with
+  // `iters` iterations down to it); returns its node's index.
+  auto push_loop = [&](int stmt, const Loop& loop, int order_depth, Nests nests, int parent,
+                       int depth, int64_t iters) {
     TreeNode n;
     n.kind = TreeNode::Kind::kLoop;
     n.parent = parent;
@@ -157,13 +161,13 @@ void LoopTree::BuildTreeView() {
     n.statement = stmt;
     n.loop = loop;
     n.order_depth = order_depth;
-    n.in_compute = in_c;
-    n.in_write = in_w;
+    n.in_compute = nests != Nests::kWrite;
+    n.in_write = nests != Nests::kCompute;
     n.iterations = iters;
     nodes_.push_back(n);
     ++num_loops_;
     const int ref = static_cast<int>(nodes_.size()) - 1;
-    if (in_c) compute_refs_[stmt].push_back(ref);
+    if (n.in_compute) compute_refs_[stmt].push_back(ref);
     return ref;
   };
   auto push_leaf = [&](int stmt, TreeNode::Leaf leaf, int parent, int depth) {
@@ -190,13 +194,13 @@ void LoopTree::BuildTreeView() {
     int64_t iters = 1;
     for (int d = 0; d < shared; ++d) {
       iters *= c[d].size;
-      parent = push_loop(s, c[d], d, true, true, parent, depth++, iters);
+      parent = push_loop(s, c[d], d, Nests::kBoth, parent, depth++, iters);
     }
     const int branch_parent = parent, branch_depth = depth;
     const int64_t branch_iters = iters;
     for (int d = shared; d < static_cast<int>(c.size()); ++d) {
       iters *= c[d].size;
-      parent = push_loop(s, c[d], d, true, false, parent, depth++, iters);
+      parent = push_loop(s, c[d], d, Nests::kCompute, parent, depth++, iters);
     }
     const Statement& st = program_->statement(s);
     if (st.combiner != Combiner::kIdentity || st.reduction == Reduction::kAssign) {
@@ -208,7 +212,7 @@ void LoopTree::BuildTreeView() {
     iters = branch_iters;
     for (int d = shared; d < static_cast<int>(w.size()); ++d) {
       iters *= w[d].size;
-      parent = push_loop(s, w[d], d, false, true, parent, depth++, iters);
+      parent = push_loop(s, w[d], d, Nests::kWrite, parent, depth++, iters);
     }
     push_leaf(s, TreeNode::Leaf::kWrite, parent, depth);
   }

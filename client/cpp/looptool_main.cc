@@ -345,36 +345,85 @@ int TuneMany(FleetOptions options) {
   return failed == 0 ? 0 : 1;
 }
 
-int Tune() {
-  const bool as_json = absl::GetFlag(FLAGS_json);
-  absl::StatusOr<SearchSpec> search = ParseSearch(absl::GetFlag(FLAGS_search));
-  if (!search.ok()) return Fail(search.status());
-  const std::string search_name = search->Name();
+// What `tune` was asked for: the search, its policy and the schedule store, from the flags.
+// The policy and the store are owned here; `options` points at them.
+struct TuneSetup {
   std::optional<Policy> policy;
+  std::unique_ptr<ScheduleStore> store;
+  TuneOptions options;
+};
+
+absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
+  auto setup = std::make_unique<TuneSetup>();
+  ASSIGN_OR_RETURN(const SearchSpec search, ParseSearch(absl::GetFlag(FLAGS_search)));
   if (!absl::GetFlag(FLAGS_policy).empty()) {
-    absl::StatusOr<Policy> loaded = Policy::Find(absl::GetFlag(FLAGS_policy));
-    if (!loaded.ok()) return Fail(loaded.status());
-    policy = *std::move(loaded);
+    ASSIGN_OR_RETURN(setup->policy, Policy::Find(absl::GetFlag(FLAGS_policy)));
   }
   const bool uses_policy =
-      search->kind == SearchSpec::Kind::kPolicy || search->kind == SearchSpec::Kind::kPolicyGuided;
-  const Policy* chosen =
-      !uses_policy ? nullptr : policy.has_value() ? &*policy : &Policy::Default();
-
-  TuneOptions tune;
-  tune.search.search = *search;
+      search.kind == SearchSpec::Kind::kPolicy || search.kind == SearchSpec::Kind::kPolicyGuided;
+  const Policy* chosen = !uses_policy               ? nullptr
+                         : setup->policy.has_value() ? &*setup->policy
+                                                     : &Policy::Default();
+  TuneOptions& tune = setup->options;
+  tune.search.search = search;
   tune.search.time_limit_seconds = absl::GetFlag(FLAGS_time_limit);
   tune.search.seed = absl::GetFlag(FLAGS_seed);
-  if (policy.has_value()) tune.search.policy = &*policy;
-  tune.action_space = ActionSpace(chosen, search->kind == SearchSpec::Kind::kEvolution);
-  std::unique_ptr<ScheduleStore> store;
+  if (setup->policy.has_value()) tune.search.policy = &*setup->policy;
+  tune.action_space = ActionSpace(chosen, search.kind == SearchSpec::Kind::kEvolution);
   if (const std::string path = absl::GetFlag(FLAGS_store); !path.empty()) {
-    absl::StatusOr<std::unique_ptr<ScheduleStore>> opened = ScheduleStore::Open(path);
-    if (!opened.ok()) return Fail(opened.status());
-    store = *std::move(opened);
-    tune.store = store.get();
+    ASSIGN_OR_RETURN(setup->store, ScheduleStore::Open(path));
+    tune.store = setup->store.get();
   }
+  return setup;
+}
 
+// One benchmark's result, as text (or one JSON object with --json).
+void PrintTuneResult(const std::string& uri, const TuneOptions& tune, const TuneResult& t,
+                     const ScheduleStore* store) {
+  const SearchResult& r = t.search;
+  const std::string search_name = tune.search.search.Name();
+  if (absl::GetFlag(FLAGS_json)) {
+    json j = ResultJson(t);
+    j["benchmark"] = uri;
+    j["search"] = search_name;
+    j["action_space"] = tune.action_space;
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::printf("benchmark  %s\n", uri.c_str());
+  std::printf("search     %s in %s: %lld states evaluated in %.1f s\n", search_name.c_str(),
+              tune.action_space.c_str(), static_cast<long long>(r.states_evaluated), r.seconds);
+  const char* start_label = t.stored_prefix > 0 ? "stored" : "start";
+  if (r.start_gflops > 0) {
+    std::printf("%-10s %8.2f GFLOPS  %5.1f%% of peak\n", start_label, r.start_gflops,
+                100 * r.start_gflops / r.peak_gflops);
+    std::printf("best       %8.2f GFLOPS  %5.1f%% of peak  %.2fx the %s\n", r.gflops,
+                100 * r.gflops / r.peak_gflops, r.gflops / r.start_gflops,
+                t.stored_prefix > 0 ? "stored schedule" : "start");
+  } else {  // policy: the start state is not timed
+    std::printf("best       %8.2f GFLOPS  %5.1f%% of peak\n", r.gflops,
+                100 * r.gflops / r.peak_gflops);
+  }
+  if (r.retimed) {
+    std::printf("re-timed   the best %d states at the end; the search had measured %.2f GFLOPS\n",
+                tune.search.retime_top, r.search_gflops);
+  }
+  std::printf("peak       %8.2f GFLOPS  (measured FMA peak of one core: %s)\n", r.peak_gflops,
+              t.host_cpu.c_str());
+  std::printf("actions    %s\n",
+              r.actions.empty() ? "(none)" : absl::StrJoin(r.actions, ", ").c_str());
+  std::printf("loop tree\n%s", Indent(r.loop_tree).c_str());
+  if (store != nullptr) {
+    std::printf("store      %s %s\n",
+                t.stored ? "kept in" : "not kept (the stored one is as fast):",
+                store->path().c_str());
+  }
+}
+
+int Tune() {
+  absl::StatusOr<std::unique_ptr<TuneSetup>> setup = TuneSetupFromFlags();
+  if (!setup.ok()) return Fail(setup.status());
+  TuneOptions& tune = (*setup)->options;
   const std::string arg = absl::GetFlag(FLAGS_benchmark);
   const bool many = !absl::GetFlag(FLAGS_dataset).empty() ||
                     !absl::GetFlag(FLAGS_servers).empty() ||
@@ -387,14 +436,14 @@ int Tune() {
 
   absl::StatusOr<Connected> c = Connect();
   if (!c.ok()) return Fail(c.status());
-  if (!as_json) ReportEmbedded(*c);
+  if (!absl::GetFlag(FLAGS_json)) ReportEmbedded(*c);
   absl::StatusOr<Started> started = StartBenchmark(c->connection, tune.action_space);
   if (!started.ok()) return Fail(started.status());
-  const std::string& uri = started->benchmark.uri;
   tune.store_key = started->benchmark.store_key;
 
   const bool tty = isatty(STDERR_FILENO);
   double last_print = -1;
+  const std::string search_name = tune.search.search.Name();
   tune.search.on_progress = [&](const SearchProgress& p) {
     if (p.elapsed_seconds - last_print < (tty ? 0.1 : 2.0)) return;
     last_print = p.elapsed_seconds;
@@ -408,43 +457,7 @@ int Tune() {
   if (tty) std::fprintf(stderr, "\n");
   if (!t.ok()) return Fail(t.status());
   t->attempts = 1;
-  const SearchResult* r = &t->search;
-  const double speedup = r->start_gflops > 0 ? r->gflops / r->start_gflops : 0;
-  if (as_json) {
-    json j = ResultJson(*t);
-    j["benchmark"] = uri;
-    j["search"] = search_name;
-    j["action_space"] = tune.action_space;
-    std::cout << j.dump() << "\n";
-    return 0;
-  }
-  std::printf("benchmark  %s\n", uri.c_str());
-  std::printf("search     %s in %s: %lld states evaluated in %.1f s\n", search_name.c_str(),
-              tune.action_space.c_str(), static_cast<long long>(r->states_evaluated),
-              r->seconds);
-  const char* start_label = t->stored_prefix > 0 ? "stored" : "start";
-  if (r->start_gflops > 0) {
-    std::printf("%-10s %8.2f GFLOPS  %5.1f%% of peak\n", start_label, r->start_gflops,
-                100 * r->start_gflops / r->peak_gflops);
-    std::printf("best       %8.2f GFLOPS  %5.1f%% of peak  %.2fx the %s\n", r->gflops,
-                100 * r->gflops / r->peak_gflops, speedup,
-                t->stored_prefix > 0 ? "stored schedule" : "start");
-  } else {  // policy: the start state is not timed
-    std::printf("best       %8.2f GFLOPS  %5.1f%% of peak\n", r->gflops,
-                100 * r->gflops / r->peak_gflops);
-  }
-  if (r->retimed) {
-    std::printf("re-timed   the best %d states at the end; the search had measured %.2f GFLOPS\n",
-                tune.search.retime_top, r->search_gflops);
-  }
-  std::printf("peak       %8.2f GFLOPS  (measured FMA peak of one core: %s)\n", r->peak_gflops,
-              t->host_cpu.c_str());
-  std::printf("actions    %s\n", r->actions.empty() ? "(none)" : absl::StrJoin(r->actions, ", ").c_str());
-  std::printf("loop tree\n%s", Indent(r->loop_tree).c_str());
-  if (store != nullptr) {
-    std::printf("store      %s %s\n", t->stored ? "kept in" : "not kept (the stored one is as fast):",
-                store->path().c_str());
-  }
+  PrintTuneResult(started->benchmark.uri, tune, *t, (*setup)->store.get());
   return 0;
 }
 
