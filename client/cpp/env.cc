@@ -1,9 +1,9 @@
 #include "client/cpp/env.h"
 
 #include "absl/strings/numbers.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "util/status_macros.h"
 
 namespace looptool::client {
 
@@ -50,16 +50,14 @@ Env::~Env() { Close().IgnoreError(); }
 
 absl::StatusOr<Env> Env::Start(std::shared_ptr<Connection> connection,
                                const std::string& benchmark, const std::string& action_space) {
-  absl::StatusOr<int> space = connection->ActionSpaceIndex(action_space);
-  if (!space.ok()) return space.status();
+  ASSIGN_OR_RETURN(const int space, connection->ActionSpaceIndex(action_space));
   compiler_gym::StartSessionRequest request;
   request.mutable_benchmark()->set_uri(benchmark);
-  request.set_action_space(*space);
+  request.set_action_space(space);
   compiler_gym::StartSessionReply reply;
-  absl::Status s = connection->Invoke([&](grpc::ClientContext* ctx) {
+  RETURN_IF_ERROR(connection->Invoke([&](grpc::ClientContext* ctx) {
     return connection->stub().StartSession(ctx, request, &reply);
-  });
-  if (!s.ok()) return s;
+  }));
   if (reply.has_new_action_space()) {
     // The server runs the session in another space than asked (loop_tool-cpu-v0 benchmarks
     // take upstream's `simple` by default): index actions in the space it reports.
@@ -80,10 +78,9 @@ absl::StatusOr<Env> Env::StartProgram(std::shared_ptr<Connection> connection,
   b->set_uri(uri);
   b->mutable_program()->set_contents(program);
   compiler_gym::AddBenchmarkReply reply;
-  absl::Status s = connection->Invoke([&](grpc::ClientContext* ctx) {
+  RETURN_IF_ERROR(connection->Invoke([&](grpc::ClientContext* ctx) {
     return connection->stub().AddBenchmark(ctx, request, &reply);
-  });
-  if (!s.ok()) return s;
+  }));
   return Start(std::move(connection), uri, action_space);
 }
 
@@ -93,9 +90,7 @@ absl::Status Env::Reset(const std::string& benchmark) {
   const std::string space = action_space_;
   const absl::Time deadline = deadline_;
   Close().IgnoreError();
-  absl::StatusOr<Env> fresh = Start(std::move(connection), uri, space);
-  if (!fresh.ok()) return fresh.status();
-  *this = *std::move(fresh);
+  ASSIGN_OR_RETURN(*this, Start(std::move(connection), uri, space));
   deadline_ = deadline;
   return absl::OkStatus();
 }
@@ -107,22 +102,19 @@ absl::StatusOr<StepResult> Env::Step(const std::vector<int>& actions,
   request.set_session_id(session_id_);
   for (int a : actions) request.add_action()->set_int64_value(a);
   for (const std::string& name : observations) {
-    absl::StatusOr<int> index = connection_->ObservationIndex(name);
-    if (!index.ok()) return index.status();
-    request.add_observation_space(*index);
+    ASSIGN_OR_RETURN(const int index, connection_->ObservationIndex(name));
+    request.add_observation_space(index);
   }
   compiler_gym::StepReply reply;
-  absl::Status s = connection_->Invoke(
+  RETURN_IF_ERROR(connection_->Invoke(
       [&](grpc::ClientContext* ctx) { return connection_->stub().Step(ctx, request, &reply); },
-      connection_->TimeoutUntil(deadline_));
-  if (!s.ok()) return s;
+      connection_->TimeoutUntil(deadline_)));
   StepResult result;
   result.action_had_no_effect = reply.action_had_no_effect();
   result.names = observations;
   for (const compiler_gym::Event& e : reply.observation()) {
-    absl::StatusOr<Value> v = FromEvent(e);
-    if (!v.ok()) return v.status();
-    result.observations.push_back(*std::move(v));
+    ASSIGN_OR_RETURN(Value v, FromEvent(e));
+    result.observations.push_back(std::move(v));
   }
   if (result.observations.size() != observations.size()) {
     return absl::InternalError("the server returned the wrong number of observations");
@@ -142,9 +134,8 @@ absl::StatusOr<StepResult> Env::StepNamed(const std::vector<std::string>& action
 }
 
 absl::StatusOr<Value> Env::Observe(const std::string& observation) {
-  absl::StatusOr<StepResult> r = Step({}, {observation});
-  if (!r.ok()) return r.status();
-  return std::move(r->observations[0]);
+  ASSIGN_OR_RETURN(StepResult r, Step({}, {observation}));
+  return std::move(r.observations[0]);
 }
 
 absl::StatusOr<Env> Env::Fork() const {

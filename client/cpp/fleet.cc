@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "util/status_macros.h"
 
 namespace looptool::client {
 
@@ -21,25 +22,21 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
   const std::string key = options.store_key.empty() ? env.benchmark() : options.store_key;
   std::vector<std::string> prefix;
   if (options.store != nullptr) {
-    absl::StatusOr<std::optional<StoredSchedule>> found =
-        options.store->Find(key, out.host_cpu, options.action_space);
-    if (!found.ok()) return found.status();
-    if (found->has_value() && !(*found)->actions.empty()) {
-      absl::StatusOr<StepResult> replayed = env.StepNamed((*found)->actions);
+    ASSIGN_OR_RETURN(const std::optional<StoredSchedule> found,
+                     options.store->Find(key, out.host_cpu, options.action_space));
+    if (found.has_value() && !found->actions.empty()) {
+      absl::StatusOr<StepResult> replayed = env.StepNamed(found->actions);
       if (replayed.ok()) {
-        prefix = (*found)->actions;
+        prefix = found->actions;
       } else if (replayed.status().code() == absl::StatusCode::kInvalidArgument) {
         // The stored actions do not apply (a space that changed since): start fresh.
-        absl::Status reset = env.Reset();
-        if (!reset.ok()) return reset;
+        RETURN_IF_ERROR(env.Reset());
       } else {
         return replayed.status();
       }
     }
   }
-  absl::StatusOr<SearchResult> found = Search(env, options.search);
-  if (!found.ok()) return found.status();
-  out.search = *std::move(found);
+  ASSIGN_OR_RETURN(out.search, Search(env, options.search));
   out.stored_prefix = static_cast<int>(prefix.size());
   out.search.actions.insert(out.search.actions.begin(), prefix.begin(), prefix.end());
   if (options.store != nullptr) {
@@ -54,9 +51,7 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
     s.search = options.search.search.Name();
     s.server = out.server;
     s.seconds = out.search.seconds;
-    absl::StatusOr<bool> kept = options.store->Offer(s);
-    if (!kept.ok()) return kept.status();
-    out.stored = *kept;
+    ASSIGN_OR_RETURN(out.stored, options.store->Offer(s));
   }
   return out;
 }
@@ -160,13 +155,12 @@ class Fleet {
     }
     const FleetBenchmark& b = benchmarks_[job];
     const std::string& space = options_.tune.action_space;
-    absl::StatusOr<Env> env = b.program.empty()
+    ASSIGN_OR_RETURN(Env env, b.program.empty()
                                   ? Env::Start(connection, b.uri, space)
-                                  : Env::StartProgram(connection, b.uri, b.program, space);
-    if (!env.ok()) return env.status();
+                                  : Env::StartProgram(connection, b.uri, b.program, space));
     TuneOptions tune = options_.tune;
     tune.store_key = b.store_key;
-    return TuneOne(*env, *connection, tune);
+    return TuneOne(env, *connection, tune);
   }
 
   bool Done() {
