@@ -30,6 +30,7 @@
 #include "backend/timing/measure.h"
 #include "bench/clean_environment.h"
 #include "datasets/matmul_range.h"
+#include "util/status_macros.h"
 
 ABSL_FLAG(int, schedules, 60, "random schedules per shape");
 ABSL_FLAG(int, count, 25, "test-split matmuls (spread evenly over the split)");
@@ -77,47 +78,25 @@ std::vector<LoopTree> RandomSchedules(const LoopTree& initial, int n, std::mt199
   return out;
 }
 
-int Main() {
-  if (absl::GetFlag(FLAGS_schedules) < 1 || absl::GetFlag(FLAGS_count) < 1 ||
-      absl::GetFlag(FLAGS_budget_ms) <= 0) {
-    std::fprintf(stderr, "eval_bench: --schedules and --count must be at least 1 and --budget_ms "
-                         "positive\n");
-    return 1;
-  }
+// The CPU to run on (--core, default the last one allowed), pinned; -1 when it cannot be.
+int PinToCore() {
   int core = absl::GetFlag(FLAGS_core);
+  cpu_set_t set;
   if (core < 0) {
-    cpu_set_t set;
     CPU_ZERO(&set);
     sched_getaffinity(0, sizeof(set), &set);
     for (int c = 0; c < CPU_SETSIZE; ++c) {
       if (CPU_ISSET(c, &set)) core = c;
     }
   }
-  cpu_set_t set;
   CPU_ZERO(&set);
-  if (core >= CPU_SETSIZE) core = -1;
-  if (core >= 0) CPU_SET(core, &set);
-  if (core < 0 || sched_setaffinity(0, sizeof(set), &set) != 0) {
-    std::fprintf(stderr, "eval_bench: cannot run on cpu %d (--core)\n", core);
-    return 1;
-  }
+  if (core < 0 || core >= CPU_SETSIZE) return -1;
+  CPU_SET(core, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0 ? core : -1;
+}
 
-  absl::StatusOr<Isa> isa = ParseIsa("auto");
-  if (!isa.ok()) return 1;
-  const double budget = absl::GetFlag(FLAGS_budget_ms) / 1000;
-  LocalTimer::Options fixed_options;
-  fixed_options.isa = *isa;
-  fixed_options.timing.budget_seconds = budget;
-  fixed_options.adaptive = false;
-  LocalTimer::Options adaptive_options = fixed_options;
-  adaptive_options.adaptive = true;
-
-  std::vector<datasets::MatmulShape> test;
-  for (const auto& s : datasets::MatmulRange()) {
-    if (datasets::InTestSplit(s)) test.push_back(s);
-  }
-  const int count = std::min<int>(absl::GetFlag(FLAGS_count), test.size());
-  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+// Everything measured, over all shapes.
+struct Tally {
   std::vector<Sample> fixed, adaptive;
   std::vector<double> per_schedule_ratio;  // adaptive kernel time / fixed kernel time
   std::vector<bool> per_schedule_slower;   // adaptive stopped it early as slower
@@ -125,69 +104,74 @@ int Main() {
   std::vector<double> floor_ratio;         // best schedule: one fresh fixed timing / another
   double fixed_wall = 0, adaptive_wall = 0;
   LocalTimer::Stats adaptive_stats;
-  for (int i = 0; i < count; ++i) {
-    const datasets::MatmulShape shape = test[i * test.size() / count];
-    auto program = ParseProgram(datasets::MatmulProgram(shape), Limits{});
-    if (!program.ok()) return 1;
-    const LoopTree initial = LoopTree::Initial(std::make_shared<const Program>(*program));
-    std::vector<LoopTree> schedules = RandomSchedules(initial, absl::GetFlag(FLAGS_schedules), rng);
-    schedules.insert(schedules.begin(), initial);
-    // Alternate the policies' order per shape so that neither always runs on a warmer core.
-    LocalTimer fixed_eval(fixed_options), adaptive_eval(adaptive_options);
-    double best_seconds = 1e30;
-    const LoopTree* best = nullptr;
-    for (const LoopTree& tree : schedules) {
-      Sample f, a;
-      for (int k = 0; k < 2; ++k) {
-        const bool fixed_turn = (k == 0) == (i % 2 == 0);
-        LocalTimer& eval = fixed_turn ? fixed_eval : adaptive_eval;
-        const LocalTimer::Stats before = eval.stats();
-        const double t0 = MonotonicSeconds();
-        absl::StatusOr<Measurement> m = eval.Measure(tree);
-        const double wall = MonotonicSeconds() - t0;
-        const LocalTimer::Stats after = eval.stats();
-        const bool slower = after.slower + after.given_up > before.slower + before.given_up;
-        if (!m.ok()) {
-          std::fprintf(stderr, "%s: %s\n", datasets::MatmulName(shape).c_str(),
-                       m.status().ToString().c_str());
-          return 1;
-        }
-        (fixed_turn ? f : a) = Sample{wall, m->seconds, !fixed_turn && slower};
-      }
-      fixed.push_back(f);
-      adaptive.push_back(a);
-      fixed_wall += f.wall_seconds;
-      adaptive_wall += a.wall_seconds;
-      per_schedule_ratio.push_back(a.kernel_seconds / f.kernel_seconds);
-      per_schedule_slower.push_back(a.stopped_slower);
-      if (a.kernel_seconds < best_seconds) {
-        best_seconds = a.kernel_seconds;
-        best = &tree;
-      }
-    }
-    const LocalTimer::Stats s = adaptive_eval.stats();
-    adaptive_stats.measured += s.measured;
-    adaptive_stats.stable += s.stable;
-    adaptive_stats.slower += s.slower;
-    adaptive_stats.given_up += s.given_up;
-    adaptive_stats.confirmed += s.confirmed;
-    LocalTimer retime(fixed_options);
-    absl::StatusOr<Measurement> again = retime.Measure(*best);
-    if (!again.ok()) return 1;
-    best_ratio.push_back(again->seconds / best_seconds);
-    // The noise floor: the same kernel in two more fresh evaluators (new buffers, fixed budget).
-    LocalTimer first(fixed_options), second(fixed_options);
-    absl::StatusOr<Measurement> m1 = first.Measure(*best), m2 = second.Measure(*best);
-    if (!m1.ok() || !m2.ok()) return 1;
-    floor_ratio.push_back(m2->seconds / m1->seconds);
-    std::printf("%-14s %3zu schedules: fixed %.1f ms, adaptive %.1f ms per schedule; best "
-                "retimed/reported %.3f\n",
-                datasets::MatmulName(shape).c_str(), schedules.size(),
-                1e3 * fixed_wall / fixed.size(), 1e3 * adaptive_wall / adaptive.size(),
-                best_ratio.back());
-    std::fflush(stdout);
-  }
+};
 
+// One shape: its initial state and --schedules random walks, each evaluated by both policies
+// (alternating which goes first per shape, so that neither always runs on a warmer core); then
+// its best schedule timed again, and twice more for the noise floor.
+absl::Status MeasureShape(const datasets::MatmulShape& shape, int index,
+                          const LocalTimer::Options& fixed_options,
+                          const LocalTimer::Options& adaptive_options, std::mt19937_64& rng,
+                          Tally& t) {
+  ASSIGN_OR_RETURN(const Program program, ParseProgram(datasets::MatmulProgram(shape), Limits{}));
+  const LoopTree initial = LoopTree::Initial(std::make_shared<const Program>(program));
+  std::vector<LoopTree> schedules = RandomSchedules(initial, absl::GetFlag(FLAGS_schedules), rng);
+  schedules.insert(schedules.begin(), initial);
+  LocalTimer fixed_eval(fixed_options), adaptive_eval(adaptive_options);
+  double best_seconds = 1e30;
+  const LoopTree* best = nullptr;
+  for (const LoopTree& tree : schedules) {
+    Sample f, a;
+    for (int k = 0; k < 2; ++k) {
+      const bool fixed_turn = (k == 0) == (index % 2 == 0);
+      LocalTimer& eval = fixed_turn ? fixed_eval : adaptive_eval;
+      const LocalTimer::Stats before = eval.stats();
+      const double t0 = MonotonicSeconds();
+      absl::StatusOr<Measurement> m = eval.Measure(tree);
+      const double wall = MonotonicSeconds() - t0;
+      const LocalTimer::Stats after = eval.stats();
+      const bool slower = after.slower + after.given_up > before.slower + before.given_up;
+      if (!m.ok()) {
+        return absl::Status(m.status().code(), absl::StrCat(datasets::MatmulName(shape), ": ",
+                                                            m.status().message()));
+      }
+      (fixed_turn ? f : a) = Sample{wall, m->seconds, !fixed_turn && slower};
+    }
+    t.fixed.push_back(f);
+    t.adaptive.push_back(a);
+    t.fixed_wall += f.wall_seconds;
+    t.adaptive_wall += a.wall_seconds;
+    t.per_schedule_ratio.push_back(a.kernel_seconds / f.kernel_seconds);
+    t.per_schedule_slower.push_back(a.stopped_slower);
+    if (a.kernel_seconds < best_seconds) {
+      best_seconds = a.kernel_seconds;
+      best = &tree;
+    }
+  }
+  const LocalTimer::Stats s = adaptive_eval.stats();
+  t.adaptive_stats.measured += s.measured;
+  t.adaptive_stats.stable += s.stable;
+  t.adaptive_stats.slower += s.slower;
+  t.adaptive_stats.given_up += s.given_up;
+  t.adaptive_stats.confirmed += s.confirmed;
+  LocalTimer retime(fixed_options);
+  ASSIGN_OR_RETURN(const Measurement again, retime.Measure(*best));
+  t.best_ratio.push_back(again.seconds / best_seconds);
+  // The noise floor: the same kernel in two more fresh evaluators (new buffers, fixed budget).
+  LocalTimer first(fixed_options), second(fixed_options);
+  ASSIGN_OR_RETURN(const Measurement m1, first.Measure(*best));
+  ASSIGN_OR_RETURN(const Measurement m2, second.Measure(*best));
+  t.floor_ratio.push_back(m2.seconds / m1.seconds);
+  std::printf("%-14s %3zu schedules: fixed %.1f ms, adaptive %.1f ms per schedule; best "
+              "retimed/reported %.3f\n",
+              datasets::MatmulName(shape).c_str(), schedules.size(),
+              1e3 * t.fixed_wall / t.fixed.size(), 1e3 * t.adaptive_wall / t.adaptive.size(),
+              t.best_ratio.back());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+std::string Report(const Tally& t, int core, int count, double budget) {
   auto walls = [](const std::vector<Sample>& v, const std::vector<Sample>& ref, bool small) {
     std::vector<double> w;
     for (size_t i = 0; i < v.size(); ++i) {
@@ -196,11 +180,11 @@ int Main() {
     return w;
   };
   size_t small = 0;
-  for (const Sample& f : fixed) small += f.kernel_seconds < 100e-6;
+  for (const Sample& f : t.fixed) small += f.kernel_seconds < 100e-6;
   // Schedules timed to the end (settled, or the cap) and those stopped early as slower.
   std::vector<double> slow_ratio, kept_ratio;
-  for (size_t i = 0; i < per_schedule_ratio.size(); ++i) {
-    (per_schedule_slower[i] ? slow_ratio : kept_ratio).push_back(per_schedule_ratio[i]);
+  for (size_t i = 0; i < t.per_schedule_ratio.size(); ++i) {
+    (t.per_schedule_slower[i] ? slow_ratio : kept_ratio).push_back(t.per_schedule_ratio[i]);
   }
   std::string md = absl::StrFormat(
       "# eval_bench\n\nNew-schedule evaluation (compile, verify against the interpreter, time) in "
@@ -213,14 +197,16 @@ int Main() {
       "again with the fixed budget. Capped at %.0f ms.\n\n"
       "| policy | median ms, kernels < 100 us (%zu) | p90 ms, < 100 us | median ms, all | p90 ms, "
       "all | schedules/s |\n|---|---:|---:|---:|---:|---:|\n",
-      core, count, fixed.size(), budget * 1e3, budget * 1e3, small);
-  for (const auto& [name, v, total] :
-       {std::tuple{"fixed", &fixed, fixed_wall}, std::tuple{"adaptive", &adaptive, adaptive_wall}}) {
+      core, count, t.fixed.size(), budget * 1e3, budget * 1e3, small);
+  for (const auto& [name, v, total] : {std::tuple{"fixed", &t.fixed, t.fixed_wall},
+                                       std::tuple{"adaptive", &t.adaptive, t.adaptive_wall}}) {
     md += absl::StrFormat("| %s | %.2f | %.2f | %.2f | %.2f | %.0f |\n", name,
-                          Quantile(walls(*v, fixed, true), 0.5), Quantile(walls(*v, fixed, true), 0.9),
-                          Quantile(walls(*v, fixed, false), 0.5),
-                          Quantile(walls(*v, fixed, false), 0.9), v->size() / total);
+                          Quantile(walls(*v, t.fixed, true), 0.5),
+                          Quantile(walls(*v, t.fixed, true), 0.9),
+                          Quantile(walls(*v, t.fixed, false), 0.5),
+                          Quantile(walls(*v, t.fixed, false), 0.9), v->size() / total);
   }
+  const LocalTimer::Stats& a = t.adaptive_stats;
   md += absl::StrFormat(
       "\nAdaptive runs: %lld schedules, %lld stopped as settled, %lld as clearly slower (%lld "
       "more after one run, 4x slower), %lld timed again as candidates.\n\n"
@@ -233,13 +219,52 @@ int Main() {
       "more fresh evaluators with the fixed budget, one / the other: median %.3f, min %.3f, max "
       "%.3f (every evaluator places its tensors at the same offsets within their pages; with "
       "buffers placed wherever malloc put them, this floor was 0.973..1.036 on this host).\n",
-      static_cast<long long>(adaptive_stats.measured), static_cast<long long>(adaptive_stats.stable),
-      static_cast<long long>(adaptive_stats.slower), static_cast<long long>(adaptive_stats.given_up),
-      static_cast<long long>(adaptive_stats.confirmed), kept_ratio.size(), Quantile(kept_ratio, 0.5),
+      static_cast<long long>(a.measured), static_cast<long long>(a.stable),
+      static_cast<long long>(a.slower), static_cast<long long>(a.given_up),
+      static_cast<long long>(a.confirmed), kept_ratio.size(), Quantile(kept_ratio, 0.5),
       Quantile(kept_ratio, 0.1), Quantile(kept_ratio, 0.9), slow_ratio.size(),
-      Quantile(slow_ratio, 0.5), Quantile(slow_ratio, 0.9),
-      Quantile(best_ratio, 0.5), Quantile(best_ratio, 0), Quantile(best_ratio, 1),
-      Quantile(floor_ratio, 0.5), Quantile(floor_ratio, 0), Quantile(floor_ratio, 1));
+      Quantile(slow_ratio, 0.5), Quantile(slow_ratio, 0.9), Quantile(t.best_ratio, 0.5),
+      Quantile(t.best_ratio, 0), Quantile(t.best_ratio, 1), Quantile(t.floor_ratio, 0.5),
+      Quantile(t.floor_ratio, 0), Quantile(t.floor_ratio, 1));
+  return md;
+}
+
+int Main() {
+  if (absl::GetFlag(FLAGS_schedules) < 1 || absl::GetFlag(FLAGS_count) < 1 ||
+      absl::GetFlag(FLAGS_budget_ms) <= 0) {
+    std::fprintf(stderr, "eval_bench: --schedules and --count must be at least 1 and --budget_ms "
+                         "positive\n");
+    return 1;
+  }
+  const int core = PinToCore();
+  if (core < 0) {
+    std::fprintf(stderr, "eval_bench: cannot run on cpu %d (--core)\n", absl::GetFlag(FLAGS_core));
+    return 1;
+  }
+  const double budget = absl::GetFlag(FLAGS_budget_ms) / 1000;
+  LocalTimer::Options fixed_options;
+  fixed_options.isa = DetectIsa();
+  fixed_options.timing.budget_seconds = budget;
+  fixed_options.adaptive = false;
+  LocalTimer::Options adaptive_options = fixed_options;
+  adaptive_options.adaptive = true;
+
+  std::vector<datasets::MatmulShape> test;
+  for (const auto& s : datasets::MatmulRange()) {
+    if (datasets::InTestSplit(s)) test.push_back(s);
+  }
+  const int count = std::min<int>(absl::GetFlag(FLAGS_count), test.size());
+  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+  Tally tally;
+  for (int i = 0; i < count; ++i) {
+    absl::Status s = MeasureShape(test[i * test.size() / count], i, fixed_options,
+                                  adaptive_options, rng, tally);
+    if (!s.ok()) {
+      std::fprintf(stderr, "eval_bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
+  const std::string md = Report(tally, core, count, budget);
   std::ofstream(absl::GetFlag(FLAGS_out) + "/eval_bench.md") << md;
   std::printf("\n%s", md.c_str());
   return 0;

@@ -779,39 +779,20 @@ bool Alive(const std::string& address, pid_t pid) {
   return stub->GetVersion(&ctx, cg::GetVersionRequest(), &reply).ok();
 }
 
-int Main(const char* argv0) {
-  const int clients = absl::GetFlag(FLAGS_clients);
-  const double minutes = absl::GetFlag(FLAGS_minutes);
-  if (clients <= 0 || !(minutes > 0)) {
-    std::fprintf(stderr, "soak_bench: --clients and --minutes must be positive\n");
-    return 2;
-  }
-  std::string address = absl::GetFlag(FLAGS_server);
-  StartedServer started;
-  pid_t pid = absl::GetFlag(FLAGS_server_pid);
-  if (address.empty()) {
-    if (!StartServer(argv0, &started)) return 1;
-    address = absl::StrFormat("127.0.0.1:%d", started.port);
-    pid = started.pid;
-  }
-  std::fprintf(stderr, "soak_bench: %d clients for %.2f min against %s (pid %d)\n", clients,
-               minutes, address.c_str(), static_cast<int>(pid));
-
-  Spaces spaces;
-  std::string error;
-  if (!GetSpacesOnce(address, &spaces, &error)) {
-    std::fprintf(stderr, "soak_bench: GetSpaces failed: %s\n", error.c_str());
-    if (started.pid > 0) {
-      bool ignored = false;
-      StopServer(started.pid, &ignored);
-    }
-    return 1;
-  }
-
-  const std::time_t wall_start = std::time(nullptr);
+// What the clients' run produced: memory samples, every call's record, how long it took.
+struct SoakRun {
   std::vector<Memory> samples;
+  Record all;
+  double duration = 0;
+};
+
+// `clients` clients against `address` until `minutes` have passed, the server (`pid`) sampled
+// every `every` seconds.
+SoakRun RunClients(const std::string& address, const Spaces& spaces, pid_t pid, int clients,
+                   double minutes, double every) {
+  SoakRun run;
   const auto t0 = Clock::now();
-  samples.push_back(SampleMemory(pid, 0));
+  run.samples.push_back(SampleMemory(pid, 0));
   const auto end = t0 + std::chrono::nanoseconds(static_cast<int64_t>(minutes * 60e9));
   std::vector<std::unique_ptr<SoakClient>> soak;
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
@@ -820,14 +801,12 @@ int Main(const char* argv0) {
   }
   std::vector<std::thread> threads;
   for (auto& c : soak) threads.emplace_back([&c] { c->Run(); });
-
-  const double every = std::max(1.0, absl::GetFlag(FLAGS_sample_seconds));
   for (int n = 1;; ++n) {
     const auto next = t0 + std::chrono::nanoseconds(static_cast<int64_t>(n * every * 1e9));
     if (next >= end) break;
-    std::this_thread::sleep_until(next);
-    samples.push_back(SampleMemory(pid, Seconds(t0, Clock::now())));
-    const Memory& m = samples.back();
+    std::this_thread::sleep_until(next);  // the sampling period, not a synchronisation
+    run.samples.push_back(SampleMemory(pid, Seconds(t0, Clock::now())));
+    const Memory& m = run.samples.back();
     std::fprintf(stderr,
                  "soak_bench: %5.0f s  %lld calls  %lld unexpected  server %.1f MB  workers %d "
                  "(%.1f MB)  threads %d  live sessions %lld\n",
@@ -836,50 +815,16 @@ int Main(const char* argv0) {
                  m.workers_mb, m.threads, static_cast<long long>(m.live));
   }
   for (auto& t : threads) t.join();
-  const double duration = Seconds(t0, Clock::now());
-  samples.push_back(SampleMemory(pid, duration));
+  run.duration = Seconds(t0, Clock::now());
+  run.samples.push_back(SampleMemory(pid, run.duration));
+  for (auto& c : soak) run.all.Merge(c->record());
+  return run;
+}
 
-  Record all;
-  for (auto& c : soak) all.Merge(c->record());
-  soak.clear();
-
-  const bool alive = Alive(address, started.pid > 0 ? started.pid : 0) &&
-                     (pid <= 0 || samples.back().ok);
-  std::string stop = "not stopped (an existing server)";
-  bool exit_ok = true;
-  if (started.pid > 0) {
-    stop = StopServer(started.pid, &exit_ok);
-    if (exit_ok) std::filesystem::remove_all(started.dir);
-  }
-
-  // ---- the report
-  char date[64];
-  std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %Z", std::localtime(&wall_start));
-  std::string r = "# soak_bench\n\n";
-  r += absl::StrFormat("- Host: %s, %u CPUs\n", HostCpuModel(), std::thread::hardware_concurrency());
-  r += absl::StrFormat("- Date: %s\n", date);
-  r += absl::StrFormat("- Duration: %.1f s (--minutes=%g), clients: %d, seed: %d\n", duration,
-                       minutes, clients, static_cast<long long>(seed));
-  if (started.pid > 0) {
-    r += absl::StrFormat("- Server: `%s %s` (pid %d); after SIGTERM it %s\n", started.binary,
-                         started.args, static_cast<int>(started.pid), stop);
-  } else {
-    r += absl::StrFormat("- Server: %s (pid %s)\n", address,
-                         pid > 0 ? std::to_string(pid) : "unknown: no memory samples");
-  }
-  r += absl::StrFormat(
-      "- Each client: its own channel, at most %d live sessions, per-call deadline %g s; random "
-      "steps of 1-8 actions with 0-2 cheap observations (5%% with flops), starts (75%% random "
-      "matmuls mm64_256_16_range-v0/mmM_N_K, M,N,K in 16..256, else catalog benchmarks; "
-      "action space 0 or 1), forks, ends, %g abandoned sessions/min, bad requests, %g injected "
-      "kernel faults/min (%g%% hangs)\n\n",
-      absl::GetFlag(FLAGS_max_live), absl::GetFlag(FLAGS_deadline),
-      absl::GetFlag(FLAGS_abandon_per_minute), absl::GetFlag(FLAGS_faults_per_minute),
-      100 * absl::GetFlag(FLAGS_hang_fraction));
-
-  int64_t total = 0, unexpected = 0;
-  r += "## Calls\n\n| call | count | not OK | p50 ms | p90 ms | p99 ms | max ms |\n"
-       "|---|---:|---:|---:|---:|---:|---:|\n";
+// The calls table; `total` receives the number of calls.
+std::string CallsSection(Record& all, int64_t& total) {
+  std::string r = "## Calls\n\n| call | count | not OK | p50 ms | p90 ms | p99 ms | max ms |\n"
+                  "|---|---:|---:|---:|---:|---:|---:|\n";
   for (int k = 0; k < kNumKinds; ++k) {
     std::vector<float>& v = all.latency_ms[k];
     std::sort(v.begin(), v.end());
@@ -893,12 +838,17 @@ int Main(const char* argv0) {
                          Percentile(v, 0.5), Percentile(v, 0.9), Percentile(v, 0.99), v.back());
   }
   r += absl::StrFormat("| all | %d | | | | | |\n\n", static_cast<long long>(total));
+  return r;
+}
 
-  r += "## Status codes\n\nExpected: OK for ordinary calls; INVALID_ARGUMENT / NOT_FOUND for the "
-       "bad requests (NOT_FOUND for an unknown session or an AddBenchmark without a program); "
-       "INTERNAL after an injected crash, DEADLINE_EXCEEDED after an injected hang. "
-       "Anything else is unexpected (an OK where an error was expected included).\n\n"
-       "| code | count | expected | unexpected |\n|---|---:|---:|---:|\n";
+// The status codes table; `unexpected` receives the number of unexpected results.
+std::string CodesSection(const Record& all, int64_t& unexpected) {
+  std::string r =
+      "## Status codes\n\nExpected: OK for ordinary calls; INVALID_ARGUMENT / NOT_FOUND for the "
+      "bad requests (NOT_FOUND for an unknown session or an AddBenchmark without a program); "
+      "INTERNAL after an injected crash, DEADLINE_EXCEEDED after an injected hang. "
+      "Anything else is unexpected (an OK where an error was expected included).\n\n"
+      "| code | count | expected | unexpected |\n|---|---:|---:|---:|\n";
   for (int c = 0; c < kNumCodes; ++c) {
     const Tally& t = all.codes[c];
     if (t.expected + t.unexpected == 0) continue;
@@ -916,22 +866,29 @@ int Main(const char* argv0) {
     }
     r += "\n";
   }
+  return r;
+}
 
-  r += absl::StrFormat(
+struct RssSummary {
+  double start = 0, end = 0, max = 0;
+};
+
+// The memory table: one row per sample minute (every sample for short runs), at most ~40, the
+// last always.
+std::string MemorySection(const std::vector<Memory>& samples, double every, RssSummary& rss) {
+  std::string r = absl::StrFormat(
       "## Memory (every %g s; VmRSS from /proc; workers: the server's descendant processes)\n\n"
       "| t (s) | server RSS MB | server threads | workers | workers RSS MB | total MB | calls so "
       "far | live sessions held |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
       every);
-  double rss_start = 0, rss_end = 0, rss_max = 0;
   bool any = false;
   for (const Memory& m : samples) {
     if (!m.ok) continue;
-    if (!any) rss_start = m.server_mb;
+    if (!any) rss.start = m.server_mb;
     any = true;
-    rss_end = m.server_mb;
-    rss_max = std::max(rss_max, m.server_mb);
+    rss.end = m.server_mb;
+    rss.max = std::max(rss.max, m.server_mb);
   }
-  // One row per sample minute (every sample for short runs), at most ~40, the last always.
   std::vector<size_t> rows;
   const double span = samples.back().t;
   const double step = std::max(span / 39.0, span > 400 ? 60.0 : 0.0);
@@ -953,14 +910,89 @@ int Main(const char* argv0) {
                          m.threads, m.workers, m.workers_mb, m.server_mb + m.workers_mb,
                          static_cast<long long>(m.calls), static_cast<long long>(m.live));
   }
-  r += "\n";
-  const std::string final_line = absl::StrFormat(
-      "soak: %d calls, %d unexpected errors, server alive: %s, RSS start %.1f MB end %.1f MB max "
-      "%.1f MB",
-      static_cast<long long>(total), static_cast<long long>(unexpected), alive ? "yes" : "no",
-      rss_start, rss_end, rss_max);
-  r += final_line + "\n";
+  return r + "\n";
+}
 
+// The report's header: host, date, duration, server, what each client does.
+std::string Header(const StartedServer& started, const std::string& address, pid_t pid,
+                   const std::string& stop, std::time_t wall_start, double duration, int clients) {
+  char date[64];
+  std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %Z", std::localtime(&wall_start));
+  std::string r = "# soak_bench\n\n";
+  r += absl::StrFormat("- Host: %s, %u CPUs\n", HostCpuModel(), std::thread::hardware_concurrency());
+  r += absl::StrFormat("- Date: %s\n", date);
+  r += absl::StrFormat("- Duration: %.1f s (--minutes=%g), clients: %d, seed: %d\n", duration,
+                       absl::GetFlag(FLAGS_minutes), clients,
+                       static_cast<long long>(absl::GetFlag(FLAGS_seed)));
+  if (started.pid > 0) {
+    r += absl::StrFormat("- Server: `%s %s` (pid %d); after SIGTERM it %s\n", started.binary,
+                         started.args, static_cast<int>(started.pid), stop);
+  } else {
+    r += absl::StrFormat("- Server: %s (pid %s)\n", address,
+                         pid > 0 ? std::to_string(pid) : "unknown: no memory samples");
+  }
+  r += absl::StrFormat(
+      "- Each client: its own channel, at most %d live sessions, per-call deadline %g s; random "
+      "steps of 1-8 actions with 0-2 cheap observations (5%% with flops), starts (75%% random "
+      "matmuls mm64_256_16_range-v0/mmM_N_K, M,N,K in 16..256, else catalog benchmarks; "
+      "action space 0 or 1), forks, ends, %g abandoned sessions/min, bad requests, %g injected "
+      "kernel faults/min (%g%% hangs)\n\n",
+      absl::GetFlag(FLAGS_max_live), absl::GetFlag(FLAGS_deadline),
+      absl::GetFlag(FLAGS_abandon_per_minute), absl::GetFlag(FLAGS_faults_per_minute),
+      100 * absl::GetFlag(FLAGS_hang_fraction));
+  return r;
+}
+
+int Main(const char* argv0) {
+  const int clients = absl::GetFlag(FLAGS_clients);
+  const double minutes = absl::GetFlag(FLAGS_minutes);
+  if (clients <= 0 || !(minutes > 0)) {
+    std::fprintf(stderr, "soak_bench: --clients and --minutes must be positive\n");
+    return 2;
+  }
+  std::string address = absl::GetFlag(FLAGS_server);
+  StartedServer started;
+  pid_t pid = absl::GetFlag(FLAGS_server_pid);
+  if (address.empty()) {
+    if (!StartServer(argv0, &started)) return 1;
+    address = absl::StrFormat("127.0.0.1:%d", started.port);
+    pid = started.pid;
+  }
+  std::fprintf(stderr, "soak_bench: %d clients for %.2f min against %s (pid %d)\n", clients,
+               minutes, address.c_str(), static_cast<int>(pid));
+  Spaces spaces;
+  std::string error;
+  if (!GetSpacesOnce(address, &spaces, &error)) {
+    std::fprintf(stderr, "soak_bench: GetSpaces failed: %s\n", error.c_str());
+    if (started.pid > 0) {
+      bool ignored = false;
+      StopServer(started.pid, &ignored);
+    }
+    return 1;
+  }
+  const std::time_t wall_start = std::time(nullptr);
+  const double every = std::max(1.0, absl::GetFlag(FLAGS_sample_seconds));
+  SoakRun run = RunClients(address, spaces, pid, clients, minutes, every);
+  const bool alive = Alive(address, started.pid > 0 ? started.pid : 0) &&
+                     (pid <= 0 || run.samples.back().ok);
+  std::string stop = "not stopped (an existing server)";
+  bool exit_ok = true;
+  if (started.pid > 0) {
+    stop = StopServer(started.pid, &exit_ok);
+    if (exit_ok) std::filesystem::remove_all(started.dir);
+  }
+
+  int64_t total = 0, unexpected = 0;
+  RssSummary rss;
+  std::string r = Header(started, address, pid, stop, wall_start, run.duration, clients);
+  r += CallsSection(run.all, total);
+  r += CodesSection(run.all, unexpected);
+  r += MemorySection(run.samples, every, rss);
+  r += absl::StrFormat(
+      "soak: %d calls, %d unexpected errors, server alive: %s, RSS start %.1f MB end %.1f MB max "
+      "%.1f MB\n",
+      static_cast<long long>(total), static_cast<long long>(unexpected), alive ? "yes" : "no",
+      rss.start, rss.end, rss.max);
   std::printf("%s", r.c_str());
   std::fflush(stdout);
   const std::string out = absl::GetFlag(FLAGS_out);
