@@ -17,12 +17,3 @@ def system_cc_grpc_library(name, src, deps = [], grpc = True, **kwargs):
         deps = deps + ["@system//:protobuf"] + (["@system//:grpc++"] if grpc else []),
         **kwargs
     )
-
-def system_py_grpc_library(name, src, **kwargs):
-    """Python messages and gRPC stubs (<base>_pb2.py, <base>_pb2_grpc.py) for one .proto file."""
-    base = src[:-len(".proto")]
-    outs = [base + "_pb2.py", base + "_pb2_grpc.py"]
-    cmd = ("protoc --proto_path=. --python_out=$(GENDIR) --grpc_out=$(GENDIR)" +
-           " --plugin=protoc-gen-grpc=$$(command -v grpc_python_plugin) $(location %s)" % src)
-    native.genrule(name = name + "_codegen", srcs = [src], outs = outs, cmd = cmd)
-    native.py_library(name = name, srcs = outs, imports = [".."], **kwargs)

@@ -1,8 +1,8 @@
 # Dask scheduler and workers for LoopTool's RL training (looptool.rl): Debian's python3 with
 # python3-distributed, -lz4 (Dask compresses with lz4 when the client has it, and the learner's
 # Debian host does), -grpcio, -protobuf and -numpy (the actors' numpy forward pass needs no
-# torch), the looptool package and the generated proto modules (what PYTHONPATH=bazel-bin:
-# client/python provides in the repository), staged by docker/build.sh --variant=rl.
+# torch), the looptool package with its generated looptool._proto (client/python/build_proto.py),
+# staged by docker/build.sh --variant=rl.
 # The learner (`python3 -m looptool.rl.train`, which needs python3-torch) runs outside, on a
 # host with the repository; docker/compose.yaml shows the fleet.
 #   docker run --network=host looptool-rl dask-scheduler --host=127.0.0.1 --port=8786

@@ -11,7 +11,8 @@
 #                       network and no base image. Tag looptool-server:scratch.
 #   rl                  docker/Dockerfile.rl: Dask scheduler/workers for `looptool.rl` actors
 #                       (python3, distributed, grpcio, protobuf, numpy; no torch) with the
-#                       looptool package and the generated proto modules. Tag looptool-rl:latest.
+#                       looptool package, its looptool._proto generated here with
+#                       client/python/build_proto.py (Debian's protoc). Tag looptool-rl:latest.
 #
 # Base image (bookworm, rl): --base, default debian:bookworm-slim. When that is neither present
 # nor pullable (no registry), the offline base `looptool-base` is used instead, built once with
@@ -19,7 +20,7 @@
 # and reused while the image exists; `docker rmi looptool-base` rebuilds it). The image builds run
 # with --network=host, so their `apt-get install` reaches the mirror the way the host does.
 #
-# Binaries: $LOOPTOOL_BIN_DIR/{looptool-server,looptool} (and proto/*_pb2*.py for rl) when set,
+# Binaries: $LOOPTOOL_BIN_DIR/{looptool-server,looptool} when set,
 # else the repository's bazel-bin/, built with `bazel build` when missing or when bazel-bin is the
 # ASan tree (`bazel test --config=asan` leaves it pointing there). Everything is copied
 # (cp -L) into a private build context first, so a rebuild under our feet cannot tear an image.
@@ -73,18 +74,13 @@ trap 'echo "$prog: error: unexpected failure at line $LINENO: $BASH_COMMAND" >&2
 if [[ -n "${LOOPTOOL_BIN_DIR:-}" ]]; then
   server_bin=$LOOPTOOL_BIN_DIR/looptool-server
   cli_bin=$LOOPTOOL_BIN_DIR/looptool
-  proto_dir=$LOOPTOOL_BIN_DIR/proto
-  [[ -f "$proto_dir/compiler_gym_service_pb2.py" ]] || proto_dir=$repo/bazel-bin/proto
   [[ -x "$server_bin" && -x "$cli_bin" ]] ||
     die "LOOPTOOL_BIN_DIR=$LOOPTOOL_BIN_DIR lacks looptool-server or looptool"
 else
   server_bin=$repo/bazel-bin/service/looptool-server
   cli_bin=$repo/bazel-bin/client/cpp/looptool
-  proto_dir=$repo/bazel-bin/proto
   targets=(//service:looptool-server //client/cpp:looptool)
-  [[ "$variant" == rl ]] && targets+=(//client/python:looptool)
-  if [[ ! -x "$server_bin" || ! -x "$cli_bin" ||
-        ( "$variant" == rl && ! -f "$proto_dir/compiler_gym_service_pb2_grpc.py" ) ]]; then
+  if [[ ! -x "$server_bin" || ! -x "$cli_bin" ]]; then
     say "bazel-bin lacks the binaries: bazel build ${targets[*]}"
     (cd "$repo" && bazel build "${targets[@]}") >&2
   elif ldd "$server_bin" | grep -q libasan; then
@@ -143,13 +139,12 @@ case "$variant" in
     say "staged $(find "$root" -type f | wc -l) files, $(du -sh "$root" | cut -f1) (binaries, libraries, loader)"
     ;;
   rl)
-    [[ -f "$proto_dir/compiler_gym_service_pb2.py" && -f "$proto_dir/compiler_gym_service_pb2_grpc.py" ]] ||
-      die "no generated proto modules in $proto_dir (bazel build //client/python:looptool)"
-    mkdir -p "$ctx/python/proto"
-    cp -L "$proto_dir"/compiler_gym_service_pb2.py "$proto_dir"/compiler_gym_service_pb2_grpc.py \
-      "$ctx/python/proto/"
+    mkdir -p "$ctx/python"
     (cd "$repo/client/python" && tar --exclude=__pycache__ --exclude='*.pyc' -c looptool) |
       tar -C "$ctx/python" -x
+    # looptool._proto: the messages, the stub and the service config (protoc from the host).
+    python3 "$repo/client/python/build_proto.py" "$ctx/python" ||
+      die "cannot generate looptool._proto (tools/setup.sh installs protoc and its gRPC plugin)"
     ;;
 esac
 

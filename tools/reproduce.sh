@@ -30,5 +30,5 @@ bazel-bin/bench/tune_bench --searches=$searches --time_limit=$limit --count=$cou
 bazel-bin/bench/halide_bench --count=$count --offgrid=$offgrid --convs=$convs --out="$out"
 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 bench/paper/numpy_bench.py --dir "$out"
 seconds=$(( $(date +%s) - start ))
-PYTHONPATH=bazel-bin:client/python /usr/bin/python3 bench/paper/report.py --dir "$out" --seconds=$seconds
+PYTHONPATH=bazel-bin/client/python:client/python /usr/bin/python3 bench/paper/report.py --dir "$out" --seconds=$seconds
 echo "reproduce: done in $((seconds / 60)) min $((seconds % 60)) s: $out/summary.md" >&2

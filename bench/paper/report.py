@@ -3,7 +3,7 @@ from one run's measurements (tune_bench.csv, tune_bench_curves.csv, halide_bench
 numpy_bench.csv in --dir). Every number comes from those files; every figure is labelled with
 the host CPU, the measured FMA peak and the date.
 
-    PYTHONPATH=bazel-bin:client/python /usr/bin/python3 bench/paper/report.py --dir bench/results/paper
+    PYTHONPATH=bazel-bin/client/python:client/python /usr/bin/python3 bench/paper/report.py --dir bench/results/paper
 
 Figures (matmuls; the same with _conv for the convolution layers): gflops_per_benchmark.png (every search, the policy, policy_guided, Halide's
 autoschedulers, numpy, OpenBLAS and oneDNN on each benchmark), ratio_to_onednn.png (the

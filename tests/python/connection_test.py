@@ -1,23 +1,28 @@
 """LocalServer (process start, port.txt/pid.txt, startup failures, SIGTERM) and Connection
-(RPC helpers, error mapping, UNAVAILABLE retries and reconnection, deadlines) against real
-looptool-server processes."""
+(RPC helpers, error mapping, the service config's retries through a fault-injecting proxy,
+waiting for a restarted server, the datasets' replies, deadlines) against real looptool-server
+processes."""
 
 import os
+import select
 import tempfile
 import threading
-import time
 import unittest
 from unittest import mock
 
 import grpc
 
+import grpc_proxy
 from looptool import (Connection, LocalServer, LoopToolEnv, ServerStartError, ServiceError,
                       ServiceTransportError, SessionNotFound)
+from looptool import connection as connection_lib
 from looptool import server as server_lib
+from looptool._proto import compiler_gym_service_pb2 as pb
 
 SERVER = "service/looptool-server"
 TEST_SERVER = "tests/faults/looptool-test-server"  # the server with fault injection linked in
 MM = "benchmark://mm64_256_16_range-v0/mm112_208_256"
+SERVICE_CONFIG = "proto/client_service_config.json"  # the repository's, what C++ reads too
 
 
 class LocalServerTest(unittest.TestCase):
@@ -70,23 +75,14 @@ class LocalServerTest(unittest.TestCase):
                     "time.sleep(60)\n")
             parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-            pid = int(parent.stdout.readline())
-            os.kill(pid, 0)  # running
+            with parent.stdout:
+                pid = int(parent.stdout.readline())
+            server_fd = os.pidfd_open(pid)  # readable once the server has exited
+            self.addCleanup(os.close, server_fd)
+            self.assertEqual(select.select([server_fd], [], [], 0)[0], [])  # running
             parent.kill()
             parent.wait()
-            def alive():  # a zombie (exited, not yet reaped by its new parent) is gone
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-                except FileNotFoundError:
-                    return False
-
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                if not alive():
-                    break
-                time.sleep(0.05)
-            else:
+            if not select.select([server_fd], [], [], 30)[0]:
                 os.kill(pid, signal.SIGKILL)
                 self.fail("the server outlived its SIGKILLed parent")
             with open(os.path.join(tmp, "server.log")) as f:
@@ -174,7 +170,7 @@ class ConnectionTest(unittest.TestCase):
             token.flush()
             with LocalServer(SERVER, flags=[f"--auth_token_file={token.name}"]) as server:
                 with self.assertRaises(ServiceError) as caught:
-                    Connection(server.address, retries=0).get_version()
+                    Connection(server.address).get_version()
                 self.assertEqual(caught.exception.code, grpc.StatusCode.UNAUTHENTICATED)
                 with Connection(server.address, auth_token="py-token") as connection:
                     self.assertEqual(connection.get_version().service_version, "0.2.5")
@@ -210,46 +206,155 @@ class ConnectionTest(unittest.TestCase):
             connection.acquire()
 
 
+class RetryPolicyTest(unittest.TestCase):
+    """The channel's retries are the service config's: listed methods are sent again after
+    UNAVAILABLE, Step never (not even one the server ran before the connection broke)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = LocalServer(SERVER)
+        cls.proxy = grpc_proxy.Proxy(cls.server.address)
+        cls.address = cls.proxy.address
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proxy.close()
+        cls.server.close()
+
+    def setUp(self):
+        self.proxy.reset()
+
+    def test_the_service_config_is_the_repositorys(self):
+        with open(SERVICE_CONFIG) as f:
+            self.assertEqual(connection_lib.service_config(), f.read())
+        options = dict(connection_lib.channel_options())
+        self.assertEqual(options["grpc.service_config"], connection_lib.service_config())
+        self.assertEqual(options["grpc.enable_retries"], 1)
+        self.assertEqual(options["grpc.service_config_disable_resolution"], 1)
+        self.assertEqual(connection_lib.retried_methods(),
+                         set(grpc_proxy.METHODS) - {"Step"})
+
+    def test_a_step_the_server_ran_is_not_sent_again(self):
+        with LoopToolEnv(self.address, benchmark=MM, observation_space="loop_tree",
+                         reward_space=None) as env, \
+                LoopToolEnv(self.server.address, benchmark=MM, observation_space="loop_tree",
+                            reward_space=None) as reference:
+            env.reset()
+            reference.reset()
+            once, _, _, _ = reference.step("split_4")
+            twice, _, _, _ = reference.step("split_4")
+            self.proxy.fail_after["Step"] = 1
+            _, _, done, info = env.step("split_4")
+            self.assertTrue(done)  # the episode ends gracefully, as for any lost step
+            self.assertEqual((info["error_type"], info["error_code"]),
+                             ("ServiceTransportError", "UNAVAILABLE"))
+            self.assertIsInstance(env.last_error, ServiceTransportError)
+            self.assertEqual(self.proxy.calls["Step"], 1)
+            # The session is still there, with split_4 applied exactly once.
+            self.assertEqual(env.observation["loop_tree"], once)
+            self.assertNotEqual(once, twice)
+            # The raw call raises too, and the connection goes on working.
+            self.proxy.fail_before["Step"] = 1
+            with self.assertRaises(ServiceTransportError):
+                env.connection.step(env.session_id, ["down"])
+            self.assertEqual(self.proxy.calls["Step"], 3)
+            self.assertEqual(env.observation["loop_tree"], once)
+
+    def test_a_listed_method_is_sent_again(self):
+        with Connection(self.address) as connection:
+            self.proxy.fail_before["StartSession"] = 1
+            session = connection.start_session(MM).session_id
+            self.assertEqual(self.proxy.calls["StartSession"], 2)
+            self.proxy.fail_after["ForkSession"] = 1  # the server forked; so does the retry
+            fork = connection.fork_session(session)
+            self.assertEqual(self.proxy.calls["ForkSession"], 2)
+            connection.end_session(fork)
+            connection.end_session(session)
+            # maxAttempts 4: a method that fails every time is sent 4 times, then raises.
+            self.proxy.fail_before["GetSpaces"] = 10
+            with self.assertRaises(ServiceTransportError) as caught:
+                connection.spaces()
+            self.assertIn("injected before GetSpaces", caught.exception.details)
+            self.assertEqual(self.proxy.calls["GetSpaces"], 4)
+
+    def test_datasets_are_read_from_the_server(self):
+        self.proxy.replies[("looptool.datasets", "")] = "mm-v0 3 1 Matmuls, three\nconv-v0 2\n"
+        self.proxy.replies[("looptool.dataset_benchmarks", "mm-v0:test")] = (
+            "benchmark://mm-v0/a\nbenchmark://mm-v0/b\n")
+        with Connection(self.address) as connection:
+            self.assertEqual(connection.datasets(), {"mm-v0": 3, "conv-v0": 2})
+            self.assertEqual(list(connection.datasets()), ["mm-v0", "conv-v0"])  # its order
+            self.assertEqual(connection.dataset_benchmarks("mm-v0", "test"),
+                             ["benchmark://mm-v0/a", "benchmark://mm-v0/b"])
+            connection.dataset_benchmarks("mm-v0", "test")
+            connection.datasets()
+            self.assertEqual(self.proxy.calls["SendSessionParameter"], 2)  # fetched once each
+            for bad in ("", "mm v0", "mm:test", None):
+                with self.assertRaisesRegex(ValueError, "dataset must be a dataset's name"):
+                    connection.dataset_benchmarks(bad)
+            with self.assertRaisesRegex(ValueError, "split must be one of all, train, test"):
+                connection.dataset_benchmarks("mm-v0", "validation")
+            self.assertEqual(self.proxy.calls["SendSessionParameter"], 2)  # none was sent
+        for bad in ("mm-v0 three 1 Matmuls", "mm-v0"):
+            self.proxy.replies[("looptool.datasets", "")] = f"{bad}\n"
+            with Connection(self.address) as connection:
+                with self.assertRaisesRegex(ServiceError, f"expected lines '<name> <size>', "
+                                                          f"got '{bad}'"):
+                    connection.datasets()
+
+
 class ReconnectionTest(unittest.TestCase):
 
-    def test_unavailable_is_retried_then_raised(self):
+    def test_an_unreachable_server_is_unavailable(self):
         server = LocalServer(SERVER)
         address = server.address
         self.assertEqual(server.close(), 0)
-        connection = Connection(address, retries=2, backoff=0.05)
+        connection = Connection(address, connect_timeout=0.2)
         self.addCleanup(connection.close)
-        start = time.monotonic()
         with self.assertRaises(ServiceTransportError) as caught:
-            connection.get_version()
+            connection.get_version()  # waits for a server, at most connect_timeout
         self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
-        self.assertGreaterEqual(time.monotonic() - start, 0.05 + 0.075)  # two retries waited
+        self.assertEqual(caught.exception.details,
+                         f"No server answered at {address} within 0.2 s")
+        with self.assertRaises(ServiceTransportError) as caught:
+            connection.step(1)  # waits the same way (it is never sent twice either way)
+        self.assertEqual(caught.exception.details,
+                         f"No server answered at {address} within 0.2 s")
+        with self.assertRaises(ServiceTransportError) as caught:
+            connection.call("Step", pb.StepRequest(session_id=1), wait_for_ready=False)
+        self.assertIn("failed to connect", caught.exception.details)
+        with self.assertRaisesRegex(ValueError, "connect_timeout must be positive"):
+            Connection(address, connect_timeout=0)
 
-    def test_reconnects_to_a_restarted_server(self):
+    def test_a_call_waits_for_a_restarted_server(self):
         first = LocalServer(SERVER)
         port = first.port
         self.assertEqual(first.close(), 0)
-        # A second server comes up on the same port while the call below is retrying.
-        connection = Connection(first.address, retries=12, backoff=0.1)
+        connection = Connection(first.address, connect_timeout=60)
         self.addCleanup(connection.close)
-        started = []
-        restart = threading.Timer(0.3, lambda: started.append(LocalServer(SERVER, port=port)))
-        restart.start()
-        start = time.monotonic()
+        with self.assertRaises(ServiceTransportError):
+            connection.step(1)  # no server: the channel is failing
+        # A call issued while no server runs waits for the one that comes up on the port.
+        issued, result = threading.Event(), []
+
+        def call():
+            issued.set()
+            result.append(connection.get_version().service_version)
+        caller = threading.Thread(target=call)
+        caller.start()
+        issued.wait()
+        second = LocalServer(SERVER, port=port)
         try:
-            self.assertEqual(connection.get_version().service_version, "0.2.5")
-            self.assertGreaterEqual(time.monotonic() - start, 0.3)  # it began with no server
+            caller.join(timeout=60)
+            self.assertEqual(result, ["0.2.5"])
         finally:
-            restart.join()
             connection.close()
-            for server in started:
-                self.assertEqual(server.close(), 0)
-        self.assertEqual(len(started), 1)
-        self.assertEqual(started[0].port, port)
+            self.assertEqual(second.close(), 0)
 
     def test_same_connection_works_after_a_restart(self):
         first = LocalServer(SERVER)
         port = first.port
-        connection = Connection(first.address, retries=12, backoff=0.1)
+        connection = Connection(first.address)
         self.addCleanup(connection.close)
         session = connection.start_session(MM).session_id
         # Kill the first server outright (no drain to wait for), then restart it.

@@ -12,7 +12,7 @@ import numpy as np
 from looptool import convert
 from looptool import errors
 from looptool.spaces import NamedDiscrete, ObservationSpaceSpec, Spaces
-from proto import compiler_gym_service_pb2 as pb
+from looptool._proto import compiler_gym_service_pb2 as pb
 
 GRAPH_JSON = json.dumps({
     "directed": True, "multigraph": True, "graph": {},

@@ -1,6 +1,7 @@
-"""LoopToolEnv against a real looptool-server: observations with exact values, actions by name
-and index, LoopTune's reward, fork, max_steps, graceful ends (session gone, crashing and
-hanging kernels), and errors that are the caller's."""
+"""LoopToolEnv against a real looptool-server: observations with exact values (also several by
+name in a step's round trip), actions by name and index, LoopTune's reward, fork (with other
+spaces), programs sent with reset, max_steps, graceful ends (session gone, crashing and hanging
+kernels) with the error kept, and errors that are the caller's."""
 
 import unittest
 
@@ -8,9 +9,9 @@ import grpc
 import networkx as nx
 import numpy as np
 
-from looptool import Connection, LocalServer, LoopToolEnv, ServiceError
-from proto import compiler_gym_service_pb2 as pb
-from proto import compiler_gym_service_pb2_grpc as pb_grpc
+from looptool import Connection, LocalServer, LoopToolEnv, ServiceError, SessionNotFound
+from looptool._proto import compiler_gym_service_pb2 as pb
+from looptool._proto import compiler_gym_service_pb2_grpc as pb_grpc
 
 SERVER = "service/looptool-server"
 TEST_SERVER = "tests/faults/looptool-test-server"  # the server with fault injection linked in
@@ -93,7 +94,7 @@ class LoopToolEnvTest(unittest.TestCase):
                          ["ir", "loop_tree", "loops_tensor", "stride_tensor",
                           "5_prev_actions_tensor", "ir_graph_networkx", "ir_tree_networkx",
                           "action_mask", "flop_count", "flops", "runtime", "peak_gflops",
-                          "predicted_gflops", "sketches", "action_state"])
+                          "predicted_gflops", "sketches", "kernel_plan", "action_state"])
         self.assertEqual(env.observation_spaces["loops_tensor"].shape, (1, 320))
         self.assertEqual(env.observation_spaces["stride_tensor"].shape, (1, 16))
         self.assertEqual(env.observation_spaces["5_prev_actions_tensor"].shape, (1, 85))
@@ -246,7 +247,7 @@ class LoopToolEnvTest(unittest.TestCase):
         env.reset()
         self.assertIn("loop_tree", env.observation)
         self.assertNotIn("nope", env.observation)
-        self.assertEqual(len(env.observation), 15)
+        self.assertEqual(len(env.observation), 16)
         self.assertEqual(list(env.observation)[:2], ["ir", "loop_tree"])
         with self.assertRaises(KeyError):
             env.observation["nope"]
@@ -283,6 +284,58 @@ class LoopToolEnvTest(unittest.TestCase):
         before = env.observation["flops"]
         _, reward, _, _ = env.step("split_8")
         self.assertEqual(reward, (env.observation["flops"] - before) / peak)
+
+    def test_observations_by_name_in_the_step(self):
+        env = self.make_env()
+        flop_count, tree = env.reset(observation_spaces=["flop_count", "loop_tree"])
+        self.assertEqual((flop_count, tree), (2 * 112 * 208 * 256, INITIAL_LOOP_TREE))
+        before = env.observation["flops"]
+        (tree, flops), reward, done, info = env.step("split_4",
+                                                     observation_spaces=["loop_tree", "flops"])
+        self.assertIn("for m' in 4 : L1", tree)
+        self.assertEqual(reward, (flops - before) / env.peak_gflops)  # the reward goes on
+        self.assertEqual((done, info), (False, {"action_had_no_effect": False}))
+        observations, _, _, _ = env.multistep(["down", "swap_down"],
+                                              observation_spaces=["loop_tree"])
+        self.assertEqual(observations, [env.observation["loop_tree"]])
+        self.assertEqual(env.step_count, 3)
+        np.testing.assert_array_equal(env.step("up", observation_spaces=[])[0], [])
+        with self.assertRaisesRegex(TypeError, "a list of names, not the string 'loop_tree'"):
+            env.step("up", observation_spaces="loop_tree")
+        with self.assertRaisesRegex(KeyError, "Unknown observation space 'nope'"):
+            env.step("up", observation_spaces=["nope"])
+        self.assertEqual(env.observe(["flop_count", "loop_tree"]),
+                         {"flop_count": 2 * 112 * 208 * 256,
+                          "loop_tree": env.observation["loop_tree"]})
+
+    def test_reset_sends_a_program(self):
+        env = self.make_env(benchmark="benchmark://user/rowsum-env", observation_space="loop_tree",
+                            reward_space=None)
+        self.assertEqual(env.reset(program="O[r] += I[r,c]; r=64 c=48"),
+                         "for r in 64 : L0  <<<<<< cursor (line 0 )\n"
+                         " for c in 48 : L1\n"
+                         "  %1[r] <- add(%0)\n"
+                         " %2[r] <- write(%1)\n")
+
+    def test_fork_with_other_spaces(self):
+        parent = self.make_env()
+        parent.reset()
+        parent.step("split_4")
+        quiet = parent.fork(observation_space=None, reward_space=None)
+        self.addCleanup(quiet.close)
+        self.assertEqual((quiet.observation_space, quiet.reward_space), (None, None))
+        self.assertEqual(quiet.step("down"), (None, None, False, {"action_had_no_effect": False}))
+        self.assertIsNone(quiet.episode_reward)
+        self.assertEqual(quiet.step_count, 2)  # counted from the parent's
+        self.assertEqual(parent.reward_space, "flops")
+        # A fork that gains a reward measures its baseline at the fork.
+        before = quiet.observation["flops"]
+        timed = quiet.fork(reward_space="flops")
+        self.addCleanup(timed.close)
+        self.assertIsNone(timed.observation_space)
+        _, reward, _, _ = timed.step("swap_down")
+        self.assertEqual(reward, (timed.observation["flops"] - before) / timed.peak_gflops)
+        self.assertEqual(timed.episode_reward, reward)
 
     def test_upstream_loop_tool_v0_benchmark_switches_to_its_space(self):
         env = self.make_env(benchmark="benchmark://loop_tool-cpu-v0/1024",
@@ -351,11 +404,18 @@ class LoopToolEnvTest(unittest.TestCase):
         self.assertEqual(info, {"action_had_no_effect": True, "error_type": "SessionNotFound",
                                 "error_code": "NOT_FOUND",
                                 "error_details": f"Session not found: {session_id}"})
+        self.assertIsInstance(env.last_error, SessionNotFound)
+        self.assertEqual(env.last_error.details, f"Session not found: {session_id}")
         self.assertIsNone(env.session_id)
         with self.assertRaises(RuntimeError):
             env.step("down")  # no episode until reset()
         np.testing.assert_array_equal(env.reset(), initial_loops_tensor())
+        self.assertIsNone(env.last_error)
         self.assertNotEqual(env.session_id, session_id)
+        # Asked for by name, a failed step's observations are the spaces' defaults.
+        self.raw_stub().EndSession(pb.EndSessionRequest(session_id=env.session_id))
+        (tree, flops), _, done, _ = env.step("down", observation_spaces=["loop_tree", "flops"])
+        self.assertEqual((tree, flops, done), ("", 0.0, True))
 
     def test_bad_actions_raise_and_change_nothing(self):
         env = self.make_env()

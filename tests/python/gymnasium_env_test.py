@@ -15,8 +15,8 @@ import numpy as np
 import looptool
 from looptool import GymnasiumEnv, LocalServer, LoopToolEnv, NamedDiscreteSpace
 from looptool import gymnasium_spaces
-from proto import compiler_gym_service_pb2 as pb
-from proto import compiler_gym_service_pb2_grpc as pb_grpc
+from looptool._proto import compiler_gym_service_pb2 as pb
+from looptool._proto import compiler_gym_service_pb2_grpc as pb_grpc
 
 SERVER = "service/looptool-server"  # relative to the runfiles root, the cwd under bazel test
 MM = "benchmark://mm64_256_16_range-v0/mm112_208_256"

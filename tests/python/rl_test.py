@@ -1,10 +1,13 @@
-"""looptool.rl: splits as the service has them, n-step returns and prioritized replay by hand,
+"""looptool.rl: the benchmark lists as the service serves them, what an episode sends the
+service (through a proxy: the same sessions and kernels timed as before, a lost step not sent
+again), n-step returns and prioritized replay by hand,
 the policy file (numpy == PyTorch == C++ on real observations, within 1e-5), short real training
 runs of Ape-X DQN and PPO over a LocalCluster and a real server (weights change, the replay
 fills, the greedy policy is well-formed over the action mask, checkpoints resume), and an actor
 killed with SIGKILL plus a server restarted mid-run, after which training goes on."""
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -20,7 +23,8 @@ import unittest.mock
 import numpy as np
 import torch
 
-from looptool import Connection, LocalServer, LoopToolEnv
+import grpc_proxy
+from looptool import Connection, LocalServer, LoopToolEnv, ServiceError, ServiceTransportError
 from looptool.rl import benchmarks as B
 from looptool.rl import cluster, networks, replay, rollout, sketch_value, train
 from looptool.rl.policy_file import Policy, masked_argmax
@@ -44,21 +48,27 @@ class FakeEpisode:
         return len(self.actions)
 
 
-class SplitTest(unittest.TestCase):
-    def test_the_split_is_the_services(self):
-        train_set, test_set = B.split("train"), B.split("test")
-        self.assertEqual(len(train_set) + len(test_set), 2197)
-        self.assertEqual(len(test_set), 432)  # tests/datasets/matmul_range_test.cc's number
-        self.assertIn(B.Benchmark("benchmark://mm64_256_16_range-v0/mm112_208_256", None),
-                      test_set)
-        self.assertFalse({b.uri for b in train_set} & {b.uri for b in test_set})
-        self.assertEqual(len(B.test_benchmarks(25)), 25)
-        self.assertEqual(B.test_benchmarks(25)[0], test_set[0])
-        offgrid = B.offgrid_benchmarks()
-        self.assertEqual(offgrid[0], B.Benchmark(
-            "benchmark://tune_bench-offgrid/mm37_61_97", "C[m,n] += A[m,k] * B[k,n]\nm=37 n=61 k=97\n"))
-        with self.assertRaises(ValueError):
-            B.split("validation")
+class BenchmarkTest(unittest.TestCase):
+    def test_a_benchmark_is_a_value(self):
+        b = B.Benchmark("benchmark://mm64_256_16_range-v0/mm112_208_256")
+        self.assertEqual((b.name, b.program), ("mm112_208_256", None))
+        self.assertEqual(B.name_of(b), "mm112_208_256")
+        self.assertEqual(b, B.Benchmark("benchmark://mm64_256_16_range-v0/mm112_208_256", None))
+        self.assertEqual(len({b, B.Benchmark(b.uri)}), 1)
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            b.uri = "benchmark://x/y"
+
+    def test_routing_is_by_name(self):
+        servers = ["a:1", "b:2", "c:3"]
+        routed = {cluster.route(B.Benchmark(f"benchmark://d/mm{i}_64_64"), servers)
+                  for i in range(64, 257, 16)}
+        self.assertEqual(routed, set(servers))  # spread over the servers
+        self.assertEqual(cluster.route(B.Benchmark("benchmark://x/mm64_64_64"), servers),
+                         cluster.route(B.Benchmark("benchmark://y/mm64_64_64"), servers))
+        # datasets/split.h's hash (its offset basis is 1469598103934665603).
+        self.assertEqual(cluster.fnv1a64(""), 1469598103934665603)
+        self.assertEqual(cluster.fnv1a64("a"), ((1469598103934665603 ^ 97) * 1099511628211)
+                         % 2 ** 64)
 
 
 class ReplayTest(unittest.TestCase):
@@ -191,25 +201,21 @@ def real_observations(address, count=12, seed=0, action_space="loop_tool"):
     """loops_tensor and action_mask of states reached by random actions from several benchmarks
     (train, test and off-grid)."""
     rng = np.random.default_rng(seed)
-    conn = Connection(address)
-    spaces = conn.spaces()
-    space = spaces.action_space(action_space)
-    idx = [spaces.observation_space(n).index for n in ("loops_tensor", "action_mask")]
-    benches = B.split("train")[::400] + B.test_benchmarks(3) + B.offgrid_benchmarks(3)
+    names = ["loops_tensor", "action_mask"]
     obs, masks = [], []
-    for i in range(count):
-        b = benches[i % len(benches)]
-        reply = conn.start_session(b.uri, space.space_index, idx, program=b.program)
-        sid = reply.session_id
-        values = [rollout.convert.event_to_python(e) for e in reply.observation]
-        for _ in range(int(rng.integers(0, 6))):
-            a = int(rng.choice(np.flatnonzero(values[1])))
-            values = [rollout.convert.event_to_python(e)
-                      for e in conn.step(sid, [a], idx).observation]
-        obs.append(np.asarray(values[0], np.float32).reshape(-1))
-        masks.append(np.asarray(values[1], bool).reshape(-1))
-        conn.end_session(sid)
-    conn.close()
+    with Connection(address) as conn, LoopToolEnv(conn, action_space=action_space,
+                                                  observation_space=None,
+                                                  reward_space=None) as env:
+        benches = (B.split(conn, "train")[::400] + B.test_benchmarks(conn, 3)
+                   + B.offgrid_benchmarks(conn, 3))
+        for i in range(count):
+            b = benches[i % len(benches)]
+            tensor, mask = env.reset(b.uri, program=b.program, observation_spaces=names)
+            for _ in range(int(rng.integers(0, 6))):
+                a = int(rng.choice(np.flatnonzero(mask)))
+                (tensor, mask), _, _, _ = env.step(a, observation_spaces=names)
+            obs.append(np.asarray(tensor, np.float32).reshape(-1))
+            masks.append(np.asarray(mask, bool).reshape(-1))
     return np.asarray(obs), np.asarray(masks)
 
 
@@ -221,6 +227,135 @@ class ServerTestCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.close()
+
+
+OFFGRID_NAMES = ["mm37_61_97", "mm127_131_139", "mm100_100_100", "mm53_200_311", "mm250_70_190",
+                 "mm512_32_64", "mm32_512_128", "mm96_384_48", "mm199_211_223", "mm300_300_45",
+                 "mm64_450_333", "mm481_97_257"]
+
+
+class ServerListsTest(ServerTestCase):
+    def test_the_lists_are_the_servers(self):
+        conn = Connection(self.server.address)
+        self.addCleanup(conn.close)
+        datasets = conn.datasets()
+        self.assertEqual(datasets[B.DATASET], 2197)
+        self.assertEqual(datasets[B.OFFGRID_DATASET], 12)
+        every = conn.dataset_benchmarks(B.DATASET)
+        self.assertEqual((len(every), len(set(every))), (2197, 2197))
+        self.assertEqual(every[:2], ["benchmark://mm64_256_16_range-v0/mm64_64_64",
+                                     "benchmark://mm64_256_16_range-v0/mm64_64_80"])
+        train_set, test_set = B.split(conn, "train"), B.split(conn, "test")
+        train = [b.uri for b in train_set]
+        test = [b.uri for b in test_set]
+        self.assertFalse(set(train) & set(test))
+        self.assertEqual(sorted(train + test), sorted(every))
+        self.assertEqual(train, [u for u in every if u in set(train)])  # the dataset's order
+        self.assertEqual(test, [u for u in every if u in set(test)])
+        self.assertEqual(len(test), 432)  # a fifth, tests/datasets/matmul_range_test.cc's number
+        self.assertIn(B.Benchmark("benchmark://mm64_256_16_range-v0/mm112_208_256"), test_set)
+        self.assertEqual(B.split(self.server.address, "test"), test_set)  # an address works too
+        spread = B.test_benchmarks(conn, 25)
+        self.assertEqual(spread[:2], [test_set[0], test_set[432 // 25]])
+        self.assertEqual(len(spread), 25)
+        offgrid = B.offgrid_benchmarks(conn)
+        self.assertEqual([b.name for b in offgrid], OFFGRID_NAMES)
+        self.assertEqual({(b.uri.rsplit("/", 1)[0], b.program) for b in offgrid},
+                         {("benchmark://matmul_offgrid-v0", None)})
+        self.assertEqual(B.offgrid_benchmarks(conn, 3), offgrid[:3])
+        with self.assertRaisesRegex(ValueError, "split must be 'train' or 'test'"):
+            B.split(conn, "validation")
+        with self.assertRaises(ServiceError):
+            B.split(conn, "test", dataset="no-such-dataset-v0")
+
+
+class WhatEpisodesSendTest(ServerTestCase):
+    """The RPCs an actor's episode sends, seen by a proxy: which sessions, which actions, which
+    observations (a `flops` observation is a kernel timed, unless cached)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.proxy = grpc_proxy.Proxy(cls.server.address)
+        cls.conn = Connection(cls.proxy.address)
+        spaces = cls.conn.spaces()
+        cls.index = {name: o.index for name, o in spaces.observation_spaces.items()}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.conn.close()
+        cls.proxy.close()
+        super().tearDownClass()
+
+    def setUp(self):
+        self.proxy.reset()
+
+    def sent(self):
+        """[(method, session id, actions, observation names)] in order."""
+        names = {i: n for n, i in self.index.items()}
+        out = []
+        for method, r in self.proxy.requests:
+            session = None if method == "StartSession" else r.session_id
+            actions = [a.int64_value for a in getattr(r, "action", [])]
+            observed = [names[i] for i in getattr(r, "observation_space", [])]
+            out.append((method, session, actions, observed))
+        return out
+
+    def test_a_sketch_episode_times_the_start_and_the_chosen_sketch_only(self):
+        policy = Policy.load(DEFAULT_POLICY)
+        bench = B.Benchmark("benchmark://mm64_256_16_range-v0/mm112_208_256")
+        e = sketch_value.run_sketch_episode(self.conn, bench, policy, "greedy")
+        sent = self.sent()
+        self.assertEqual(sent[0], ("StartSession", None, [], ["sketches", "flops", "peak_gflops"]))
+        forks = [m for m in sent if m[0] == "ForkSession"]
+        steps = [m for m in sent if m[0] == "Step"]
+        n = len(forks)
+        self.assertGreaterEqual(n, 4)
+        self.assertEqual(len(steps), n + 1)
+        self.assertTrue(all(m[3] == ["loops_tensor"] and m[2] for m in steps[:n]))
+        self.assertEqual(steps[n][2:], ([], ["flops"]))  # the chosen sketch's state, timed
+        self.assertEqual([m[3].count("flops") for m in sent].count(1), 2)  # start, chosen
+        self.assertEqual(list(e.actions), steps[e.chosen][2])
+        self.assertEqual(len(e), 1)
+        ended = [m[1] for m in sent if m[0] == "EndSession"]
+        self.assertEqual(len(ended), n + 1)  # every fork and the episode's session
+        self.assertEqual(sent[-1][0], "EndSession")
+        # Exploring with epsilon 1 times every sketch's state.
+        self.proxy.reset()
+        e = sketch_value.run_sketch_episode(self.conn, bench, policy, "epsilon", epsilon=1.0)
+        self.assertEqual(len(e), n)
+        self.assertEqual([m[3].count("flops") for m in self.sent()].count(1), n + 1)
+
+    def test_an_episode_steps_one_action_at_a_time(self):
+        torch.manual_seed(0)
+        policy = networks.DuelingQNetwork(320, 7, (16,)).to_policy("loop_tune")
+        bench = B.Benchmark("benchmark://mm64_256_16_range-v0/mm112_208_256")
+        e = rollout.run_one(self.conn, bench, policy, "epsilon", 0.5, max_steps=4,
+                            rng=np.random.default_rng(1))
+        sent = self.sent()
+        observed = ["loops_tensor", "action_mask", "flops"]
+        self.assertEqual(sent[0], ("StartSession", None, [], observed + ["peak_gflops"]))
+        self.assertEqual([m[0] for m in sent], ["StartSession"] + ["Step"] * 4 + ["EndSession"])
+        self.assertEqual([m[2] for m in sent[1:5]], [[a] for a in e.actions])
+        self.assertTrue(all(m[3] == observed for m in sent[1:5]))
+        self.assertEqual((e.obs.shape, e.masks.shape, e.gflops.shape, e.logp.shape),
+                         ((5, 320), (5, 7), (5,), (4,)))
+        self.assertGreater(e.peak, 0)
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            e.peak = 1.0
+        # A step lost after the server ran it drops the episode; it is not sent again.
+        self.proxy.reset()
+        self.proxy.fail_after["Step"] = 1
+        result = rollout.run_episodes(self.conn, [bench, bench], policy, "greedy", max_steps=2,
+                                      seed=0)
+        self.assertEqual(len(result.episodes), 1)
+        self.assertEqual(len(result.errors), 1)
+        self.assertIn("ServiceTransportError", result.errors[0][1])
+        self.assertEqual(self.proxy.calls["Step"], 1 + 2)
+        self.assertEqual(result.steps, 2)
+        with self.assertRaises(ServiceTransportError):
+            self.proxy.fail_after["StartSession"] = 4  # more than the retry policy's attempts
+            rollout.run_one(self.conn, bench, policy)
 
 
 class CppAgreementTest(ServerTestCase):
@@ -323,23 +458,19 @@ class TrainingTest(ServerTestCase):
         """The greedy choice is the server's sketch whose resulting state the policy values
         most, and its kernel beats the untiled start."""
         conn = Connection(self.server.address)
-        bench = B.test_benchmarks(1)[0]
+        bench = B.test_benchmarks(conn, 1)[0]
         e = sketch_value.run_sketch_episode(conn, bench, policy, "greedy")
-        spaces = conn.spaces()
-        names = spaces.action_space("loop_nest").names
-        idx = [spaces.observation_space(n).index for n in ("sketches", "loops_tensor")]
-        sid = conn.start_session(bench.uri, spaces.action_space("loop_nest").space_index,
-                                 idx[:1]).session_id
-        lines = rollout.convert.event_to_python(
-            conn.step(sid, [], idx[:1]).observation[0]).splitlines()
-        values = []
-        for line in lines:
-            fork = conn.fork_session(sid)
-            obs = rollout.convert.event_to_python(
-                conn.step(fork, line.split(), idx[1:]).observation[0])
-            values.append(float(policy.scores(np.asarray(obs, np.float32).reshape(-1))[0]))
-            conn.end_session(fork)
-        conn.end_session(sid)
+        with LoopToolEnv(conn, benchmark=bench.uri, action_space="loop_nest",
+                         observation_space=None, reward_space=None) as env:
+            env.reset()
+            names = env.action_space.names
+            lines = env.observation["sketches"].splitlines()
+            values = []
+            for line in lines:
+                with env.fork() as fork:
+                    (obs,), _, _, _ = fork.multistep(line.split(),
+                                                     observation_spaces=["loops_tensor"])
+                values.append(float(policy.scores(np.asarray(obs, np.float32).reshape(-1))[0]))
         # The same choice on a LoopToolEnv, applied there.
         with LoopToolEnv(conn, benchmark=bench.uri, action_space="loop_nest",
                          reward_space=None) as env:
@@ -479,7 +610,8 @@ class TokenTest(unittest.TestCase):
             with self.assertRaises(SystemExit), \
                     unittest.mock.patch("sys.stderr", new_callable=io.StringIO) as err:
                 train.parse_args(["--steps=10", f"--auth-token-file={empty}"])
-            self.assertIn("no token in", err.getvalue())
+            self.assertIn(f"the token file {empty} is unusable: its first line holds no token",
+                          err.getvalue())
 
 
 class FaultTest(unittest.TestCase):

@@ -10,8 +10,8 @@ import grpc
 from google.protobuf import descriptor_pb2
 
 from looptool import LocalServer
-from proto import compiler_gym_service_pb2 as pb
-from proto import compiler_gym_service_pb2_grpc as pb_grpc
+from looptool._proto import compiler_gym_service_pb2 as pb
+from looptool._proto import compiler_gym_service_pb2_grpc as pb_grpc
 
 SERVER = "service/looptool-server"  # relative to the runfiles root, the cwd under bazel test
 MM = "benchmark://mm64_256_16_range-v0/mm112_208_256"
@@ -33,6 +33,7 @@ OBSERVATION_SPACES = [
     ("peak_gflops", "double_value", "double_value", False, True),
     ("predicted_gflops", "double_value", "double_value", False, True),
     ("sketches", "string_value", "string_value", True, True),
+    ("kernel_plan", "string_value", "string_value", True, True),
     ("action_state", "int64_box", "int64_tensor", True, False),  # upstream loop_tool-v0's
 ]
 OBS = {name: i for i, (name, *_) in enumerate(OBSERVATION_SPACES)}

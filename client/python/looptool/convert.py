@@ -30,16 +30,25 @@ Actions go the other way (`action_to_event`): an int is an index into the action
 import functools
 import json
 import numbers
+from typing import Any, Dict, Union
 
 import numpy as np
+import numpy.typing as npt
 
-from proto import compiler_gym_service_pb2 as pb
+from looptool._proto import compiler_gym_service_pb2 as pb
 
 GRAPH_FORMAT = "json://networkx/MultiDiGraph"
 JSON_FORMAT_PREFIX = "json://"
 
 
-def _tensor(t, dtype):
+Action = Union[int, str, np.integer[Any], pb.Event]
+"""An action as callers give it: an index, a name, or a ready Event."""
+
+_Tensor = Union[pb.FloatTensor, pb.DoubleTensor, pb.Int64Tensor, pb.BooleanTensor,
+                pb.StringTensor]
+
+
+def _tensor(t: _Tensor, dtype: "npt.DTypeLike") -> "npt.NDArray[Any]":
     """A numpy array of the tensor's values in `dtype`, reshaped to its shape (if it has one)."""
     values = np.asarray(t.value, dtype=dtype)
     shape = tuple(int(d) for d in t.shape)
@@ -47,13 +56,13 @@ def _tensor(t, dtype):
 
 
 @functools.lru_cache(maxsize=None)
-def _node_link_graph_kwargs():
+def _node_link_graph_kwargs() -> Dict[str, Any]:
     """Keyword arguments for networkx.node_link_graph that read CompilerGym's node-link JSON."""
     import inspect
 
     import networkx as nx
 
-    kwargs = {"directed": True, "multigraph": True}
+    kwargs: Dict[str, Any] = {"directed": True, "multigraph": True}
     # networkx 3.4 renamed `link=` to `edges=` (and warns unless it is passed); 2.x has `link=`.
     params = inspect.signature(nx.node_link_graph).parameters
     if "edges" in params:
@@ -63,14 +72,14 @@ def _node_link_graph_kwargs():
     return kwargs
 
 
-def graph_from_node_link_json(data):
+def graph_from_node_link_json(data: Union[str, bytes]) -> Any:
     """A networkx.MultiDiGraph from node-link JSON (str or bytes), as networkx itself writes it."""
     import networkx as nx  # imported on first use: it is slow to import and often not needed
 
     return nx.node_link_graph(json.loads(data), **_node_link_graph_kwargs())
 
 
-def opaque_to_python(opaque):
+def opaque_to_python(opaque: pb.Opaque) -> Any:
     """Decodes a `compiler_gym.Opaque` by its format string."""
     if opaque.format == GRAPH_FORMAT:
         return graph_from_node_link_json(opaque.data)
@@ -79,7 +88,7 @@ def opaque_to_python(opaque):
     return bytes(opaque.data)
 
 
-def event_to_python(event):
+def event_to_python(event: pb.Event) -> Any:
     """Converts one `compiler_gym.Event` to a Python value (see the module docstring)."""
     kind = event.WhichOneof("value")
     if kind is None:
@@ -120,7 +129,7 @@ def event_to_python(event):
     raise TypeError(f"Unsupported Event value: {kind}")
 
 
-def action_to_event(action):
+def action_to_event(action: Action) -> pb.Event:
     """An action as an `Event`: an integer index -> int64_value, a name -> string_value."""
     if isinstance(action, pb.Event):
         return action

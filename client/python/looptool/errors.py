@@ -6,9 +6,11 @@ Two cases get their own subclasses because callers react to them differently:
 * `SessionNotFound`: NOT_FOUND whose message starts with "Session not found" (CompilerGym's
   clients key on that prefix). The server has no such session any more (it was ended, reaped
   for idleness, or the server restarted); an environment ends its episode gracefully.
-* `ServiceTransportError`: the service stayed UNAVAILABLE through every retry (server down or
-  unreachable).
+* `ServiceTransportError`: UNAVAILABLE: no server answered (down, unreachable, or the connection
+  broke during the call), after the retries the channel's service config allows for the method.
 """
+
+from typing import Optional
 
 import grpc
 
@@ -18,7 +20,8 @@ SESSION_NOT_FOUND_PREFIX = "Session not found"
 class ServiceError(Exception):
     """An RPC failed. `code` is the `grpc.StatusCode`, `details` the server's message."""
 
-    def __init__(self, code, details, method=None):
+    def __init__(self, code: grpc.StatusCode, details: Optional[str],
+                 method: Optional[str] = None) -> None:
         self.code = code
         self.details = details or ""
         self.method = method
@@ -31,10 +34,10 @@ class SessionNotFound(ServiceError):
 
 
 class ServiceTransportError(ServiceError):
-    """The service stayed unreachable (UNAVAILABLE) through every retry."""
+    """The service was unreachable (UNAVAILABLE), after any retries the method allows."""
 
 
-def from_rpc_error(error, method=None):
+def from_rpc_error(error: grpc.RpcError, method: Optional[str] = None) -> ServiceError:
     """Maps a `grpc.RpcError` (which is also a `grpc.Call`) to the matching `ServiceError`."""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     details = error.details() if hasattr(error, "details") else str(error)

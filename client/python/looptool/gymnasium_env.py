@@ -31,61 +31,69 @@ base class with the same API stands in.
   session; the environment is a context manager. `fork()` copies the session.
 """
 
+from typing import TYPE_CHECKING, Any, Dict, Literal, Optional, Tuple, Union
+
 import numpy as np
 
-from looptool.env import LoopToolEnv
-from looptool.gymnasium_spaces import (NamedDiscreteSpace, coerce_observation,
+from looptool.connection import Connection
+from looptool.env import LoopToolEnv, ObservationView
+from looptool.gymnasium_spaces import (NamedDiscreteSpace, PlainSpace, Seed, coerce_observation,
                                        empty_observation, gymnasium, np_random,
                                        observation_space_for)
+
+GymStepResult = Tuple[Any, float, bool, bool, Dict[str, Any]]
+"""(observation, reward, terminated, truncated, info)."""
 
 
 class PlainEnv:
     """gymnasium.Env's API where gymnasium is not installed: np_random (seeded by
     reset(seed=...)), metadata, render_mode, spec, unwrapped, close, context manager."""
 
-    metadata = {"render_modes": []}
-    render_mode = None
-    spec = None
-    action_space = None
-    observation_space = None
-    _np_random = None
+    metadata: Dict[str, Any] = {"render_modes": []}
+    render_mode: Optional[str] = None
+    spec: Any = None
+    _np_random: Optional[np.random.Generator] = None
 
-    def reset(self, *, seed=None, options=None):
+    def reset(self, *, seed: Seed = None, options: Optional[Dict[str, Any]] = None) -> Any:
         if seed is not None:
             self._np_random, _ = np_random(seed)
-
-    def step(self, action):
-        raise NotImplementedError
-
-    def render(self):
         return None
 
-    def close(self):
+    def step(self, action: Any) -> Any:
+        raise NotImplementedError
+
+    def render(self) -> Any:
+        return None
+
+    def close(self) -> None:
         pass
 
     @property
-    def np_random(self):
+    def np_random(self) -> np.random.Generator:
         if self._np_random is None:
             self._np_random, _ = np_random()
         return self._np_random
 
     @np_random.setter
-    def np_random(self, value):
+    def np_random(self, value: np.random.Generator) -> None:
         self._np_random = value
 
     @property
-    def unwrapped(self):
+    def unwrapped(self) -> "PlainEnv":
         return self
 
-    def __enter__(self):
+    def __enter__(self) -> "PlainEnv":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> "Literal[False]":
         self.close()
         return False
 
 
-EnvBase = gymnasium.Env if gymnasium is not None else PlainEnv
+if TYPE_CHECKING:  # checked against PlainEnv, gymnasium.Env's API
+    EnvBase = PlainEnv
+else:
+    EnvBase = gymnasium.Env if gymnasium is not None else PlainEnv
 
 
 class GymnasiumEnv(EnvBase):
@@ -106,11 +114,12 @@ class GymnasiumEnv(EnvBase):
     `episode_reward`, `max_steps`, `render_mode`, `np_random`.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata: Dict[str, Any] = {"render_modes": ["ansi"]}
 
-    def __init__(self, service, benchmark=None, action_space="loop_tool",
-                 observation_space="loops_tensor", reward_space="flops", max_steps=None,
-                 timeout=None, render_mode=None):
+    def __init__(self, service: Union[str, Connection, Any], benchmark: Optional[str] = None,
+                 action_space: str = "loop_tool", observation_space: str = "loops_tensor",
+                 reward_space: Optional[str] = "flops", max_steps: Optional[int] = None,
+                 timeout: Optional[float] = None, render_mode: Optional[str] = None) -> None:
         if render_mode not in (None, "ansi"):
             raise ValueError(f"Unsupported render_mode {render_mode!r}; supported: 'ansi'")
         if observation_space is None:
@@ -125,17 +134,21 @@ class GymnasiumEnv(EnvBase):
             cg_env.close()
             raise
 
-    def _attach(self, cg_env, max_steps, render_mode):
+    def _attach(self, cg_env: LoopToolEnv, max_steps: Optional[int],
+                render_mode: Optional[str]) -> None:
         self.cg_env = cg_env
         self.max_steps = max_steps
         self.render_mode = render_mode
         self.action_space = NamedDiscreteSpace.from_named_discrete(cg_env.action_space)
+        assert cg_env.observation_space is not None  # __init__ requires one
         spec = cg_env.observation_spaces[cg_env.observation_space]
-        self.observation_space = observation_space_for(spec, self.action_space.n)
+        self.observation_space: PlainSpace = observation_space_for(spec,
+                                                                   int(self.action_space.n))
 
     # --- episodes -------------------------------------------------------------------------------
 
-    def reset(self, *, seed=None, options=None):
+    def reset(self, *, seed: Seed = None,
+              options: Optional[Dict[str, Any]] = None) -> Tuple[Any, Dict[str, Any]]:
         """Starts a new episode; returns (observation, info)."""
         super().reset(seed=seed)
         if seed is not None:
@@ -150,7 +163,7 @@ class GymnasiumEnv(EnvBase):
         return (coerce_observation(self.observation_space, observation),
                 {"benchmark": self.cg_env.benchmark})
 
-    def step(self, action):
+    def step(self, action: Any) -> GymStepResult:
         """Applies one action (index or name); returns (observation, reward, terminated,
         truncated, info)."""
         observation, reward, done, info = self.cg_env.step(self._action_index(action))
@@ -163,7 +176,7 @@ class GymnasiumEnv(EnvBase):
         reward = 0.0 if reward is None else float(reward)
         return observation, reward, bool(done), bool(truncated), info
 
-    def _action_index(self, action):
+    def _action_index(self, action: Any) -> int:
         if isinstance(action, str):
             return self.action_space.index(action)  # ValueError for an unknown name
         if isinstance(action, np.ndarray) and action.shape == ():
@@ -173,56 +186,56 @@ class GymnasiumEnv(EnvBase):
                              f"(an integer in 0..{self.action_space.n - 1} or a name)")
         return int(action)
 
-    def render(self):
+    def render(self) -> Optional[str]:
         """The loop tree of the current state as text (render_mode "ansi"); None otherwise."""
         if self.render_mode != "ansi":
             return None
-        return self.cg_env.observation["loop_tree"]
+        return str(self.cg_env.observation["loop_tree"])
 
-    def fork(self):
+    def fork(self) -> "GymnasiumEnv":
         """A new GymnasiumEnv on a copy of this session (ForkSession), sharing the connection;
         step count and reward baseline are copied, the spaces' samplers are fresh."""
         child = type(self).__new__(type(self))
         child._attach(self.cg_env.fork(), self.max_steps, self.render_mode)
         return child
 
-    def close(self):
+    def close(self) -> None:
         """Ends the session and releases the connection (idempotent)."""
         cg_env = getattr(self, "cg_env", None)  # None when __init__ failed
         if cg_env is not None:
             cg_env.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "GymnasiumEnv":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> "Literal[False]":
         self.close()
         return False
 
     # --- the 4-tuple env's state ----------------------------------------------------------------
 
     @property
-    def observation(self):
+    def observation(self) -> ObservationView:
         """Any observation of the current state, by name: env.observation["loop_tree"]."""
         return self.cg_env.observation
 
     @property
-    def benchmark(self):
+    def benchmark(self) -> Optional[str]:
         return self.cg_env.benchmark
 
     @property
-    def session_id(self):
+    def session_id(self) -> Optional[int]:
         return self.cg_env.session_id
 
     @property
-    def step_count(self):
+    def step_count(self) -> int:
         return self.cg_env.step_count
 
     @property
-    def episode_reward(self):
+    def episode_reward(self) -> Optional[float]:
         return self.cg_env.episode_reward
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"GymnasiumEnv({self.cg_env.connection.address!r}, "
                 f"benchmark={self.benchmark!r}, session_id={self.session_id})")
 

@@ -24,8 +24,11 @@ gymnasium's wrappers). The 4-tuple id is not: gymnasium.make accepts only gymnas
 
 import difflib
 import importlib
+from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 from looptool.gymnasium_spaces import gymnasium
+
+EntryPoint = Union[str, Callable[..., Any]]
 
 DEFAULT_BENCHMARK = "benchmark://mm64_256_16_range-v0/mm112_208_256"
 
@@ -35,13 +38,14 @@ class EnvSpec:
     use) called as entry_point(service, **kwargs); `gymnasium_api`: whether it makes a
     Gymnasium-style environment."""
 
-    def __init__(self, id, entry_point, kwargs=None, gymnasium_api=True):
+    def __init__(self, id: str, entry_point: EntryPoint,
+                 kwargs: Optional[Mapping[str, Any]] = None, gymnasium_api: bool = True) -> None:
         self.id = id
         self.entry_point = entry_point
         self.kwargs = dict(kwargs or {})
         self.gymnasium_api = gymnasium_api
 
-    def load(self):
+    def load(self) -> Callable[..., Any]:
         """The entry point as a callable."""
         if callable(self.entry_point):
             return self.entry_point
@@ -49,19 +53,21 @@ class EnvSpec:
         if not module or not attribute:
             raise ValueError(f"Entry point {self.entry_point!r} of {self.id} is not "
                              f"'module:attribute'")
-        return getattr(importlib.import_module(module), attribute)
+        loaded: Callable[..., Any] = getattr(importlib.import_module(module), attribute)
+        return loaded
 
-    def make(self, service, **kwargs):
+    def make(self, service: Any, **kwargs: Any) -> Any:
         return self.load()(service, **{**self.kwargs, **kwargs})
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"EnvSpec({self.id!r}, {self.entry_point!r}, kwargs={self.kwargs!r})"
 
 
-registry = {}  # id -> EnvSpec, in registration order
+registry: Dict[str, EnvSpec] = {}  # id -> EnvSpec, in registration order
 
 
-def register(id, entry_point, kwargs=None, gymnasium_api=True, override=False):
+def register(id: str, entry_point: EntryPoint, kwargs: Optional[Mapping[str, Any]] = None,
+             gymnasium_api: bool = True, override: bool = False) -> EnvSpec:
     """Registers `id` (ValueError if it exists, unless override=True) and, if gymnasium is
     importable and gymnasium_api is True, registers it with gymnasium too. Returns the EnvSpec."""
     if id in registry and not override:
@@ -75,7 +81,7 @@ def register(id, entry_point, kwargs=None, gymnasium_api=True, override=False):
     return spec
 
 
-def spec(id):
+def spec(id: str) -> EnvSpec:
     """The EnvSpec of `id` (ValueError, with the closest ids, if it is not registered)."""
     try:
         return registry[id]
@@ -86,7 +92,7 @@ def spec(id):
                          f"{', '.join(registry)}.{hint}") from None
 
 
-def make(id, service=None, **kwargs):
+def make(id: str, service: Any = None, **kwargs: Any) -> Any:
     """A new environment of the registered `id` on `service` (required); `kwargs` override the
     registered arguments."""
     env_spec = spec(id)
@@ -96,7 +102,7 @@ def make(id, service=None, **kwargs):
     return env_spec.make(service, **kwargs)
 
 
-def _register_defaults():
+def _register_defaults() -> None:
     common = {"benchmark": DEFAULT_BENCHMARK, "observation_space": "loops_tensor",
               "reward_space": "flops"}
     register("looptool/LoopTool-v0", "looptool.gymnasium_env:GymnasiumEnv",

@@ -25,6 +25,10 @@ import subprocess
 import tempfile
 import time
 import weakref
+from typing import IO, TYPE_CHECKING, Any, List, Optional, Sequence
+
+if TYPE_CHECKING:
+    from looptool.connection import Connection
 
 DEFAULT_BINARY = "service/looptool-server"
 BINARY_ENV_VAR = "LOOPTOOL_SERVER"
@@ -34,12 +38,12 @@ class ServerStartError(RuntimeError):
     """The server process exited, or wrote no port.txt in time."""
 
 
-def default_binary():
+def default_binary() -> str:
     """$LOOPTOOL_SERVER if set, else "service/looptool-server" (relative to the cwd)."""
     return os.environ.get(BINARY_ENV_VAR) or DEFAULT_BINARY
 
 
-def _stop(process, timeout):
+def _stop(process: "subprocess.Popen[bytes]", timeout: float) -> int:
     """SIGTERM, wait up to `timeout` s, then SIGKILL. Returns the exit status."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -48,17 +52,17 @@ def _stop(process, timeout):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    return process.returncode
+    return int(process.returncode)
 
 
-def _die_with_parent():
+def _die_with_parent() -> None:
     """In the child before exec: SIGTERM when the parent (thread) goes (PR_SET_PDEATHSIG)."""
     import ctypes
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
-def _cleanup(process, log, tmpdir):
+def _cleanup(process: "subprocess.Popen[bytes]", log: IO[bytes], tmpdir: Optional[str]) -> None:
     """Last-resort cleanup (garbage collection, interpreter exit): never leave a server running."""
     _stop(process, 5)
     log.close()
@@ -82,24 +86,27 @@ class LocalServer:
     `returncode` (None while running).
     """
 
-    def __init__(self, binary=None, flags=(), working_dir=None, port=0, startup_timeout=30.0,
-                 stop_timeout=30.0, die_with_parent=False):
+    def __init__(self, binary: Optional[str] = None, flags: Sequence[str] = (),
+                 working_dir: Optional[str] = None, port: int = 0,
+                 startup_timeout: float = 30.0, stop_timeout: float = 30.0,
+                 die_with_parent: bool = False) -> None:
         self.binary = os.path.abspath(binary or default_binary())
         if not os.access(self.binary, os.X_OK):
             raise ServerStartError(f"looptool-server not found or not executable: {self.binary} "
                                    f"(pass binary= or set ${BINARY_ENV_VAR})")
-        self._tmpdir = None
+        self._tmpdir: Optional[str] = None
         if working_dir is None:
             working_dir = self._tmpdir = tempfile.mkdtemp(prefix="looptool-server-")
         os.makedirs(working_dir, exist_ok=True)
         self.working_dir = working_dir
         self.stop_timeout = stop_timeout
-        self.returncode = None
+        self.returncode: Optional[int] = None
         port_file = os.path.join(working_dir, "port.txt")
         if os.path.exists(port_file):
             os.remove(port_file)  # a stale one from an earlier server
 
-        self.args = [self.binary, f"--port={port}", f"--working_dir={working_dir}", *flags]
+        self.args: List[str] = [self.binary, f"--port={port}", f"--working_dir={working_dir}",
+                                *flags]
         self._log = open(os.path.join(working_dir, "server.log"), "wb")
         self.process = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
                                         stdout=self._log, stderr=subprocess.STDOUT,
@@ -113,7 +120,7 @@ class LocalServer:
         self.pid = self.process.pid
         self.address = f"{_connect_host(flags)}:{self.port}"
 
-    def _wait_for_port(self, port_file, timeout):
+    def _wait_for_port(self, port_file: str, timeout: float) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -131,7 +138,7 @@ class LocalServer:
         raise ServerStartError(f"looptool-server wrote no {port_file} in {timeout} s:\n"
                                f"{self.log()}")
 
-    def log(self):
+    def log(self) -> str:
         """What the server has written to stdout/stderr so far."""
         if not self._log.closed:
             self._log.flush()
@@ -141,13 +148,13 @@ class LocalServer:
         except OSError:
             return ""
 
-    def connect(self, **kwargs):
+    def connect(self, **kwargs: Any) -> "Connection":
         """A `Connection` to this server (kwargs go to `Connection`)."""
         from looptool.connection import Connection
 
         return Connection(self.address, **kwargs)
 
-    def close(self):
+    def close(self) -> int:
         """Stops the server (SIGTERM, then SIGKILL after `stop_timeout` s) and returns its exit
         status: 0 for a clean shutdown, negative for death by a signal. Idempotent."""
         if self.returncode is None:
@@ -155,18 +162,18 @@ class LocalServer:
         self._finalizer()  # closes the log and deletes the temporary working directory
         return self.returncode
 
-    def __enter__(self):
+    def __enter__(self) -> "LocalServer":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "running" if self.returncode is None else f"exited {self.returncode}"
         return f"LocalServer({getattr(self, 'address', '?')}, {state})"
 
 
-def _connect_host(flags):
+def _connect_host(flags: Sequence[str]) -> str:
     """The host to connect to, from the server's --bind flag (default 127.0.0.1)."""
     bind = "127.0.0.1"
     for flag in flags:

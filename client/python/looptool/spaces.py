@@ -13,14 +13,21 @@ indices into GetSpaces' lists). These classes keep both:
 """
 
 import random
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from looptool import convert
-from proto import compiler_gym_service_pb2 as pb
+from looptool._proto import compiler_gym_service_pb2 as pb
+
+ActionLike = Union[int, str, np.integer[Any], Tuple[int, ...], List[int], "npt.NDArray[Any]"]
+"""An action: an index, a name, or (loop_nest only) a (transformation, level, parameter) triple."""
+
+Rng = Union[np.random.Generator, np.random.RandomState, random.Random, None]
 
 
-def loop_nest_index(transformation, level, parameter):
+def loop_nest_index(transformation: int, level: int, parameter: int) -> int:
     """loop_nest's flat index of (transformation 0 tile / 1 interchange / 2 unroll / 3 vectorize /
     4 merge, level 0..15, parameter 0..15: the tile size's index or the target level), as the
     server's LoopNestIndex (backend/actions/action_space.h)."""
@@ -41,36 +48,36 @@ class NamedDiscrete:
     `space[name]` map a name to its index, `action_name(i)` an index to its name.
     """
 
-    def __init__(self, name, names, index=0):
+    def __init__(self, name: str, names: Iterable[str], index: int = 0) -> None:
         self.name = name
         self.names = tuple(names)
         self.space_index = index  # the index in GetSpaces' action_space_list
         self._index = {n: i for i, n in enumerate(self.names)}
 
     @property
-    def n(self):
+    def n(self) -> int:
         return len(self.names)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.names)
 
-    def index(self, name):
+    def index(self, name: str) -> int:
         """The index of the action called `name` (ValueError if there is none)."""
         try:
             return self._index[name]
         except KeyError:
             raise ValueError(f"Unknown action {name!r} in action space {self.name}") from None
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> int:
         return self.index(name)
 
-    def action_name(self, i):
+    def action_name(self, i: Union[int, np.integer[Any]]) -> str:
         """The name of action `i` (IndexError if out of range)."""
         if not 0 <= int(i) < len(self.names):
             raise IndexError(f"Action index {i} out of range for {self.name} (0..{self.n - 1})")
         return self.names[int(i)]
 
-    def to_index(self, action):
+    def to_index(self, action: ActionLike) -> int:
         """An action given as an index or a name, as an index (the index is not range-checked);
         in loop_nest also as MLIR-RL's (transformation, level, parameter) triple."""
         if isinstance(action, str):
@@ -85,18 +92,19 @@ class NamedDiscrete:
             return loop_nest_index(*(int(x) for x in action))
         return int(action)
 
-    def contains(self, action):
+    def contains(self, action: object) -> bool:
         """True for a valid index or a known name."""
         if isinstance(action, str):
             return action in self._index
         try:
-            return 0 <= int(action) < len(self.names)
+            index: int = int(action)  # type: ignore[call-overload]  # TypeError: not a number
         except (TypeError, ValueError):
             return False
+        return 0 <= index < len(self.names)
 
     __contains__ = contains
 
-    def sample(self, rng=None):
+    def sample(self, rng: Rng = None) -> int:
         """A uniformly random action index. `rng`: a numpy Generator, a `random.Random`, or None."""
         if rng is None:
             return random.randrange(len(self.names))
@@ -107,21 +115,21 @@ class NamedDiscrete:
         return rng.randrange(len(self.names))
 
     @classmethod
-    def from_proto(cls, action_space, index=0):
+    def from_proto(cls, action_space: pb.ActionSpace, index: int = 0) -> "NamedDiscrete":
         """From a `compiler_gym.ActionSpace` whose space is `named_discrete`."""
         kind = action_space.space.WhichOneof("value")
         if kind != "named_discrete":
             raise TypeError(f"Action space {action_space.name} is {kind}, not named_discrete")
         return cls(action_space.name, action_space.space.named_discrete.name, index)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (isinstance(other, NamedDiscrete) and self.name == other.name
                 and self.names == other.names)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.name, self.names))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"NamedDiscrete({self.name!r}, n={self.n})"
 
 
@@ -158,7 +166,7 @@ class ObservationSpaceSpec:
       proto: the `compiler_gym.ObservationSpace` message.
     """
 
-    def __init__(self, proto, index):
+    def __init__(self, proto: pb.ObservationSpace, index: int) -> None:
         self.proto = proto
         self.index = index
         self.name = proto.name
@@ -166,9 +174,10 @@ class ObservationSpaceSpec:
         self.platform_dependent = proto.platform_dependent
         self.space_type = proto.space.WhichOneof("value")
         default_kind = proto.default_observation.WhichOneof("value")
-        self.kind = _KIND_OF_EVENT.get(default_kind, self.space_type)
-        self.shape = None
-        self.low = self.high = None
+        self.kind: Optional[str] = _KIND_OF_EVENT.get(default_kind, self.space_type)
+        self.shape: Optional[Tuple[int, ...]] = None
+        self.low: Any = None
+        self.high: Any = None
         space = proto.space
         if self.space_type and self.space_type.endswith("_box"):
             box = getattr(space, self.space_type)
@@ -181,15 +190,15 @@ class ObservationSpaceSpec:
             self.high = r.max if r.WhichOneof("optional_max") else None
 
     @property
-    def default_value(self):
+    def default_value(self) -> Any:
         return convert.event_to_python(self.proto.default_observation)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         shape = f", shape={self.shape}" if self.shape is not None else ""
         return f"ObservationSpaceSpec({self.name!r}, kind={self.kind!r}{shape})"
 
 
-def _tensor_event(box_type, tensor):
+def _tensor_event(box_type: str, tensor: Any) -> pb.Event:
     """An Event holding a box bound, so convert.py turns it into a numpy array."""
     field = {"float_box": "float_tensor", "double_box": "double_tensor",
              "int64_box": "int64_tensor", "boolean_box": "boolean_tensor",
@@ -203,23 +212,23 @@ class Spaces:
     """Everything GetSpaces returned: `action_spaces` and `observation_spaces`, dicts by name in
     the service's order."""
 
-    def __init__(self, reply):
+    def __init__(self, reply: pb.GetSpacesReply) -> None:
         self.reply = reply
-        self.action_spaces = {}
+        self.action_spaces: Dict[str, NamedDiscrete] = {}
         for i, a in enumerate(reply.action_space_list):
             self.action_spaces[a.name] = NamedDiscrete.from_proto(a, i)
-        self.observation_spaces = {}
+        self.observation_spaces: Dict[str, ObservationSpaceSpec] = {}
         for i, o in enumerate(reply.observation_space_list):
             self.observation_spaces[o.name] = ObservationSpaceSpec(o, i)
 
-    def action_space(self, name):
+    def action_space(self, name: str) -> NamedDiscrete:
         try:
             return self.action_spaces[name]
         except KeyError:
             raise ValueError(f"Unknown action space {name!r}; the service has "
                              f"{', '.join(self.action_spaces)}") from None
 
-    def observation_space(self, name):
+    def observation_space(self, name: str) -> ObservationSpaceSpec:
         try:
             return self.observation_spaces[name]
         except KeyError:

@@ -1,11 +1,12 @@
 """Learned tuning: distributed RL over LoopTool servers, and trained policies.
 
 Modules, one job each:
-  benchmarks   the dataset's train/test splits and off-grid shapes, as the service names them
+  benchmarks   the dataset's train/test splits and the off-grid matmuls, as the service lists them
   policy_file  a trained policy as one JSON file, and its numpy forward pass (actors, C++ twin)
   networks     the PyTorch networks (dueling Q, actor-critic) and their export to a policy file
-  replay       rewards, n-step transitions, prioritized replay
-  rollout      episodes on a server acted by a policy (what a Dask actor task runs)
+  replay       episode rewards (looptool.reward's), n-step transitions, prioritized replay
+  rollout      episodes on a LoopToolEnv acted by a policy (what a Dask actor task runs)
+  learner      what train.py asks of a learner
   cluster      servers, the Dask cluster and the pool of actor calls in flight
   apex_dqn     Ape-X DQN's learner;  ppo  PPO's learner
   sketch_value the sketch choice: its episode (one decision among the server's sketches, by

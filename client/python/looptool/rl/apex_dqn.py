@@ -8,18 +8,20 @@ The learner lives in the driver; actors only play episodes with the latest weigh
 
 import copy
 import dataclasses
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import nn
 
 from looptool.rl import networks
+from looptool.rl import policy_file
 from looptool.rl import replay as replay_lib
 
 
 @dataclasses.dataclass
 class ApexConfig:
-    hidden: tuple = (128, 128)
+    hidden: Tuple[int, ...] = (128, 128)
     gamma: float = 0.95            # LoopTune's
     n_step: int = 3
     lr: float = 2.5e-4
@@ -38,17 +40,18 @@ class ApexConfig:
     reward_scale: float = 10.0     # rewards are fractions of the peak: scale to ~unit Q-values
 
 
-def epsilon(actor, actors, base=0.4, alpha=7.0):
+def epsilon(actor: int, actors: int, base: float = 0.4, alpha: float = 7.0) -> float:
     """Ape-X's per-actor exploration rate."""
     if actors <= 1:
         return base
-    return base ** (1.0 + alpha * actor / (actors - 1))
+    return float(base ** (1.0 + alpha * actor / (actors - 1)))
 
 
 class ApexLearner:
     mode = "epsilon"
 
-    def __init__(self, input_size, num_actions, config=None, seed=0, action_space="loop_tool"):
+    def __init__(self, input_size: int, num_actions: int, config: Optional[ApexConfig] = None,
+                 seed: int = 0, action_space: str = "loop_tool") -> None:
         self.config = config or ApexConfig()
         c = self.config
         torch.manual_seed(seed)
@@ -60,17 +63,17 @@ class ApexLearner:
                                                    c.alpha, seed)
         self.updates = 0
         self._updates_at_start = 0  # updates a resumed run began with, if its replay was not kept
-        self._policy = None
+        self._policy: Optional[policy_file.Policy] = None
 
     # --- what the loop asks -----------------------------------------------------------------
 
-    def epsilon(self, actor, actors):
+    def epsilon(self, actor: int, actors: int) -> float:
         return epsilon(actor, actors, self.config.eps_base, self.config.eps_alpha)
 
-    def wants_episodes(self, in_flight):
+    def wants_episodes(self, in_flight: int) -> bool:
         return True  # off-policy: actors never wait
 
-    def add(self, episodes):
+    def add(self, episodes: Sequence[Any]) -> None:
         c = self.config
         for e in episodes:
             if len(e) == 0:
@@ -79,12 +82,12 @@ class ApexLearner:
             t = t[:3] + (t[3] * c.reward_scale,) + t[4:]
             self.replay.add(t)
 
-    def can_update(self):
+    def can_update(self) -> bool:
         c = self.config
         return (len(self.replay) >= max(c.learning_starts, c.batch_size)
                 and self.updates - self._updates_at_start < c.replay_ratio * self.replay.added)
 
-    def update(self):
+    def update(self) -> float:
         """One gradient step on a prioritized batch; returns the loss."""
         c = self.config
         idx, b, w = self.replay.sample(c.batch_size, c.beta)
@@ -116,7 +119,7 @@ class ApexLearner:
             self._policy = None
         return float(loss)
 
-    def policy(self, meta=None):
+    def policy(self, meta: Optional[Dict[str, Any]] = None) -> policy_file.Policy:
         """The weights actors act with (refreshed every `sync_every` updates)."""
         if self._policy is None or meta is not None:
             p = self.net.to_policy(self.action_space, meta=meta)
@@ -127,12 +130,12 @@ class ApexLearner:
 
     # --- checkpoints --------------------------------------------------------------------------
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         return {"net": self.net.state_dict(), "target": self.target.state_dict(),
                 "opt": self.opt.state_dict(), "updates": self.updates,
                 "updates_at_start": self._updates_at_start, "replay": self.replay.state_dict()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
         self.target.load_state_dict(state["target"])
         self.opt.load_state_dict(state["opt"])
@@ -144,6 +147,6 @@ class ApexLearner:
             self._updates_at_start = state["updates"]
         self._policy = None
 
-    def kept_replay(self):
+    def kept_replay(self) -> int:
         """Transitions in the replay buffer (a resumed run's, restored from its checkpoint)."""
         return len(self.replay)

@@ -16,17 +16,34 @@ a lost connection) costs only its episodes: it is counted in `lost` and the acto
 
 import os
 import time
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from looptool.rl import benchmarks as benchmarks_lib
+from looptool.rl import policy_file
 from looptool.rl import rollout
+from looptool.rl.benchmarks import Benchmark
+
+if TYPE_CHECKING:
+    from distributed import Client, LocalCluster
+
+    from looptool.server import LocalServer
 
 
-def route(benchmark, servers):
+def fnv1a64(name: str) -> int:
+    """The 64-bit FNV-1a hash of a name, as datasets/split.h computes it (with its offset
+    basis, 1469598103934665603): a stable spread of names over servers."""
+    h = 1469598103934665603
+    for byte in name.encode("utf-8"):
+        h ^= byte
+        h = (h * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def route(benchmark: Benchmark, servers: Sequence[str]) -> str:
     """The server a benchmark always goes to."""
-    return servers[benchmarks_lib.fnv1a64(benchmarks_lib.name_of(benchmark)) % len(servers)]
+    return servers[fnv1a64(benchmark.name) % len(servers)]
 
 
-def default_timing_cores(count):
+def default_timing_cores(count: int) -> List[int]:
     """The last `count` CPUs this process may run on (the others are left to the learner and
     actors)."""
     cpus = sorted(os.sched_getaffinity(0))
@@ -44,9 +61,10 @@ class Servers:
     else of ours uses.
     """
 
-    def __init__(self, addresses=None, timing_cores=1, server_flags=()):
-        self.local = None
-        self.timing_cores = None
+    def __init__(self, addresses: Optional[Sequence[str]] = None, timing_cores: int = 1,
+                 server_flags: Sequence[str] = ()) -> None:
+        self.local: Optional["LocalServer"] = None
+        self.timing_cores: Optional[List[int]] = None
         if addresses:
             self.addresses = list(addresses)
         else:
@@ -61,19 +79,20 @@ class Servers:
             self.addresses = [self.local.address]
             self.timing_cores = cores
 
-    def close(self):
+    def close(self) -> None:
         if self.local is not None:
             self.local.close()
             self.local = None
 
-    def __enter__(self):
+    def __enter__(self) -> "Servers":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def start_dask(actors, scheduler=None):
+def start_dask(actors: int,
+               scheduler: Optional[str] = None) -> Tuple["Client", Optional["LocalCluster"]]:
     """A Dask client: to `scheduler` when given, else to a new LocalCluster of `actors` worker
     processes with one thread each."""
     from distributed import Client, LocalCluster
@@ -94,7 +113,8 @@ class ActorPool:
       auth_token: sent by the actors with every call (servers started with --auth_token_file).
     """
 
-    def __init__(self, client, servers, size, auth_token=None):
+    def __init__(self, client: "Client", servers: Sequence[str], size: int,
+                 auth_token: Optional[str] = None) -> None:
         from distributed import as_completed
         self.client = client
         self.servers = list(servers)
@@ -102,15 +122,16 @@ class ActorPool:
         self.auth_token = auth_token
         self.lost = 0            # calls that failed outright (their episodes are gone)
         self.errors = 0          # episodes dropped inside calls (service-side failures)
-        self.last_errors = []
+        self.last_errors: List[str] = []
         self._pending = as_completed()
-        self._actor_of = {}      # future key -> actor index
-        self.busy = set()
+        self._actor_of: Dict[Any, int] = {}      # future key -> actor index
+        self.busy: Set[int] = set()
 
-    def server_of(self, actor):
+    def server_of(self, actor: int) -> str:
         return self.servers[actor % len(self.servers)]
 
-    def submit(self, actor, benchmarks, policy, mode, epsilon, max_steps, seed):
+    def submit(self, actor: int, benchmarks: Sequence[Benchmark], policy: policy_file.Policy,
+               mode: str, epsilon: float, max_steps: int, seed: int) -> None:
         """Runs episodes on `benchmarks` (which must route to this actor's server)."""
         future = self.client.submit(rollout.dask_run_episodes, self.server_of(actor),
                                     list(benchmarks), policy, mode, epsilon, max_steps, seed,
@@ -119,20 +140,20 @@ class ActorPool:
         self.busy.add(actor)
         self._pending.add(future)
 
-    def has_ready(self):
-        return self._pending.has_ready()
+    def has_ready(self) -> bool:
+        return bool(self._pending.has_ready())
 
-    def idle(self):
+    def idle(self) -> List[int]:
         return [i for i in range(self.size) if i not in self.busy]
 
-    def done(self, block=True):
+    def done(self, block: bool = True) -> List[Tuple[int, Optional[rollout.Rollouts]]]:
         """[(actor, Rollouts or None)] for the calls that finished (None: the call was lost).
         With block=False, returns [] when none has."""
         if not block and not self._pending.has_ready():
             return []
         if self._pending.is_empty():
             return []
-        out = []
+        out: List[Tuple[int, Optional[rollout.Rollouts]]] = []
         for future in self._pending.next_batch(block=True):
             actor = self._actor_of.pop(future.key)
             self.busy.discard(actor)
@@ -149,13 +170,13 @@ class ActorPool:
             out.append((actor, result))
         return out
 
-    def wait(self, timeout=0.05):
+    def wait(self, timeout: float = 0.05) -> None:
         """Sleeps until a call finishes or `timeout` seconds pass."""
         end = time.monotonic() + timeout
         while not self._pending.has_ready() and time.monotonic() < end:
             time.sleep(0.002)
 
-    def drain(self):
+    def drain(self) -> None:
         """Waits for every call in flight (results dropped)."""
         while not self._pending.is_empty():
             self.done(block=True)

@@ -29,28 +29,36 @@ state scores highest (sketch_value.py), with no kernel timed.
 import base64
 import binascii
 import json
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 FORMAT = "looptool-policy"
 VERSION = 1
 KINDS = ("dueling_q", "actor_critic", "sketch_value")
 
+Layer = Tuple["npt.NDArray[np.float32]", "npt.NDArray[np.float32]"]
+"""(weight of shape (out, in), bias of shape (out,)), float32."""
+_Policy = TypeVar("_Policy", bound="Policy")
 
-def _encode(array):
+
+def _encode(array: "npt.ArrayLike") -> str:
     return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode("ascii")
 
 
-def _decode(text, shape):
+def _decode(text: str, shape: Tuple[int, ...]) -> "npt.NDArray[np.float32]":
     data = np.frombuffer(base64.b64decode(text), dtype="<f4")
     if data.size != int(np.prod(shape)):
         raise ValueError(f"A tensor of shape {shape} holds {data.size} numbers")
     return data.reshape(shape).astype(np.float32)
 
 
-def preprocess(obs):
+def preprocess(obs: "npt.ArrayLike") -> "npt.NDArray[np.float32]":
     """The "log2p1" input transform (float32)."""
-    return np.log2(1.0 + np.maximum(np.asarray(obs, dtype=np.float32), 0.0)).astype(np.float32)
+    x: "npt.NDArray[np.float32]" = np.log2(
+        1.0 + np.maximum(np.asarray(obs, dtype=np.float32), 0.0)).astype(np.float32)
+    return x
 
 
 class Policy:
@@ -59,20 +67,23 @@ class Policy:
     Layers are (weight, bias) pairs of float32 arrays with weight of shape (out, in).
     """
 
-    def __init__(self, kind, trunk, head, value, action_space="loop_tool",
-                 observation_space="loops_tensor", meta=None):
+    def __init__(self, kind: str, trunk: Sequence[Tuple[Any, Any]], head: Tuple[Any, Any],
+                 value: Tuple[Any, Any], action_space: str = "loop_tool",
+                 observation_space: str = "loops_tensor",
+                 meta: Optional[Dict[str, Any]] = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"Unknown policy kind {kind!r}; known: {', '.join(KINDS)}")
         self.kind = kind
-        self.trunk = [(np.asarray(w, np.float32), np.asarray(b, np.float32)) for w, b in trunk]
-        self.head = tuple(np.asarray(a, np.float32) for a in head)
-        self.value = tuple(np.asarray(a, np.float32) for a in value)
+        self.trunk: List[Layer] = [(np.asarray(w, np.float32), np.asarray(b, np.float32))
+                                   for w, b in trunk]
+        self.head: Layer = (np.asarray(head[0], np.float32), np.asarray(head[1], np.float32))
+        self.value: Layer = (np.asarray(value[0], np.float32), np.asarray(value[1], np.float32))
         self.action_space = action_space
         self.observation_space = observation_space
         self.meta = dict(meta or {})
         sizes = [w.shape for w, _ in self.trunk] + [self.head[0].shape, self.value[0].shape]
-        self.input_size = self.trunk[0][0].shape[1]
-        self.num_actions = self.head[0].shape[0]
+        self.input_size = int(self.trunk[0][0].shape[1])
+        self.num_actions = int(self.head[0].shape[0])
         width = self.input_size
         for (w, b) in self.trunk + [self.head]:
             if w.shape[1] != width or b.shape != (w.shape[0],):
@@ -83,31 +94,32 @@ class Policy:
 
     # --- the forward pass -------------------------------------------------------------------
 
-    def features(self, obs):
+    def features(self, obs: "npt.ArrayLike") -> "npt.NDArray[np.float32]":
         """The trunk's output for a batch (B, input_size) or one observation (input_size,)."""
         h = preprocess(obs)
         for w, b in self.trunk:
             h = np.maximum(h @ w.T + b, 0.0).astype(np.float32)
         return h
 
-    def scores(self, obs):
+    def scores(self, obs: "npt.ArrayLike") -> "npt.NDArray[np.float32]":
         """Q-values (dueling_q), logits (actor_critic) or the state's value (sketch_value, one
         number): (B, num_actions) or (num_actions,)."""
         h = self.features(obs)
-        a = (h @ self.head[0].T + self.head[1]).astype(np.float32)
+        a: "npt.NDArray[np.float32]" = (h @ self.head[0].T + self.head[1]).astype(np.float32)
         if self.kind != "dueling_q":
             return a
         v = h @ self.value[0].T + self.value[1]
-        return (v + a - a.mean(axis=-1, keepdims=True)).astype(np.float32)
+        q: "npt.NDArray[np.float32]" = (v + a - a.mean(axis=-1, keepdims=True)).astype(np.float32)
+        return q
 
-    def act(self, obs, mask):
+    def act(self, obs: "npt.ArrayLike", mask: "npt.ArrayLike") -> Optional[int]:
         """The greedy action: the best score that `mask` allows (None if it allows none)."""
         return masked_argmax(self.scores(obs), mask)
 
     # --- the file -----------------------------------------------------------------------------
 
-    def to_json(self):
-        def layer(w, b):
+    def to_json(self) -> str:
+        def layer(w: "npt.NDArray[np.float32]", b: "npt.NDArray[np.float32]") -> Dict[str, Any]:
             return {"in": int(w.shape[1]), "out": int(w.shape[0]),
                     "weight": _encode(w), "bias": _encode(b)}
         return json.dumps({
@@ -121,7 +133,7 @@ class Policy:
         }, indent=None, sort_keys=False) + "\n"
 
     @classmethod
-    def from_json(cls, text):
+    def from_json(cls: Type[_Policy], text: str) -> _Policy:
         """ValueError, saying what is wrong, for text that is not a policy file."""
         try:
             return cls._from_dict(json.loads(text))
@@ -130,29 +142,29 @@ class Policy:
             raise ValueError(f"Not a {FORMAT} file: {what}") from None
 
     @classmethod
-    def _from_dict(cls, d):
+    def _from_dict(cls: Type[_Policy], d: Dict[str, Any]) -> _Policy:
         if d.get("format") != FORMAT or d.get("version") != VERSION:
             raise ValueError(f"format/version are not {FORMAT}/{VERSION}")
         if d.get("preprocess") != "log2p1":
             raise ValueError(f"Unknown preprocess {d.get('preprocess')!r}")
 
-        def layer(spec):
+        def layer(spec: Dict[str, Any]) -> Layer:
             return (_decode(spec["weight"], (spec["out"], spec["in"])),
                     _decode(spec["bias"], (spec["out"],)))
         return cls(d["kind"], [layer(t) for t in d["trunk"]], layer(d["head"]),
                    layer(d["value"]), d["action_space"], d["observation_space"], d.get("meta"))
 
-    def save(self, path):
+    def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
             f.write(self.to_json())
 
     @classmethod
-    def load(cls, path):
+    def load(cls: Type[_Policy], path: str) -> _Policy:
         with open(path, encoding="utf-8") as f:
             return cls.from_json(f.read())
 
 
-def masked_argmax(scores, mask):
+def masked_argmax(scores: "npt.ArrayLike", mask: "npt.ArrayLike") -> Optional[int]:
     """Index of the highest score where mask is True (first on ties); None when none is."""
     mask = np.asarray(mask, dtype=bool)
     if not mask.any():

@@ -5,18 +5,21 @@ the new weights. On-policy: actors get no new work while a batch is being learne
 """
 
 import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
 from looptool.rl import networks
+from looptool.rl import policy_file
 from looptool.rl import replay as replay_lib
 
 
 @dataclasses.dataclass
 class PPOConfig:
-    hidden: tuple = (128, 128)
+    hidden: Tuple[int, ...] = (128, 128)
     gamma: float = 0.95
     lam: float = 0.95
     lr: float = 3e-4
@@ -34,29 +37,33 @@ class PPOConfig:
 class PPOLearner:
     mode = "sample"
 
-    def __init__(self, input_size, num_actions, config=None, seed=0, action_space="loop_tool"):
+    def __init__(self, input_size: int, num_actions: int, config: Optional[PPOConfig] = None,
+                 seed: int = 0, action_space: str = "loop_tool") -> None:
         self.config = config or PPOConfig()
         torch.manual_seed(seed)
         self.action_space = action_space
         self.net = networks.ActorCritic(input_size, num_actions, self.config.hidden)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.config.lr)
-        self.batch = []
+        self.batch: List[Any] = []
         self.updates = 0
-        self._policy = None
+        self._policy: Optional[policy_file.Policy] = None
 
-    def epsilon(self, actor, actors):
+    def epsilon(self, actor: int, actors: int) -> float:
         return 0.0
 
-    def wants_episodes(self, in_flight):
+    def wants_episodes(self, in_flight: int) -> bool:
         return len(self.batch) + in_flight < self.config.batch_episodes
 
-    def add(self, episodes):
+    def add(self, episodes: Sequence[Any]) -> None:
         self.batch.extend(e for e in episodes if len(e) > 0)
 
-    def can_update(self):
+    def can_update(self) -> bool:
         return len(self.batch) >= self.config.batch_episodes
 
-    def _flatten(self):
+    def kept_replay(self) -> int:
+        return 0  # on-policy: no replay to keep
+
+    def _flatten(self) -> Tuple["npt.NDArray[Any]", ...]:
         """Per-step arrays over the batch with GAE advantages and returns."""
         c = self.config
         obs, masks, actions, logp, adv, ret = [], [], [], [], [], []
@@ -81,7 +88,7 @@ class PPOLearner:
         return (cat(obs), cat(masks), cat(actions), cat(logp).astype(np.float32),
                 cat(adv).astype(np.float32), cat(ret).astype(np.float32))
 
-    def update(self):
+    def update(self) -> float:
         """`epochs` passes over the batch; returns the mean loss."""
         c = self.config
         obs, masks, actions, old_logp, adv, ret = (torch.from_numpy(a) for a in self._flatten())
@@ -110,18 +117,18 @@ class PPOLearner:
         self._policy = None
         return float(np.mean(losses))
 
-    def policy(self, meta=None):
+    def policy(self, meta: Optional[Dict[str, Any]] = None) -> policy_file.Policy:
         if meta is not None:
             return self.net.to_policy(self.action_space, meta=meta)
         if self._policy is None:
             self._policy = self.net.to_policy(self.action_space)
         return self._policy
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         return {"net": self.net.state_dict(), "opt": self.opt.state_dict(),
                 "updates": self.updates}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
         self.opt.load_state_dict(state["opt"])
         self.updates = state["updates"]

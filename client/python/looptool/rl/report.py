@@ -3,11 +3,12 @@
 import csv
 import os
 import time
+from typing import Any, Dict, List, Optional, Sequence
 
 from looptool.rl.evaluate import geomean
 
 
-def host_label(peak_gflops=None):
+def host_label(peak_gflops: Optional[float] = None) -> str:
     """"<CPU model>, peak N GFLOPS, <date>": what every figure is labelled with."""
     model = "unknown CPU"
     try:
@@ -22,7 +23,7 @@ def host_label(peak_gflops=None):
     return f"{model}{peak}, {time.strftime('%Y-%m-%d')}"
 
 
-def write_csv(path, rows):
+def write_csv(path: str, rows: Sequence[Dict[str, Any]]) -> None:
     if not rows:
         return
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -31,14 +32,14 @@ def write_csv(path, rows):
         w.writerows(rows)
 
 
-def _pyplot():
+def _pyplot() -> Any:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
 
 
-def learning_curve(out_dir, curve, title):
+def learning_curve(out_dir: str, curve: Sequence[Dict[str, Any]], title: str) -> None:
     """curve.csv and curve.png: training episodes' final fraction of peak and the greedy
     evaluation's, against environment steps."""
     write_csv(os.path.join(out_dir, "curve.csv"), curve)
@@ -63,7 +64,7 @@ def learning_curve(out_dir, curve, title):
     plt.close(fig)
 
 
-def evaluation_table(out_dir, rows, title):
+def evaluation_table(out_dir: str, rows: Sequence[Dict[str, Any]], title: str) -> None:
     """eval.csv, eval.md and eval.png: per benchmark, start and final fraction of peak."""
     write_csv(os.path.join(out_dir, "eval.csv"), rows)
     lines = [f"# {title}", "",

@@ -1,75 +1,72 @@
 """Episodes on a LoopTool server, acted by a `Policy` (numpy): what an RL actor does.
 
-`run_episodes` plays one episode per benchmark: StartSession, then `max_steps` Steps of one
-action each, observing `loops_tensor`, `action_mask` and `flops` after every action (an unchanged
-schedule's `flops` is the server's cached measurement, so cursor moves cost no timing). Actions:
-"greedy" (the policy's best allowed action), "epsilon" (a uniformly random allowed action with
-probability `epsilon`, else greedy: Ape-X's exploration) or "sample" (from the softmax of the
-allowed logits: PPO's). A sketch_value policy plays sketch_value.run_sketch_episode instead.
-An episode whose RPC fails on the service's side (server restarted, session gone, kernel
-crashed) is dropped and counted in `errors`; the next one reconnects.
+`run_episodes` plays one episode per benchmark on a `LoopToolEnv` (no reward space: the episode
+keeps the GFLOPS): reset, then `max_steps` steps of one action each, observing `loops_tensor`,
+`action_mask` and `flops` after every action (an unchanged schedule's `flops` is the server's
+cached measurement, so cursor moves cost no timing). Actions: "greedy" (the policy's best allowed
+action), "epsilon" (a uniformly random allowed action with probability `epsilon`, else greedy:
+Ape-X's exploration) or "sample" (from the softmax of the allowed logits: PPO's). A sketch_value
+policy plays sketch_value.run_sketch_episode instead. An episode whose RPC fails on the service's
+side (server restarted, session gone, kernel crashed) is dropped and counted in `errors`; the
+connection reaches the server again by itself.
 
 `dask_run_episodes` is the same as a Dask task: it keeps one Connection per server address on
 the Dask worker that runs it, so a worker's gRPC channels live across tasks.
 """
 
+import dataclasses
 import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import grpc
 import numpy as np
+import numpy.typing as npt
 
-from looptool import convert
 from looptool import errors
 from looptool.connection import Connection
+from looptool.env import LoopToolEnv
 from looptool.rl import policy_file
+from looptool.rl.benchmarks import Benchmark
 
 OBSERVATIONS = ("loops_tensor", "action_mask", "flops")
 MODES = ("greedy", "epsilon", "sample")
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class Episode:
     """One episode: T actions; obs/masks/gflops have T + 1 rows (the start state first)."""
+    benchmark: str                        # the URI
+    obs: "npt.NDArray[np.float32]"        # (T + 1, input_size)
+    masks: "npt.NDArray[np.bool_]"        # (T + 1, num_actions)
+    actions: "npt.NDArray[np.int64]"      # (T,)
+    gflops: "npt.NDArray[np.float64]"     # (T + 1,)
+    logp: "npt.NDArray[np.float32]"       # (T,): log-probability of each action ("sample")
+    peak: float                           # the server's peak GFLOPS
+    seconds: float
 
-    def __init__(self, benchmark, obs, masks, actions, gflops, logp, peak, seconds):
-        self.benchmark = benchmark
-        self.obs = obs            # float32 (T + 1, input_size)
-        self.masks = masks        # bool (T + 1, num_actions)
-        self.actions = actions    # int64 (T,)
-        self.gflops = gflops      # float64 (T + 1,)
-        self.logp = logp          # float32 (T,): log-probability of each action ("sample")
-        self.peak = peak          # the server's peak GFLOPS
-        self.seconds = seconds
-
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.actions)
 
     @property
-    def final_gflops(self):
+    def final_gflops(self) -> float:
         return float(self.gflops[-1])
 
 
+@dataclasses.dataclass(frozen=True)
 class Rollouts:
     """What one call returns: the finished episodes and how many were lost to errors."""
-
-    def __init__(self, episodes, errors_seen, seconds):
-        self.episodes = episodes
-        self.errors = errors_seen      # [(benchmark uri, "CODE: details")]
-        self.seconds = seconds
+    episodes: List[Any]                   # Episode or sketch_value.SketchEpisode
+    errors: List[Tuple[str, str]]         # [(benchmark uri, "CODE: details")]
+    seconds: float
 
     @property
-    def steps(self):
+    def steps(self) -> int:
         return sum(len(e) for e in self.episodes)
 
 
-def _values(reply_observations, names):
-    if len(reply_observations) != len(names):
-        raise errors.ServiceError(grpc.StatusCode.INTERNAL,
-                                  f"Asked for {len(names)} observations, got "
-                                  f"{len(reply_observations)}", "Step")
-    return [convert.event_to_python(e) for e in reply_observations]
-
-
-def _choose(policy, obs, mask, mode, epsilon, rng):
+def _choose(policy: policy_file.Policy, obs: "npt.NDArray[np.float32]",
+            mask: "npt.NDArray[np.bool_]", mode: str, epsilon: float,
+            rng: np.random.Generator) -> Tuple[Optional[int], float]:
     """(action, log-probability or 0) for one state; None when no action is allowed."""
     allowed = np.flatnonzero(mask)
     if allowed.size == 0:
@@ -86,10 +83,18 @@ def _choose(policy, obs, mask, mode, epsilon, rng):
     return policy_file.masked_argmax(scores, mask), 0.0
 
 
-def run_one(connection, benchmark, policy, mode="greedy", epsilon=0.0, max_steps=10, rng=None,
-            timeout=60.0):
-    """One episode on `benchmark` (a benchmarks.Benchmark). Raises ServiceError (and
-    ServiceTransportError) for failures on the service's side."""
+def raise_failed_step(env: LoopToolEnv) -> None:
+    """Raises the ServiceError of the env's last step when it failed (the env ended the episode
+    gracefully; an actor drops it instead)."""
+    if env.last_error is not None:
+        raise env.last_error
+
+
+def run_one(connection: Connection, benchmark: Benchmark, policy: policy_file.Policy,
+            mode: str = "greedy", epsilon: float = 0.0, max_steps: int = 10,
+            rng: Optional[np.random.Generator] = None, timeout: Optional[float] = 60.0) -> Any:
+    """One episode on `benchmark` (an Episode, or a SketchEpisode for a sketch_value policy).
+    Raises ServiceError (and ServiceTransportError) for failures on the service's side."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     rng = rng if rng is not None else np.random.default_rng()
@@ -97,46 +102,40 @@ def run_one(connection, benchmark, policy, mode="greedy", epsilon=0.0, max_steps
         from looptool.rl import sketch_value
         return sketch_value.run_sketch_episode(connection, benchmark, policy, mode, epsilon,
                                                rng, timeout)
-    spaces = connection.spaces(timeout)
-    space = spaces.action_space(policy.action_space)
-    names = list(OBSERVATIONS) + ["peak_gflops"]
-    indices = [spaces.observation_space(n).index for n in names]
     start = time.perf_counter()
-    reply = connection.start_session(benchmark.uri, space.space_index, indices,
-                                     program=benchmark.program, timeout=timeout)
-    session = reply.session_id
-    try:
-        obs, mask, gflops, peak = _values(reply.observation, names)
+    with LoopToolEnv(connection, benchmark.uri, action_space=policy.action_space,
+                     observation_space=None, reward_space=None, timeout=timeout) as env:
+        obs, mask, gflops, peak = env.reset(program=benchmark.program,
+                                            observation_spaces=[*OBSERVATIONS, "peak_gflops"])
         obs_rows, mask_rows, gflops_rows = [obs.reshape(-1)], [mask.reshape(-1)], [gflops]
-        actions, logps = [], []
+        actions: List[int] = []
+        logps: List[float] = []
         for _ in range(max_steps):
             action, logp = _choose(policy, obs_rows[-1], mask_rows[-1], mode, epsilon, rng)
             if action is None:
                 break
-            reply = connection.step(session, [action], indices[:3], timeout=timeout)
-            obs, mask, gflops = _values(reply.observation, names[:3])
+            (obs, mask, gflops), _, _, _ = env.step(action, observation_spaces=OBSERVATIONS)
+            raise_failed_step(env)
             actions.append(action)
             logps.append(logp)
             obs_rows.append(obs.reshape(-1))
             mask_rows.append(mask.reshape(-1))
             gflops_rows.append(gflops)
-    finally:
-        try:
-            connection.end_session(session, timeout=timeout)
-        except (errors.ServiceError, RuntimeError):
-            pass
     return Episode(benchmark.uri, np.asarray(obs_rows, np.float32),
                    np.asarray(mask_rows, bool), np.asarray(actions, np.int64),
                    np.asarray(gflops_rows, np.float64), np.asarray(logps, np.float32),
                    float(peak), time.perf_counter() - start)
 
 
-def run_episodes(connection, benchmarks, policy, mode="greedy", epsilon=0.0, max_steps=10,
-                 seed=None, timeout=60.0):
+def run_episodes(connection: Connection, benchmarks: Sequence[Benchmark],
+                 policy: policy_file.Policy, mode: str = "greedy", epsilon: float = 0.0,
+                 max_steps: int = 10, seed: Optional[int] = None,
+                 timeout: Optional[float] = 60.0) -> Rollouts:
     """One episode per benchmark; episodes that fail on the service's side are dropped and
-    listed in `Rollouts.errors` (the connection retries and reconnects by itself)."""
+    listed in `Rollouts.errors` (the connection reconnects by itself)."""
     rng = np.random.default_rng(seed)
-    episodes, failed = [], []
+    episodes: List[Any] = []
+    failed: List[Tuple[str, str]] = []
     start = time.perf_counter()
     for b in benchmarks:
         try:
@@ -149,16 +148,19 @@ def run_episodes(connection, benchmarks, policy, mode="greedy", epsilon=0.0, max
     return Rollouts(episodes, failed, time.perf_counter() - start)
 
 
-def dask_run_episodes(server, benchmarks, policy, mode, epsilon, max_steps, seed,
-                      auth_token=None):
+def dask_run_episodes(server: str, benchmarks: Sequence[Benchmark], policy: policy_file.Policy,
+                      mode: str, epsilon: float, max_steps: int, seed: Optional[int],
+                      auth_token: Optional[str] = None) -> Rollouts:
     """run_episodes as a Dask task: the worker keeps one Connection per server address (sending
     `auth_token` with every call when given)."""
     from distributed import get_worker  # only inside a Dask worker
 
     worker = get_worker()
-    cache = getattr(worker, "looptool_connections", None)
+    cache: Optional[Dict[str, Connection]] = getattr(worker, "looptool_connections", None)
     if cache is None:
-        cache = worker.looptool_connections = {}
+        cache = {}
+        setattr(worker, "looptool_connections", cache)
     if server not in cache:
         cache[server] = Connection(server, auth_token=auth_token)
     return run_episodes(cache[server], benchmarks, policy, mode, epsilon, max_steps, seed)
+

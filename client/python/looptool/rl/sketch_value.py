@@ -2,16 +2,16 @@
 
 The server's `sketches` observation lists, for an untiled loop nest, up to 16 schedules in
 `loop_nest` actions (register blocks and tilings after LoopNest's design, best first by a fixed
-rule). Which one is fastest depends on the shape: the rule's first is 0.99x oneDNN on the test
-matmuls but 0.54x on mm481_97_257, whose 14th is 1.09x. A `sketch_value` policy (policy_file.py)
+rule). Which one is fastest depends on the shape: the rule's first is not always the best. A
+`sketch_value` policy (policy_file.py)
 scores the state each sketch leads to (its `loops_tensor`, no kernel timed) and takes the best:
 Q(s, sketch) is learned as the value of the afterstate, so one network ranks any number of
 candidates and reads the tiled nest itself (loop sizes, tails, strides) rather than an index.
 
-An episode (`run_sketch_episode`) is one decision: fork the start once per sketch, apply it
-(untimed), score every afterstate, choose. In "greedy" mode the chosen state is timed, and the
-start (for the episode's speed-up; seconds for an untiled convolution, whose kernel the server
-then caches); in "epsilon" mode (an actor's exploration) every other sketch is also timed with
+An episode (`run_sketch_episode`, on a LoopToolEnv with no reward space) is one decision: fork
+the start once per sketch, apply it (untimed), score every afterstate, choose. In "greedy" mode
+the chosen state is timed, and the start (for the episode's speed-up; an untiled convolution's
+kernel is slow, and the server then caches it); in "epsilon" mode (an actor's exploration) every other sketch is also timed with
 probability epsilon, so actors with larger epsilons measure more of the list. The episode's
 `candidates` and `candidate_gflops` are what the learner regresses on. `choose(env, policy)` is
 the same choice for a LoopToolEnv (no kernel timed), to apply with `env.multistep`.
@@ -24,22 +24,26 @@ Q-learning target is the reward itself (no bootstrapping): this is a contextual 
 
 import dataclasses
 import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import grpc
 import numpy as np
+import numpy.typing as npt
 import torch
 
-from looptool import convert
-from looptool import errors
+from looptool.connection import Connection
+from looptool.env import LoopToolEnv
 from looptool.rl import apex_dqn
 from looptool.rl import networks
+from looptool.rl import policy_file
+from looptool.rl.benchmarks import Benchmark
+from looptool.rl.rollout import raise_failed_step
 
 SPACE = "loop_nest"
 
 
 @dataclasses.dataclass
 class SketchValueConfig:
-    hidden: tuple = (128, 128)
+    hidden: Tuple[int, ...] = (128, 128)
     lr: float = 1e-3
     batch_size: int = 128
     buffer_size: int = 200_000
@@ -51,90 +55,86 @@ class SketchValueConfig:
     value_scale: float = 10.0      # targets are fractions of the peak: scale to ~unit values
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class SketchEpisode:
     """One decision: the chosen sketch's actions (loop_nest indices), the start and chosen
     states' GFLOPS, and every timed candidate (the chosen one among them)."""
+    benchmark: str                                # the URI
+    actions: "npt.NDArray[np.int64]"              # the chosen sketch's actions
+    gflops: "npt.NDArray[np.float64]"             # [start, chosen state]
+    peak: float
+    candidates: "npt.NDArray[np.float32]"         # (C, input_size): timed afterstates
+    candidate_gflops: "npt.NDArray[np.float64]"   # (C,)
+    chosen: int                                   # the sketch's line number, -1: none
+    seconds: float
 
-    def __init__(self, benchmark, actions, start_gflops, gflops, peak, candidates,
-                 candidate_gflops, chosen, seconds):
-        self.benchmark = benchmark
-        self.actions = np.asarray(actions, np.int64)
-        self.gflops = np.asarray([start_gflops, gflops], np.float64)
-        self.peak = peak
-        self.candidates = candidates              # float32 (C, input_size): timed afterstates
-        self.candidate_gflops = candidate_gflops  # float64 (C,)
-        self.chosen = chosen                      # the sketch's line number, -1: none
-        self.seconds = seconds
-
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.candidate_gflops)  # kernels timed (the episode's "steps")
 
     @property
-    def final_gflops(self):
+    def final_gflops(self) -> float:
         return float(self.gflops[-1])
 
 
-def _observe(reply, names):
-    if len(reply.observation) != len(names):
-        raise errors.ServiceError(grpc.StatusCode.INTERNAL, f"Asked for {len(names)} "
-                                  f"observations, got {len(reply.observation)}", "Step")
-    return [convert.event_to_python(e) for e in reply.observation]
+def _sketch_lines(env: LoopToolEnv, sketches: str, what: str) -> List[List[str]]:
+    """The sketches observation as lists of action names; ValueError naming any action the
+    environment's space does not have."""
+    names = set(env.action_space.names)
+    unknown = sorted({a for a in sketches.split() if a not in names})
+    if unknown:
+        raise ValueError(f"{what}: the server's sketches use actions not in the {SPACE} space: "
+                         f"{', '.join(unknown)}")
+    return [line.split() for line in sketches.splitlines() if line.strip()]
 
 
-def run_sketch_episode(connection, benchmark, policy, mode="greedy", epsilon=0.0, rng=None,
-                       timeout=60.0):
-    """One decision on `benchmark` (a benchmarks.Benchmark); see the module's text. With no
-    sketch (a nest the rule cannot block) the start state stands: no actions."""
+def _afterstate(env: LoopToolEnv, actions: Sequence[str]) -> "npt.NDArray[np.float32]":
+    """The loops_tensor reached by `actions` from the env's state, on `env` (a fork), untimed."""
+    (loops,), _, _, _ = env.multistep(actions, observation_spaces=["loops_tensor"])
+    raise_failed_step(env)
+    return np.asarray(loops, np.float32).reshape(-1)
+
+
+def run_sketch_episode(connection: Connection, benchmark: Benchmark,
+                       policy: policy_file.Policy, mode: str = "greedy", epsilon: float = 0.0,
+                       rng: Optional[np.random.Generator] = None,
+                       timeout: Optional[float] = 60.0) -> SketchEpisode:
+    """One decision on `benchmark`; see the module's text. With no sketch (a nest the rule
+    cannot block) the start state stands: no actions."""
     rng = rng if rng is not None else np.random.default_rng()
-    spaces = connection.spaces(timeout)
-    space = spaces.action_space(SPACE)
-    index = {n: i for i, n in enumerate(space.names)}
-    obs_index = {n: spaces.observation_space(n).index
-                 for n in ("sketches", "loops_tensor", "flops", "peak_gflops")}
     start = time.perf_counter()
-    reply = connection.start_session(
-        benchmark.uri, space.space_index,
-        [obs_index[n] for n in ("sketches", "flops", "peak_gflops")],
-        program=benchmark.program, timeout=timeout)
-    session = reply.session_id
-    forks = []
-    try:
-        sketches, start_gflops, peak = _observe(reply, ("sketches", "flops", "peak_gflops"))
-        unknown = sorted({a for a in sketches.split() if a not in index})
-        if unknown:
-            raise ValueError(f"{benchmark.uri}: the server's sketches use actions not in the "
-                             f"{SPACE} space: {', '.join(unknown)}")
-        lines = [[index[a] for a in line.split()] for line in sketches.splitlines() if line]
-        after = []
-        for actions in lines:
-            fork = connection.fork_session(session, timeout=timeout)
-            forks.append(fork)
-            r = connection.step(fork, actions, [obs_index["loops_tensor"]], timeout=timeout)
-            after.append(np.asarray(_observe(r, ("loops_tensor",))[0], np.float32).reshape(-1))
-        if not lines:
-            return SketchEpisode(benchmark.uri, [], start_gflops, start_gflops, float(peak),
-                                 np.zeros((0, 0), np.float32), np.zeros(0), -1,
-                                 time.perf_counter() - start)
-        scores = policy.scores(np.stack(after)).reshape(-1)
-        chosen = int(np.argmax(scores))
-        timed = [chosen] + [i for i in range(len(lines))
-                            if i != chosen and mode == "epsilon" and rng.random() < epsilon]
-        gflops = []
-        for i in timed:
-            r = connection.step(forks[i], [], [obs_index["flops"]], timeout=timeout)
-            gflops.append(float(_observe(r, ("flops",))[0]))
-        return SketchEpisode(benchmark.uri, lines[chosen], start_gflops, gflops[0], float(peak),
-                             np.stack([after[i] for i in timed]), np.asarray(gflops), chosen,
-                             time.perf_counter() - start)
-    finally:
-        for s in forks + [session]:
-            try:
-                connection.end_session(s, timeout=timeout)
-            except (errors.ServiceError, RuntimeError):
-                pass
+    forks: List[LoopToolEnv] = []
+    with LoopToolEnv(connection, benchmark.uri, action_space=SPACE, observation_space=None,
+                     reward_space=None, timeout=timeout) as env:
+        try:
+            sketches, start_gflops, peak = env.reset(
+                program=benchmark.program,
+                observation_spaces=["sketches", "flops", "peak_gflops"])
+            lines = _sketch_lines(env, sketches, benchmark.uri)
+            after = []
+            for actions in lines:
+                forks.append(env.fork())
+                after.append(_afterstate(forks[-1], actions))
+            if not lines:
+                return SketchEpisode(benchmark.uri, np.zeros(0, np.int64),
+                                     np.asarray([start_gflops, start_gflops], np.float64),
+                                     float(peak), np.zeros((0, 0), np.float32),
+                                     np.zeros(0), -1, time.perf_counter() - start)
+            scores = policy.scores(np.stack(after)).reshape(-1)
+            chosen = int(np.argmax(scores))
+            timed = [chosen] + [i for i in range(len(lines))
+                                if i != chosen and mode == "epsilon" and rng.random() < epsilon]
+            gflops = [float(forks[i].observe(["flops"])["flops"]) for i in timed]
+            chosen_actions = [env.action_space.index(a) for a in lines[chosen]]
+            return SketchEpisode(benchmark.uri, np.asarray(chosen_actions, np.int64),
+                                 np.asarray([start_gflops, gflops[0]], np.float64), float(peak),
+                                 np.stack([after[i] for i in timed]), np.asarray(gflops),
+                                 chosen, time.perf_counter() - start)
+        finally:
+            for fork in forks:
+                fork.close()
 
 
-def choose(env, policy):
+def choose(env: LoopToolEnv, policy: policy_file.Policy) -> List[str]:
     """The sketch `policy` (sketch_value) takes in a LoopToolEnv's current state: the action
     names of the server's sketch whose resulting state it values most (each reached on a fork of
     the session, untimed), or [] when the server has none. `env` acts in loop_nest; apply the
@@ -142,20 +142,14 @@ def choose(env, policy):
     if env.action_space.name != SPACE:
         raise ValueError(f"A sketch_value policy chooses among {SPACE} sketches; the "
                          f"environment acts in {env.action_space.name}")
-    lines = [line.split() for line in env.observation["sketches"].splitlines() if line]
+    lines = _sketch_lines(env, env.observation["sketches"], str(env.benchmark))
     if not lines:
         return []
-    conn = env.connection
-    loops = conn.spaces().observation_space("loops_tensor").index
     after = []
     for names in lines:
-        fork = conn.fork_session(env.session_id)
-        try:
-            reply = conn.step(fork, [env.action_space.to_index(n) for n in names], [loops])
-            after.append(np.asarray(_observe(reply, ("loops_tensor",))[0],
-                                    np.float32).reshape(-1))
-        finally:
-            conn.end_session(fork)
+        # No observation or reward space on the fork: reaching the afterstate times nothing.
+        with env.fork(observation_space=None, reward_space=None) as fork:
+            after.append(_afterstate(fork, names))
     return lines[int(np.argmax(policy.scores(np.stack(after)).reshape(-1)))]
 
 
@@ -163,7 +157,9 @@ class SketchValueLearner:
     """Fits V(afterstate) ~ its fraction of the peak by minibatch MSE over a replay ring."""
     mode = "epsilon"
 
-    def __init__(self, input_size, num_actions=1, config=None, seed=0, action_space=SPACE):
+    def __init__(self, input_size: int, num_actions: int = 1,
+                 config: Optional[SketchValueConfig] = None, seed: int = 0,
+                 action_space: str = SPACE) -> None:
         # The same arguments as the other learners; a sketch value has one output, in loop_nest.
         if num_actions != 1 or action_space != SPACE:
             raise ValueError(f"a sketch_value learner has one output in {SPACE}, not "
@@ -182,16 +178,16 @@ class SketchValueLearner:
         self.updates = 0
         self._updates_at_start = 0
         self._added_at_start = 0
-        self._policy = None
+        self._policy: Optional[policy_file.Policy] = None
 
-    def epsilon(self, actor, actors):
+    def epsilon(self, actor: int, actors: int) -> float:
         # Ape-X's spread of exploration rates: actor i of N, base ** (1 + alpha i / (N - 1)).
         return apex_dqn.epsilon(actor, actors, self.config.eps_base, self.config.eps_alpha)
 
-    def wants_episodes(self, in_flight):
+    def wants_episodes(self, in_flight: int) -> bool:
         return True
 
-    def add(self, episodes):
+    def add(self, episodes: Sequence[Any]) -> None:
         c = self.config
         for e in episodes:
             if not e.peak > 0:  # no peak from the server: no fraction of it to learn
@@ -203,16 +199,16 @@ class SketchValueLearner:
                 self.added += 1
                 self.size = min(self.size + 1, c.buffer_size)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.size
 
-    def can_update(self):
+    def can_update(self) -> bool:
         c = self.config
         return (self.size >= max(c.learning_starts, 1)  # batches are drawn with replacement
                 and self.updates - self._updates_at_start
                 < c.replay_ratio * (self.added - self._added_at_start))
 
-    def update(self):
+    def update(self) -> float:
         c = self.config
         idx = self.rng.integers(self.size, size=c.batch_size)
         pred = self.net(torch.from_numpy(self.obs[idx]))
@@ -225,7 +221,7 @@ class SketchValueLearner:
             self._policy = None
         return float(loss)
 
-    def policy(self, meta=None):
+    def policy(self, meta: Optional[Dict[str, Any]] = None) -> policy_file.Policy:
         if self._policy is None or meta is not None:
             p = self.net.to_policy(SPACE, meta=meta)
             if meta is not None:
@@ -233,12 +229,12 @@ class SketchValueLearner:
             self._policy = p
         return self._policy
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         return {"net": self.net.state_dict(), "opt": self.opt.state_dict(),
                 "updates": self.updates, "size": self.size, "added": self.added,
                 "obs": self.obs[:self.size].copy(), "target": self.target[:self.size].copy()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
         self.opt.load_state_dict(state["opt"])
         self.updates = state["updates"]
@@ -248,5 +244,5 @@ class SketchValueLearner:
         self._updates_at_start, self._added_at_start = self.updates, self.added
         self._policy = None
 
-    def kept_replay(self):
+    def kept_replay(self) -> int:
         return self.size

@@ -1,6 +1,7 @@
 """Trains a tuning policy by distributed RL over LoopTool servers.
 
-    export PYTHONPATH=bazel-bin:client/python LOOPTOOL_SERVER=bazel-bin/service/looptool-server
+    export PYTHONPATH=bazel-bin/client/python:client/python
+    export LOOPTOOL_SERVER=bazel-bin/service/looptool-server
     /usr/bin/python3 -m looptool.rl.train --algo=apex-dqn --dataset=mm64_256_16_range-v0 \
         --time-limit=3600 --actors=2 --timing-cores=1 --out=runs/dqn
 
@@ -8,8 +9,9 @@ Actors are Dask tasks (a LocalCluster here, or `--scheduler=tcp://HOST:8786`) th
 on the servers (`--servers=HOST:PORT,...`, else one started here with `--timing-cores` kernel
 workers) with the learner's latest weights; the learner and the replay live in this process.
 Episodes use the dataset's train split only; the greedy policy is evaluated on its test split
-(every `--eval-every` seconds on `--eval-count` benchmarks, and at the end on the 25 test
-matmuls and 12 shapes off the grid). Writes to `--out`: policy.json (what `looptool tune
+(every `--eval-every` seconds on `--eval-count` benchmarks, and at the end on
+`--final-test-count` of them and `--final-offgrid-count` of matmul_offgrid-v0), every list as
+the first server serves it. Writes to `--out`: policy.json (what `looptool tune
 --search=policy --policy=FILE` reads), checkpoint.pt (`--resume` continues from it), curve.csv/png,
 eval.csv/md/png and train.log. A progress bar (tqdm) shows steps, steps/s and the latest numbers.
 """
@@ -23,9 +25,12 @@ import signal
 import sys
 import threading
 import time
+from types import FrameType
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from looptool import auth
 from looptool.connection import Connection
 from looptool.errors import ServiceError
 from looptool.server import ServerStartError
@@ -34,6 +39,7 @@ from looptool.rl import benchmarks as benchmarks_lib
 from looptool.rl import cluster
 from looptool.rl import evaluate as evaluate_lib
 from looptool.rl import ppo
+from looptool.rl.learner import Learner
 from looptool.rl import replay as replay_lib
 from looptool.rl import report
 from looptool.rl import sketch_value
@@ -42,7 +48,7 @@ ALGOS = ("apex-dqn", "ppo", "sketch-value")
 MAX_ACTORS = 256
 
 
-def parse_args(argv):
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Train a LoopTool tuning policy (Ape-X DQN, PPO, or a sketch value).")
     p.add_argument("--algo", choices=ALGOS, default="apex-dqn")
@@ -96,12 +102,9 @@ def parse_args(argv):
     args.auth_token = None
     if args.auth_token_file:
         try:
-            with open(args.auth_token_file) as f:
-                args.auth_token = f.readline().strip()
-        except OSError as e:
-            p.error(f"--auth-token-file: {e.strerror}: {args.auth_token_file}")
-        if not args.auth_token:
-            p.error(f"--auth-token-file: no token in {args.auth_token_file}")
+            args.auth_token = auth.read_auth_token_file(args.auth_token_file)
+        except ValueError as e:
+            p.error(f"--auth-token-file: {e}")
     servers = [s for s in args.servers.split(",") if s]
     if len(servers) > args.actors:
         # Actor i tunes on servers[i % len(servers)]: the rest would sit idle.
@@ -118,22 +121,22 @@ def parse_args(argv):
     return args
 
 
-def make_learner(args, input_size, num_actions):
+def make_learner(args: argparse.Namespace, input_size: int, num_actions: int) -> Learner:
     hidden = tuple(int(h) for h in args.hidden.split(","))
     if args.algo == "sketch-value":
-        c = sketch_value.SketchValueConfig(hidden=hidden)
+        sketch = sketch_value.SketchValueConfig(hidden=hidden)
         if args.lr is not None:
-            c.lr = args.lr
+            sketch.lr = args.lr
         if args.learning_starts is not None:
-            c.learning_starts = args.learning_starts
-        return sketch_value.SketchValueLearner(input_size, 1, c, args.seed)
+            sketch.learning_starts = args.learning_starts
+        return sketch_value.SketchValueLearner(input_size, 1, sketch, args.seed)
     if args.algo == "apex-dqn":
-        c = apex_dqn.ApexConfig(hidden=hidden, gamma=args.gamma, reward=args.reward)
+        apex = apex_dqn.ApexConfig(hidden=hidden, gamma=args.gamma, reward=args.reward)
         if args.lr is not None:
-            c.lr = args.lr
+            apex.lr = args.lr
         if args.learning_starts is not None:
-            c.learning_starts = args.learning_starts
-        return apex_dqn.ApexLearner(input_size, num_actions, c, args.seed, args.action_space)
+            apex.learning_starts = args.learning_starts
+        return apex_dqn.ApexLearner(input_size, num_actions, apex, args.seed, args.action_space)
     c = ppo.PPOConfig(hidden=hidden, gamma=args.gamma, reward=args.reward,
                       batch_episodes=args.ppo_batch_episodes)
     if args.lr is not None:
@@ -144,44 +147,47 @@ def make_learner(args, input_size, num_actions):
 class Trainer:
     """The driver: keeps actors busy, feeds the learner, logs, evaluates, checkpoints."""
 
-    def __init__(self, args, addresses, dask_client, log):
+    def __init__(self, args: argparse.Namespace, addresses: Sequence[str], dask_client: Any,
+                 log: Callable[[str], None]) -> None:
         import torch
         torch.set_num_threads(1)
         self.args = args
         self.log = log
-        self.addresses = addresses
+        self.addresses = list(addresses)
         self.connections = {a: Connection(a, auth_token=args.auth_token)
                             for a in addresses}
-        spaces = self.connections[addresses[0]].spaces()
+        # The first server's lists (every server serves the same datasets).
+        self.connection = self.connections[self.addresses[0]]
+        spaces = self.connection.spaces()
         self.num_actions = len(spaces.action_space(args.action_space))
+        self.train_set = benchmarks_lib.split(self.connection, "train", args.dataset)
         self.input_size = self._probe_input_size()  # loops_tensor's width: the server's max_loops
         self.learner = make_learner(args, self.input_size, self.num_actions)
         self.pool = cluster.ActorPool(dask_client, addresses, args.actors, args.auth_token)
-        train = benchmarks_lib.split("train", args.dataset)
-        self.by_server = {a: [b for b in train if cluster.route(b, addresses) == a]
+        self.by_server = {a: [b for b in self.train_set if cluster.route(b, addresses) == a]
                           for a in addresses}
-        test = benchmarks_lib.split("test", args.dataset)
+        test = benchmarks_lib.split(self.connection, "test", args.dataset)
         self.eval_set = [("test", test[i * len(test) // args.eval_count])
                          for i in range(args.eval_count)]
         self.rng = np.random.default_rng(args.seed)
         self.env_steps = 0
         self.episodes = 0
         self.elapsed = 0.0          # training seconds, over every resumed run
-        self.curve = []
-        self.recent_final = []      # training episodes' final fraction of peak
-        self.recent_loss = []
+        self.curve: List[Dict[str, Any]] = []
+        self.recent_final: List[float] = []      # training episodes' final fraction of peak
+        self.recent_loss: List[float] = []
         self.checkpoint = os.path.join(args.out, "checkpoint.pt")
 
-    def _probe_input_size(self):
+    def _probe_input_size(self) -> int:
         from looptool import LoopToolEnv
-        bench = benchmarks_lib.split("train", self.args.dataset)[0]
+        bench = self.train_set[0]
         with LoopToolEnv(self.connections[cluster.route(bench, self.addresses)], bench.uri,
                          action_space=self.args.action_space, reward_space=None) as env:
             return int(np.asarray(env.reset()).size)
 
     # --- checkpoints ----------------------------------------------------------------------------
 
-    def save_checkpoint(self):
+    def save_checkpoint(self) -> None:
         import torch
         state = {"algo": self.args.algo, "learner": self.learner.state_dict(),
                  "env_steps": self.env_steps, "episodes": self.episodes,
@@ -191,7 +197,7 @@ class Trainer:
         torch.save(state, tmp)
         os.replace(tmp, self.checkpoint)
 
-    def load_checkpoint(self):
+    def load_checkpoint(self) -> None:
         import torch
         state = torch.load(self.checkpoint)
         if state["algo"] != self.args.algo:
@@ -200,13 +206,13 @@ class Trainer:
         self.env_steps, self.episodes = state["env_steps"], state["episodes"]
         self.elapsed, self.curve = state["elapsed"], state["curve"]
         self.rng.bit_generator.state = state["rng"]
-        kept = self.learner.kept_replay() if hasattr(self.learner, "kept_replay") else 0
+        kept = self.learner.kept_replay()
         self.log(f"resumed from {self.checkpoint}: {self.env_steps} steps, "
                  f"{self.elapsed:.0f} s trained, {kept} transitions in the replay buffer")
 
     # --- the loop -------------------------------------------------------------------------------
 
-    def _submit(self, actor):
+    def _submit(self, actor: int) -> None:
         server = self.pool.server_of(actor)
         pool = self.by_server[server]
         picks = [pool[i] for i in self.rng.integers(len(pool), size=self.args.episodes_per_call)]
@@ -214,16 +220,16 @@ class Trainer:
                          self.learner.epsilon(actor, self.args.actors), self.args.max_steps,
                          int(self.rng.integers(1 << 31)))
 
-    def _finished(self):
+    def _finished(self) -> bool:
         a = self.args
-        return ((a.steps > 0 and self.env_steps >= a.steps)
-                or (a.time_limit > 0 and self.elapsed >= a.time_limit))
+        return bool((a.steps > 0 and self.env_steps >= a.steps)
+                    or (a.time_limit > 0 and self.elapsed >= a.time_limit))
 
-    def evaluate(self, sets):
+    def evaluate(self, sets: evaluate_lib.Sets) -> List[Dict[str, Any]]:
         return evaluate_lib.evaluate(self.connections, sets, self.learner.policy(),
                                      self.args.max_steps)
 
-    def run(self):
+    def run(self) -> None:
         a = self.args
         progress = None
         if not a.no_progress:
@@ -277,7 +283,8 @@ class Trainer:
             progress.close()
         self.save_checkpoint()
 
-    def _log_row(self, seconds, steps, eval_value, progress):
+    def _log_row(self, seconds: float, steps: int, eval_value: Optional[float],
+                 progress: Any) -> None:
         """One row of the learning curve (curve.csv), logged and shown on the progress bar."""
         row = {
             "env_steps": self.env_steps, "seconds": round(self.elapsed, 1),
@@ -296,11 +303,11 @@ class Trainer:
                                  eval=row["eval_fraction_of_peak"], lost=self.pool.lost)
 
 
-def _exit_on_sigterm(signum, frame):
+def _exit_on_sigterm(signum: int, frame: Optional[FrameType]) -> None:
     raise SystemExit(128 + signum)  # unwinds: the local server and the Dask cluster are stopped
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -314,9 +321,9 @@ def main(argv=None):
             return 1
 
 
-def _main(args, argv, log_file):
+def _main(args: argparse.Namespace, argv: Optional[Sequence[str]], log_file: IO[str]) -> int:
 
-    def log(msg):
+    def log(msg: str) -> None:
         log_file.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
         log_file.flush()
 
@@ -346,7 +353,8 @@ def _main(args, argv, log_file):
             }
             policy = trainer.learner.policy(meta=meta)
             policy.save(os.path.join(args.out, "policy.json"))
-            sets = evaluate_lib.default_sets(args.final_test_count, args.final_offgrid_count)
+            sets = evaluate_lib.default_sets(trainer.connection, args.final_test_count,
+                                             args.final_offgrid_count, args.dataset)
             rows = trainer.evaluate(sets) if sets else []
             host = report.host_label(rows[0]["peak"] if rows else None)
             report.learning_curve(args.out, trainer.curve,
