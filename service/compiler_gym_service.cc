@@ -69,11 +69,21 @@ absl::StatusOr<int64_t> ActionIndex(const compiler_gym::Event& e, const Episode&
       "parameter)");
 }
 
-// GetSpaces' action spaces: every engine's, in engine order.
+// GetSpaces' action spaces: every engine's, the one named `first` (if any) first, then the
+// others in engine order.
 template <typename Ref>
-std::vector<Ref> ListActionSpaces(const std::vector<std::shared_ptr<const Engine>>& engines) {
-  std::vector<Ref> refs;
+std::vector<Ref> ListActionSpaces(const std::vector<std::shared_ptr<const Engine>>& engines,
+                                  const std::string& first) {
+  std::vector<size_t> order;
   for (size_t e = 0; e < engines.size(); ++e) {
+    if (engines[e]->name() == first) {
+      order.insert(order.begin(), e);
+    } else {
+      order.push_back(e);
+    }
+  }
+  std::vector<Ref> refs;
+  for (size_t e : order) {
     const std::vector<NamedActionSpace>& spaces = engines[e]->ActionSpaces();
     for (size_t i = 0; i < spaces.size(); ++i) {
       refs.push_back({static_cast<int>(e), static_cast<int>(i), ToProto(spaces[i].name,
@@ -109,7 +119,7 @@ LoopToolService::LoopToolService(ServiceOptions options,
                                  std::vector<std::shared_ptr<const Engine>> engines)
     : options_(std::move(options)),
       engines_(std::move(engines)),
-      action_spaces_(ListActionSpaces<ActionSpaceRef>(engines_)),
+      action_spaces_(ListActionSpaces<ActionSpaceRef>(engines_, options_.engine_listed_first)),
       observation_spaces_(ListObservationSpaces<ObservationSpaceRef>(engines_)),
       benchmarks_(options_.limits, options_.max_benchmark_cache_bytes,
                   options_.max_total_benchmark_bytes),

@@ -1,8 +1,9 @@
 // LoopToolService: CompilerGym's CompilerGymService operations over a list of engines
 // (backend/env/engine.h), as a plain class of absl::Status-returning calls (the gRPC front end,
 // callback_front_end.h, is the only gRPC type). GetSpaces lists the engines' action spaces in
-// engine order and the union of their observation spaces by name (the first engine's
-// declaration of a shared name); StartSession hands the benchmark to the engine that claims it.
+// engine order (one engine's first, when the options say so) and the union of their observation
+// spaces by name, in engine order (the first engine's declaration of a shared name);
+// StartSession hands the benchmark to the engine that claims it.
 // Each call looks its session up, locks only that session, and answers with CompilerGym's
 // status codes and messages; no exception escapes (it becomes INTERNAL). Per-client state (added
 // benchmarks, the benchmark cache's size) is keyed by CallContext::client.
@@ -38,6 +39,10 @@ struct ServiceOptions {
   int64_t max_benchmark_cache_bytes = int64_t{64} << 20;   // one client's; clients may lower it
   int64_t max_total_benchmark_bytes = int64_t{512} << 20;  // all clients' together
   std::string compiler_version = "LoopTool 0.1";
+  // GetSpaces lists this engine's action spaces before the others' (CompilerGym clients of
+  // loop_tool-v0 take the first as the default before their first reset); empty: engine order.
+  // Observation spaces keep the engine order either way.
+  std::string engine_listed_first;
   // Session parameters this service does not know go here, with the session's episode (an
   // extension point: tests install a fault injector). Null: unknown keys are INVALID_ARGUMENT.
   std::function<absl::StatusOr<std::string>(const Episode& episode, const std::string& key,

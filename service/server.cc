@@ -114,7 +114,7 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   std::vector<std::shared_ptr<const Engine>> engines = {
       std::make_shared<LoopTreeEngine>(config.service.limits, kernels),
       std::make_shared<compat::LoopToolV0Engine>(kernels.timer)};
-  if (config.upstream_spaces_first) std::swap(engines[0], engines[1]);
+  if (config.upstream_spaces_first) config.service.engine_listed_first = engines[1]->name();
   // Clients key what they tune by the CPU it was timed on (client/cpp/schedule_store.h).
   config.service.compiler_version =
       absl::StrCat(config.service.compiler_version, " (host: ", HostCpuModel(), ")");
@@ -185,7 +185,7 @@ void LoopToolServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
-  pool_->Stop();            // queued kernel requests fail at once instead of running
+  if (pool_) pool_->Stop();  // queued kernel requests fail at once instead of running
   blocking_pool_.reset();  // after the server: no call is left to schedule work
   pool_.reset();
 }

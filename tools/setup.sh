@@ -5,8 +5,8 @@
 set -euo pipefail
 
 packages=(
-  # build
-  bazel-bootstrap g++ pkg-config
+  # build; clang-14 for the thread-safety analysis (--config=tsa)
+  bazel-bootstrap g++ pkg-config clang-14
   # C++ libraries
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev grpc-proto
   libabsl-dev libxbyak-dev libboost-graph-dev nlohmann-json3-dev libsqlite3-dev libeigen3-dev
@@ -17,6 +17,8 @@ packages=(
   libhalide14-0-dev
   # Python client and tests (Debian's /usr/bin/python3)
   python3 python3-grpcio python3-protobuf python3-numpy python3-networkx
+  # the package's type check (tools/mypy.sh) and its offline pip install (client/python)
+  python3-mypy python3-pip python3-setuptools python3-wheel
   # tests/fleet/netns_test (servers on network namespaces)
   iproute2
   # learned tuning (looptool.rl): PyTorch (CPU), Dask distributed, progress bars, plots

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test: installs missing Debian packages, then `bazel test //...`, then docker/test.sh
-# (the container images), then the backend and service tests again under ASan + UBSan
-# (`--config=asan`). Prints one line per test target and a
-# closing "tests: N passed, M failed" line (and the GoogleTest/unittest case counts) over both
-# runs; exits non-zero if either failed. Extra arguments go to both `bazel test` runs.
+# (the container images), clang's thread-safety analysis over every C++ target (`--config=tsa`,
+# in its own output base), mypy over the Python package (tools/mypy.sh), then the backend and
+# service tests again under ASan + UBSan (`--config=asan`). Prints one line per test target and a
+# closing "tests: N passed, M failed" line (and the GoogleTest/unittest case counts) over all of
+# it; exits non-zero if any failed. Extra arguments go to both `bazel test` runs.
 # LOOPTOOL_SKIP_ASAN=1 skips the sanitizer run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh || exit 1
 
-trap 'bazel shutdown >/dev/null 2>&1' EXIT
+tsa_base="${HOME}/.cache/looptool-tsa"
+trap 'bazel shutdown >/dev/null 2>&1; bazel --output_base="$tsa_base" shutdown >/dev/null 2>&1' EXIT
 passed=0
 failed=0
 cases_passed=0
@@ -39,17 +41,26 @@ run_tests() {
 
 run_tests //... "$@"
 rc=$?
+# One check that is not a Bazel test target: run, counted and reported like one.
+check() {
+  local name=$1
+  shift
+  echo "== $name"
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "$name PASSED"
+  else
+    failed=$((failed + 1))
+    echo "$name FAILED"
+    [[ $rc -eq 0 ]] && rc=1
+  fi
+}
 # The container images: built and run (two pinned containers, a tune against each, a clean
 # stop) while bazel-bin holds the plain build. Skipped, saying why, where no engine can run.
-echo "== docker/test.sh (the server image, two containers)"
-if docker/test.sh; then
-  passed=$((passed + 1))
-  echo "docker/test.sh PASSED"
-else
-  failed=$((failed + 1))
-  echo "docker/test.sh FAILED"
-  [[ $rc -eq 0 ]] && rc=1
-fi
+check "docker/test.sh (the server image, two containers)" docker/test.sh
+check "thread-safety analysis (clang-14 -Werror=thread-safety, --config=tsa)" \
+  bazel --output_base="$tsa_base" build --config=tsa //...
+check "mypy (the Python package's type hints, tools/mypy.sh)" tools/mypy.sh
 if [[ "${LOOPTOOL_SKIP_ASAN:-0}" != 1 ]]; then
   echo "== the backend and service tests under ASan + UBSan (--config=asan)"
   run_tests --config=asan //tests/backend/... //tests/service/... "$@"

@@ -37,7 +37,7 @@ class Episode {
         "loop_nest, not " + action_space_name());
   }
   // The named observation of the current state. INVALID_ARGUMENT for an observation this
-  // episode does not serve; the evaluator's status for a timed one that cannot be measured.
+  // episode does not serve; the kernel timer's status for a timed one that cannot be measured.
   virtual absl::StatusOr<Observation> Observe(absl::string_view name) const = 0;
 
   // The current kernel timed again (KernelTimer::RemeasureFor), in GFLOPS. UNIMPLEMENTED

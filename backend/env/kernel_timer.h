@@ -9,7 +9,8 @@
 //                       interpreter, or crashed (schedules reach it through legal actions only,
 //                       so each of these is a fault of ours, never the caller's);
 //   DEADLINE_EXCEEDED   the kernel hung (ran past the timer's deadline);
-//   UNAVAILABLE         nothing can run kernels now (no worker could be started).
+//   UNAVAILABLE         nothing can run kernels now (no worker could be started, or the timer
+//                       has stopped); not a verdict on the kernel.
 // Implementations must be thread-safe.
 #ifndef LOOPTOOL_BACKEND_ENV_KERNEL_TIMER_H_
 #define LOOPTOOL_BACKEND_ENV_KERNEL_TIMER_H_

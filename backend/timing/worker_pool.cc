@@ -218,6 +218,9 @@ absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request, uint6
   // The worker died or hung: replace it (a new one starts on the next request).
   const bool hung = frame.status().code() == absl::StatusCode::kDeadlineExceeded;
   Kill(*worker);
+  if (stopping_) {  // Stop() killed it: no verdict on the kernel
+    return absl::UnavailableError("the kernel workers have stopped (the server is shutting down)");
+  }
   if (hung) {
     ++stats_.timeouts;
     return absl::DeadlineExceededError(absl::StrCat(

@@ -11,6 +11,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "util/status_macros.h"
 
 namespace looptool::client {
 
@@ -46,6 +47,9 @@ absl::StatusOr<std::shared_ptr<Connection>> Connection::Connect(const std::strin
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
   args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
   args.SetServiceConfigJSON(std::string(ClientServiceConfigJson()));
+  // A server that comes back is reached within a second (gRPC's reconnect backoff otherwise
+  // grows to two minutes); the Python client sets the same.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!options.tls_root_certs.empty()) {
     grpc::SslCredentialsOptions ssl;
@@ -109,9 +113,8 @@ absl::StatusOr<int> Connection::ActionSpaceIndex(const std::string& space) const
 }
 
 absl::StatusOr<std::vector<std::string>> Connection::ActionNames(const std::string& space) const {
-  absl::StatusOr<int> i = ActionSpaceIndex(space);
-  if (!i.ok()) return i.status();
-  const auto& names = spaces_.action_space_list(*i).space().named_discrete().name();
+  ASSIGN_OR_RETURN(const int i, ActionSpaceIndex(space));
+  const auto& names = spaces_.action_space_list(i).space().named_discrete().name();
   return std::vector<std::string>(names.begin(), names.end());
 }
 
@@ -122,10 +125,9 @@ absl::StatusOr<std::string> Connection::ServiceParameter(const std::string& key,
   p->set_key(key);
   p->set_value(value);
   compiler_gym::SendSessionParameterReply reply;
-  absl::Status s = Invoke([&](grpc::ClientContext* ctx) {
+  RETURN_IF_ERROR(Invoke([&](grpc::ClientContext* ctx) {
     return stub_->SendSessionParameter(ctx, request, &reply);
-  });
-  if (!s.ok()) return s;
+  }));
   if (reply.reply_size() != 1) {
     return absl::InternalError(absl::StrCat("the server answered ", key, " with ",
                                             reply.reply_size(), " replies, not one"));
@@ -134,10 +136,9 @@ absl::StatusOr<std::string> Connection::ServiceParameter(const std::string& key,
 }
 
 absl::StatusOr<std::vector<DatasetInfo>> Connection::Datasets() const {
-  absl::StatusOr<std::string> text = ServiceParameter("looptool.datasets", "");
-  if (!text.ok()) return text.status();
+  ASSIGN_OR_RETURN(const std::string text, ServiceParameter("looptool.datasets", ""));
   std::vector<DatasetInfo> out;
-  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits(' ', 3));
     DatasetInfo d;
     if (f.size() != 4 || !absl::SimpleAtoi(f[1], &d.size) || !absl::SimpleAtoi(f[2], &d.test_size)) {
@@ -153,10 +154,9 @@ absl::StatusOr<std::vector<DatasetInfo>> Connection::Datasets() const {
 
 absl::StatusOr<std::vector<std::string>> Connection::DatasetBenchmarks(
     const std::string& dataset, const std::string& split) const {
-  absl::StatusOr<std::string> text =
-      ServiceParameter("looptool.dataset_benchmarks", absl::StrCat(dataset, ":", split));
-  if (!text.ok()) return text.status();
-  return std::vector<std::string>(absl::StrSplit(*text, '\n', absl::SkipEmpty()));
+  ASSIGN_OR_RETURN(const std::string text, ServiceParameter("looptool.dataset_benchmarks",
+                                                           absl::StrCat(dataset, ":", split)));
+  return std::vector<std::string>(absl::StrSplit(text, '\n', absl::SkipEmpty()));
 }
 
 }  // namespace looptool::client

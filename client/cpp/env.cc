@@ -143,10 +143,9 @@ absl::StatusOr<Env> Env::Fork() const {
   compiler_gym::ForkSessionRequest request;
   request.set_session_id(session_id_);
   compiler_gym::ForkSessionReply reply;
-  absl::Status s = connection_->Invoke(
+  RETURN_IF_ERROR(connection_->Invoke(
       [&](grpc::ClientContext* ctx) { return connection_->stub().ForkSession(ctx, request, &reply); },
-      connection_->TimeoutUntil(deadline_));
-  if (!s.ok()) return s;
+      connection_->TimeoutUntil(deadline_)));
   Env fork(connection_, reply.session_id(), benchmark_, action_space_, action_names_);
   fork.deadline_ = deadline_;
   return fork;
@@ -172,10 +171,9 @@ absl::StatusOr<double> Env::Remeasure() {
   compiler_gym::SessionParameter* p = request.add_parameter();
   p->set_key("looptool.remeasure");
   compiler_gym::SendSessionParameterReply reply;
-  absl::Status s = connection_->Invoke([&](grpc::ClientContext* ctx) {
+  RETURN_IF_ERROR(connection_->Invoke([&](grpc::ClientContext* ctx) {
     return connection_->stub().SendSessionParameter(ctx, request, &reply);
-  });
-  if (!s.ok()) return s;
+  }));
   double gflops = 0;
   if (reply.reply_size() != 1 || !absl::SimpleAtod(reply.reply(0), &gflops)) {
     return absl::InternalError("the server's looptool.remeasure reply is not one number");

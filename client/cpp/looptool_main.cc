@@ -103,12 +103,14 @@ std::vector<std::string> NormalizeFlags(int argc, char** argv) {
 struct Connected {
   std::unique_ptr<service::LoopToolServer> embedded;  // when no --server was given
   std::shared_ptr<Connection> connection;
+  ConnectionOptions options;  // what it connected with (the token, TLS)
 };
 
-// The connection options the flags ask for (token, TLS).
-absl::StatusOr<ConnectionOptions> ConnectionFlags() {
+// The connection options the flags ask for: the token of --auth_token_file (read once, by the
+// caller) and TLS.
+absl::StatusOr<ConnectionOptions> ConnectionFlags(std::string token) {
   ConnectionOptions options;
-  ASSIGN_OR_RETURN(options.auth_token, service::AuthTokenFromFlags());
+  options.auth_token = std::move(token);
   if (const std::string file = absl::GetFlag(FLAGS_tls_ca_file); !file.empty()) {
     std::ifstream in(file);
     std::ostringstream pem;
@@ -126,19 +128,19 @@ absl::StatusOr<ConnectionOptions> ConnectionFlags() {
 absl::StatusOr<Connected> Connect() {
   Connected c;
   std::string address = absl::GetFlag(FLAGS_server);
+  std::string token;
   if (address.empty()) {
     ASSIGN_OR_RETURN(service::ServerConfig config, service::ServerConfigFromFlags());
+    token = config.auth_token;  // the embedded server requires what we send
     // This process's threads (the search, gRPC's) stay off the kernel worker's core.
     service::PinAwayFrom(config.workers.cores);
     ASSIGN_OR_RETURN(c.embedded, service::LoopToolServer::Start(std::move(config)));
     address = c.embedded->address();
+  } else {
+    ASSIGN_OR_RETURN(token, service::AuthTokenFromFlags());
   }
-  absl::StatusOr<ConnectionOptions> options = ConnectionFlags();
-  if (!options.ok()) return options.status();
-  absl::StatusOr<std::shared_ptr<Connection>> connection =
-      Connection::Connect(address, *std::move(options));
-  if (!connection.ok()) return connection.status();
-  c.connection = *std::move(connection);
+  ASSIGN_OR_RETURN(c.options, ConnectionFlags(std::move(token)));
+  ASSIGN_OR_RETURN(c.connection, Connection::Connect(address, c.options));
   return c;
 }
 
@@ -287,12 +289,7 @@ int TuneMany(FleetOptions options) {
   if (!servers.empty() && !absl::GetFlag(FLAGS_server).empty()) {
     return Fail(absl::InvalidArgumentError("give --server or --servers, not both"));
   }
-  absl::StatusOr<ConnectionOptions> connection = ConnectionFlags();
-  if (!connection.ok()) return Fail(connection.status());
-  options.connection.auth_token = connection->auth_token;
-  options.connection.tls_root_certs = connection->tls_root_certs;
-  options.connection.tls_server_name = connection->tls_server_name;
-  Connected one;  // the embedded server, or --server's
+  Connected one;  // the embedded server, or --server's; or the first of --servers to answer
   if (servers.empty()) {
     absl::StatusOr<Connected> c = Connect();
     if (!c.ok()) return Fail(c.status());
@@ -300,10 +297,18 @@ int TuneMany(FleetOptions options) {
     if (!as_json) ReportEmbedded(one);
     servers.push_back(one.connection->address());
   } else {
-    absl::StatusOr<std::shared_ptr<Connection>> lister = FirstAnswering(servers, *connection);
+    absl::StatusOr<std::string> token = service::AuthTokenFromFlags();
+    if (!token.ok()) return Fail(token.status());
+    absl::StatusOr<ConnectionOptions> flags = ConnectionFlags(*std::move(token));
+    if (!flags.ok()) return Fail(flags.status());
+    one.options = *std::move(flags);
+    absl::StatusOr<std::shared_ptr<Connection>> lister = FirstAnswering(servers, one.options);
     if (!lister.ok()) return Fail(lister.status());
     one.connection = *std::move(lister);
   }
+  options.connection.auth_token = one.options.auth_token;
+  options.connection.tls_root_certs = one.options.tls_root_certs;
+  options.connection.tls_server_name = one.options.tls_server_name;
   absl::StatusOr<std::vector<FleetBenchmark>> listed = BenchmarkList(*one.connection);
   if (!listed.ok()) return Fail(listed.status());
   const std::vector<FleetBenchmark>& benchmarks = *listed;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/built_in_policies.h"
 #include "nlohmann/json.hpp"
+#include "util/status_macros.h"
 
 namespace looptool::client {
 namespace {
@@ -82,36 +83,26 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
     l.in = static_cast<int>(in);
     l.out = static_cast<int>(out);
     const Json none;
-    absl::StatusOr<std::vector<float>> w =
-        Floats(spec.contains("weight") ? spec["weight"] : none, size_t(l.in) * l.out,
-               absl::StrCat(name, ".weight"));
-    if (!w.ok()) return w.status();
-    absl::StatusOr<std::vector<float>> b =
-        Floats(spec.contains("bias") ? spec["bias"] : none, l.out, absl::StrCat(name, ".bias"));
-    if (!b.ok()) return b.status();
-    l.weight = *std::move(w);
-    l.bias = *std::move(b);
+    ASSIGN_OR_RETURN(l.weight, Floats(spec.contains("weight") ? spec["weight"] : none,
+                                      size_t(l.in) * l.out, absl::StrCat(name, ".weight")));
+    ASSIGN_OR_RETURN(l.bias, Floats(spec.contains("bias") ? spec["bias"] : none, l.out,
+                                    absl::StrCat(name, ".bias")));
     return l;
   };
   if (!j.contains("trunk") || !j["trunk"].is_array() || j["trunk"].empty()) {
     return Bad("no trunk layers");
   }
   for (size_t i = 0; i < j["trunk"].size(); ++i) {
-    absl::StatusOr<Layer> l = layer(j["trunk"][i], absl::StrCat("trunk[", i, "]"));
-    if (!l.ok()) return l.status();
-    if (!p.layers_.empty() && l->in != p.layers_.back().out) return Bad("trunk sizes do not chain");
-    p.layers_.push_back(*std::move(l));
+    ASSIGN_OR_RETURN(Layer l, layer(j["trunk"][i], absl::StrCat("trunk[", i, "]")));
+    if (!p.layers_.empty() && l.in != p.layers_.back().out) return Bad("trunk sizes do not chain");
+    p.layers_.push_back(std::move(l));
   }
   const Json none;
-  absl::StatusOr<Layer> head = layer(j.contains("head") ? j["head"] : none, "head");
-  if (!head.ok()) return head.status();
-  absl::StatusOr<Layer> value = layer(j.contains("value") ? j["value"] : none, "value");
-  if (!value.ok()) return value.status();
-  if (head->in != p.layers_.back().out || value->in != head->in || value->out != 1) {
+  ASSIGN_OR_RETURN(p.head_, layer(j.contains("head") ? j["head"] : none, "head"));
+  ASSIGN_OR_RETURN(p.value_, layer(j.contains("value") ? j["value"] : none, "value"));
+  if (p.head_.in != p.layers_.back().out || p.value_.in != p.head_.in || p.value_.out != 1) {
     return Bad("head or value sizes do not match the trunk");
   }
-  p.head_ = *std::move(head);
-  p.value_ = *std::move(value);
   if (Integer(j, "input_size") != p.input_size() ||
       Integer(j, "num_actions") != p.num_actions()) {
     return Bad("input_size or num_actions disagree with the layers");

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "util/status_macros.h"
 
 namespace looptool::client {
 namespace {
@@ -134,9 +135,8 @@ absl::StatusOr<std::optional<StoredSchedule>> ScheduleStore::Find(
   const int rc = sqlite3_step(stmt.get());
   if (rc == SQLITE_DONE) return std::optional<StoredSchedule>();
   if (rc != SQLITE_ROW) return Error("read");
-  absl::StatusOr<StoredSchedule> s = ReadRow(stmt);
-  if (!s.ok()) return s.status();
-  return std::optional<StoredSchedule>(*std::move(s));
+  ASSIGN_OR_RETURN(StoredSchedule s, ReadRow(stmt));
+  return std::optional<StoredSchedule>(std::move(s));
 }
 
 absl::StatusOr<bool> ScheduleStore::Offer(const StoredSchedule& s) {
@@ -182,9 +182,8 @@ absl::StatusOr<std::vector<StoredSchedule>> ScheduleStore::List(const std::strin
   std::vector<StoredSchedule> out;
   int rc;
   while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
-    absl::StatusOr<StoredSchedule> s = ReadRow(stmt);
-    if (!s.ok()) return s.status();
-    out.push_back(*std::move(s));
+    ASSIGN_OR_RETURN(StoredSchedule s, ReadRow(stmt));
+    out.push_back(std::move(s));
   }
   if (rc != SQLITE_DONE) return Error("read");
   return out;

@@ -53,8 +53,13 @@ void ExpectConforms(const Value& v, const Expected& e, const std::string& what) 
   if (!e.shape.empty()) {
     EXPECT_EQ(v.shape, e.shape) << what;
   }
+  int64_t elements = 1;
+  for (int64_t d : e.shape) elements *= d;
   if (v.kind == Value::Kind::kFloats && !e.shape.empty()) {
-    EXPECT_EQ(static_cast<int64_t>(v.floats.size()), e.shape[0] * e.shape.back()) << what;
+    EXPECT_EQ(static_cast<int64_t>(v.floats.size()), elements) << what;
+  }
+  if (v.kind == Value::Kind::kInt64s && !e.shape.empty()) {
+    EXPECT_EQ(static_cast<int64_t>(v.integers.size()), elements) << what;
   }
 }
 

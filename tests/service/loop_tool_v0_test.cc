@@ -298,6 +298,12 @@ TEST(UpstreamSpacesFirst, OrderAndDefaults) {
   std::vector<std::string> names;
   for (const auto& s : spaces.action_space_list()) names.push_back(s.name());
   EXPECT_THAT(names, ElementsAre("simple", "split", "loop_tool", "loop_tune", "loop_nest"));
+  // Only the action spaces move: the observation spaces keep their order (LoopTool's first).
+  std::vector<std::string> observations;
+  for (const auto& s : spaces.observation_space_list()) observations.push_back(s.name());
+  ASSERT_EQ(observations.size(), 16u);
+  EXPECT_EQ(observations.front(), "ir");
+  EXPECT_EQ(observations.back(), "action_state");
   auto start = [&](const std::string& uri, int space, cg::StartSessionReply* reply) {
     cg::StartSessionRequest r;
     r.mutable_benchmark()->set_uri(uri);

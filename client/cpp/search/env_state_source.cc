@@ -4,19 +4,24 @@
 
 namespace looptool::client {
 
-absl::StatusOr<std::unique_ptr<StateSource>> EnvStateSource::ForkOf(const Env& env) {
-  ASSIGN_OR_RETURN(Env fork, env.Fork());
+absl::StatusOr<std::unique_ptr<StateSource>> SessionStateSource::Fork() const {
+  ASSIGN_OR_RETURN(Env fork, env().Fork());
   return std::make_unique<EnvStateSource>(std::move(fork));
 }
 
-absl::StatusOr<std::unique_ptr<StateSource>> EnvStateSource::Fork() const {
-  return ForkOf(env_);
+absl::StatusOr<std::unique_ptr<StateSource>> SessionStateSource::StartInSpace(
+    const std::string& space) const {
+  ASSIGN_OR_RETURN(Env started, Env::Start(env().connection(), env().benchmark(), space));
+  return std::make_unique<EnvStateSource>(std::move(started));
 }
 
-absl::StatusOr<std::unique_ptr<StateSource>> EnvStateSource::StartInSpace(
-    const std::string& space) const {
-  ASSIGN_OR_RETURN(Env env, Env::Start(env_.connection(), env_.benchmark(), space));
-  return std::make_unique<EnvStateSource>(std::move(env));
+absl::StatusOr<StepResult> BorrowedEnvStateSource::Step(const std::vector<int>&,
+                                                        const std::vector<std::string>&) {
+  return absl::FailedPreconditionError("a search leaves the session it starts from as it is");
+}
+
+absl::StatusOr<double> BorrowedEnvStateSource::Remeasure() {
+  return absl::FailedPreconditionError("a search leaves the session it starts from as it is");
 }
 
 }  // namespace looptool::client

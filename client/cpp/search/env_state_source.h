@@ -1,4 +1,6 @@
-// EnvStateSource: a server session (client/cpp/env.h) as a search's StateSource.
+// A server session (client/cpp/env.h) as a search's StateSource: EnvStateSource owns one;
+// BorrowedEnvStateSource is a caller's session a search starts from (forks and names only: a
+// search never steps its start).
 #ifndef LOOPTOOL_CLIENT_CPP_SEARCH_ENV_STATE_SOURCE_H_
 #define LOOPTOOL_CLIENT_CPP_SEARCH_ENV_STATE_SOURCE_H_
 
@@ -11,29 +13,52 @@
 
 namespace looptool::client {
 
-class EnvStateSource final : public StateSource {
+// What every session source answers from its session: forks, names, other spaces.
+class SessionStateSource : public StateSource {
+ public:
+  absl::StatusOr<std::unique_ptr<StateSource>> Fork() const override;
+  const std::string& action_space() const override { return env().action_space(); }
+  const std::vector<std::string>& action_names() const override { return env().action_names(); }
+  absl::StatusOr<std::vector<std::string>> ActionNamesOf(const std::string& space) const override {
+    return env().connection()->ActionNames(space);
+  }
+  absl::StatusOr<std::unique_ptr<StateSource>> StartInSpace(
+      const std::string& space) const override;
+
+ protected:
+  virtual const Env& env() const = 0;
+};
+
+class EnvStateSource final : public SessionStateSource {
  public:
   explicit EnvStateSource(Env env) : env_(std::move(env)) {}
-  // A fork of `env` (which is left as it is).
-  static absl::StatusOr<std::unique_ptr<StateSource>> ForkOf(const Env& env);
 
-  absl::StatusOr<std::unique_ptr<StateSource>> Fork() const override;
   absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
                                   const std::vector<std::string>& observations) override {
     return env_.Step(actions, observations);
   }
   absl::StatusOr<double> Remeasure() override { return env_.Remeasure(); }
   void set_deadline(absl::Time deadline) override { env_.set_deadline(deadline); }
-  const std::string& action_space() const override { return env_.action_space(); }
-  const std::vector<std::string>& action_names() const override { return env_.action_names(); }
-  absl::StatusOr<std::vector<std::string>> ActionNamesOf(const std::string& space) const override {
-    return env_.connection()->ActionNames(space);
-  }
-  absl::StatusOr<std::unique_ptr<StateSource>> StartInSpace(
-      const std::string& space) const override;
 
  private:
+  const Env& env() const override { return env_; }
   Env env_;
+};
+
+class BorrowedEnvStateSource final : public SessionStateSource {
+ public:
+  // `env` must outlive this.
+  explicit BorrowedEnvStateSource(const Env& env) : env_(env) {}
+
+  // FAILED_PRECONDITION: the borrowed session is left as it is.
+  absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
+                                  const std::vector<std::string>& observations) override;
+  absl::StatusOr<double> Remeasure() override;
+  void set_deadline(absl::Time deadline) override {}  // forks take the search's own
+
+ private:
+  const Env& env() const override { return env_; }
+  const Env& env_;
 };
 
 }  // namespace looptool::client

@@ -25,8 +25,8 @@ class Population {
   // measures up to `depth` states, most of them slow: in loop_nest every one is a new kernel),
   // and variations of the seed fill the rest. Sketches make them unnecessary.
   absl::Status FillWithRollouts(size_t sketched);
-  // One generation: a child measured (with the cost model: chosen among `candidates`).
-  // `model_ready` says whether the model predicts yet (checked every 8 measured states).
+  // One generation: a child measured (with the cost model, once it predicts: chosen among
+  // `candidates`; whether it predicts is asked every 8 measured states until it does).
   absl::Status Generation();
 
  private:
@@ -182,7 +182,10 @@ absl::Status Population::VaryAndMeasure() {
 absl::Status Population::VaryByModel(int candidates) {
   std::vector<std::pair<double, std::vector<int>>> ranked;
   for (int c = 0; c < candidates && !s_.Expired(); ++c) {
-    std::vector<int> path = Vary(Tournament(), Uniform(kVariations));
+    // The variation is drawn before the parent (the order GCC evaluated these as arguments).
+    const int op = Uniform(kVariations);
+    const Node& parent = Tournament();
+    std::vector<int> path = Vary(parent, op);
     absl::StatusOr<Searcher::Prediction> p = s_.Predict(path);
     if (!p.ok()) return s_.Expired() ? absl::OkStatus() : p.status();
     if (!p->visited && p->gflops > 0) ranked.emplace_back(p->gflops, std::move(path));

@@ -3,8 +3,9 @@
 // Seeding, in order: the server's sketches (LoopNest-style register blocks), each measured,
 // within half the search's time; when fewer than two of them measure, the mapped policy's greedy
 // episode from the start (every state on it measured; the best joins) and the on-demand seed
-// path (measured); then random rollouts from the start fill the population (16, or 4 after a
-// seed; none after two or more sketches, whose variations fill it instead).
+// path (measured); then random rollouts from the start fill the population (16, or 4 once any
+// state joined it, a single sketch included; none after two or more sketches, whose variations
+// fill it instead).
 //
 // Then, until the time limit, a parent drawn by tournament (best of 3) is varied and the child's
 // state measured: extended by 1-3 random legal actions (a rollout continued from a good state),

@@ -205,8 +205,7 @@ absl::StatusOr<SearchResult> Search(const StateSource& start, const SearchOption
 }
 
 absl::StatusOr<SearchResult> Search(const Env& start, const SearchOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<StateSource> source, EnvStateSource::ForkOf(start));
-  return Search(*source, options, RealClock());
+  return Search(BorrowedEnvStateSource(start), options, RealClock());
 }
 
 }  // namespace looptool::client

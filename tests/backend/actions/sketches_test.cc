@@ -4,8 +4,12 @@
 // tests/backend/codegen/kernel_test.cc.
 #include "backend/actions/sketches.h"
 
+#include <set>
+
 #include "backend/actions/apply.h"
+#include "backend/actions/action_space.h"
 #include "backend/codegen/kernel_plan.h"
+#include "backend/codegen/register_budget.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -136,6 +140,23 @@ TEST(Sketches, Avx2BlocksFitSixteenRegisters) {
   EXPECT_EQ(relu[0].accumulators, 8);
 }
 
+// The registers the emitter keeps beside the accumulators: an arithmetic and two operand
+// temporaries, a relu's zero, AVX2's lane mask; scalar code stays in xmm0-15.
+TEST(RegisterBudget, WhatTheEmitterKeepsBesideTheAccumulators) {
+  EXPECT_EQ(BudgetFor(Isa::kAvx512, 16, PostOp::kNone).accumulators, 29);
+  EXPECT_EQ(BudgetFor(Isa::kAvx512, 8, PostOp::kRelu).accumulators, 28);
+  EXPECT_EQ(BudgetFor(Isa::kAvx2, 8, PostOp::kNone).accumulators, 12);
+  EXPECT_EQ(BudgetFor(Isa::kAvx2, 8, PostOp::kRelu).accumulators, 11);
+  EXPECT_EQ(BudgetFor(Isa::kAvx2, 1, PostOp::kNone).accumulators, 13);
+  EXPECT_EQ(BudgetFor(Isa::kAvx512, 1, PostOp::kRelu).accumulators, 12);
+  const RegisterBudget b = BudgetFor(Isa::kAvx2, 8, PostOp::kRelu);
+  EXPECT_EQ(b.registers, 16);
+  EXPECT_EQ(std::set<int>({b.arithmetic, b.operand0, b.operand1, b.relu_zero, b.lane_mask}),
+            std::set<int>({11, 12, 13, 14, 15}));
+  EXPECT_EQ(BudgetFor(Isa::kAvx512, 16, PostOp::kNone).lane_mask, -1);
+  EXPECT_EQ(BudgetFor(Isa::kAvx512, 16, PostOp::kNone).relu_zero, -1);
+}
+
 // One register budget: the block a sketch is sized for is the block the code generator keeps in
 // registers for the sketch's tree (its plan's accumulators), on both vector units, with and
 // without a relu's zero register, for one and two row variables.
@@ -157,6 +178,10 @@ TEST(Sketches, EverySketchBlockIsThePlansRegisterBlock) {
       const std::vector<Sketch> sketches = LoopNestSketches(start, Limits{}, options);
       EXPECT_FALSE(sketches.empty()) << text;
       for (const Sketch& sketch : sketches) {
+        // Every action is one of loop_nest's (the searches read the sketches in its names).
+        for (const Action& a : sketch.actions) {
+          EXPECT_GE(LoopNestActionSpace().IndexOf(a), 0) << ActionName(a);
+        }
         const KernelPlan plan = Lower(Built(start, sketch), isa);
         ASSERT_EQ(plan.statements.size(), 1u);
         EXPECT_EQ(plan.statements[0].accumulators, sketch.accumulators)

@@ -115,7 +115,9 @@ TEST(WorkerPool, TenantsAreServedInTurn) {
   }
   // ... and once seven of them wait for the one worker (the eighth runs), tenant 2 asks for
   // one kernel: it waits for at most the one running and one more of tenant 1's, not all.
-  while (pool.stats().waiting < 7) std::this_thread::yield();
+  const absl::Time give_up = absl::Now() + absl::Seconds(120);
+  while (pool.stats().waiting < 7 && absl::Now() < give_up) std::this_thread::yield();
+  ASSERT_EQ(pool.stats().waiting, 7) << "tenant 1's requests never queued up";
   size_t done_before = 0;
   {
     absl::MutexLock lock(&mu);

@@ -126,11 +126,16 @@ TEST(SearchAlgorithms, EvolutionMeasuresTheSketchesFirstAndFindsTheOptimum) {
   EXPECT_EQ(r->ir, "knobs 5 2 7");
   EXPECT_EQ(r->gflops, 90);
   run.ExpectEachStateCountedOnce(*r);
-  // Without sketches in the session's space (a name it lacks), evolution starts from rollouts.
+  // Without sketches in the session's space (a name it lacks), evolution starts from random
+  // rollouts from the start: its first measured states are walks of single actions from it.
   Trial unsketched("evolution", 5);
-  unsketched.world->sketches = "tile_L0_4\n";
+  unsketched.world->sketches = "inc_2 inc_2 inc_0\ntile_L0_4\n";
   ASSERT_TRUE(unsketched.Go().ok());
-  EXPECT_NE(unsketched.world->measured[1], "knobs 1 0 2");
+  ASSERT_GE(unsketched.world->measured.size(), 3u);
+  EXPECT_EQ(unsketched.world->measured[1].substr(0, 6), "knobs ");
+  int moved = 0;  // one action from the start: the knobs sum to 1 (the sketch's reach 3)
+  for (char c : unsketched.world->measured[1].substr(6)) moved += c == ' ' ? 0 : c - '0';
+  EXPECT_EQ(moved, 1) << unsketched.world->measured[1];
 }
 
 TEST(SearchAlgorithms, EvolutionWithACostModelMeasuresOnlyWhatItRanksWell) {
