@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/actions/apply.h"
-#include "backend/codegen/kernel_plan.h"
 #include "backend/codegen/register_budget.h"
 
 namespace looptool {
@@ -19,8 +18,6 @@ namespace {
 constexpr std::pair<int, int> kBlocks[] = {{4, 4},  {4, 3}, {8, 2},  {6, 3}, {6, 2}, {6, 4},
                                            {12, 2}, {16, 1}, {24, 1}, {12, 1}, {8, 3}, {3, 4},
                                            {2, 4},  {8, 1}, {1, 4},  {1, 3}, {1, 2}, {1, 1}};
-// Rows of the blocks that hold all of a v longer than 4 vectors (1: outputs with one variable).
-constexpr int kWideVectorRows[] = {4, 3, 2, 6, 1};
 // A reduction longer than this gets a variant tiled by kReductionTile.
 constexpr int64_t kReductionUntiledMax = 96;
 constexpr int kReductionTile = 64;
@@ -94,7 +91,6 @@ struct Nest {
   std::vector<int64_t> reduction_tiles;  // the largest's tile sizes tried (0: untiled)
   int max_accumulators = 0;     // what the code generator leaves the output block
   std::vector<std::pair<int64_t, int>> vector_blocks;  // v's size (0: all of v), vectors
-  std::vector<std::pair<int, int>> blocks;              // (rows, vectors) tried
 };
 
 struct Candidate {
@@ -153,19 +149,12 @@ std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& optio
     n.reduction_tiles.insert(n.reduction_tiles.begin(), kReductionTile);
   }
   n.max_accumulators = BudgetFor(options.target, lanes, st.post_op).accumulators;
-  // v's blocks: 1-4 vectors, or all of v when it fits the registers.
+  // v's blocks: 1-4 vectors, or all of v when it fits in 4.
   for (int c = 1; c <= 4; ++c) {
     if (int64_t{c} * lanes < n.ev) n.vector_blocks.push_back({int64_t{c} * lanes, c});
   }
-  const int64_t all_vectors = (n.ev + lanes - 1) / lanes;
-  if (all_vectors <= n.max_accumulators) {
-    n.vector_blocks.push_back({0, static_cast<int>(all_vectors)});
-  }
-  // The register blocks tried: kBlocks, then all of a v of more than 4 vectors under a few rows
-  // (the code generator holds all of such a v wherever it fits, whatever its tiles).
-  n.blocks.assign(std::begin(kBlocks), std::end(kBlocks));
-  if (all_vectors > 4) {
-    for (int rows : kWideVectorRows) n.blocks.push_back({rows, static_cast<int>(all_vectors)});
+  if (n.ev <= 4 * lanes) {
+    n.vector_blocks.push_back({0, static_cast<int>((n.ev + lanes - 1) / lanes)});
   }
   return n;
 }
@@ -174,8 +163,8 @@ std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& optio
 // outer tiles outside. A second row variable or an untiled reduction ranks with blocks a few
 // places down.
 void AddOneVariableBlocks(const Program& p, const Nest& n, std::vector<Candidate>& out) {
-  for (int b = 0; b < static_cast<int>(n.blocks.size()); ++b) {
-    const auto [rows, vectors] = n.blocks[b];
+  for (int b = 0; b < static_cast<int>(std::size(kBlocks)); ++b) {
+    const auto [rows, vectors] = kBlocks[b];
     if (rows * vectors > n.max_accumulators) continue;
     for (const auto& [nb, c] : n.vector_blocks) {
       if (c != vectors) continue;
@@ -284,13 +273,6 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
     if (static_cast<int>(sketches.size()) >= options.max_sketches) break;
     auto realized = Realize(tree, nest->stmt, c.plan, limits);
     if (!realized.has_value() || realized->first.empty()) continue;
-    // 3) The code generator keeps exactly this block in registers: where an enclosing loop's
-    // iterations fit too (a split that leaves one block and a tail, a short outer variable), it
-    // widens the register scope and the block is another sketch's.
-    if (Lower(realized->second, options.target).statements[nest->stmt].accumulators !=
-        c.plan.accumulators) {
-      continue;
-    }
     const std::vector<StatementSchedule>& schedules = realized->second.schedules();
     if (std::find(reached.begin(), reached.end(), schedules) != reached.end()) continue;
     reached.push_back(schedules);

@@ -37,10 +37,10 @@ struct SketchOptions {
 //   3) the block fits the code generator's register budget for the statement
 //      (backend/codegen/register_budget.h): rows * ceil(v's block / lanes) accumulators at most
 //      its accumulators; with a second row variable x (below), rows * x's extent * vectors
-//      accumulators, plus x's extent * vectors input vectors and a broadcast, at most that;
-//      and the kernel the code generator plans for the sketch's tree holds exactly that block in
-//      registers (a candidate whose enclosing loops fit too, so that the plan's register block
-//      is wider, is left out: it is another sketch's block).
+//      accumulators, plus x's extent * vectors input vectors and a broadcast, at most that. So
+//      the kernel planned for a sketch's tree holds at least the block in registers (its register
+//      scope may start further out where an enclosing tile's iterations fit too, a split that
+//      leaves one block and a tail: the planner then unrolls that tile around the block).
 // Each sketch orders the nest, outer to inner: the outer tile of the largest reduction variable
 // (when tiled), the outer tiles of the row variable u and of v, the other output variables, the
 // reductions (inner tiles), u's rows, v's block; u is another output variable (none for 1-D

@@ -157,9 +157,11 @@ TEST(RegisterBudget, WhatTheEmitterKeepsBesideTheAccumulators) {
   EXPECT_EQ(BudgetFor(Isa::kAvx512, 16, PostOp::kNone).relu_zero, -1);
 }
 
-// One register budget: the block a sketch is sized for is the block the code generator keeps in
-// registers for the sketch's tree (its plan's accumulators), on both vector units, with and
-// without a relu's zero register, for one and two row variables.
+// One register budget: the block a sketch is sized for is held in registers by the kernel the
+// code generator plans for the sketch's tree (at least that block: where an enclosing tile fits
+// too, the plan's register scope starts further out), on both vector units, with and without a
+// relu's zero register, for one and two row variables. (The AVX2 relu matmul's first sketch,
+// sized by a budget that ignored the zero and mask registers, was planned with 3.)
 TEST(Sketches, EverySketchBlockIsThePlansRegisterBlock) {
   const char* const kPrograms[] = {
       kMatmul,
@@ -169,7 +171,7 @@ TEST(Sketches, EverySketchBlockIsThePlansRegisterBlock) {
       "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]; k=512 h=7 w=7 c=512 r=3 s=3",
       "O[k,h,w] += I[c,h,w] * W[k,c]; k=96 h=14 w=14 c=576",
   };
-  int checked = 0;
+  int checked = 0, exact = 0;
   for (const char* text : kPrograms) {
     const LoopTree start = Initial(text);
     for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
@@ -184,14 +186,16 @@ TEST(Sketches, EverySketchBlockIsThePlansRegisterBlock) {
         }
         const KernelPlan plan = Lower(Built(start, sketch), isa);
         ASSERT_EQ(plan.statements.size(), 1u);
-        EXPECT_EQ(plan.statements[0].accumulators, sketch.accumulators)
+        EXPECT_GE(plan.statements[0].accumulators, sketch.accumulators)
             << text << ", " << Traits(isa).name << ": " << sketch.description;
         EXPECT_LE(sketch.accumulators, plan.statements[0].budget.accumulators);
+        exact += plan.statements[0].accumulators == sketch.accumulators;
         ++checked;
       }
     }
   }
   EXPECT_GT(checked, 6 * 2 * 8);
+  EXPECT_GT(exact, checked / 2);  // most hold exactly their block
 }
 
 TEST(Sketches, EachReachesADistinctTree) {
@@ -214,20 +218,11 @@ TEST(Sketches, NoneWhereTheVectorWouldGather) {
 }
 
 TEST(Sketches, OneDimensionalOutputsGetVectorBlocksOnly) {
-  // All of c fits AVX-512's registers (16 vectors), and the code generator holds all of it there
-  // whatever its tiles: the blocks are all of c.
   const std::vector<Sketch> sketches =
       LoopNestSketches(Initial("O[c] += I[r,c]; r=256 c=256"), Limits{});
-  // (Untiled, the nest is that block already: no other sketch.)
-  ASSERT_EQ(sketches.size(), 1u);
-  EXPECT_EQ(sketches[0].description, "vector c, reduction r/64");
-  EXPECT_EQ(sketches[0].accumulators, 16);
-  // A longer c takes blocks of 1-4 vectors.
-  const std::vector<Sketch> longer =
-      LoopNestSketches(Initial("O[c] += I[r,c]; r=256 c=1024"), Limits{});
-  ASSERT_FALSE(longer.empty());
-  EXPECT_EQ(longer[0].description, "vector c/64, reduction r/64");
-  EXPECT_EQ(longer[0].accumulators, 4);
+  ASSERT_FALSE(sketches.empty());
+  EXPECT_EQ(sketches[0].description, "vector c/64, reduction r/64");
+  EXPECT_EQ(sketches[0].accumulators, 4);
 }
 
 TEST(Sketches, NoneForATiledNest) {
