@@ -33,6 +33,10 @@ CallContext ContextOf(const grpc::CallbackServerContext& context) {
   } else {
     call.client = absl::StrCat("peer:", context.peer());
   }
+  auto request = context.client_metadata().find(kRequestIdMetadata);
+  if (request != context.client_metadata().end() && request->second.size() <= 64) {
+    call.request_id = std::string(request->second.data(), request->second.size());
+  }
   return call;
 }
 
@@ -144,7 +148,8 @@ LOOPTOOL_SERVE(GetSpaces, limits_.small, Mode::kInline, service_.GetSpaces(s.req
 LOOPTOOL_SERVE(StartSession, limits_.start_session, Mode::kStart,
                service_.StartSession(s.call, s.request, s.reply))
 // Forking waits for the parent's lock, which a timing step may hold.
-LOOPTOOL_SERVE(ForkSession, limits_.small, Mode::kPool, service_.ForkSession(s.request, s.reply))
+LOOPTOOL_SERVE(ForkSession, limits_.small, Mode::kPool,
+               service_.ForkSession(s.call, s.request, s.reply))
 LOOPTOOL_SERVE(EndSession, limits_.small, Mode::kInline, service_.EndSession(s.request, s.reply))
 LOOPTOOL_SERVE(Step, limits_.step, Mode::kStep, service_.Step(s.request, s.reply))
 // Parsing at most 64 programs of 16 KiB: cheap.

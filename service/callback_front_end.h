@@ -36,6 +36,9 @@ struct RequestLimits {
 // survives reconnects (without it the peer address is the client), and the shared token.
 inline constexpr char kClientIdMetadata[] = "looptool-client-id";
 inline constexpr char kAuthMetadata[] = "authorization";  // "Bearer <token>"
+// A client's id of one call (at most 64 bytes), the same when gRPC sends the call again: see
+// RequestLog.
+inline constexpr char kRequestIdMetadata[] = "looptool-request-id";
 
 using RawCompilerGymService = compiler_gym::CompilerGymService::WithRawCallbackMethod_GetVersion<
     compiler_gym::CompilerGymService::WithRawCallbackMethod_GetSpaces<

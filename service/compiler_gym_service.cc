@@ -123,7 +123,18 @@ LoopToolService::LoopToolService(ServiceOptions options,
       observation_spaces_(ListObservationSpaces<ObservationSpaceRef>(engines_)),
       benchmarks_(options_.limits, options_.max_benchmark_cache_bytes,
                   options_.max_total_benchmark_bytes),
-      sessions_(options_.max_sessions) {}
+      sessions_(options_.max_sessions),
+      requests_(/*capacity=*/1 << 16, /*ttl=*/absl::Minutes(10)) {}
+
+std::shared_ptr<Session> LoopToolService::Repeated(const CallContext& call, int64_t* id) {
+  if (call.request_id.empty()) return nullptr;
+  const std::optional<int64_t> made = requests_.Find(call.client, call.request_id, absl::Now());
+  if (!made.has_value()) return nullptr;
+  absl::StatusOr<std::shared_ptr<Session>> session = sessions_.Find(*made, absl::Now());
+  if (!session.ok()) return nullptr;  // ended since: the call makes a new one
+  *id = *made;
+  return *std::move(session);
+}
 
 absl::StatusOr<int> LoopToolService::EngineFor(const std::string& uri) const {
   int best = -1;
@@ -204,13 +215,22 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
     }
     space_changed = true;
   }
+  if (space_changed) *reply.mutable_new_action_space() = ref.proto;
+  int64_t repeated_id = 0;
+  if (std::shared_ptr<Session> repeated = Repeated(call, &repeated_id)) {
+    // Sent again (the first reply was lost): the session the first call made.
+    absl::MutexLock lock(&repeated->mu);
+    RETURN_IF_ERROR(
+        Observe(*repeated->episode, request.observation_space(), *reply.mutable_observation()));
+    reply.set_session_id(repeated_id);
+    return absl::OkStatus();
+  }
   EpisodeRequest episode_request{uri, ref.index, [&](const std::string& benchmark) {
                                    return benchmarks_.Load(call.client, benchmark);
                                  }};
   ASSIGN_OR_RETURN(std::unique_ptr<Episode> episode,
                    engines_[engine]->NewEpisode(episode_request));
   episode->set_tenant(++tenants_);  // kernels queue fairly per session
-  if (space_changed) *reply.mutable_new_action_space() = ref.proto;
   auto session = std::make_shared<Session>(uri, std::move(episode));
   {
     absl::MutexLock lock(&session->mu);
@@ -218,19 +238,27 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
         Observe(*session->episode, request.observation_space(), *reply.mutable_observation()));
   }
   ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(session), absl::Now()));
+  if (!call.request_id.empty()) requests_.Record(call.client, call.request_id, id, absl::Now());
   reply.set_session_id(id);
   return absl::OkStatus();
 }
 
-absl::Status LoopToolService::ForkSession(const compiler_gym::ForkSessionRequest& request,
+absl::Status LoopToolService::ForkSession(const CallContext& call,
+                                          const compiler_gym::ForkSessionRequest& request,
                                           compiler_gym::ForkSessionReply& reply) {
-  return Guarded([&] { return DoForkSession(request, reply); });
+  return Guarded([&] { return DoForkSession(call, request, reply); });
 }
 
-absl::Status LoopToolService::DoForkSession(const compiler_gym::ForkSessionRequest& request,
+absl::Status LoopToolService::DoForkSession(const CallContext& call,
+                                            const compiler_gym::ForkSessionRequest& request,
                                             compiler_gym::ForkSessionReply& reply) {
   ASSIGN_OR_RETURN(std::shared_ptr<Session> parent,
                    sessions_.Find(request.session_id(), absl::Now()));
+  int64_t repeated_id = 0;
+  if (Repeated(call, &repeated_id) != nullptr) {  // sent again: the fork the first call made
+    reply.set_session_id(repeated_id);
+    return absl::OkStatus();
+  }
   std::unique_ptr<Episode> episode;
   {
     absl::MutexLock lock(&parent->mu);
@@ -240,6 +268,7 @@ absl::Status LoopToolService::DoForkSession(const compiler_gym::ForkSessionReque
   ASSIGN_OR_RETURN(const int64_t id,
                    sessions_.Add(std::make_shared<Session>(parent->benchmark, std::move(episode)),
                                  absl::Now()));
+  if (!call.request_id.empty()) requests_.Record(call.client, call.request_id, id, absl::Now());
   reply.set_session_id(id);
   return absl::OkStatus();
 }
@@ -297,14 +326,23 @@ absl::Status LoopToolService::DoStepLocked(Session& session,
     }
     indices.push_back(index);
   }
+  // A step is a transaction: the actions apply to a copy of the episode, the observations are
+  // computed on it, and only when all of that succeeded does the copy become the session's state
+  // (a failed step, a kernel that could not be measured included, changes nothing).
+  std::unique_ptr<Episode> next = indices.empty() ? nullptr : episode.Clone();
+  Episode& stepped = next ? *next : episode;
   bool no_effect = true;
   for (int64_t index : indices) {
-    ASSIGN_OR_RETURN(const bool effect, episode.Act(index));
+    ASSIGN_OR_RETURN(const bool effect, stepped.Act(index));
     no_effect = no_effect && !effect;
   }
+  google::protobuf::RepeatedPtrField<compiler_gym::Event> observations;
+  RETURN_IF_ERROR(Observe(stepped, request.observation_space(), observations));
+  if (next) session.episode = std::move(next);
   reply.set_action_had_no_effect(no_effect);
   reply.set_end_of_session(false);
-  return Observe(episode, request.observation_space(), *reply.mutable_observation());
+  reply.mutable_observation()->Swap(&observations);
+  return absl::OkStatus();
 }
 
 absl::Status LoopToolService::Observe(

@@ -5,7 +5,9 @@
 // spaces by name, in engine order (the first engine's declaration of a shared name);
 // StartSession hands the benchmark to the engine that claims it.
 // Each call looks its session up, locks only that session, and answers with CompilerGym's
-// status codes and messages; no exception escapes (it becomes INTERNAL). Per-client state (added
+// status codes and messages; no exception escapes (it becomes INTERNAL). A Step is a
+// transaction: one that fails (a bad action, an observation that cannot be computed, a kernel
+// that cannot be measured) leaves its session as it was. Per-client state (added
 // benchmarks, the benchmark cache's size) is keyed by CallContext::client.
 #ifndef LOOPTOOL_SERVICE_COMPILER_GYM_SERVICE_H_
 #define LOOPTOOL_SERVICE_COMPILER_GYM_SERVICE_H_
@@ -25,6 +27,7 @@
 #include "backend/ir/limits.h"
 #include "proto/compiler_gym_service.pb.h"
 #include "service/benchmark_store.h"
+#include "service/request_log.h"
 #include "service/session_registry.h"
 
 namespace looptool::service {
@@ -54,6 +57,9 @@ struct ServiceOptions {
 // send) or its peer address.
 struct CallContext {
   std::string client;
+  // The caller's id of this call (metadata looptool-request-id; empty: none): a StartSession or
+  // ForkSession sent again with the same id returns the session the first made (RequestLog).
+  std::string request_id;
 };
 
 class LoopToolService {
@@ -68,7 +74,8 @@ class LoopToolService {
   absl::Status StartSession(const CallContext& call,
                             const compiler_gym::StartSessionRequest& request,
                             compiler_gym::StartSessionReply& reply);
-  absl::Status ForkSession(const compiler_gym::ForkSessionRequest& request,
+  absl::Status ForkSession(const CallContext& call,
+                           const compiler_gym::ForkSessionRequest& request,
                            compiler_gym::ForkSessionReply& reply);
   absl::Status EndSession(const compiler_gym::EndSessionRequest& request,
                           compiler_gym::EndSessionReply& reply);
@@ -98,8 +105,11 @@ class LoopToolService {
   absl::Status DoStartSession(const CallContext& call,
                               const compiler_gym::StartSessionRequest& request,
                               compiler_gym::StartSessionReply& reply);
-  absl::Status DoForkSession(const compiler_gym::ForkSessionRequest& request,
+  absl::Status DoForkSession(const CallContext& call,
+                             const compiler_gym::ForkSessionRequest& request,
                              compiler_gym::ForkSessionReply& reply);
+  // The live session `call`'s request made before, when it was sent again (RequestLog).
+  std::shared_ptr<Session> Repeated(const CallContext& call, int64_t* id);
   absl::Status DoStep(const compiler_gym::StepRequest& request, compiler_gym::StepReply& reply);
   absl::Status DoStepLocked(Session& session, const compiler_gym::StepRequest& request,
                             compiler_gym::StepReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);
@@ -134,6 +144,7 @@ class LoopToolService {
   const std::vector<ObservationSpaceRef> observation_spaces_;
   BenchmarkStore benchmarks_;
   SessionRegistry sessions_;
+  RequestLog requests_;
   std::atomic<uint64_t> tenants_{0};  // each session's kernels queue as their own tenant
 };
 

@@ -1,12 +1,16 @@
 #include "service/server.h"
 
+#include <arpa/inet.h>
 #include <malloc.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/resource.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backend/compat/loop_tool_v0_engine.h"
 #include "backend/costmodel/learned_cost_model.h"
@@ -45,6 +49,17 @@ void EnableHealthAndReflection() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 }
 
+int64_t RaiseDescriptorLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? INT64_MAX : static_cast<int64_t>(limit.rlim_cur);
+}
+
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -69,11 +84,27 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
   return grpc::SslServerCredentials(options);
 }
 
+int ToMilliseconds(absl::Duration d) {
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT32_MAX));
+}
+
 }  // namespace
 
 bool IsLoopback(const std::string& bind) {
-  return absl::StartsWith(bind, "127.") || bind == "::1" || bind == "[::1]" ||
-         bind == "localhost";
+  if (bind == "localhost") return true;
+  std::string host = bind;
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);  // IPv6 only
+  // Addresses only, parsed: a name such as "127.evil.example" resolves to anything.
+  in_addr v4;
+  if (!bracketed && inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+  }
+  return false;
 }
 
 std::vector<int> AllowedCpus() {
@@ -133,6 +164,18 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   builder.SetMaxSendMessageSize(64 << 20);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 512 * 1024);
+  // The transport's own bounds (ServerConfig::transport): streams per connection (a client
+  // opening streams it never finishes holds at most that many), the handshake, idle
+  // connections, and keepalive pings that find dead peers.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.transport.max_streams);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             ToMilliseconds(config.transport.handshake_timeout));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             ToMilliseconds(config.transport.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             ToMilliseconds(config.transport.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             ToMilliseconds(config.transport.keepalive_timeout));
   grpc::ResourceQuota quota("looptool-server");
   quota.Resize(config.max_memory_bytes);  // requests and replies in flight, all together
   builder.SetResourceQuota(quota);
@@ -182,10 +225,15 @@ void LoopToolServer::Shutdown(absl::Duration grace) {
     // period; wait for our calls in flight instead, then shut down without delay.
     const absl::Time deadline = absl::Now() + grace;
     while (front_end_->in_flight() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+    // Running kernels are abandoned to their workers (killed), and any kernel a call asks for
+    // from now on fails at once: the calls finish without waiting for kernels. (First: gRPC's
+    // Shutdown waits for every call to finish.)
+    if (pool_) pool_->Stop();
+    // Cancels every call still running: those queued for the blocking pool are dropped there.
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
-  if (pool_) pool_->Stop();  // queued kernel requests fail at once instead of running
+  if (pool_) pool_->Stop();  // (a server that never listened)
   blocking_pool_.reset();  // after the server: no call is left to schedule work
   pool_.reset();
 }

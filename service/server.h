@@ -20,6 +20,15 @@
 
 namespace looptool::service {
 
+// gRPC transport bounds per connection (see LoopToolServer::Start).
+struct TransportLimits {
+  int max_streams = 100;                              // concurrent streams per connection
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  absl::Duration max_connection_idle = absl::Minutes(10);  // no call for this long: closed
+  absl::Duration keepalive_time = absl::Minutes(1);   // ping a connection idle this long ...
+  absl::Duration keepalive_timeout = absl::Seconds(20);  // ... and close it if no answer
+};
+
 struct ServerConfig {
   std::string bind = "127.0.0.1";
   int port = 0;                                  // 0: pick a free port
@@ -30,6 +39,8 @@ struct ServerConfig {
   size_t max_queued_calls = 1024;                // beyond this: RESOURCE_EXHAUSTED
   RequestLimits request_limits;                  // per RPC; the transport refuses the largest+
   size_t max_memory_bytes = size_t{1} << 30;     // gRPC's buffers for calls in flight
+  TransportLimits transport;
+  absl::Duration drain = absl::Seconds(5);       // Shutdown's grace on SIGTERM (server_cli)
   // List upstream loop_tool-v0's action spaces (simple, split) before LoopTool's in GetSpaces,
   // for CompilerGym clients that take the first space as the default before their first reset
   // (compiler_gym.make("loop_tool-v0", service=...)) or after a fork.
@@ -43,7 +54,8 @@ struct ServerConfig {
   std::string tls_cert_file, tls_key_file;
 };
 
-// Whether `bind` names a loopback address (127.0.0.0/8, ::1, localhost).
+// Whether `bind` is a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104, with or without
+// IPv6 brackets) or "localhost". Any other name is not, whatever it resolves to.
 bool IsLoopback(const std::string& bind);
 
 class LoopToolServer {
@@ -62,10 +74,12 @@ class LoopToolServer {
 
   // Waits until no call is in flight or `grace` has passed (calls arriving meanwhile are still
   // served, so a steady stream waits out the grace), then shuts gRPC down at once: calls still
-  // running are cancelled, idle client connections do not hold it up. Then the blocking pool
-  // runs what it had queued (kernel requests among it fail UNAVAILABLE), and the reaper and the
-  // kernel worker processes end (WorkerPool::Stop), whoever else holds the pool. The first call
-  // does the work; later calls (also concurrent ones) return at once.
+  // running are cancelled, idle client connections do not hold it up, calls queued for the
+  // blocking pool are dropped, and the kernel worker processes end (WorkerPool::Stop, whoever
+  // else holds the pool): running kernels are abandoned and later kernel requests fail
+  // UNAVAILABLE at once, so what remains after the grace is bounded by the calls' own work
+  // outside kernels. The first call does the work; later calls (also concurrent ones) return
+  // at once.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
  private:
@@ -97,6 +111,11 @@ void PinAwayFrom(const std::vector<int>& eval_cores);
 // gRPC's process-wide switches for the servers built after it: the health service (SERVING for
 // "" and CompilerGymService) and server reflection.
 void EnableHealthAndReflection();
+// Raises the process's soft limit on open descriptors to its hard limit and returns the limit
+// now in force. A listener that runs out of descriptors stops accepting for good (gRPC's own
+// failure: grpc/grpc issues 16058 and 20418), and a killed kernel worker cannot be replaced;
+// the common soft limit of 1,024 is reached by 1,000 idle connections.
+int64_t RaiseDescriptorLimit();
 
 }  // namespace looptool::service
 

@@ -53,6 +53,7 @@ int RunServerMain(int argc, char** argv, const ServerExtensions& extensions) {
     std::cerr << "looptool-server: " << config.status().message() << "\n";
     return 1;
   }
+  const absl::Duration drain = config->drain;
   config->wrap_timer = extensions.wrap_timer;
   config->service.parameter_handler = extensions.parameter_handler;
 
@@ -65,9 +66,11 @@ int RunServerMain(int argc, char** argv, const ServerExtensions& extensions) {
   signal(SIGPIPE, SIG_IGN);
 
   // Process-wide settings are main's: the server's threads stay off the kernel workers' cores,
-  // and gRPC's health and reflection services are on.
+  // gRPC's health and reflection services are on, and descriptors are limited by the hard
+  // limit only.
   PinAwayFrom(config->workers.cores);
   EnableHealthAndReflection();
+  RaiseDescriptorLimit();
   absl::StatusOr<std::unique_ptr<LoopToolServer>> server =
       LoopToolServer::Start(*std::move(config));
   if (!server.ok()) {
@@ -94,7 +97,7 @@ int RunServerMain(int argc, char** argv, const ServerExtensions& extensions) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   std::fprintf(stderr, "looptool-server: signal %d, shutting down\n", signal_number);
-  (*server)->Shutdown();
+  (*server)->Shutdown(drain);
   if (!working_dir.empty()) {
     // A port.txt or pid.txt left behind would point the next client at a dead server.
     std::error_code ec;

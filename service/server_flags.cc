@@ -104,6 +104,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   config.service.max_sessions = absl::GetFlag(FLAGS_max_sessions).value;
   config.service.limits.max_loops = absl::GetFlag(FLAGS_max_loops).value;
   config.session_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_session_idle_timeout).value);
+  config.drain = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds).value);
   config.upstream_spaces_first = absl::GetFlag(FLAGS_upstream_spaces_first);
   config.workers.cores = absl::GetFlag(FLAGS_eval_cores).cpus;
   if (config.workers.cores.empty()) config.workers.cores = DefaultEvalCores();
@@ -135,6 +136,9 @@ ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
 ABSL_FLAG(Positive<int>, max_sessions, Positive<int>{1024}, "live sessions at most");
 ABSL_FLAG(Positive<double>, session_idle_timeout, Positive<double>{3600},
           "seconds after which an unused session is ended");
+ABSL_FLAG(NonNegative<double>, drain_seconds, NonNegative<double>{5},
+          "on SIGTERM or SIGINT, seconds to let calls in flight finish; then they are cancelled "
+          "and running kernels abandoned (the process exits within about a second more)");
 ABSL_FLAG(CpuList, eval_cores, CpuList{},
           "comma-separated CPUs, one kernel worker pinned to each (default: the last CPU); the "
           "process's other threads stay off them");

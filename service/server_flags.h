@@ -74,6 +74,7 @@ ABSL_DECLARE_FLAG(std::string, tls_cert_file);
 ABSL_DECLARE_FLAG(std::string, tls_key_file);
 ABSL_DECLARE_FLAG(looptool::service::Positive<int>, max_sessions);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, session_idle_timeout);
+ABSL_DECLARE_FLAG(looptool::service::NonNegative<double>, drain_seconds);
 ABSL_DECLARE_FLAG(looptool::service::CpuList, eval_cores);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, eval_deadline);
 ABSL_DECLARE_FLAG(looptool::service::NonNegative<double>, max_kernel_seconds);

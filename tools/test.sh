@@ -58,8 +58,14 @@ check() {
 # The container images: built and run (two pinned containers, a tune against each, a clean
 # stop) while bazel-bin holds the plain build. Skipped, saying why, where no engine can run.
 check "docker/test.sh (the server image, two containers)" docker/test.sh
+# Every C++ target, listed by the plain build (in the thread-safety build's output base //...
+# would walk the plain build's external repositories through bazel-<checkout's name>, whatever
+# the checkout is called).
+tsa_targets="$(mktemp)"
+bazel query 'kind("cc_(library|binary|test) rule", //...)' > "$tsa_targets" 2>/dev/null
 check "thread-safety analysis (clang-14 -Werror=thread-safety, --config=tsa)" \
-  bazel --output_base="$tsa_base" build --config=tsa //...
+  bazel --output_base="$tsa_base" build --config=tsa --target_pattern_file="$tsa_targets"
+rm -f "$tsa_targets"
 check "mypy (the Python package's type hints, tools/mypy.sh)" tools/mypy.sh
 if [[ "${LOOPTOOL_SKIP_ASAN:-0}" != 1 ]]; then
   echo "== the backend and service tests under ASan + UBSan (--config=asan)"

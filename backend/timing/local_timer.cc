@@ -12,7 +12,9 @@
 namespace looptool {
 
 LocalTimer::LocalTimer(Options options)
-    : options_(options), compiler_(options.isa, options.codegen) {}
+    : options_(options),
+      compiler_(options.isa, options.codegen),
+      schedules_(options.max_cached_schedules, options.max_cached_schedule_bytes) {}
 
 LocalTimer::ProgramData& LocalTimer::ProgramFor(const LoopTree& tree) {
   const std::string key = PrintProgram(tree.program());
@@ -53,11 +55,10 @@ int64_t LocalTimer::cached_program_bytes() const {
 absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
   absl::MutexLock lock(&mu_);
   const std::string key = absl::StrCat(PrintProgram(tree.program()), ScheduleKey(tree));
-  if (auto it = schedules_.find(key); it != schedules_.end()) {
+  if (const auto* cached = schedules_.Find(key); cached != nullptr) {
     ++stats_.cache_hits;
-    return it->second;
+    return *cached;
   }
-  if (schedules_.size() >= options_.max_cached_schedules) schedules_.clear();
 
   ProgramData& program = ProgramFor(tree);
   const double t0 = MonotonicSeconds();
@@ -100,7 +101,7 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
   stats_.compile_seconds += t1 - t0;
   stats_.verify_seconds += t2 - t1;
   stats_.timing_seconds += t3 - t2;
-  schedules_.emplace(key, result);
+  schedules_.Insert(key, result);
   return result;
 }
 

@@ -18,6 +18,7 @@
 #include "backend/codegen/verify.h"
 #include "backend/env/kernel_timer.h"
 #include "backend/timing/measure.h"
+#include "backend/timing/measurement_cache.h"
 
 namespace looptool {
 
@@ -35,7 +36,8 @@ class LocalTimer final : public KernelTimer {
     double clearly_slower_factor = 1.25;
     double confirm_margin = 0.02;
     double peak_budget_seconds = 0.2;    // once, at the first PeakGflops(): the best of 5 rounds
-    size_t max_cached_schedules = 1 << 16;
+    size_t max_cached_schedules = 1 << 16;                  // measurements (MeasurementCache)...
+    int64_t max_cached_schedule_bytes = int64_t{64} << 20;  // ... and their bytes
     size_t max_cached_programs = 32;     // reference runs and tensor buffers...
     int64_t max_cached_program_bytes = int64_t{256} << 20;  // ... and their bytes
     // A schedule whose first timed run is this many times slower than the fastest kernel of its
@@ -87,7 +89,7 @@ class LocalTimer final : public KernelTimer {
   mutable absl::Mutex mu_;
   KernelCompiler compiler_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<ProgramData>> programs_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, absl::StatusOr<Measurement>> schedules_ ABSL_GUARDED_BY(mu_);
+  MeasurementCache schedules_ ABSL_GUARDED_BY(mu_);
   double peak_gflops_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t program_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -32,7 +32,8 @@ bool Cacheable(const absl::StatusOr<WorkerReply>& reply) {
 
 }  // namespace
 
-WorkerPool::WorkerPool(Options options) : options_(std::move(options)) {}
+WorkerPool::WorkerPool(Options options)
+    : options_(std::move(options)), cache_(options_.max_cached, options_.max_cached_bytes) {}
 
 absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(Options options) {
   if (options.cores.empty()) options.cores.push_back(-1);
@@ -244,9 +245,9 @@ absl::StatusOr<Measurement> WorkerPool::Evaluate(WorkerTask task, const LoopTree
   const std::string key = absl::StrCat(PrintProgram(tree.program()), ScheduleKey(tree));
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = cache_.find(key); it != cache_.end() && (!again || !it->second.ok())) {
+    if (const auto* cached = cache_.Find(key); cached != nullptr && (!again || !cached->ok())) {
       ++stats_.cache_hits;
-      return it->second;
+      return *cached;
     }
   }
   if (options_.max_kernel_seconds > 0) {
@@ -279,8 +280,7 @@ absl::StatusOr<Measurement> WorkerPool::Evaluate(WorkerTask task, const LoopTree
   }
   if (Cacheable(reply) && (!again || !result.ok())) {  // a failure is kept either way
     absl::MutexLock lock(&mu_);
-    if (cache_.size() >= options_.max_cached) cache_.clear();
-    cache_.emplace(key, result);
+    cache_.Insert(key, result);
   }
   return result;
 }

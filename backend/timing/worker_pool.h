@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backend/codegen/isa.h"
 #include "backend/env/kernel_timer.h"
+#include "backend/timing/measurement_cache.h"
 #include "backend/timing/worker_protocol.h"
 
 namespace looptool {
@@ -41,7 +42,8 @@ class WorkerPool final : public KernelTimer {
     double deadline_seconds = 30;    // a request still running after this is a hang
     double max_kernel_seconds = 10;  // refuse kernels estimated to cost more (0: no bound);
                                      // never more than deadline_seconds
-    size_t max_cached = 1 << 16;     // cached results (cleared when full)
+    size_t max_cached = 1 << 16;     // cached results (MeasurementCache) ...
+    int64_t max_cached_bytes = int64_t{64} << 20;  // ... and their bytes
     std::string executable = "/proc/self/exe";  // a binary that calls MaybeRunKernelWorker
     double monitor_period_seconds = 1;  // how often idle workers are checked for life
   };
@@ -113,7 +115,7 @@ class WorkerPool final : public KernelTimer {
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::deque<Waiter*>> queues_ ABSL_GUARDED_BY(mu_);  // tenant -> waiting
   uint64_t last_served_ ABSL_GUARDED_BY(mu_) = 0;  // round-robin position among tenants
-  std::map<std::string, absl::StatusOr<Measurement>> cache_ ABSL_GUARDED_BY(mu_);
+  MeasurementCache cache_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread monitor_;

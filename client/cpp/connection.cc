@@ -94,6 +94,10 @@ std::unique_ptr<grpc::ClientContext> Connection::Context(absl::Duration timeout,
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   ctx->set_wait_for_ready(wait_for_ready);
   ctx->AddMetadata("looptool-client-id", client_id_);
+  // One id per call, which the channel's retries resend: a StartSession or ForkSession that ran
+  // but whose reply was lost returns the session it made instead of making a second.
+  ctx->AddMetadata("looptool-request-id",
+                   absl::StrCat(next_request_.fetch_add(1, std::memory_order_relaxed)));
   if (!auth_token_.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", auth_token_));
   return ctx;
 }

@@ -8,9 +8,10 @@
 // restarted) is sent again, up to 4 attempts in all with backoff from 50 ms to 400 ms, within
 // its deadline. That policy covers GetVersion, GetSpaces, StartSession, ForkSession, EndSession,
 // AddBenchmark and SendSessionParameter, and never Step: a step applies actions and must not run
-// twice. StartSession and ForkSession do retry: in the rare case that the connection broke after
-// the server ran the call, the orphaned session is reaped as idle, a smaller harm than failing
-// every first call after a server restart. (gRPC also retries, transparently, any call that never
+// twice. StartSession and ForkSession do retry: each call carries its own request id
+// (looptool-request-id), which a retry resends, so when the connection broke after the server
+// ran the call, the retry gets the session the first attempt made instead of a second one.
+// (gRPC also retries, transparently, any call that never
 // reached the server, Step included.)
 #ifndef LOOPTOOL_CLIENT_CPP_CONNECTION_H_
 #define LOOPTOOL_CLIENT_CPP_CONNECTION_H_
@@ -91,7 +92,7 @@ class Connection {
   }
 
   // A context for one call, with the default deadline or `timeout`, waiting for readiness, and
-  // this connection's client id and token as metadata.
+  // this connection's client id, a fresh request id and the token as metadata.
   std::unique_ptr<grpc::ClientContext> Context() const;
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout,
                                                bool wait_for_ready = true) const;
@@ -122,6 +123,7 @@ class Connection {
   compiler_gym::GetSpacesReply spaces_;
   std::string compiler_version_;
   mutable std::atomic<bool> unanswered_{false};
+  mutable std::atomic<uint64_t> next_request_{0};  // ids of this client's calls
 };
 
 }  // namespace looptool::client

@@ -13,6 +13,10 @@
 
 namespace looptool::client {
 
+bool Storable(const SearchOptions& options, const SearchResult& result) {
+  return options.retime_top == 0 || result.retimed || result.states_evaluated <= 1;
+}
+
 absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
                                    const TuneOptions& options) {
   TuneResult out;
@@ -39,7 +43,7 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
   ASSIGN_OR_RETURN(out.search, Search(env, options.search));
   out.stored_prefix = static_cast<int>(prefix.size());
   out.search.actions.insert(out.search.actions.begin(), prefix.begin(), prefix.end());
-  if (options.store != nullptr) {
+  if (options.store != nullptr && Storable(options.search, out.search)) {
     StoredSchedule s;
     s.benchmark = key;
     s.host_cpu = out.host_cpu;

@@ -43,10 +43,16 @@ struct TuneResult {
   int attempts = 0;        // servers it was started on
 };
 
+// Whether a search's result may be offered to a store: unless re-timing was asked for and did
+// not happen (a search cut short by a server that went away), whose GFLOPS are the luckiest of
+// many measurements and would stand in the store above honest ones. A result of one measured
+// state (policy) has nothing to re-time.
+bool Storable(const SearchOptions& options, const SearchResult& result);
+
 // Tunes `env`'s benchmark, which must be in its start state, on the server behind `connection`:
 // replays the store's schedule for (benchmark, connection.host_cpu(), action space) when there
-// is one, searches from there and offers the best to the store. The store's errors are
-// returned, not ignored.
+// is one, searches from there and offers the best to the store when Storable. The store's
+// errors are returned, not ignored.
 absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
                                    const TuneOptions& options);
 

@@ -145,6 +145,25 @@ TEST(FleetTest, AServerKilledMidRunCostsOnlyItsBenchmarkInFlight) {
   }
 }
 
+// A search whose re-timing was asked for and did not happen (its server went away) is not
+// offered to the store: its GFLOPS are the luckiest of many measurements.
+TEST(FleetTest, OnlyRetimedResultsAreStorable) {
+  SearchOptions retiming;
+  retiming.retime_top = 3;
+  SearchResult searched;
+  searched.states_evaluated = 40;
+  EXPECT_FALSE(Storable(retiming, searched));
+  searched.retimed = true;
+  EXPECT_TRUE(Storable(retiming, searched));
+  SearchResult one_state;  // a policy episode: one measurement, nothing to re-time
+  one_state.states_evaluated = 1;
+  EXPECT_TRUE(Storable(retiming, one_state));
+  SearchOptions own;
+  own.retime_top = 0;  // the search's own measurements were asked for
+  searched.retimed = false;
+  EXPECT_TRUE(Storable(own, searched));
+}
+
 TEST(FleetTest, ABenchmarkThatFailsOnALiveServerIsReportedOnceNotRetried) {
   ServerProcess a({"--timing_budget_ms=1"}), b({"--timing_budget_ms=1"});
   ASSERT_TRUE(a.ok() && b.ok());

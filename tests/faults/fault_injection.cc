@@ -26,12 +26,19 @@ class Armed {
     if (it == faults_.end()) return "";
     std::string fault = std::move(it->second);
     faults_.erase(it);
+    ++taken_;
     return fault;
+  }
+  // Faults fired so far (their kernels asked of a worker).
+  int64_t taken() {
+    absl::MutexLock lock(&mu_);
+    return taken_;
   }
 
  private:
   absl::Mutex mu_;
   std::map<uint64_t, std::string> faults_ ABSL_GUARDED_BY(mu_);
+  int64_t taken_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Runs a tenant's armed fault in a worker before measuring; the step gets the fault's status.
@@ -70,6 +77,7 @@ service::ServerExtensions FaultServerExtensions() {
       malloc_trim(0);
       return std::string("trimmed");
     }
+    if (key == kFaultsFiredParameter) return absl::StrCat(armed->taken());
     if (key != kInjectFaultParameter) {
       return absl::InvalidArgumentError(absl::StrCat("Unknown parameter: ", key));
     }

@@ -4,6 +4,8 @@
 // fires it on that session's next kernel measurement, in a worker, as the session's tenant.
 // `test.trim_heap` returns the server's free heap pages to the system now (malloc_trim), what
 // its reaper does every second, so that memory tests read the server's memory without waiting.
+// `test.faults_fired` answers how many armed faults have fired (their kernels were asked of a
+// worker, which may still be running or queueing them), so that tests wait for that, not a time.
 #ifndef LOOPTOOL_TESTS_FAULTS_FAULT_INJECTION_H_
 #define LOOPTOOL_TESTS_FAULTS_FAULT_INJECTION_H_
 
@@ -14,6 +16,7 @@ namespace looptool::testing {
 
 inline constexpr char kInjectFaultParameter[] = "test.inject_fault";
 inline constexpr char kTrimHeapParameter[] = "test.trim_heap";
+inline constexpr char kFaultsFiredParameter[] = "test.faults_fired";
 
 // For RunServerMain / ServerConfig: the evaluator wrapper and the parameter handler.
 service::ServerExtensions FaultServerExtensions();

@@ -263,13 +263,20 @@ class RetryPolicyTest(unittest.TestCase):
     def test_a_listed_method_is_sent_again(self):
         with Connection(self.address) as connection:
             self.proxy.fail_before["StartSession"] = 1
-            session = connection.start_session(MM).session_id
+            first = connection.start_session(MM).session_id
             self.assertEqual(self.proxy.calls["StartSession"], 2)
-            self.proxy.fail_after["ForkSession"] = 1  # the server forked; so does the retry
+            baseline = connection.end_session(first)
+            # The server ran the call and the reply was lost: the retry carries the same request
+            # id and gets the session the first attempt made; no orphan is left.
+            self.proxy.fail_after["StartSession"] = 1
+            session = connection.start_session(MM).session_id
+            self.assertEqual(self.proxy.calls["StartSession"], 4)
+            self.proxy.fail_after["ForkSession"] = 1
             fork = connection.fork_session(session)
             self.assertEqual(self.proxy.calls["ForkSession"], 2)
-            connection.end_session(fork)
-            connection.end_session(session)
+            self.assertNotEqual(fork, session)
+            self.assertEqual(connection.end_session(fork), baseline + 1)
+            self.assertEqual(connection.end_session(session), baseline)
             # maxAttempts 4: a method that fails every time is sent 4 times, then raises.
             self.proxy.fail_before["GetSpaces"] = 10
             with self.assertRaises(ServiceTransportError) as caught:

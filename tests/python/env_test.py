@@ -487,10 +487,10 @@ class LoopToolEnvTest(unittest.TestCase):
         self.assertFalse(done)
         self.assertEqual(info, {"action_had_no_effect": False})
         self.assertGreater(bystander.observation["flops"], 0)
-        # The victim's session lives on (split_4 was applied before the measurement failed).
+        # The victim's session lives on, as it was: a failed step changes nothing.
         self.assertIsNotNone(victim.session_id)
         self.assertGreater(victim.observation["flops"], 0)
-        self.assertIn("for m' in 4 : L1", victim.observation["loop_tree"])
+        self.assertNotIn("for m'", victim.observation["loop_tree"])
 
 
 class HangingKernelTest(unittest.TestCase):

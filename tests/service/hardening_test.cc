@@ -1,10 +1,13 @@
 // The hardening issue's findings against a real looptool-server: per-RPC request limits checked
 // before parsing, isolation between clients (built-in benchmarks immutable, per-client benchmark
 // caches, unguessable session ids), strict names and URIs, the shared token and TLS for
-// non-loopback binds, and no stale port.txt/pid.txt after exit.
+// non-loopback binds, steps that fail changing nothing, a start or fork sent again making no
+// second session, a SIGTERM drain bounded in time, and no stale port.txt/pid.txt after exit.
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -29,13 +32,16 @@ namespace cg = compiler_gym;
 
 constexpr char kMm[] = "benchmark://mm64_256_16_range-v0/mm64_64_64";
 
-// A context that names its client (as our clients do) and, optionally, carries a token.
+// A context that names its client (as our clients do) and, optionally, carries a token and a
+// request id.
 std::unique_ptr<grpc::ClientContext> Ctx(const std::string& client = "",
-                                         const std::string& token = "") {
+                                         const std::string& token = "",
+                                         const std::string& request = "") {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   if (!client.empty()) ctx->AddMetadata("looptool-client-id", client);
   if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  if (!request.empty()) ctx->AddMetadata("looptool-request-id", request);
   return ctx;
 }
 
@@ -240,6 +246,106 @@ TEST_F(HardeningTest, OversizedRequestsAreRefusedBeforeParsing) {
   EXPECT_TRUE(stub.Step(Ctx().get(), ok, &reply).ok());
 }
 
+// A failed step changes nothing: the actions before the failure, a kernel too costly to time,
+// a crash while timing, none of them is left applied.
+TEST_F(HardeningTest, AFailedStepChangesNothing) {
+  auto& stub = server_->stub();
+  const int loop_tree = testing::ObservationIndex(stub, "loop_tree");
+  const int flops = testing::ObservationIndex(stub, "flops");
+  const auto tree_of = [&](int64_t id) {
+    cg::StepRequest r;
+    r.set_session_id(id);
+    r.add_observation_space(loop_tree);
+    cg::StepReply reply;
+    EXPECT_TRUE(stub.Step(Ctx().get(), r, &reply).ok());
+    return reply.observation_size() == 1 ? reply.observation(0).string_value() : "";
+  };
+  const auto step = [&](int64_t id, const std::vector<std::string>& actions,
+                        std::vector<int> observations) {
+    cg::StepRequest r;
+    r.set_session_id(id);
+    for (const std::string& a : actions) r.add_action()->set_string_value(a);
+    for (int o : observations) r.add_observation_space(o);
+    cg::StepReply reply;
+    return stub.Step(Ctx().get(), r, &reply);
+  };
+  // The case: split_2 on a kernel too costly to time, observing loop_tree and flops.
+  cg::StartSessionRequest start;
+  start.mutable_benchmark()->set_uri("benchmark://mm64_256_16_range-v0/mm2048_2048_2048");
+  cg::StartSessionReply started;
+  ASSERT_TRUE(stub.StartSession(Ctx().get(), start, &started).ok());
+  const int64_t big = started.session_id();
+  const std::string big_tree = tree_of(big);
+  grpc::Status s = step(big, {"split_2"}, {loop_tree, flops});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_EQ(tree_of(big), big_tree);
+  // A kernel that crashes while timing the state two actions reach.
+  const int64_t small = Start(stub);
+  const std::string small_tree = tree_of(small);
+  EXPECT_EQ(Param(stub, "", small, "test.inject_fault", "crash"), "crash");
+  s = step(small, {"split_4", "down"}, {flops});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL) << s.error_message();
+  EXPECT_EQ(tree_of(small), small_tree);
+  // An unknown action after a good one.
+  s = step(small, {"split_4", "nope"}, {});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(tree_of(small), small_tree);
+  // And a step that succeeds does apply.
+  ASSERT_TRUE(step(small, {"split_4"}, {flops}).ok());
+  EXPECT_NE(tree_of(small), small_tree);
+}
+
+// A StartSession or ForkSession sent again with its request id (gRPC's retry after the reply was
+// lost) gets the session the first call made; another request id, another client or no id at
+// all makes a new one, and so does a repeat after that session ended.
+TEST_F(HardeningTest, AStartOrForkSentAgainGetsTheSessionItMade) {
+  auto& stub = server_->stub();
+  const auto start = [&](const std::string& client, const std::string& request) {
+    cg::StartSessionRequest r;
+    r.mutable_benchmark()->set_uri(kMm);
+    cg::StartSessionReply reply;
+    grpc::Status s = stub.StartSession(Ctx(client, "", request).get(), r, &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return reply.session_id();
+  };
+  const auto fork = [&](int64_t parent, const std::string& client, const std::string& request) {
+    cg::ForkSessionRequest r;
+    r.set_session_id(parent);
+    cg::ForkSessionReply reply;
+    grpc::Status s = stub.ForkSession(Ctx(client, "", request).get(), r, &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return reply.session_id();
+  };
+  const auto end = [&](int64_t id) {
+    cg::EndSessionRequest r;
+    r.set_session_id(id);
+    cg::EndSessionReply reply;
+    grpc::Status s = stub.EndSession(Ctx().get(), r, &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return reply.remaining_sessions();
+  };
+  const int64_t a = start("retry-a", "1");
+  EXPECT_EQ(start("retry-a", "1"), a);
+  const int64_t other_request = start("retry-a", "2");
+  const int64_t other_client = start("retry-b", "1");
+  const int64_t no_id = start("retry-a", "");
+  const int64_t no_id_again = start("retry-a", "");
+  EXPECT_NE(other_request, a);
+  EXPECT_NE(other_client, a);
+  EXPECT_NE(no_id, no_id_again);
+  const int64_t f = fork(a, "retry-a", "3");
+  EXPECT_NE(f, a);
+  EXPECT_EQ(fork(a, "retry-a", "3"), f);
+  // Every call above but the two repeats made one session.
+  const int64_t remaining = end(f);
+  for (int64_t id : {other_request, other_client, no_id, no_id_again}) end(id);
+  // The fork ended: the same request makes a new one.
+  const int64_t f2 = fork(a, "retry-a", "3");
+  EXPECT_NE(f2, f);
+  EXPECT_EQ(end(f2), remaining - 4);
+  EXPECT_EQ(end(a), remaining - 5);
+}
+
 TEST_F(HardeningTest, SessionIdsAreNotSequential) {
   auto& stub = server_->stub();
   const int64_t a = Start(stub), b = Start(stub);
@@ -302,6 +408,79 @@ TEST(Exit, PortAndPidFilesAreRemoved) {
   EXPECT_EQ(server.Terminate(), 0);
   EXPECT_FALSE(std::filesystem::exists(dir + "/port.txt"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/pid.txt"));
+}
+
+// SIGTERM while one session's kernel hangs and three more wait for the one worker: after
+// --drain_seconds the calls are cancelled, the hung kernel is abandoned to its (killed) worker
+// and the queued ones are dropped, so the server exits 0 long before the hang's 60 s deadline
+// (and inside Docker's 10 s stop timeout) instead of running every queued kernel first.
+TEST(Exit, SigtermDrainsInBoundedTimeWhileKernelsHang) {
+  ServerProcess server({"--drain_seconds=1", "--eval_deadline=60"},
+                       ServerProcess::kTestServerBinary);
+  ASSERT_TRUE(server.ok());
+  constexpr int kSessions = 4;
+  std::vector<int64_t> sessions;
+  for (int i = 0; i < kSessions; ++i) {
+    sessions.push_back(Start(server.stub()));
+    EXPECT_EQ(Param(server.stub(), "", sessions.back(), "test.inject_fault", "hang"), "hang");
+  }
+  const int flops = testing::ObservationIndex(server.stub(), "flops");
+  std::vector<grpc::Status> statuses(kSessions);
+  std::vector<std::thread> steps;
+  for (int i = 0; i < kSessions; ++i) {
+    steps.emplace_back([&, i] {
+      auto stub = server.NewStub();
+      cg::StepRequest r;
+      r.set_session_id(sessions[i]);
+      r.add_observation_space(flops);
+      cg::StepReply reply;
+      auto ctx = Ctx();
+      ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+      statuses[i] = stub->Step(ctx.get(), r, &reply);
+    });
+  }
+  // Every step has reached the kernel timer: one hangs in the worker, three queue behind it.
+  // (Asked through a session of its own: the stepping ones are locked by their steps.)
+  const int64_t probe = Start(server.stub());
+  const auto fired = [&] { return Param(server.stub(), "", probe, "test.faults_fired", ""); };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (fired() != std::to_string(kSessions) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(fired(), std::to_string(kSessions));  // (then the bound below is not tested)
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.Terminate(), 0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (std::thread& t : steps) t.join();
+  EXPECT_LT(seconds, 10) << "the drain did not cut the hung and queued kernels off";
+  for (const grpc::Status& st : statuses) EXPECT_FALSE(st.ok());
+}
+
+// The server lifts its soft descriptor limit to the hard one (idle connections past the common
+// soft limit of 1,024 would otherwise leave its listener dead for good): started with a soft
+// limit of 256, it runs with the hard limit.
+TEST(Transport, TheDescriptorLimitIsRaisedToTheHardLimit) {
+  rlimit inherited;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &inherited), 0);
+  rlimit lowered = inherited;
+  lowered.rlim_cur = std::min<rlim_t>(256, inherited.rlim_max);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  ServerProcess server;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &inherited), 0);
+  ASSERT_TRUE(server.ok());
+  std::ifstream limits("/proc/" + std::to_string(server.pid()) + "/limits");
+  std::string line, soft, hard;
+  while (std::getline(limits, line)) {
+    if (line.rfind("Max open files", 0) != 0) continue;
+    std::istringstream fields(line.substr(std::string("Max open files").size()));
+    fields >> soft >> hard;
+  }
+  const std::string expected =
+      inherited.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(inherited.rlim_max);
+  EXPECT_EQ(hard, expected);
+  EXPECT_EQ(soft, expected);
+  EXPECT_EQ(server.Terminate(), 0);
 }
 
 std::string TempFile(const std::string& name, const std::string& text) {

@@ -91,9 +91,9 @@ struct SearchOptions {
   double cost_model_up_to_seconds = 2;
   // The best `retime_top` distinct kernels (and the start) are timed again at the end with the
   // server's full fixed budget (StateSource::Remeasure), in the last 5% of the time limit (at
-  // most 0.1 s; a kernel in progress may run past it); the fastest re-timed one is the result
-  // and its re-timed GFLOPS what is reported, so that the number is not the luckiest of
-  // thousands of measurements. 0: report the search's own measurements. Not for policy, which
+  // most 0.1 s; a kernel in progress may run past it, and the first re-timing happens even past
+  // the limit); the fastest re-timed one is the result and its re-timed GFLOPS what is
+  // reported, so that the number is not the luckiest of thousands of measurements. 0: report the search's own measurements. Not for policy, which
   // measures one state only.
   int retime_top = 3;
   // Called after every evaluated state (from the calling thread).

@@ -106,7 +106,8 @@ absl::StatusOr<Reached> Searcher::EvaluatePath(std::vector<int> path) {
   absl::StatusOr<StepResult> r = source->Step(path, observations_);
   if (!r.ok()) {
     if (Expired()) return r.status();
-    r = source->Step({}, Unmeasured());
+    // Only the measurement failed (the step changed nothing): the state, unmeasured.
+    r = source->Step(path, Unmeasured());
     if (!r.ok()) return r.status();
   }
   return Record(std::move(path), *r);
@@ -118,8 +119,8 @@ absl::StatusOr<Reached> Searcher::Advance(StateSource& source, const Node& paren
   absl::StatusOr<StepResult> r = source.Step({action}, observations_);
   if (!r.ok()) {
     if (Expired()) return r.status();
-    // The action was applied; only the measurement failed. Look at the state without it.
-    r = source.Step({}, Unmeasured());
+    // Only the measurement failed (the step changed nothing): take the action again, unmeasured.
+    r = source.Step({action}, Unmeasured());
     if (!r.ok()) return r.status();
   }
   return Record(std::move(path), *r);
@@ -170,7 +171,9 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
   std::optional<Retimed> best;
   double start_gflops = 0;
   for (const Node* n : candidates) {
-    if (Elapsed() >= options_.time_limit_seconds) break;
+    // The time limit stops re-timing once one kernel is re-timed: a last step that ran past it
+    // does not leave the result un-re-timed.
+    if (best.has_value() && Elapsed() >= options_.time_limit_seconds) break;
     absl::StatusOr<std::unique_ptr<StateSource>> source = start_.Fork();
     if (!source.ok()) break;
     if (!n->path.empty() && !(*source)->Step(n->path, {}).ok()) continue;

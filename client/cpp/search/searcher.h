@@ -86,8 +86,9 @@ class Searcher {
   absl::StatusOr<Prediction> Predict(const std::vector<int>& path);
 
   // The fastest of the best `k` distinct kernels visited and the start, each timed again
-  // (StateSource::Remeasure; the best first and the start last) while the time limit lasts,
-  // with its re-timed GFLOPS; nullopt when none could be re-timed. Also the start's re-timed
+  // (StateSource::Remeasure; the best first and the start last) while the time limit lasts (and
+  // until one has been re-timed, past it), with its re-timed GFLOPS; nullopt when none could be
+  // re-timed. Also the start's re-timed
   // GFLOPS (0 when it was not).
   struct Retimed {
     Node node;

@@ -23,8 +23,8 @@ class StateSource {
   virtual absl::StatusOr<std::unique_ptr<StateSource>> Fork() const = 0;
   // Applies `actions` (indices of action_names()) in order, then returns `observations` (names:
   // ir, loop_tree, flops, action_mask, loops_tensor, peak_gflops, predicted_gflops, sketches).
-  // A timed observation whose kernel cannot be measured fails the step; the actions stay
-  // applied.
+  // A step is all or nothing: when an observation cannot be computed (a kernel that cannot be
+  // measured), the step fails and the state is as it was.
   virtual absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
                                           const std::vector<std::string>& observations) = 0;
   // The current state's kernel timed again with the full budget, in GFLOPS.

@@ -36,6 +36,7 @@ A connection may be shared by several environments (a `fork()` shares its parent
 
 import functools
 import importlib.resources
+import itertools
 import json
 import os
 import threading
@@ -141,6 +142,7 @@ class Connection:
         self._metadata: List[Tuple[str, str]] = [("looptool-client-id", os.urandom(16).hex())]
         if auth_token:
             self._metadata.append(("authorization", f"Bearer {auth_token}"))
+        self._request_ids = itertools.count()  # thread-safe in CPython (one C call)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._lock = threading.Lock()
@@ -232,7 +234,10 @@ class Connection:
         if wait_for_ready and not self._connected:
             self._wait_for_server(stub, method, deadline)
         try:
-            reply = getattr(stub, method)(request, timeout=deadline, metadata=self._metadata,
+            # One id per call, which gRPC's retries resend: a StartSession or ForkSession whose
+            # reply was lost returns the session it made instead of making a second.
+            metadata = self._metadata + [("looptool-request-id", str(next(self._request_ids)))]
+            reply = getattr(stub, method)(request, timeout=deadline, metadata=metadata,
                                           wait_for_ready=wait_for_ready)
         except grpc.RpcError as e:
             if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

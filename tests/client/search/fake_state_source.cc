@@ -43,8 +43,10 @@ absl::StatusOr<StepResult> FakeStateSource::Step(const std::vector<int>& actions
                                                  const std::vector<std::string>& observations) {
   if (absl::Status s = Spend(world_->call_cost); !s.ok()) return s;
   StepResult r;
+  const std::vector<int> before = knobs_;  // a failed step changes nothing, as the server's
   for (int a : actions) {
     if (a < 0 || a >= static_cast<int>(names_.size())) {
+      knobs_ = before;
       return absl::InvalidArgumentError(absl::StrCat("no action ", a));
     }
     int& k = knobs_[a / 2];
@@ -54,7 +56,10 @@ absl::StatusOr<StepResult> FakeStateSource::Step(const std::vector<int>& actions
   }
   for (const std::string& name : observations) {
     absl::StatusOr<Value> v = ObserveOne(name);
-    if (!v.ok()) return v.status();
+    if (!v.ok()) {
+      knobs_ = before;
+      return v.status();
+    }
     r.names.push_back(name);
     r.observations.push_back(*std::move(v));
   }

@@ -4,8 +4,8 @@
 // optimum of 90 at the target, approached knob by knob. Time is the world's own clock: a call
 // costs `call_cost`, the first measurement of a state `measure_cost` (later ones come from the
 // cache, as the server's do), a re-timing `measure_cost`; a call that would end after its
-// deadline advances the clock to the deadline and fails DEADLINE_EXCEEDED. The world counts
-// what was measured, in order.
+// deadline advances the clock to the deadline and fails DEADLINE_EXCEEDED; a failed step changes
+// nothing, as the server's. The world counts what was measured, in order.
 #ifndef LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
 #define LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
 
