@@ -25,8 +25,9 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-CallContext ContextOf(const grpc::CallbackServerContext& context) {
+CallContext ContextOf(const grpc::CallbackServerContext& context, const std::string& user) {
   CallContext call;
+  call.owner = user.empty() ? absl::StrCat("conn:", context.peer()) : absl::StrCat("user:", user);
   auto id = context.client_metadata().find(kClientIdMetadata);
   if (id != context.client_metadata().end() && !id->second.empty() && id->second.size() <= 128) {
     call.client = absl::StrCat("id:", absl::string_view(id->second.data(), id->second.size()));
@@ -50,12 +51,23 @@ struct CallState {
 
 }  // namespace
 
-bool CallbackFrontEnd::Authorized(const Context& context) const {
-  if (auth_token_.empty()) return true;
+std::optional<std::string> CallbackFrontEnd::Admit(const Context& context) const {
   auto it = context.client_metadata().find(kAuthMetadata);
-  if (it == context.client_metadata().end()) return false;
-  return SameSecret(absl::string_view(it->second.data(), it->second.size()),
-                    absl::StrCat("Bearer ", auth_token_));
+  const absl::string_view sent = it == context.client_metadata().end()
+                                     ? absl::string_view()
+                                     : absl::string_view(it->second.data(), it->second.size());
+  // Every token is compared, whichever matches: the time taken says nothing of which.
+  std::optional<std::string> user;
+  for (const ClientToken& t : admission_.client_tokens) {
+    if (SameSecret(sent, absl::StrCat("Bearer ", t.token))) user = t.name;
+  }
+  if (user.has_value()) return user;
+  if (admission_.auth_token.empty() && admission_.client_tokens.empty()) return std::string();
+  if (!admission_.auth_token.empty() &&
+      SameSecret(sent, absl::StrCat("Bearer ", admission_.auth_token))) {
+    return std::string();
+  }
+  return std::nullopt;
 }
 
 template <typename Request, typename Reply, typename Call>
@@ -68,7 +80,8 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::
     reactor->Finish(status);
     --in_flight_;
   };
-  if (!Authorized(*context)) {
+  const std::optional<std::string> user = Admit(*context);
+  if (!user.has_value()) {
     finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "This server requires a token: send metadata 'authorization: Bearer "
                         "<token>' (looptool --auth_token_file)"));
@@ -83,7 +96,7 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::
     return reactor;
   }
   auto state = std::make_shared<CallState<Request, Reply>>();
-  state->call = ContextOf(*context);
+  state->call = ContextOf(*context, *user);
   {
     grpc::ByteBuffer copy(*in);  // shares the slices
     grpc::ProtoBufferReader reader(&copy);
@@ -121,15 +134,14 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::
       }
     }
   }
-  if (!pool_.Schedule([state, call, complete, context] {
+  const absl::Status queued =
+      pool_.Schedule(state->call.owner, [state, call, complete, context] {
         // A client that gave up while the call waited in line gets nothing done for it (no
         // session it would never learn about).
         complete(context->IsCancelled() ? absl::CancelledError("The client cancelled the call")
                                         : call(*state));
-      })) {
-    finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "Server busy: too many calls waiting; retry later"));
-  }
+      });
+  if (!queued.ok()) finish(ToGrpc(queued));
   return reactor;
 }
 

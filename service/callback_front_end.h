@@ -12,11 +12,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "proto/compiler_gym_service.grpc.pb.h"
 #include "service/compiler_gym_service.h"
 #include "service/thread_pool.h"
+#include "util/auth_token.h"
 
 namespace looptool::service {
 
@@ -51,13 +54,25 @@ using RawCompilerGymService = compiler_gym::CompilerGymService::WithRawCallbackM
                                 WithRawCallbackMethod_SendSessionParameter<
                                     compiler_gym::CompilerGymService::Service>>>>>>>>;
 
+// Who may call, and how each call's client is known.
+struct Admission {
+  // The shared token, or none (empty).
+  std::string auth_token;
+  // Per-client tokens: a call with one is that client's ("user:<name>"), whatever connection it
+  // comes on. When a shared or per-client token is set, every call must carry one of them
+  // (metadata "authorization: Bearer <token>"); UNAUTHENTICATED otherwise.
+  std::vector<ClientToken> client_tokens;
+};
+
 class CallbackFrontEnd final : public RawCompilerGymService {
  public:
-  // `service` and `pool` must outlive this. A non-empty `auth_token` is required of every call
-  // (metadata "authorization: Bearer <token>"); UNAUTHENTICATED otherwise.
+  // `service` and `pool` must outlive this. Each call's CallContext::owner is its client's
+  // identity for fair shares: "user:<name>" for a per-client token, else "conn:<peer>" (the
+  // connection it came on); a self-declared looptool-client-id names only its benchmarks
+  // (CallContext::client). Blocking work is queued on `pool` under the owner.
   CallbackFrontEnd(LoopToolService& service, ThreadPool& pool, RequestLimits limits,
-                   std::string auth_token)
-      : service_(service), pool_(pool), limits_(limits), auth_token_(std::move(auth_token)) {}
+                   Admission admission)
+      : service_(service), pool_(pool), limits_(limits), admission_(std::move(admission)) {}
 
   // Calls received and not yet answered; the server drains them before it stops.
   int in_flight() const { return in_flight_.load(); }
@@ -83,12 +98,14 @@ class CallbackFrontEnd final : public RawCompilerGymService {
   template <typename Request, typename Reply, typename Call>
   Reactor* Serve(Context* context, const grpc::ByteBuffer* in, grpc::ByteBuffer* out,
                  int64_t limit, Mode mode, Call call);
-  bool Authorized(const Context& context) const;
+  // The call's per-client token's name ("" for the shared token, or when none is required);
+  // nullopt when the call is not admitted.
+  std::optional<std::string> Admit(const Context& context) const;
 
   LoopToolService& service_;
   ThreadPool& pool_;
   const RequestLimits limits_;
-  const std::string auth_token_;
+  const Admission admission_;
   std::atomic<int> in_flight_{0};
 };
 

@@ -1,5 +1,7 @@
 #include "service/compiler_gym_service.h"
 
+#include "absl/hash/hash.h"
+
 #include <exception>
 
 #include "absl/strings/str_cat.h"
@@ -123,8 +125,12 @@ LoopToolService::LoopToolService(ServiceOptions options,
       observation_spaces_(ListObservationSpaces<ObservationSpaceRef>(engines_)),
       benchmarks_(options_.limits, options_.max_benchmark_cache_bytes,
                   options_.max_total_benchmark_bytes),
-      sessions_(options_.max_sessions),
+      sessions_(options_.max_sessions, options_.max_sessions_per_client),
       requests_(/*capacity=*/1 << 16, /*ttl=*/absl::Minutes(10)) {}
+
+uint64_t LoopToolService::TenantOf(const std::string& owner) {
+  return absl::Hash<std::string>{}(owner);
+}
 
 std::shared_ptr<Session> LoopToolService::Repeated(const CallContext& call, int64_t* id) {
   if (call.request_id.empty()) return nullptr;
@@ -230,14 +236,14 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
                                  }};
   ASSIGN_OR_RETURN(std::unique_ptr<Episode> episode,
                    engines_[engine]->NewEpisode(episode_request));
-  episode->set_tenant(++tenants_);  // kernels queue fairly per session
+  episode->set_tenant(TenantOf(call.owner));  // kernels queue fairly per client
   auto session = std::make_shared<Session>(uri, std::move(episode));
   {
     absl::MutexLock lock(&session->mu);
     RETURN_IF_ERROR(
         Observe(*session->episode, request.observation_space(), *reply.mutable_observation()));
   }
-  ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(session), absl::Now()));
+  ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(session), call.owner, absl::Now()));
   if (!call.request_id.empty()) requests_.Record(call.client, call.request_id, id, absl::Now());
   reply.set_session_id(id);
   return absl::OkStatus();
@@ -264,10 +270,10 @@ absl::Status LoopToolService::DoForkSession(const CallContext& call,
     absl::MutexLock lock(&parent->mu);
     episode = parent->episode->Clone();
   }
-  episode->set_tenant(++tenants_);  // before any other thread can see it
+  episode->set_tenant(TenantOf(call.owner));  // the forker's, before any other thread sees it
   ASSIGN_OR_RETURN(const int64_t id,
                    sessions_.Add(std::make_shared<Session>(parent->benchmark, std::move(episode)),
-                                 absl::Now()));
+                                 call.owner, absl::Now()));
   if (!call.request_id.empty()) requests_.Record(call.client, call.request_id, id, absl::Now());
   reply.set_session_id(id);
   return absl::OkStatus();
@@ -385,7 +391,7 @@ absl::Status LoopToolService::DoAddBenchmark(const CallContext& call,
       RETURN_IF_ERROR(benchmarks_.Load(call.client, b.uri()).status());
       continue;
     }
-    RETURN_IF_ERROR(benchmarks_.Add(call.client, b.uri(), b.program().contents()));
+    RETURN_IF_ERROR(benchmarks_.Add(call.client, call.owner, b.uri(), b.program().contents()));
   }
   return absl::OkStatus();
 }
@@ -422,7 +428,7 @@ absl::Status LoopToolService::DoSendSessionParameter(
             absl::StrCat("Parameter ", key, " needs a byte count, got '", p.value(), "'"));
       }
       // The caller's own cache only: other clients' benchmarks stay.
-      reply.add_reply(absl::StrCat(benchmarks_.set_max_size_in_bytes(call.client, bytes)));
+      reply.add_reply(absl::StrCat(benchmarks_.set_max_size_in_bytes(call.client, call.owner, bytes)));
     } else if (key == "service.benchmark_cache.get_max_size_in_bytes") {
       reply.add_reply(absl::StrCat(benchmarks_.max_size_in_bytes(call.client)));
     } else if (key == "service.benchmark_cache.get_size_in_bytes") {

@@ -8,7 +8,9 @@
 // status codes and messages; no exception escapes (it becomes INTERNAL). A Step is a
 // transaction: one that fails (a bad action, an observation that cannot be computed, a kernel
 // that cannot be measured) leaves its session as it was. Per-client state (added
-// benchmarks, the benchmark cache's size) is keyed by CallContext::client.
+// benchmarks, the benchmark cache's size) is keyed by CallContext::client; fair shares
+// (sessions per client, eviction when full, the benchmark cache's bytes, kernel queues) by
+// CallContext::owner, which a caller cannot choose.
 #ifndef LOOPTOOL_SERVICE_COMPILER_GYM_SERVICE_H_
 #define LOOPTOOL_SERVICE_COMPILER_GYM_SERVICE_H_
 
@@ -35,6 +37,7 @@ namespace looptool::service {
 struct ServiceOptions {
   Limits limits;
   int max_sessions = 1024;
+  int max_sessions_per_client = 256;  // per CallContext::owner (see SessionRegistry)
   int max_actions_per_step = 4096;
   int max_observations_per_request = 64;
   int max_benchmarks_per_request = 64;
@@ -57,6 +60,9 @@ struct ServiceOptions {
 // send) or its peer address.
 struct CallContext {
   std::string client;
+  // The caller's identity for fair shares (sessions, queued work, kernel time): its per-client
+  // token's name ("user:<name>") or its connection ("conn:<peer>"). Never self-declared.
+  std::string owner;
   // The caller's id of this call (metadata looptool-request-id; empty: none): a StartSession or
   // ForkSession sent again with the same id returns the session the first made (RequestLog).
   std::string request_id;
@@ -108,6 +114,8 @@ class LoopToolService {
   absl::Status DoForkSession(const CallContext& call,
                              const compiler_gym::ForkSessionRequest& request,
                              compiler_gym::ForkSessionReply& reply);
+  // The kernel queue of `owner`'s sessions (WorkerPool serves tenants in turn).
+  static uint64_t TenantOf(const std::string& owner);
   // The live session `call`'s request made before, when it was sent again (RequestLog).
   std::shared_ptr<Session> Repeated(const CallContext& call, int64_t* id);
   absl::Status DoStep(const compiler_gym::StepRequest& request, compiler_gym::StepReply& reply);
@@ -145,7 +153,6 @@ class LoopToolService {
   BenchmarkStore benchmarks_;
   SessionRegistry sessions_;
   RequestLog requests_;
-  std::atomic<uint64_t> tenants_{0};  // each session's kernels queue as their own tenant
 };
 
 }  // namespace looptool::service

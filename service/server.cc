@@ -119,7 +119,7 @@ std::vector<int> AllowedCpus() {
 }
 
 absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConfig config) {
-  if (!IsLoopback(config.bind) && config.auth_token.empty()) {
+  if (!IsLoopback(config.bind) && config.auth_token.empty() && config.client_tokens.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "refusing to listen on ", config.bind, " without a shared token: any host that reaches "
         "it could use it; give --auth_token_file (and --tls_cert_file/--tls_key_file for "
@@ -150,9 +150,10 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   config.service.compiler_version =
       absl::StrCat(config.service.compiler_version, " (host: ", HostCpuModel(), ")");
   s->service_ = std::make_unique<LoopToolService>(config.service, std::move(engines));
-  s->blocking_pool_ = std::make_unique<ThreadPool>(config.blocking_threads, config.max_queued_calls);
-  s->front_end_ = std::make_unique<CallbackFrontEnd>(*s->service_, *s->blocking_pool_,
-                                                     config.request_limits, config.auth_token);
+  s->blocking_pool_ = std::make_unique<ThreadPool>(config.blocking_pool);
+  s->front_end_ = std::make_unique<CallbackFrontEnd>(
+      *s->service_, *s->blocking_pool_, config.request_limits,
+      Admission{config.auth_token, config.client_tokens});
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat(config.bind, ":", config.port),

@@ -17,6 +17,7 @@
 #include "service/callback_front_end.h"
 #include "service/compiler_gym_service.h"
 #include "service/thread_pool.h"
+#include "util/auth_token.h"
 
 namespace looptool::service {
 
@@ -35,8 +36,9 @@ struct ServerConfig {
   ServiceOptions service;
   WorkerPool::Options workers;                   // cores empty: the last CPU we may run on
   absl::Duration session_idle_timeout = absl::Hours(1);
-  int blocking_threads = 32;                     // for calls that may wait (timing, forks)
-  size_t max_queued_calls = 1024;                // beyond this: RESOURCE_EXHAUSTED
+  // For calls that may wait (timing, forks), queued and run per client in turn; beyond its
+  // bounds: RESOURCE_EXHAUSTED.
+  ThreadPool::Options blocking_pool;
   RequestLimits request_limits;                  // per RPC; the transport refuses the largest+
   size_t max_memory_bytes = size_t{1} << 30;     // gRPC's buffers for calls in flight
   TransportLimits transport;
@@ -48,8 +50,10 @@ struct ServerConfig {
   // Wraps the kernel timer the sessions use (an extension point: tests install a fault injector
   // around the pool). Null: the pool itself.
   std::function<std::shared_ptr<KernelTimer>(std::shared_ptr<WorkerPool>)> wrap_timer;
-  // Required of every call when set. A server bound to anything but loopback must have one.
+  // Required of every call when set (the shared token, or any of the per-client tokens, which
+  // also name the client: see Admission). A server bound to anything but loopback must have one.
   std::string auth_token;
+  std::vector<ClientToken> client_tokens;
   // TLS: PEM files of the server's certificate chain and private key; both or neither.
   std::string tls_cert_file, tls_key_file;
 };

@@ -102,6 +102,12 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   config.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   config.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   config.service.max_sessions = absl::GetFlag(FLAGS_max_sessions).value;
+  config.service.max_sessions_per_client = absl::GetFlag(FLAGS_max_sessions_per_client).value;
+  config.blocking_pool.max_running_per_key = absl::GetFlag(FLAGS_max_running_calls_per_client).value;
+  config.blocking_pool.max_queued_per_key = absl::GetFlag(FLAGS_max_queued_calls_per_client).value;
+  if (const std::string file = absl::GetFlag(FLAGS_client_tokens_file); !file.empty()) {
+    ASSIGN_OR_RETURN(config.client_tokens, ReadClientTokensFile(file));
+  }
   config.service.limits.max_loops = absl::GetFlag(FLAGS_max_loops).value;
   config.session_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_session_idle_timeout).value);
   config.drain = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds).value);
@@ -133,7 +139,20 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "clients send it to --server(s)");
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain: serve TLS (with --tls_key_file)");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
-ABSL_FLAG(Positive<int>, max_sessions, Positive<int>{1024}, "live sessions at most");
+ABSL_FLAG(std::string, client_tokens_file, "",
+          "file of '<name> <token>' lines: each client's own token, which also names it (its "
+          "fair share of sessions, calls and kernel time is then its own, on any connection); "
+          "a server with one requires a token (this or --auth_token_file's) of every call");
+ABSL_FLAG(Positive<int>, max_sessions, Positive<int>{1024},
+          "live sessions at most; when all are taken, a client holding fewer than the largest "
+          "holder gets one by ending that holder's least recently used");
+ABSL_FLAG(Positive<int>, max_sessions_per_client, Positive<int>{256},
+          "live sessions one client (a per-client token's name, else a connection) may hold");
+ABSL_FLAG(Positive<int>, max_running_calls_per_client, Positive<int>{8},
+          "calls of one client that may wait (timing, forks, a busy session) running at once; "
+          "32 threads run them for all clients, in turn");
+ABSL_FLAG(Positive<int>, max_queued_calls_per_client, Positive<int>{256},
+          "calls of one client waiting for a thread (beyond: RESOURCE_EXHAUSTED); 1024 in all");
 ABSL_FLAG(Positive<double>, session_idle_timeout, Positive<double>{3600},
           "seconds after which an unused session is ended");
 ABSL_FLAG(NonNegative<double>, drain_seconds, NonNegative<double>{5},

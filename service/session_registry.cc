@@ -6,12 +6,21 @@
 
 namespace looptool::service {
 
-absl::StatusOr<int64_t> SessionRegistry::Add(std::shared_ptr<Session> session, absl::Time now) {
+absl::StatusOr<int64_t> SessionRegistry::Add(std::shared_ptr<Session> session,
+                                             const std::string& owner, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  if (static_cast<int>(sessions_.size()) >= max_sessions_) {
+  auto held = owned_.find(owner);
+  const int holds = held == owned_.end() ? 0 : held->second;
+  if (holds >= max_per_owner_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "Too many sessions for this client: it holds ", holds, ", the most one client may "
+        "(--max_sessions_per_client); end some with EndSession"));
+  }
+  if (static_cast<int>(sessions_.size()) >= max_sessions_ && !MakeRoomFor(owner)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "Too many sessions: this server keeps at most ", max_sessions_,
-        "; end some with EndSession (idle ones are reaped)"));
+        " and no client holds more than this one; end some with EndSession (idle ones are "
+        "reaped)"));
   }
   int64_t id = 0;
   do {
@@ -21,8 +30,44 @@ absl::StatusOr<int64_t> SessionRegistry::Add(std::shared_ptr<Session> session, a
     }
     id = static_cast<int64_t>(bits >> 1);  // 63 random bits: non-negative, as clients expect
   } while (sessions_.count(id) != 0 || ended_.count(id) != 0);
-  sessions_.emplace(id, Entry{std::move(session), now});
+  sessions_.emplace(id, Entry{std::move(session), owner, now});
+  ++owned_[owner];
   return id;
+}
+
+bool SessionRegistry::MakeRoomFor(const std::string& owner) {
+  auto largest = owned_.end();
+  for (auto it = owned_.begin(); it != owned_.end(); ++it) {
+    if (largest == owned_.end() || it->second > largest->second) largest = it;
+  }
+  auto mine = owned_.find(owner);
+  const int holds = mine == owned_.end() ? 0 : mine->second;
+  // After the swap the largest holder still holds at least as many as `owner` then does.
+  if (largest == owned_.end() || largest->first == owner || largest->second <= holds + 1) {
+    return false;
+  }
+  auto victim = sessions_.end();
+  for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+    if (it->second.owner != largest->first) continue;
+    if (victim == sessions_.end() || it->second.last_used < victim->second.last_used) victim = it;
+  }
+  Remove(victim);
+  return true;
+}
+
+std::map<int64_t, SessionRegistry::Entry>::iterator SessionRegistry::Remove(
+    std::map<int64_t, Entry>::iterator it) {
+  auto owned = owned_.find(it->second.owner);
+  if (--owned->second == 0) owned_.erase(owned);
+  const int64_t id = it->first;
+  auto next = sessions_.erase(it);
+  ended_.insert(id);
+  ended_order_.push_back(id);
+  if (ended_order_.size() > kRememberedEnded) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+  return next;
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::Find(int64_t id, absl::Time now) {
@@ -35,7 +80,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::Find(int64_t id, absl:
 
 int SessionRegistry::End(int64_t id) {
   absl::MutexLock lock(&mu_);
-  if (sessions_.erase(id) != 0) Retire(id);
+  if (auto it = sessions_.find(id); it != sessions_.end()) Remove(it);
   return static_cast<int>(sessions_.size());
 }
 
@@ -44,8 +89,7 @@ int SessionRegistry::ReapIdle(absl::Time now, absl::Duration idle_timeout) {
   int reaped = 0;
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (now - it->second.last_used > idle_timeout) {
-      Retire(it->first);
-      it = sessions_.erase(it);
+      it = Remove(it);
       ++reaped;
     } else {
       ++it;
@@ -54,13 +98,10 @@ int SessionRegistry::ReapIdle(absl::Time now, absl::Duration idle_timeout) {
   return reaped;
 }
 
-void SessionRegistry::Retire(int64_t id) {
-  ended_.insert(id);
-  ended_order_.push_back(id);
-  if (ended_order_.size() > kRememberedEnded) {
-    ended_.erase(ended_order_.front());
-    ended_order_.pop_front();
-  }
+int SessionRegistry::owned_by(const std::string& owner) const {
+  absl::MutexLock lock(&mu_);
+  auto it = owned_.find(owner);
+  return it == owned_.end() ? 0 : it->second;
 }
 
 int SessionRegistry::size() const {

@@ -30,13 +30,20 @@ struct Session {
   std::unique_ptr<Episode> episode ABSL_GUARDED_BY(mu);  // never null
 };
 
+// Sessions are owned by the client identity that made them (CallContext::owner; a fork by the
+// client that forked it, not the parent's), and shares are fair between owners: one owner may
+// hold at most `max_per_owner`; when all `max_sessions` are taken, a client holding fewer than
+// the largest holder gets a session by ending that holder's least recently used one (so a
+// server filled by one client always serves the next, and a client is never cut below what the
+// others hold). RESOURCE_EXHAUSTED otherwise.
 class SessionRegistry {
  public:
-  explicit SessionRegistry(int max_sessions) : max_sessions_(max_sessions) {}
+  SessionRegistry(int max_sessions, int max_per_owner)
+      : max_sessions_(max_sessions), max_per_owner_(max_per_owner) {}
 
-  // Registers `session` under a fresh random id in [0, 2^63). RESOURCE_EXHAUSTED when
-  // max_sessions are live.
-  absl::StatusOr<int64_t> Add(std::shared_ptr<Session> session, absl::Time now);
+  // Registers `session`, owned by `owner`, under a fresh random id in [0, 2^63).
+  absl::StatusOr<int64_t> Add(std::shared_ptr<Session> session, const std::string& owner,
+                              absl::Time now);
   // The session of `id`, marked as used at `now`. NOT_FOUND "Session not found: <id>".
   absl::StatusOr<std::shared_ptr<Session>> Find(int64_t id, absl::Time now);
   // Removes `id` if it is live; returns how many sessions remain.
@@ -44,18 +51,28 @@ class SessionRegistry {
   // Removes the sessions unused since `now - idle_timeout`; returns how many it removed.
   int ReapIdle(absl::Time now, absl::Duration idle_timeout);
   int size() const;
+  // Sessions `owner` holds.
+  int owned_by(const std::string& owner) const;
 
  private:
   struct Entry {
     std::shared_ptr<Session> session;
+    std::string owner;
     absl::Time last_used;
   };
   static constexpr size_t kRememberedEnded = 1 << 16;
-  void Retire(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the live session `it` points to; returns the next.
+  std::map<int64_t, Entry>::iterator Remove(std::map<int64_t, Entry>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes room for `owner` when the server is full: ends the least recently used session of
+  // the largest holder, if it holds more than `owner` would. Whether there is room now.
+  bool MakeRoomFor(const std::string& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_sessions_;
+  const int max_per_owner_;
   mutable absl::Mutex mu_;
   std::map<int64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> owned_ ABSL_GUARDED_BY(mu_);  // owner -> sessions (> 0)
   // Recently ended ids, never handed out again (bounded).
   std::set<int64_t> ended_ ABSL_GUARDED_BY(mu_);
   std::deque<int64_t> ended_order_ ABSL_GUARDED_BY(mu_);

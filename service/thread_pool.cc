@@ -1,9 +1,13 @@
 #include "service/thread_pool.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
 namespace looptool::service {
 
-ThreadPool::ThreadPool(int num_threads, size_t max_queued) : max_queued_(max_queued) {
-  for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { Work(); });
+ThreadPool::ThreadPool(Options options) : options_(options) {
+  for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Work(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -14,28 +18,64 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : threads_) t.join();
 }
 
-bool ThreadPool::Schedule(std::function<void()> fn) {
+absl::Status ThreadPool::Schedule(const std::string& key, std::function<void()> fn) {
   absl::MutexLock lock(&mu_);
-  if (queue_.size() >= max_queued_ || stopping_) return false;
-  queue_.push_back(std::move(fn));
-  return true;
+  if (stopping_) return absl::FailedPreconditionError("the server is shutting down");
+  if (queued_ >= options_.max_queued) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "Server busy: ", queued_, " calls are waiting, the most it queues; retry later"));
+  }
+  Key& k = keys_[key];
+  if (k.queue.size() >= options_.max_queued_per_key) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Server busy: this client has ", k.queue.size(),
+                     " calls waiting, the most one client may queue; retry later"));
+  }
+  k.queue.push_back(std::move(fn));
+  ++queued_;
+  MaybeReady(key, k);
+  return absl::OkStatus();
+}
+
+void ThreadPool::MaybeReady(const std::string& key, Key& k) {
+  if (!k.ready && !k.queue.empty() && k.running < options_.max_running_per_key) {
+    k.ready = true;
+    ready_.push_back(key);
+  }
 }
 
 void ThreadPool::Work() {
   while (true) {
     std::function<void()> fn;
+    std::string key;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](ThreadPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->queue_.empty();
+            return !p->ready_.empty() || (p->stopping_ && p->queued_ == 0);
           },
           this));
-      if (queue_.empty()) return;  // stopping, and nothing left to run
-      fn = std::move(queue_.front());
-      queue_.pop_front();
+      if (ready_.empty()) return;  // stopping, and nothing left to run
+      key = std::move(ready_.front());
+      ready_.pop_front();
+      Key& k = keys_[key];
+      k.ready = false;
+      fn = std::move(k.queue.front());
+      k.queue.pop_front();
+      --queued_;
+      ++k.running;
+      MaybeReady(key, k);  // its next closure waits for the other keys' turns
     }
     fn();
+    fn = nullptr;  // what it captured goes before the next one starts
+    absl::MutexLock lock(&mu_);
+    auto it = keys_.find(key);
+    --it->second.running;
+    if (it->second.running == 0 && it->second.queue.empty()) {
+      keys_.erase(it);
+    } else {
+      MaybeReady(key, it->second);
+    }
   }
 }
 

@@ -12,7 +12,7 @@
 namespace looptool::testing {
 namespace {
 
-// Faults armed per tenant (session); shared by the evaluator wrapper and the parameter handler.
+// Faults armed per tenant (client); shared by the evaluator wrapper and the parameter handler.
 class Armed {
  public:
   void Arm(uint64_t tenant, std::string fault) {

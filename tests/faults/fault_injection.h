@@ -1,7 +1,8 @@
 // Fault injection for tests only (no production target links it): a kernel worker extension
 // that runs a deliberately crashing or hanging JIT'd kernel, and a server extension that arms
-// one per session through the `test.inject_fault` session parameter ("crash" or "hang") and
-// fires it on that session's next kernel measurement, in a worker, as the session's tenant.
+// one through the `test.inject_fault` session parameter ("crash" or "hang") for the session's
+// tenant (the client that made it: its connection, or its per-client token) and fires it on
+// that tenant's next kernel measurement, in a worker.
 // `test.trim_heap` returns the server's free heap pages to the system now (malloc_trim), what
 // its reaper does every second, so that memory tests read the server's memory without waiting.
 // `test.faults_fired` answers how many armed faults have fired (their kernels were asked of a

@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -410,6 +413,106 @@ TEST(Exit, PortAndPidFilesAreRemoved) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/pid.txt"));
 }
 
+grpc::Status Fork(cg::CompilerGymService::Stub& stub, int64_t parent, int64_t* id = nullptr,
+                  std::chrono::seconds deadline = std::chrono::seconds(60)) {
+  cg::ForkSessionRequest r;
+  r.set_session_id(parent);
+  cg::ForkSessionReply reply;
+  auto ctx = Ctx();
+  ctx->set_deadline(std::chrono::system_clock::now() + deadline);
+  grpc::Status s = stub.ForkSession(ctx.get(), r, &reply);
+  if (id != nullptr) *id = reply.session_id();
+  return s;
+}
+
+// The first attack: one client forks until the server is full. Forks count against the
+// client that forks; another client still gets sessions, each in place of the filler's least
+// recently used, until both hold as many; and no client may hold more than its cap.
+TEST(FairShares, AClientThatFillsTheServerCannotLockOthersOut) {
+  ServerProcess server({"--max_sessions=16", "--max_sessions_per_client=12"});
+  ASSERT_TRUE(server.ok());
+  auto mallory = server.NewStub(), alice = server.NewStub();
+  const int64_t root = Start(*mallory);
+  int forks = 0;
+  grpc::Status s;
+  while ((s = Fork(*mallory, root)).ok() && forks < 100) ++forks;
+  EXPECT_EQ(forks, 11);  // with its start: 12, its cap
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("Too many sessions for this client: it holds 12"));
+  // Another client fills the rest (4), then takes from mallory until both hold 8.
+  std::vector<int64_t> mine;
+  for (int i = 0; i < 8; ++i) {
+    cg::StartSessionRequest r;
+    r.mutable_benchmark()->set_uri(kMm);
+    cg::StartSessionReply reply;
+    s = alice->StartSession(Ctx().get(), r, &reply);
+    ASSERT_TRUE(s.ok()) << i << ": " << s.error_message();
+    mine.push_back(reply.session_id());
+  }
+  cg::StartSessionRequest r;
+  r.mutable_benchmark()->set_uri(kMm);
+  cg::StartSessionReply reply;
+  s = alice->StartSession(Ctx().get(), r, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("no client holds more than this one"));
+  // Mallory cannot take them back: a fork of its own is refused too.
+  EXPECT_EQ(Fork(*mallory, root).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Alice's sessions are all alive; her fork of one is a session of hers.
+  for (int64_t id : mine) {
+    cg::StepRequest step;
+    step.set_session_id(id);
+    cg::StepReply stepped;
+    EXPECT_TRUE(alice->Step(Ctx().get(), step, &stepped).ok());
+  }
+  EXPECT_EQ(Fork(*alice, mine[0]).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// The fourth attack: one client's calls pile up behind its own busy session (a kernel
+// that hangs, then 40 more steps on that session, each waiting for it on a thread). Another
+// client's calls that need a thread (forks) still get one at once: one client runs at most
+// --max_running_calls_per_client of the pool's 32 threads. (With 32, as before, every thread
+// waits on the busy session and the fork waits for the hang's 60 s deadline.)
+TEST(FairShares, OneClientsBlockedCallsLeaveThreadsForOthers) {
+  ServerProcess server({"--eval_deadline=60", "--drain_seconds=0"},
+                       ServerProcess::kTestServerBinary);
+  ASSERT_TRUE(server.ok());
+  auto mallory = server.NewStub(), alice = server.NewStub(), probe = server.NewStub();
+  const int64_t busy = Start(*mallory);
+  EXPECT_EQ(Param(*mallory, "", busy, "test.inject_fault", "hang"), "hang");
+  const int flops = testing::ObservationIndex(*mallory, "flops");
+  const int64_t probe_session = Start(*probe);
+  std::vector<std::thread> calls;
+  std::atomic<int> finished{0};
+  const auto step = [&](bool timed) {
+    cg::StepRequest r;
+    r.set_session_id(busy);
+    if (timed) r.add_observation_space(flops);
+    cg::StepReply reply;
+    auto ctx = Ctx();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    mallory->Step(ctx.get(), r, &reply);
+    ++finished;
+  };
+  calls.emplace_back(step, true);
+  // The hang holds the session (and a worker) now.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (Param(*probe, "", probe_session, "test.faults_fired", "") != "1" &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  for (int i = 0; i < 40; ++i) calls.emplace_back(step, false);
+  const int64_t own = Start(*alice);
+  for (int i = 0; i < 5; ++i) {
+    int64_t fork = 0;
+    const grpc::Status s = Fork(*alice, own, &fork, std::chrono::seconds(20));
+    EXPECT_TRUE(s.ok()) << i << ": " << s.error_message();
+  }
+  EXPECT_EQ(finished.load(), 0);  // mallory's calls were all still waiting meanwhile
+  EXPECT_EQ(server.Terminate(), 0);  // cancels them (--drain_seconds=0)
+  for (std::thread& t : calls) t.join();
+}
+
 // SIGTERM while one session's kernel hangs and three more wait for the one worker: after
 // --drain_seconds the calls are cancelled, the hung kernel is abandoned to its (killed) worker
 // and the queued ones are dropped, so the server exits 0 long before the hang's 60 s deadline
@@ -418,10 +521,13 @@ TEST(Exit, SigtermDrainsInBoundedTimeWhileKernelsHang) {
   ServerProcess server({"--drain_seconds=1", "--eval_deadline=60"},
                        ServerProcess::kTestServerBinary);
   ASSERT_TRUE(server.ok());
+  // Four clients (connections; faults are armed per client), one session each.
   constexpr int kSessions = 4;
+  std::vector<std::unique_ptr<cg::CompilerGymService::Stub>> stubs;
   std::vector<int64_t> sessions;
   for (int i = 0; i < kSessions; ++i) {
-    sessions.push_back(Start(server.stub()));
+    stubs.push_back(server.NewStub());
+    sessions.push_back(Start(*stubs.back()));
     EXPECT_EQ(Param(server.stub(), "", sessions.back(), "test.inject_fault", "hang"), "hang");
   }
   const int flops = testing::ObservationIndex(server.stub(), "flops");
@@ -429,7 +535,7 @@ TEST(Exit, SigtermDrainsInBoundedTimeWhileKernelsHang) {
   std::vector<std::thread> steps;
   for (int i = 0; i < kSessions; ++i) {
     steps.emplace_back([&, i] {
-      auto stub = server.NewStub();
+      cg::CompilerGymService::Stub* stub = stubs[i].get();
       cg::StepRequest r;
       r.set_session_id(sessions[i]);
       r.add_observation_space(flops);

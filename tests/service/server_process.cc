@@ -47,8 +47,12 @@ ServerProcess::ServerProcess(std::vector<std::string> flags, std::string binary)
 }
 
 std::unique_ptr<compiler_gym::CompilerGymService::Stub> ServerProcess::NewStub() const {
-  return compiler_gym::CompilerGymService::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
+  // A connection of its own (gRPC would share one between channels to the same address): the
+  // server tells clients apart by connection.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return compiler_gym::CompilerGymService::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
 }
 
 int ServerProcess::Terminate() {

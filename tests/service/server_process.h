@@ -29,6 +29,7 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
   const std::string& working_dir() const { return working_dir_; }
   compiler_gym::CompilerGymService::Stub& stub() { return *stub_; }
+  // A stub on a connection of its own: to the server, another client.
   std::unique_ptr<compiler_gym::CompilerGymService::Stub> NewStub() const;
 
   // Closes the stub, sends SIGTERM and returns the exit status (as from waitpid) once the server is gone.

@@ -39,9 +39,9 @@ std::shared_ptr<Session> NewSession(const std::string& uri = "benchmark://t/x") 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
 TEST(SessionRegistry, AddFindEnd) {
-  SessionRegistry r(10);
+  SessionRegistry r(10, /*max_per_owner=*/10);
   auto session = NewSession("benchmark://t/a");
-  auto id = r.Add(session, kT0);
+  auto id = r.Add(session, "owner", kT0);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(r.size(), 1);
   auto found = r.Find(*id, kT0);
@@ -49,7 +49,7 @@ TEST(SessionRegistry, AddFindEnd) {
   EXPECT_EQ(found->get(), session.get());
   EXPECT_EQ((*found)->benchmark, "benchmark://t/a");
 
-  auto other = r.Add(NewSession(), kT0);
+  auto other = r.Add(NewSession(), "owner", kT0);
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(r.End(*id), 1);  // returns how many remain
   EXPECT_EQ(r.End(*id), 1);  // ending it again changes nothing
@@ -64,7 +64,7 @@ TEST(SessionRegistry, AddFindEnd) {
 }
 
 TEST(SessionRegistry, UnknownIdsAreNotFoundWithTheirId) {
-  SessionRegistry r(4);
+  SessionRegistry r(4, /*max_per_owner=*/4);
   for (int64_t id : {int64_t{0}, int64_t{-1}, int64_t{42}, int64_t{9223372036854775807}}) {
     const absl::Status s = r.Find(id, kT0).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << id;
@@ -74,25 +74,25 @@ TEST(SessionRegistry, UnknownIdsAreNotFoundWithTheirId) {
 }
 
 TEST(SessionRegistry, MaxSessionsIsResourceExhaustedUntilOneEnds) {
-  SessionRegistry r(3);
+  SessionRegistry r(3, /*max_per_owner=*/10);
   std::vector<int64_t> ids;
-  for (int i = 0; i < 3; ++i) ids.push_back(*r.Add(NewSession(), kT0));
-  const absl::Status full = r.Add(NewSession(), kT0).status();
+  for (int i = 0; i < 3; ++i) ids.push_back(*r.Add(NewSession(), "owner", kT0));
+  const absl::Status full = r.Add(NewSession(), "owner", kT0).status();
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(full.message(),
-            "Too many sessions: this server keeps at most 3; end some with EndSession (idle "
-            "ones are reaped)");
+            "Too many sessions: this server keeps at most 3 and no client holds more than this "
+            "one; end some with EndSession (idle ones are reaped)");
   EXPECT_EQ(r.size(), 3);
   EXPECT_EQ(r.End(ids[1]), 2);
-  EXPECT_TRUE(r.Add(NewSession(), kT0).ok());
-  EXPECT_EQ(r.Add(NewSession(), kT0).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(r.Add(NewSession(), "owner", kT0).ok());
+  EXPECT_EQ(r.Add(NewSession(), "owner", kT0).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST(SessionRegistry, IdleReapingIsExactAtTheBoundary) {
   const absl::Duration timeout = absl::Seconds(60);
-  SessionRegistry r(10);
-  const int64_t a = *r.Add(NewSession(), kT0);
-  const int64_t b = *r.Add(NewSession(), kT0 + absl::Seconds(10));
+  SessionRegistry r(10, /*max_per_owner=*/10);
+  const int64_t a = *r.Add(NewSession(), "owner", kT0);
+  const int64_t b = *r.Add(NewSession(), "owner", kT0 + absl::Seconds(10));
   // Unused for exactly the timeout: kept. One nanosecond more: reaped.
   EXPECT_EQ(r.ReapIdle(kT0 + timeout, timeout), 0);
   EXPECT_EQ(r.size(), 2);
@@ -108,10 +108,10 @@ TEST(SessionRegistry, IdleReapingIsExactAtTheBoundary) {
 
 TEST(SessionRegistry, ReapingCountsOnlyTheIdleOnes) {
   const absl::Duration timeout = absl::Seconds(5);
-  SessionRegistry r(100);
+  SessionRegistry r(100, /*max_per_owner=*/100);
   std::vector<int64_t> old_ids, fresh_ids;
-  for (int i = 0; i < 7; ++i) old_ids.push_back(*r.Add(NewSession(), kT0));
-  for (int i = 0; i < 4; ++i) fresh_ids.push_back(*r.Add(NewSession(), kT0 + absl::Seconds(3)));
+  for (int i = 0; i < 7; ++i) old_ids.push_back(*r.Add(NewSession(), "owner", kT0));
+  for (int i = 0; i < 4; ++i) fresh_ids.push_back(*r.Add(NewSession(), "owner", kT0 + absl::Seconds(3)));
   EXPECT_EQ(r.ReapIdle(kT0 + absl::Seconds(6), timeout), 7);
   EXPECT_EQ(r.size(), 4);
   for (int64_t id : old_ids) EXPECT_FALSE(r.Find(id, kT0).ok());
@@ -119,10 +119,10 @@ TEST(SessionRegistry, ReapingCountsOnlyTheIdleOnes) {
 }
 
 TEST(SessionRegistry, IdsAreNonNegativeDistinctAndNotSequential) {
-  SessionRegistry r(100000);
+  SessionRegistry r(100000, /*max_per_owner=*/100000);
   std::vector<int64_t> ids;
   for (int i = 0; i < 256; ++i) {
-    auto id = r.Add(NewSession(), kT0);
+    auto id = r.Add(NewSession(), "owner", kT0);
     ASSERT_TRUE(id.ok());
     EXPECT_GE(*id, 0);
     ids.push_back(*id);
@@ -143,11 +143,11 @@ TEST(SessionRegistry, IdsAreNonNegativeDistinctAndNotSequential) {
 TEST(SessionRegistry, EndedIdsAreNotHandedOutAgain) {
   // Ids are drawn at random, so a reuse cannot be forced from outside; this checks that, over
   // many add/end and add/reap cycles, no id is ever handed out twice.
-  SessionRegistry r(8);
+  SessionRegistry r(8, /*max_per_owner=*/8);
   std::set<int64_t> seen;
   absl::Time now = kT0;
   for (int i = 0; i < 4000; ++i) {
-    auto id = r.Add(NewSession(), now);
+    auto id = r.Add(NewSession(), "owner", now);
     ASSERT_TRUE(id.ok());
     EXPECT_TRUE(seen.insert(*id).second) << "id " << *id << " reused";
     if (i % 2 == 0) {
@@ -158,6 +158,51 @@ TEST(SessionRegistry, EndedIdsAreNotHandedOutAgain) {
     }
   }
   EXPECT_EQ(r.size(), 0);
+}
+
+TEST(SessionRegistry, OneOwnerHoldsAtMostItsCap) {
+  SessionRegistry r(10, /*max_per_owner=*/2);
+  ASSERT_TRUE(r.Add(NewSession(), "mallory", kT0).ok());
+  ASSERT_TRUE(r.Add(NewSession(), "mallory", kT0).ok());
+  const absl::Status capped = r.Add(NewSession(), "mallory", kT0).status();
+  EXPECT_EQ(capped.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(capped.message()),
+              ::testing::HasSubstr("Too many sessions for this client: it holds 2"));
+  EXPECT_TRUE(r.Add(NewSession(), "alice", kT0).ok());  // others are not capped by it
+  EXPECT_EQ(r.owned_by("mallory"), 2);
+  EXPECT_EQ(r.owned_by("alice"), 1);
+}
+
+// The attack: one client fills the server. The next client still gets sessions, each
+// by ending the filler's least recently used one, until both hold as many; then the server is
+// full for both.
+TEST(SessionRegistry, AFullServerServesTheClientHoldingFewer) {
+  SessionRegistry r(4, /*max_per_owner=*/4);
+  std::vector<int64_t> filler;
+  for (int i = 0; i < 4; ++i) {
+    filler.push_back(*r.Add(NewSession(), "mallory", kT0 + absl::Seconds(i)));
+  }
+  EXPECT_TRUE(r.Find(filler[0], kT0 + absl::Seconds(10)).ok());  // filler[1] is now the LRU
+  const int64_t a = *r.Add(NewSession(), "alice", kT0 + absl::Seconds(11));
+  EXPECT_EQ(r.Find(filler[1], kT0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(r.Find(filler[0], kT0).ok());
+  ASSERT_TRUE(r.Add(NewSession(), "alice", kT0 + absl::Seconds(12)).ok());  // 2 to 2 now
+  EXPECT_EQ(r.owned_by("mallory"), 2);
+  EXPECT_EQ(r.owned_by("alice"), 2);
+  EXPECT_EQ(r.size(), 4);
+  // Neither may take from the other any more, nor may mallory take back.
+  EXPECT_EQ(r.Add(NewSession(), "alice", kT0).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  const absl::Status back = r.Add(NewSession(), "mallory", kT0).status();
+  EXPECT_EQ(back.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(back.message()), ::testing::HasSubstr("Too many sessions"));
+  // A third client holding none takes one from the largest holder (a tie: the first by name).
+  ASSERT_TRUE(r.Add(NewSession(), "carol", kT0).ok());
+  EXPECT_EQ(r.owned_by("alice"), 1);
+  EXPECT_EQ(r.Find(a, kT0).status().code(), absl::StatusCode::kNotFound);  // alice's LRU
+  EXPECT_EQ(r.owned_by("mallory"), 2);
+  EXPECT_EQ(r.owned_by("carol"), 1);
+  EXPECT_EQ(r.size(), 4);
 }
 
 }  // namespace

@@ -1,13 +1,18 @@
 // ThreadPool on its own: everything scheduled runs on the pool's threads, the queue refuses work
-// beyond max_queued, and the destructor runs what is queued before it joins.
+// beyond max_queued (and a key's beyond max_queued_per_key), keys are served in turn and run at
+// most max_running_per_key at once, and the destructor runs what is queued before it joins.
 #include "service/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -16,14 +21,28 @@
 namespace looptool::service {
 namespace {
 
+ThreadPool::Options Sized(int threads, size_t max_queued) {
+  ThreadPool::Options o;
+  o.threads = threads;
+  o.max_queued = max_queued;
+  o.max_queued_per_key = max_queued;
+  o.max_running_per_key = threads;
+  return o;
+}
+
+// Schedules `fn` under `key`; whether it was queued.
+bool Queue(ThreadPool& pool, std::function<void()> fn, const std::string& key = "k") {
+  return pool.Schedule(key, std::move(fn)).ok();
+}
+
 TEST(ThreadPool, RunsEverythingScheduledOnItsOwnThreads) {
   std::atomic<int> ran{0};
   absl::Mutex mu;
   std::set<std::thread::id> threads;
   {
-    ThreadPool pool(3, 10000);
+    ThreadPool pool(Sized(3, 10000));
     for (int i = 0; i < 2000; ++i) {
-      ASSERT_TRUE(pool.Schedule([&] {
+      ASSERT_TRUE(Queue(pool, [&] {
         ++ran;
         absl::MutexLock lock(&mu);
         threads.insert(std::this_thread::get_id());
@@ -38,13 +57,13 @@ TEST(ThreadPool, RunsEverythingScheduledOnItsOwnThreads) {
 
 TEST(ThreadPool, ThreadsRunConcurrently) {
   // Two closures that each wait for the other: they finish only on two threads at once.
-  ThreadPool pool(2, 10);
+  ThreadPool pool(Sized(2, 10));
   absl::Notification a_started, b_started, both_done_a, both_done_b;
-  ASSERT_TRUE(pool.Schedule([&] {
+  ASSERT_TRUE(Queue(pool, [&] {
     a_started.Notify();
     if (b_started.WaitForNotificationWithTimeout(absl::Seconds(30))) both_done_a.Notify();
   }));
-  ASSERT_TRUE(pool.Schedule([&] {
+  ASSERT_TRUE(Queue(pool, [&] {
     b_started.Notify();
     if (a_started.WaitForNotificationWithTimeout(absl::Seconds(30))) both_done_b.Notify();
   }));
@@ -56,17 +75,17 @@ TEST(ThreadPool, QueueBeyondMaxQueuedIsRefusedAndDropped) {
   std::atomic<int> ran{0};
   std::atomic<bool> dropped_ran{false};
   {
-    ThreadPool pool(1, 2);
+    ThreadPool pool(Sized(1, 2));
     absl::Notification started, release;
-    ASSERT_TRUE(pool.Schedule([&] {
+    ASSERT_TRUE(Queue(pool, [&] {
       started.Notify();
       release.WaitForNotification();
     }));
     started.WaitForNotification();  // the one thread is busy; the queue is empty
-    EXPECT_TRUE(pool.Schedule([&] { ++ran; }));
-    EXPECT_TRUE(pool.Schedule([&] { ++ran; }));
-    EXPECT_FALSE(pool.Schedule([&] { dropped_ran = true; }));
-    EXPECT_FALSE(pool.Schedule([&] { dropped_ran = true; }));
+    EXPECT_TRUE(Queue(pool, [&] { ++ran; }));
+    EXPECT_TRUE(Queue(pool, [&] { ++ran; }));
+    EXPECT_FALSE(Queue(pool, [&] { dropped_ran = true; }));
+    EXPECT_FALSE(Queue(pool, [&] { dropped_ran = true; }));
     release.Notify();
   }
   EXPECT_EQ(ran.load(), 2);
@@ -74,20 +93,20 @@ TEST(ThreadPool, QueueBeyondMaxQueuedIsRefusedAndDropped) {
 }
 
 TEST(ThreadPool, RoomFreesAsTheQueueDrains) {
-  ThreadPool pool(1, 1);
+  ThreadPool pool(Sized(1, 1));
   absl::Notification started, release;
-  ASSERT_TRUE(pool.Schedule([&] {
+  ASSERT_TRUE(Queue(pool, [&] {
     started.Notify();
     release.WaitForNotification();
   }));
   started.WaitForNotification();
   absl::Notification second_ran;
-  EXPECT_TRUE(pool.Schedule([&] { second_ran.Notify(); }));
-  EXPECT_FALSE(pool.Schedule([] {}));
+  EXPECT_TRUE(Queue(pool, [&] { second_ran.Notify(); }));
+  EXPECT_FALSE(Queue(pool, [] {}));
   release.Notify();
   second_ran.WaitForNotification();  // the queue is empty again
   absl::Notification third_ran;
-  EXPECT_TRUE(pool.Schedule([&] { third_ran.Notify(); }));
+  EXPECT_TRUE(Queue(pool, [&] { third_ran.Notify(); }));
   EXPECT_TRUE(third_ran.WaitForNotificationWithTimeout(absl::Seconds(60)));
 }
 
@@ -95,21 +114,92 @@ TEST(ThreadPool, DestructorRunsQueuedClosuresInOrderThenJoins) {
   std::vector<int> order;  // written by the pool's one thread only
   std::atomic<bool> refused_while_stopping{false};
   absl::Notification started;
-  auto pool = std::make_unique<ThreadPool>(1, 100);
+  auto pool = std::make_unique<ThreadPool>(Sized(1, 100));
   ThreadPool* raw = pool.get();
   // The pool's one thread is held until the destructor has begun.
-  ASSERT_TRUE(pool->Schedule([&, raw] {
+  ASSERT_TRUE(Queue(*pool, [&, raw] {
     started.Notify();
     while (!raw->stopping()) std::this_thread::yield();
   }));
   started.WaitForNotification();
   EXPECT_FALSE(raw->stopping());
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(pool->Schedule([&order, i] { order.push_back(i); }));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Queue(*pool, [&order, i] { order.push_back(i); }));
   // Work queued while the pool is being destroyed is refused.
-  ASSERT_TRUE(raw->Schedule([&, raw] { refused_while_stopping = !raw->Schedule([] {}); }));
+  ASSERT_TRUE(Queue(*raw, [&, raw] { refused_while_stopping = !Queue(*raw, [] {}); }));
   pool.reset();  // returns only when every queued closure has run
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_TRUE(refused_while_stopping.load());
+}
+
+TEST(ThreadPool, KeysAreServedInTurn) {
+  std::vector<std::string> order;  // written by the pool's one thread only
+  absl::Notification started, release;
+  {
+    ThreadPool pool(Sized(1, 100));
+    ASSERT_TRUE(Queue(pool, [&] {
+      started.Notify();
+      release.WaitForNotification();
+    }, "x"));
+    started.WaitForNotification();
+    for (int i = 1; i <= 5; ++i) {
+      ASSERT_TRUE(Queue(pool, [&order, i] { order.push_back(absl::StrCat("a", i)); }, "a"));
+    }
+    for (int i = 1; i <= 2; ++i) {
+      ASSERT_TRUE(Queue(pool, [&order, i] { order.push_back(absl::StrCat("b", i)); }, "b"));
+    }
+    release.Notify();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "a2", "b2", "a3", "a4", "a5"}));
+}
+
+// One key's closures blocked (a client's calls waiting on its own busy session) hold at most
+// max_running_per_key threads: another key's closure runs on the others meanwhile.
+TEST(ThreadPool, AKeyRunsAtMostItsShareOfThreads) {
+  ThreadPool::Options o = Sized(4, 100);
+  o.max_running_per_key = 2;
+  ThreadPool pool(o);
+  absl::Mutex mu;
+  int running = 0, most = 0;
+  absl::Notification release, other_ran;
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(Queue(pool, [&] {
+      {
+        absl::MutexLock lock(&mu);
+        most = std::max(most, ++running);
+      }
+      release.WaitForNotification();
+      absl::MutexLock lock(&mu);
+      --running;
+    }, "busy"));
+  }
+  ASSERT_TRUE(Queue(pool, [&] { other_ran.Notify(); }, "other"));
+  EXPECT_TRUE(other_ran.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(most, 2);
+  }
+  release.Notify();
+}
+
+TEST(ThreadPool, AKeyQueuesAtMostItsShare) {
+  ThreadPool::Options o = Sized(1, 10);
+  o.max_queued_per_key = 2;
+  ThreadPool pool(o);
+  absl::Notification started, release;
+  ASSERT_TRUE(Queue(pool, [&] {
+    started.Notify();
+    release.WaitForNotification();
+  }, "x"));
+  started.WaitForNotification();
+  EXPECT_TRUE(Queue(pool, [] {}, "a"));
+  EXPECT_TRUE(Queue(pool, [] {}, "a"));
+  const absl::Status refused = pool.Schedule("a", [] {});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "Server busy: this client has 2 calls waiting, the most one client may queue; retry "
+            "later");
+  EXPECT_TRUE(Queue(pool, [] {}, "b"));  // another key still queues
+  release.Notify();
 }
 
 }  // namespace
