@@ -14,10 +14,8 @@
 // unknown session), the flops step after an injected crash with INTERNAL, after an injected
 // hang with DEADLINE_EXCEEDED. Anything else that is not OK is unexpected (UNAVAILABLE: the
 // server died or stopped answering).
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,13 +42,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "backend/timing/host_cpu.h"
+#include "bench/server_process.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "proto/compiler_gym_service.grpc.pb.h"
-
-extern char** environ;
 
 ABSL_FLAG(int, clients, 64, "client threads, each with its own channel (connection)");
 ABSL_FLAG(double, minutes, 1, "how long the clients run (fractions allowed)");
@@ -174,186 +171,21 @@ std::atomic<int64_t> g_unexpected{0};
 std::atomic<int64_t> g_live{0};  // sessions the clients hold (not counting abandoned ones)
 
 // ---------------------------------------------------------------------------------------------
-// The server's process and memory.
+// The server's memory over time.
 
-struct Memory {
+struct Memory : bench::ProcessMemory {
   double t = 0;             // seconds since the clients started (negative: before)
-  bool ok = false;          // the process was there to read
-  double server_mb = 0;     // VmRSS
-  int threads = 0;
-  int workers = 0;          // descendant processes (kernel workers)
-  double workers_mb = 0;    // their VmRSS, summed
   int64_t calls = 0;
   int64_t live = 0;
 };
 
-// VmRSS (MB) and Threads from /proc/<pid>/status; false when the process is gone.
-bool ReadStatus(pid_t pid, double* rss_mb, int* threads) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  if (!in) return false;
-  std::string line;
-  bool any = false;
-  *rss_mb = 0;
-  *threads = 0;
-  while (std::getline(in, line)) {
-    long value = 0;
-    if (std::sscanf(line.c_str(), "VmRSS: %ld kB", &value) == 1) *rss_mb = value / 1024.0;
-    if (std::sscanf(line.c_str(), "Threads: %ld", &value) == 1) *threads = static_cast<int>(value);
-    any = true;
-  }
-  return any;
-}
-
-// The processes descended from `root`, found by scanning /proc/*/stat for parent ids.
-std::vector<pid_t> Descendants(pid_t root) {
-  std::multimap<pid_t, pid_t> children;  // parent -> child
-  if (DIR* d = opendir("/proc")) {
-    while (dirent* e = readdir(d)) {
-      char* end = nullptr;
-      const long pid = std::strtol(e->d_name, &end, 10);
-      if (*end != '\0' || pid <= 0) continue;
-      std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
-      std::string stat;
-      if (!std::getline(in, stat)) continue;
-      const size_t paren = stat.rfind(')');
-      if (paren == std::string::npos) continue;
-      char state = 0;
-      long ppid = 0;
-      if (std::sscanf(stat.c_str() + paren + 1, " %c %ld", &state, &ppid) != 2) continue;
-      if (state == 'Z') continue;
-      children.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(pid));
-    }
-    closedir(d);
-  }
-  std::vector<pid_t> out, todo = {root};
-  while (!todo.empty()) {
-    const pid_t p = todo.back();
-    todo.pop_back();
-    auto [lo, hi] = children.equal_range(p);
-    for (auto it = lo; it != hi; ++it) {
-      out.push_back(it->second);
-      todo.push_back(it->second);
-    }
-  }
-  return out;
-}
-
 Memory SampleMemory(pid_t pid, double t) {
   Memory m;
+  static_cast<bench::ProcessMemory&>(m) = bench::SampleProcessMemory(pid);
   m.t = t;
   m.calls = g_calls.load();
   m.live = g_live.load();
-  if (pid <= 0) return m;
-  m.ok = ReadStatus(pid, &m.server_mb, &m.threads);
-  if (!m.ok) return m;
-  for (pid_t c : Descendants(pid)) {
-    double mb = 0;
-    int threads = 0;
-    if (ReadStatus(c, &mb, &threads)) {
-      ++m.workers;
-      m.workers_mb += mb;
-    }
-  }
   return m;
-}
-
-bool Executable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
-
-std::string FindServerBinary(const char* argv0) {
-  if (!absl::GetFlag(FLAGS_server_binary).empty()) return absl::GetFlag(FLAGS_server_binary);
-  std::vector<std::string> candidates;
-  if (const char* dir = getenv("RUNFILES_DIR")) {
-    candidates.push_back(std::string(dir) + "/looptool/tests/faults/looptool-test-server");
-  }
-  candidates.push_back(std::string(argv0) + ".runfiles/looptool/tests/faults/looptool-test-server");
-  candidates.push_back("tests/faults/looptool-test-server");  // bazel run's working directory
-  candidates.push_back("bazel-bin/tests/faults/looptool-test-server");
-  for (const std::string& c : candidates) {
-    if (Executable(c) && !std::filesystem::is_directory(c)) return c;
-  }
-  return "";
-}
-
-struct StartedServer {
-  pid_t pid = -1;
-  int port = 0;
-  std::string dir, binary, args;
-};
-
-// Starts the server with its stderr in <dir>/server.log; waits for port.txt.
-bool StartServer(const char* argv0, StartedServer* s) {
-  s->binary = FindServerBinary(argv0);
-  if (s->binary.empty()) {
-    std::fprintf(stderr, "soak_bench: no looptool-test-server found; build "
-                         "//tests/faults:looptool-test-server or pass --server_binary\n");
-    return false;
-  }
-  std::string templ = "/tmp/looptool-soak-XXXXXX";
-  if (mkdtemp(templ.data()) == nullptr) return false;
-  s->dir = templ;
-  std::vector<std::string> args = {s->binary, "--port=0",
-                                   "--working_dir=" + s->dir};
-  for (absl::string_view a :
-       absl::StrSplit(absl::GetFlag(FLAGS_server_args), ' ', absl::SkipWhitespace())) {
-    args.emplace_back(a);
-  }
-  for (size_t i = 1; i < args.size(); ++i) s->args += (i > 1 ? " " : "") + args[i];
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  const std::string log = s->dir + "/server.log";
-  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int rc = posix_spawn(&s->pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    std::fprintf(stderr, "soak_bench: cannot start %s\n", s->binary.c_str());
-    s->pid = -1;
-    return false;
-  }
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (Clock::now() < deadline) {
-    std::ifstream in(s->dir + "/port.txt");
-    if (in >> s->port && s->port > 0) return true;
-    int status = 0;
-    if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
-      std::fprintf(stderr, "soak_bench: the server exited at start (status %d); see %s\n", status,
-                   log.c_str());
-      s->pid = -1;
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::fprintf(stderr, "soak_bench: the server wrote no port.txt in 120 s; see %s\n", log.c_str());
-  kill(s->pid, SIGKILL);
-  waitpid(s->pid, nullptr, 0);
-  s->pid = -1;
-  return false;
-}
-
-// SIGTERM, then waits (up to 60 s, then SIGKILL). Returns a description and sets *exit_ok.
-std::string StopServer(pid_t pid, bool* exit_ok) {
-  *exit_ok = false;
-  if (kill(pid, SIGTERM) != 0) return "could not be signalled";
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  int status = 0;
-  while (Clock::now() < deadline) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      if (WIFEXITED(status)) {
-        *exit_ok = WEXITSTATUS(status) == 0;
-        return absl::StrFormat("exited %d", WEXITSTATUS(status));
-      }
-      if (WIFSIGNALED(status)) return absl::StrFormat("killed by signal %d", WTERMSIG(status));
-      return "ended";
-    }
-    if (r < 0) return "already reaped";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return "did not exit within 60 s of SIGTERM (killed)";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -914,7 +746,7 @@ std::string MemorySection(const std::vector<Memory>& samples, double every, RssS
 }
 
 // The report's header: host, date, duration, server, what each client does.
-std::string Header(const StartedServer& started, const std::string& address, pid_t pid,
+std::string Header(const bench::ServerProcess& started, const std::string& address, pid_t pid,
                    const std::string& stop, std::time_t wall_start, double duration, int clients) {
   char date[64];
   std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %Z", std::localtime(&wall_start));
@@ -951,10 +783,22 @@ int Main(const char* argv0) {
     return 2;
   }
   std::string address = absl::GetFlag(FLAGS_server);
-  StartedServer started;
+  bench::ServerProcess started;
   pid_t pid = absl::GetFlag(FLAGS_server_pid);
   if (address.empty()) {
-    if (!StartServer(argv0, &started)) return 1;
+    std::string binary = absl::GetFlag(FLAGS_server_binary);
+    if (binary.empty()) binary = bench::FindBinary(argv0, "tests/faults/looptool-test-server");
+    if (binary.empty()) {
+      std::fprintf(stderr, "soak_bench: no looptool-test-server found; build "
+                           "//tests/faults:looptool-test-server or pass --server_binary\n");
+      return 1;
+    }
+    std::string error;
+    if (!bench::StartServer(binary, bench::SplitArgs(absl::GetFlag(FLAGS_server_args)), "soak",
+                            &started, &error)) {
+      std::fprintf(stderr, "soak_bench: %s\n", error.c_str());
+      return 1;
+    }
     address = absl::StrFormat("127.0.0.1:%d", started.port);
     pid = started.pid;
   }
@@ -966,7 +810,7 @@ int Main(const char* argv0) {
     std::fprintf(stderr, "soak_bench: GetSpaces failed: %s\n", error.c_str());
     if (started.pid > 0) {
       bool ignored = false;
-      StopServer(started.pid, &ignored);
+      bench::StopServer(started.pid, &ignored);
     }
     return 1;
   }
@@ -978,7 +822,7 @@ int Main(const char* argv0) {
   std::string stop = "not stopped (an existing server)";
   bool exit_ok = true;
   if (started.pid > 0) {
-    stop = StopServer(started.pid, &exit_ok);
+    stop = bench::StopServer(started.pid, &exit_ok);
     if (exit_ok) std::filesystem::remove_all(started.dir);
   }
 

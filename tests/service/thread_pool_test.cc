@@ -172,6 +172,14 @@ TEST(ThreadPool, AKeyRunsAtMostItsShareOfThreads) {
       --running;
     }, "busy"));
   }
+  {
+    // Two of them start; without the cap, all four threads would run "busy" closures and
+    // "other" would wait for the release.
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                        +[](int* n) { return *n == 2; }, &running),
+                                    absl::Seconds(60)));
+  }
   ASSERT_TRUE(Queue(pool, [&] { other_ran.Notify(); }, "other"));
   EXPECT_TRUE(other_ran.WaitForNotificationWithTimeout(absl::Seconds(60)));
   {
