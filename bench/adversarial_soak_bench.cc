@@ -41,8 +41,10 @@
 
 ABSL_FLAG(double, minutes, 30, "the whole run, split evenly between the phases");
 ABSL_FLAG(std::string, attacks,
-          "session_hog,stream_flood,idle_connections,slow_kernels,identity_churn,all_at_once",
-          "the attack phases, in order, after a quiet baseline");
+          "session_hog,stream_flood,stream_flood_unacknowledged,idle_connections,slow_kernels,"
+          "identity_churn,all_at_once",
+          "the attack phases, in order, after a quiet baseline (all_at_once: the five others "
+          "but stream_flood_unacknowledged)");
 ABSL_FLAG(int, good_clients, 4, "well-behaved clients, each on its own connection");
 ABSL_FLAG(double, steps_per_second, 100, "each well-behaved client's pace");
 ABSL_FLAG(std::string, server_binary, "",
@@ -355,6 +357,12 @@ int Main(const char* argv0) {
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (!(absl::GetFlag(FLAGS_minutes) > 0) || !(absl::GetFlag(FLAGS_steps_per_second) > 0) ||
+      absl::GetFlag(FLAGS_good_clients) < 1) {
+    std::fprintf(stderr, "adversarial_soak_bench: --minutes and --steps_per_second must be "
+                         "positive and --good_clients at least 1\n");
+    return 2;
   }
   std::vector<std::string> names = {"baseline"};
   for (absl::string_view n :

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -325,7 +326,8 @@ class StreamFloodAttack : public ThreadedAttack {
         }
         if (c.opened < streams_) {
           std::string batch;
-          for (int k = 0; k < 100 && c.opened < streams_; ++k, ++c.opened) {
+          int k = 0;
+          for (; k < 100 && c.opened < streams_; ++k, ++c.opened) {
             batch += Frame(0x1, 0x4, static_cast<uint32_t>(2 * c.opened + 1), headers);
           }
           if (!SendAll(c.fd, batch)) {
@@ -334,7 +336,7 @@ class StreamFloodAttack : public ThreadedAttack {
             c.fd = -1;
             continue;
           }
-          counts_.Add("streams opened", 100);
+          counts_.Add("streams opened", k);
         }
         if (!Drain(c.fd)) {
           counts_.Add("connections closed by the server");
@@ -438,6 +440,7 @@ class SlowKernelsAttack : public ThreadedAttack {
     stub_ = NewClientStub(address_);
     busy_ = StartOn(*stub_, kSlowKernel, counts_);
     for (int i = 0; i < sessions_; ++i) Spawn([this, i] { Timing(i); });
+    if (busy_ == 0) return;  // no busy session to step (its StartSession is tallied)
     for (int i = 0; i < busy_steps_; ++i) Spawn([this] { Busy(); });
   }
 

@@ -57,8 +57,9 @@ TEST(ThreadPool, RunsEverythingScheduledOnItsOwnThreads) {
 
 TEST(ThreadPool, ThreadsRunConcurrently) {
   // Two closures that each wait for the other: they finish only on two threads at once.
-  ThreadPool pool(Sized(2, 10));
+  // The pool is declared last: its destructor joins the closures before what they use goes.
   absl::Notification a_started, b_started, both_done_a, both_done_b;
+  ThreadPool pool(Sized(2, 10));
   ASSERT_TRUE(Queue(pool, [&] {
     a_started.Notify();
     if (b_started.WaitForNotificationWithTimeout(absl::Seconds(30))) both_done_a.Notify();
@@ -75,8 +76,8 @@ TEST(ThreadPool, QueueBeyondMaxQueuedIsRefusedAndDropped) {
   std::atomic<int> ran{0};
   std::atomic<bool> dropped_ran{false};
   {
-    ThreadPool pool(Sized(1, 2));
     absl::Notification started, release;
+    ThreadPool pool(Sized(1, 2));
     ASSERT_TRUE(Queue(pool, [&] {
       started.Notify();
       release.WaitForNotification();
@@ -93,19 +94,17 @@ TEST(ThreadPool, QueueBeyondMaxQueuedIsRefusedAndDropped) {
 }
 
 TEST(ThreadPool, RoomFreesAsTheQueueDrains) {
+  absl::Notification started, release, second_ran, third_ran;
   ThreadPool pool(Sized(1, 1));
-  absl::Notification started, release;
   ASSERT_TRUE(Queue(pool, [&] {
     started.Notify();
     release.WaitForNotification();
   }));
   started.WaitForNotification();
-  absl::Notification second_ran;
   EXPECT_TRUE(Queue(pool, [&] { second_ran.Notify(); }));
   EXPECT_FALSE(Queue(pool, [] {}));
   release.Notify();
   second_ran.WaitForNotification();  // the queue is empty again
-  absl::Notification third_ran;
   EXPECT_TRUE(Queue(pool, [&] { third_ran.Notify(); }));
   EXPECT_TRUE(third_ran.WaitForNotificationWithTimeout(absl::Seconds(60)));
 }
@@ -157,10 +156,10 @@ TEST(ThreadPool, KeysAreServedInTurn) {
 TEST(ThreadPool, AKeyRunsAtMostItsShareOfThreads) {
   ThreadPool::Options o = Sized(4, 100);
   o.max_running_per_key = 2;
-  ThreadPool pool(o);
   absl::Mutex mu;
   int running = 0, most = 0;
   absl::Notification release, other_ran;
+  ThreadPool pool(o);  // last: its destructor runs the queued closures while these live
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE(Queue(pool, [&] {
       {
@@ -192,8 +191,8 @@ TEST(ThreadPool, AKeyRunsAtMostItsShareOfThreads) {
 TEST(ThreadPool, AKeyQueuesAtMostItsShare) {
   ThreadPool::Options o = Sized(1, 10);
   o.max_queued_per_key = 2;
-  ThreadPool pool(o);
   absl::Notification started, release;
+  ThreadPool pool(o);
   ASSERT_TRUE(Queue(pool, [&] {
     started.Notify();
     release.WaitForNotification();
