@@ -231,6 +231,7 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
     reply.set_session_id(repeated_id);
     return absl::OkStatus();
   }
+  RETURN_IF_ERROR(sessions_.CheckRoomFor(call.owner));  // before any work is done for it
   EpisodeRequest episode_request{uri, ref.index, [&](const std::string& benchmark) {
                                    return benchmarks_.Load(call.client, benchmark);
                                  }};
@@ -265,6 +266,7 @@ absl::Status LoopToolService::DoForkSession(const CallContext& call,
     reply.set_session_id(repeated_id);
     return absl::OkStatus();
   }
+  RETURN_IF_ERROR(sessions_.CheckRoomFor(call.owner));  // before the parent is copied
   std::unique_ptr<Episode> episode;
   {
     absl::MutexLock lock(&parent->mu);
@@ -475,6 +477,10 @@ bool LoopToolService::NeedsTiming(const google::protobuf::RepeatedField<int32_t>
     }
   }
   return false;
+}
+
+int LoopToolService::EndSessionsOf(const std::string& owner) {
+  return sessions_.EndOwnedBy(owner);
 }
 
 int LoopToolService::ReapIdleSessions(absl::Duration timeout) {

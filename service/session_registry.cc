@@ -6,9 +6,8 @@
 
 namespace looptool::service {
 
-absl::StatusOr<int64_t> SessionRegistry::Add(std::shared_ptr<Session> session,
-                                             const std::string& owner, absl::Time now) {
-  absl::MutexLock lock(&mu_);
+absl::Status SessionRegistry::Refusal(const std::string& owner, std::string* largest) const {
+  largest->clear();
   auto held = owned_.find(owner);
   const int holds = held == owned_.end() ? 0 : held->second;
   if (holds >= max_per_owner_) {
@@ -16,12 +15,34 @@ absl::StatusOr<int64_t> SessionRegistry::Add(std::shared_ptr<Session> session,
         "Too many sessions for this client: it holds ", holds, ", the most one client may "
         "(--max_sessions_per_client); end some with EndSession"));
   }
-  if (static_cast<int>(sessions_.size()) >= max_sessions_ && !MakeRoomFor(owner)) {
+  if (static_cast<int>(sessions_.size()) < max_sessions_) return absl::OkStatus();
+  auto most = owned_.end();
+  for (auto it = owned_.begin(); it != owned_.end(); ++it) {
+    if (most == owned_.end() || it->second > most->second) most = it;
+  }
+  // After the swap the largest holder still holds at least as many as `owner` then does.
+  if (most == owned_.end() || most->first == owner || most->second <= holds + 1) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "Too many sessions: this server keeps at most ", max_sessions_,
         " and no client holds more than this one; end some with EndSession (idle ones are "
         "reaped)"));
   }
+  *largest = most->first;
+  return absl::OkStatus();
+}
+
+absl::Status SessionRegistry::CheckRoomFor(const std::string& owner) const {
+  absl::MutexLock lock(&mu_);
+  std::string largest;
+  return Refusal(owner, &largest);
+}
+
+absl::StatusOr<int64_t> SessionRegistry::Add(std::shared_ptr<Session> session,
+                                             const std::string& owner, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  std::string largest;
+  if (absl::Status refused = Refusal(owner, &largest); !refused.ok()) return refused;
+  if (!largest.empty()) EndLeastRecentlyUsed(largest);
   int64_t id = 0;
   do {
     uint64_t bits = 0;
@@ -35,24 +56,13 @@ absl::StatusOr<int64_t> SessionRegistry::Add(std::shared_ptr<Session> session,
   return id;
 }
 
-bool SessionRegistry::MakeRoomFor(const std::string& owner) {
-  auto largest = owned_.end();
-  for (auto it = owned_.begin(); it != owned_.end(); ++it) {
-    if (largest == owned_.end() || it->second > largest->second) largest = it;
-  }
-  auto mine = owned_.find(owner);
-  const int holds = mine == owned_.end() ? 0 : mine->second;
-  // After the swap the largest holder still holds at least as many as `owner` then does.
-  if (largest == owned_.end() || largest->first == owner || largest->second <= holds + 1) {
-    return false;
-  }
+void SessionRegistry::EndLeastRecentlyUsed(const std::string& largest) {
   auto victim = sessions_.end();
   for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
-    if (it->second.owner != largest->first) continue;
+    if (it->second.owner != largest) continue;
     if (victim == sessions_.end() || it->second.last_used < victim->second.last_used) victim = it;
   }
-  Remove(victim);
-  return true;
+  if (victim != sessions_.end()) Remove(victim);
 }
 
 std::map<int64_t, SessionRegistry::Entry>::iterator SessionRegistry::Remove(
@@ -96,6 +106,20 @@ int SessionRegistry::ReapIdle(absl::Time now, absl::Duration idle_timeout) {
     }
   }
   return reaped;
+}
+
+int SessionRegistry::EndOwnedBy(const std::string& owner) {
+  absl::MutexLock lock(&mu_);
+  int ended = 0;
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.owner == owner) {
+      it = Remove(it);
+      ++ended;
+    } else {
+      ++it;
+    }
+  }
+  return ended;
 }
 
 int SessionRegistry::owned_by(const std::string& owner) const {

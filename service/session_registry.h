@@ -41,6 +41,10 @@ class SessionRegistry {
   SessionRegistry(int max_sessions, int max_per_owner)
       : max_sessions_(max_sessions), max_per_owner_(max_per_owner) {}
 
+  // Whether Add would take a session of `owner` now (it may end another owner's to make room),
+  // changing nothing: the service asks before it builds an episode, so a client at its cap
+  // costs nothing but this check. Add still decides.
+  absl::Status CheckRoomFor(const std::string& owner) const;
   // Registers `session`, owned by `owner`, under a fresh random id in [0, 2^63).
   absl::StatusOr<int64_t> Add(std::shared_ptr<Session> session, const std::string& owner,
                               absl::Time now);
@@ -50,6 +54,8 @@ class SessionRegistry {
   int End(int64_t id);
   // Removes the sessions unused since `now - idle_timeout`; returns how many it removed.
   int ReapIdle(absl::Time now, absl::Duration idle_timeout);
+  // Removes every session `owner` holds (its client is gone); returns how many.
+  int EndOwnedBy(const std::string& owner);
   int size() const;
   // Sessions `owner` holds.
   int owned_by(const std::string& owner) const;
@@ -64,9 +70,12 @@ class SessionRegistry {
   // Removes the live session `it` points to; returns the next.
   std::map<int64_t, Entry>::iterator Remove(std::map<int64_t, Entry>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes room for `owner` when the server is full: ends the least recently used session of
-  // the largest holder, if it holds more than `owner` would. Whether there is room now.
-  bool MakeRoomFor(const std::string& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The refusal Add would give `owner` now, or OK with `largest` naming the holder whose least
+  // recently used session must end to make room (empty when a place is free).
+  absl::Status Refusal(const std::string& owner, std::string* largest) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the least recently used session of `largest`.
+  void EndLeastRecentlyUsed(const std::string& largest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_sessions_;
   const int max_per_owner_;

@@ -1,5 +1,6 @@
 #include "service/thread_pool.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,16 +22,25 @@ ThreadPool::~ThreadPool() {
 absl::Status ThreadPool::Schedule(const std::string& key, std::function<void()> fn) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::FailedPreconditionError("the server is shutting down");
-  if (queued_ >= options_.max_queued) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "Server busy: ", queued_, " calls are waiting, the most it queues; retry later"));
-  }
-  Key& k = keys_[key];
-  if (k.queue.size() >= options_.max_queued_per_key) {
+  auto found = keys_.find(key);
+  const size_t mine = found == keys_.end() ? 0 : found->second.queue.size();
+  if (mine >= options_.max_queued_per_key) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("Server busy: this client has ", k.queue.size(),
+        absl::StrCat("Server busy: this client has ", mine,
                      " calls waiting, the most one client may queue; retry later"));
   }
+  if (queued_ >= options_.max_queued) {
+    // Full: only keys below their fair share of the queue (among the keys with work waiting,
+    // this one included) may still queue, up to twice the bound in all.
+    size_t waiting = mine == 0 ? 1 : 0;
+    for (const auto& [name, other] : keys_) waiting += other.queue.empty() ? 0 : 1;
+    if (mine >= std::max<size_t>(1, options_.max_queued / waiting) || queued_ >= 2 * options_.max_queued) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "Server busy: ", queued_, " calls are waiting, the most it queues, and this client "
+          "has ", mine, " of them, its share; retry later"));
+    }
+  }
+  Key& k = found == keys_.end() ? keys_[key] : found->second;
   k.queue.push_back(std::move(fn));
   ++queued_;
   MaybeReady(key, k);

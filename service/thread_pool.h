@@ -4,8 +4,10 @@
 // each, so one client's many calls wait behind each other, not in front of everyone else's; a
 // key may run at most `max_running_per_key` closures at once (one client's calls blocked on
 // its own busy session cannot take every thread) and queue at most `max_queued_per_key`; the
-// whole queue is bounded too. Schedule refuses work beyond those bounds (the caller answers
-// RESOURCE_EXHAUSTED). Within a key, closures start in the order they were scheduled.
+// whole queue is bounded too, by `max_queued` for keys at or above their fair share of it
+// (`max_queued` over the keys with work waiting, at least 1) and by twice that for the rest, so a few keys
+// that fill it never lock the others out. Schedule refuses work beyond those bounds (the caller
+// answers RESOURCE_EXHAUSTED). Within a key, closures start in the order they were scheduled.
 // Hand-written because boost::asio::thread_pool (the library candidate here; gRPC 1.51 and
 // Abseil 20220623 export none) queues without bound, in one line, and cannot refuse.
 // Thread-safe.
@@ -29,7 +31,7 @@ class ThreadPool {
  public:
   struct Options {
     int threads = 32;
-    size_t max_queued = 1024;         // waiting closures, all keys together
+    size_t max_queued = 1024;         // waiting closures, all keys together (see above)
     size_t max_queued_per_key = 256;  // waiting closures of one key
     int max_running_per_key = 8;      // closures of one key running at once
   };

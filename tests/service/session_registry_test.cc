@@ -205,5 +205,36 @@ TEST(SessionRegistry, AFullServerServesTheClientHoldingFewer) {
   EXPECT_EQ(r.size(), 4);
 }
 
+// The service asks before it builds an episode: the check gives Add's answer and changes
+// nothing (no session of the largest holder ends for a check).
+TEST(SessionRegistry, CheckRoomForAnswersAsAddWouldAndEndsNothing) {
+  SessionRegistry r(3, /*max_per_owner=*/2);
+  ASSERT_TRUE(r.Add(NewSession(), "mallory", kT0).ok());
+  ASSERT_TRUE(r.Add(NewSession(), "mallory", kT0).ok());
+  const absl::Status capped = r.CheckRoomFor("mallory");
+  EXPECT_EQ(capped.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(capped.message(), r.Add(NewSession(), "mallory", kT0).status().message());
+  EXPECT_TRUE(r.CheckRoomFor("alice").ok());
+  ASSERT_TRUE(r.Add(NewSession(), "alice", kT0).ok());  // full now
+  EXPECT_TRUE(r.CheckRoomFor("carol").ok());  // room by ending one of mallory's ...
+  EXPECT_EQ(r.owned_by("mallory"), 2);        // ... which the check does not do
+  EXPECT_EQ(r.size(), 3);
+  EXPECT_EQ(r.CheckRoomFor("alice").code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(SessionRegistry, EndOwnedByEndsExactlyThatOwnersSessions) {
+  SessionRegistry r(10, 10);
+  const int64_t m1 = *r.Add(NewSession(), "conn:a", kT0);
+  const int64_t m2 = *r.Add(NewSession(), "conn:a", kT0);
+  const int64_t other = *r.Add(NewSession(), "conn:b", kT0);
+  EXPECT_EQ(r.EndOwnedBy("conn:a"), 2);
+  EXPECT_EQ(r.Find(m1, kT0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r.Find(m2, kT0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(r.Find(other, kT0).ok());
+  EXPECT_EQ(r.owned_by("conn:a"), 0);
+  EXPECT_EQ(r.EndOwnedBy("conn:a"), 0);
+  EXPECT_EQ(r.size(), 1);
+}
+
 }  // namespace
 }  // namespace looptool::service

@@ -209,5 +209,53 @@ TEST(ThreadPool, AKeyQueuesAtMostItsShare) {
   release.Notify();
 }
 
+TEST(ThreadPool, AFullQueueStillTakesKeysBelowTheirFairShare) {
+  // The whole queue holds 8; a and b fill it (4 each). A third key's share is 8 / 3 = 2: it
+  // still queues two, then is refused like a and b.
+  ThreadPool::Options o = Sized(1, 8);
+  o.max_queued_per_key = 4;
+  absl::Notification started, release;
+  std::atomic<int> ran{0};
+  ThreadPool pool(o);
+  ASSERT_TRUE(Queue(pool, [&] {
+    started.Notify();
+    release.WaitForNotification();
+  }, "x"));
+  started.WaitForNotification();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(Queue(pool, [&] { ++ran; }, "a"));
+    ASSERT_TRUE(Queue(pool, [&] { ++ran; }, "b"));
+  }
+  EXPECT_TRUE(Queue(pool, [&] { ++ran; }, "c"));
+  EXPECT_TRUE(Queue(pool, [&] { ++ran; }, "c"));
+  const absl::Status refused = pool.Schedule("c", [] {});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "Server busy: 10 calls are waiting, the most it queues, and this client has 2 of "
+            "them, its share; retry later");
+  EXPECT_EQ(pool.Schedule("a", [] {}).code(), absl::StatusCode::kResourceExhausted);
+  // A fourth key's share is 8 / 4 = 2.
+  EXPECT_TRUE(Queue(pool, [&] { ++ran; }, "d"));
+  EXPECT_TRUE(Queue(pool, [&] { ++ran; }, "d"));
+  EXPECT_FALSE(Queue(pool, [] {}, "d"));
+  release.Notify();
+  // Every queued closure runs (the destructor runs what is left).
+}
+
+TEST(ThreadPool, NoKeyQueuesBeyondTwiceTheBound) {
+  ThreadPool::Options o = Sized(1, 2);
+  o.max_queued_per_key = 1;
+  absl::Notification started, release;
+  ThreadPool pool(o);
+  ASSERT_TRUE(Queue(pool, [&] {
+    started.Notify();
+    release.WaitForNotification();
+  }, "x"));
+  started.WaitForNotification();
+  for (const char* key : {"a", "b", "c", "d"}) EXPECT_TRUE(Queue(pool, [] {}, key)) << key;
+  EXPECT_FALSE(Queue(pool, [] {}, "e"));  // 4 waiting: twice the bound
+  release.Notify();
+}
+
 }  // namespace
 }  // namespace looptool::service
