@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 
@@ -25,14 +26,14 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-CallContext ContextOf(const grpc::CallbackServerContext& context, const std::string& user) {
+CallContext ContextOf(const grpc::CallbackServerContext& context, const Caller& caller) {
   CallContext call;
-  call.owner = user.empty() ? absl::StrCat("conn:", context.peer()) : absl::StrCat("user:", user);
+  call.owner = caller.owner;
   auto id = context.client_metadata().find(kClientIdMetadata);
   if (id != context.client_metadata().end() && !id->second.empty() && id->second.size() <= 128) {
     call.client = absl::StrCat("id:", absl::string_view(id->second.data(), id->second.size()));
   } else {
-    call.client = absl::StrCat("peer:", context.peer());
+    call.client = absl::StrCat("peer:", caller.connection);
   }
   auto request = context.client_metadata().find(kRequestIdMetadata);
   if (request != context.client_metadata().end() && request->second.size() <= 64) {
@@ -96,7 +97,7 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::
     return reactor;
   }
   auto state = std::make_shared<CallState<Request, Reply>>();
-  state->call = ContextOf(*context, *user);
+  state->call = ContextOf(*context, connections_.Identify(context->peer(), *user, absl::Now()));
   {
     grpc::ByteBuffer copy(*in);  // shares the slices
     grpc::ProtoBufferReader reader(&copy);

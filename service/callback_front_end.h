@@ -18,6 +18,7 @@
 
 #include "proto/compiler_gym_service.grpc.pb.h"
 #include "service/compiler_gym_service.h"
+#include "service/connection_table.h"
 #include "service/thread_pool.h"
 #include "util/auth_token.h"
 
@@ -66,13 +67,18 @@ struct Admission {
 
 class CallbackFrontEnd final : public RawCompilerGymService {
  public:
-  // `service` and `pool` must outlive this. Each call's CallContext::owner is its client's
-  // identity for fair shares: "user:<name>" for a per-client token, else "conn:<peer>" (the
-  // connection it came on); a self-declared looptool-client-id names only its benchmarks
-  // (CallContext::client). Blocking work is queued on `pool` under the owner.
-  CallbackFrontEnd(LoopToolService& service, ThreadPool& pool, RequestLimits limits,
-                   Admission admission)
-      : service_(service), pool_(pool), limits_(limits), admission_(std::move(admission)) {}
+  // `service`, `pool` and `connections` must outlive this. Each call's CallContext::owner is
+  // its client's identity for fair shares, as `connections` names it: "user:<name>" for a
+  // per-client token, else the connection it came on; a self-declared looptool-client-id names
+  // only its benchmarks (CallContext::client; without one, the connection). Blocking work is
+  // queued on `pool` under the owner.
+  CallbackFrontEnd(LoopToolService& service, ThreadPool& pool, ConnectionTable& connections,
+                   RequestLimits limits, Admission admission)
+      : service_(service),
+        pool_(pool),
+        connections_(connections),
+        limits_(limits),
+        admission_(std::move(admission)) {}
 
   // Calls received and not yet answered; the server drains them before it stops.
   int in_flight() const { return in_flight_.load(); }
@@ -104,6 +110,7 @@ class CallbackFrontEnd final : public RawCompilerGymService {
 
   LoopToolService& service_;
   ThreadPool& pool_;
+  ConnectionTable& connections_;
   const RequestLimits limits_;
   const Admission admission_;
   std::atomic<int> in_flight_{0};

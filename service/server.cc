@@ -17,10 +17,12 @@
 #include "backend/costmodel/learning_timer.h"
 #include "backend/env/loop_tree_engine.h"
 #include "backend/timing/host_cpu.h"
+#include "util/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
+#include "grpcpp/server_posix.h"
 #include "grpcpp/security/server_credentials.h"
 
 namespace looptool::service {
@@ -84,6 +86,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
   return grpc::SslServerCredentials(options);
 }
 
+// `wanted`, lowered to what the descriptor limit allows: two descriptors a connection (gRPC's and
+// the listener's watch) and 256 kept for everything else.
+int MaxConnections(int wanted) {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return wanted;
+  const int64_t allowed = (static_cast<int64_t>(limit.rlim_cur) - 256) / 2;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wanted, allowed)));
+}
+
 int ToMilliseconds(absl::Duration d) {
   return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT32_MAX));
 }
@@ -125,6 +136,10 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
         "it could use it; give --auth_token_file (and --tls_cert_file/--tls_key_file for "
         "encryption), or bind to 127.0.0.1"));
   }
+  if (config.manage_connections && !config.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--manage_connections needs a plaintext server (TLS handshakes are gRPC's listener's)");
+  }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(config);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<LoopToolServer> s(new LoopToolServer());
@@ -151,13 +166,22 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
       absl::StrCat(config.service.compiler_version, " (host: ", HostCpuModel(), ")");
   s->service_ = std::make_unique<LoopToolService>(config.service, std::move(engines));
   s->blocking_pool_ = std::make_unique<ThreadPool>(config.blocking_pool);
+  s->connections_ = std::make_unique<ConnectionTable>(config.client_gone_grace);
   s->front_end_ = std::make_unique<CallbackFrontEnd>(
-      *s->service_, *s->blocking_pool_, config.request_limits,
+      *s->service_, *s->blocking_pool_, *s->connections_, config.request_limits,
       Admission{config.auth_token, config.client_tokens});
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat(config.bind, ":", config.port),
-                           *credentials, &s->port_);
+  if (config.manage_connections) {
+    ConnectionListener::Options listening;
+    listening.max_connections = MaxConnections(config.transport.max_connections);
+    ASSIGN_OR_RETURN(s->listener_, ConnectionListener::Listen(config.bind, config.port,
+                                                              listening, *s->connections_));
+    s->port_ = s->listener_->port();
+  } else {
+    builder.AddListeningPort(absl::StrCat(config.bind, ":", config.port),
+                             *credentials, &s->port_);
+  }
   builder.RegisterService(s->front_end_.get());
   // The transport refuses what no RPC may send; the front end then applies each RPC's own limit
   // before parsing. Replies are bounded by the observations' own sizes.
@@ -185,13 +209,18 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.bind, ":", config.port));
   }
+  if (s->listener_) {
+    s->listener_->Start(
+        [server = s->server_.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+  }
   // Health (when the binary enabled it): SERVING for the server as a whole ("") and for the
   // service by name.
   if (grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService()) {
     health->SetServingStatus(compiler_gym::CompilerGymService::service_full_name(), true);
   }
   s->bind_ = config.bind;
-  s->reaper_ = std::thread([raw = s.get(), t = config.session_idle_timeout] { raw->ReaperLoop(t); });
+  s->reaper_ = std::thread([raw = s.get(), idle = config.session_idle_timeout,
+                            grace = config.client_gone_grace] { raw->ReaperLoop(idle, grace); });
   return s;
 }
 
@@ -199,14 +228,19 @@ LoopToolServer::~LoopToolServer() { Shutdown(); }
 
 std::string LoopToolServer::address() const { return absl::StrCat(bind_, ":", port_); }
 
-void LoopToolServer::ReaperLoop(absl::Duration timeout) {
-  const absl::Duration period =
-      std::max(std::min(timeout / 4, absl::Seconds(1)), absl::Milliseconds(100));
+void LoopToolServer::ReaperLoop(absl::Duration idle_timeout, absl::Duration grace) {
+  const absl::Duration period = std::max(
+      std::min({idle_timeout / 4, grace / 4, absl::Seconds(1)}), absl::Milliseconds(10));
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
     if (stopping_) break;
-    service_->ReapIdleSessions(timeout);
+    service_->ReapIdleSessions(idle_timeout);
+    // Clients gone for their grace: their sessions end (a disconnected client cannot use them,
+    // and they would hold its share until the idle timeout).
+    for (const std::string& owner : connections_->TakeAbandoned(absl::Now())) {
+      service_->EndSessionsOf(owner);
+    }
     // gRPC assembles a request from many small slices before it can refuse it for its size; the
     // allocator keeps those pages after they are freed. Give them back, so that refused
     // requests (or a burst of big replies) do not leave the server's memory raised.
@@ -221,6 +255,7 @@ void LoopToolServer::Shutdown(absl::Duration grace) {
     stopping_ = true;
   }
   if (reaper_.joinable()) reaper_.join();
+  if (listener_) listener_->Stop();  // no new connections while draining
   if (server_) {
     // gRPC's own drain also waits for idle client connections to go away, for the whole grace
     // period; wait for our calls in flight instead, then shut down without delay.

@@ -16,6 +16,8 @@
 #include "grpcpp/server.h"
 #include "service/callback_front_end.h"
 #include "service/compiler_gym_service.h"
+#include "service/connection_listener.h"
+#include "service/connection_table.h"
 #include "service/thread_pool.h"
 #include "util/auth_token.h"
 
@@ -24,10 +26,14 @@ namespace looptool::service {
 // gRPC transport bounds per connection (see LoopToolServer::Start).
 struct TransportLimits {
   int max_streams = 100;                              // concurrent streams per connection
-  absl::Duration handshake_timeout = absl::Seconds(10);
+  absl::Duration handshake_timeout = absl::Seconds(10);  // TLS (gRPC's listener) only
   absl::Duration max_connection_idle = absl::Minutes(10);  // no call for this long: closed
   absl::Duration keepalive_time = absl::Minutes(1);   // ping a connection idle this long ...
   absl::Duration keepalive_timeout = absl::Seconds(20);  // ... and close it if no answer
+  // Open connections at most (with ServerConfig::manage_connections): at the cap a new one
+  // closes the connection idle longest. Lowered at start to what the descriptor limit allows
+  // (two descriptors a connection, 256 kept for the rest).
+  int max_connections = 4096;
 };
 
 struct ServerConfig {
@@ -36,6 +42,14 @@ struct ServerConfig {
   ServiceOptions service;
   WorkerPool::Options workers;                   // cores empty: the last CPU we may run on
   absl::Duration session_idle_timeout = absl::Hours(1);
+  // Accept connections in a ConnectionListener (plaintext only) instead of gRPC's listener:
+  // connections are capped (transport.max_connections), a descriptor shortage sheds connections
+  // instead of stopping the listener, and a client's sessions end `client_gone_grace` after its
+  // last connection closed, unless it called again meanwhile (its client is a per-client
+  // token's user, else the connection itself). Off by default: under a flood of HTTP/2 streams
+  // well-behaved clients fare worse with it (bench/results/adversarial_soak.md).
+  bool manage_connections = false;
+  absl::Duration client_gone_grace = absl::Seconds(30);
   // For calls that may wait (timing, forks), queued and run per client in turn; beyond its
   // bounds: RESOURCE_EXHAUSTED.
   ThreadPool::Options blocking_pool;
@@ -73,6 +87,7 @@ class LoopToolServer {
 
   int port() const { return port_; }
   std::string address() const;  // "<bind>:<port>"
+  int open_connections() const { return connections_->open(); }
   double peak_gflops() const { return pool_->PeakGflops().value_or(0); }
   const std::vector<int>& eval_cores() const { return eval_cores_; }
 
@@ -88,12 +103,14 @@ class LoopToolServer {
 
  private:
   LoopToolServer() = default;
-  void ReaperLoop(absl::Duration timeout);
+  void ReaperLoop(absl::Duration idle_timeout, absl::Duration grace);
 
   int port_ = 0;
   std::string bind_;
   std::vector<int> eval_cores_;
   std::shared_ptr<WorkerPool> pool_;
+  std::unique_ptr<ConnectionTable> connections_;
+  std::unique_ptr<ConnectionListener> listener_;  // null for TLS (gRPC's listener)
   std::unique_ptr<LoopToolService> service_;
   std::unique_ptr<ThreadPool> blocking_pool_;
   std::unique_ptr<CallbackFrontEnd> front_end_;

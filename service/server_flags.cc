@@ -110,6 +110,9 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   }
   config.service.limits.max_loops = absl::GetFlag(FLAGS_max_loops).value;
   config.session_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_session_idle_timeout).value);
+  config.manage_connections = absl::GetFlag(FLAGS_manage_connections);
+  config.client_gone_grace = absl::Seconds(absl::GetFlag(FLAGS_client_gone_grace).value);
+  config.transport.max_connections = absl::GetFlag(FLAGS_max_connections).value;
   config.drain = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds).value);
   config.upstream_spaces_first = absl::GetFlag(FLAGS_upstream_spaces_first);
   config.workers.cores = absl::GetFlag(FLAGS_eval_cores).cpus;
@@ -152,7 +155,20 @@ ABSL_FLAG(Positive<int>, max_running_calls_per_client, Positive<int>{8},
           "calls of one client that may wait (timing, forks, a busy session) running at once; "
           "32 threads run them for all clients, in turn");
 ABSL_FLAG(Positive<int>, max_queued_calls_per_client, Positive<int>{256},
-          "calls of one client waiting for a thread (beyond: RESOURCE_EXHAUSTED); 1024 in all");
+          "calls of one client waiting for a thread (beyond: RESOURCE_EXHAUSTED); 1024 in all, "
+          "beyond which only clients below their share (1024 over the clients waiting) queue");
+ABSL_FLAG(bool, manage_connections, false,
+          "accept connections in LoopTool's own listener (plaintext only): caps them "
+          "(--max_connections), sheds connections instead of stalling when descriptors run out, "
+          "and ends a client's sessions --client_gone_grace after it disconnects; off by default "
+          "because flooding HTTP/2 streams then hurt other clients more");
+ABSL_FLAG(Positive<int>, max_connections, Positive<int>{4096},
+          "with --manage_connections, open client connections at most (lowered to what the "
+          "descriptor limit allows): at the cap a new connection closes the one idle longest");
+ABSL_FLAG(NonNegative<double>, client_gone_grace, NonNegative<double>{30},
+          "with --manage_connections, seconds after a client's last connection closed (a "
+          "per-client token's user, else the connection) before its sessions end, unless it "
+          "calls again");
 ABSL_FLAG(Positive<double>, session_idle_timeout, Positive<double>{3600},
           "seconds after which an unused session is ended");
 ABSL_FLAG(NonNegative<double>, drain_seconds, NonNegative<double>{5},

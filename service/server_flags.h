@@ -4,7 +4,8 @@
 // with a message naming the flag; ServerConfigFromFlags() then assembles the ServerConfig.
 //
 //   --port --bind --auth_token_file --tls_cert_file --tls_key_file --max_sessions
-//   --session_idle_timeout --eval_cores --eval_deadline --max_kernel_seconds --timing_budget_ms
+//   --session_idle_timeout --manage_connections --max_connections --client_gone_grace
+//   --eval_cores --eval_deadline --max_kernel_seconds --timing_budget_ms
 //   --timing --isa --max_loops --upstream_spaces_first
 #ifndef LOOPTOOL_SERVICE_SERVER_FLAGS_H_
 #define LOOPTOOL_SERVICE_SERVER_FLAGS_H_
@@ -78,6 +79,9 @@ ABSL_DECLARE_FLAG(looptool::service::Positive<int>, max_sessions_per_client);
 ABSL_DECLARE_FLAG(looptool::service::Positive<int>, max_running_calls_per_client);
 ABSL_DECLARE_FLAG(looptool::service::Positive<int>, max_queued_calls_per_client);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, session_idle_timeout);
+ABSL_DECLARE_FLAG(bool, manage_connections);
+ABSL_DECLARE_FLAG(looptool::service::Positive<int>, max_connections);
+ABSL_DECLARE_FLAG(looptool::service::NonNegative<double>, client_gone_grace);
 ABSL_DECLARE_FLAG(looptool::service::NonNegative<double>, drain_seconds);
 ABSL_DECLARE_FLAG(looptool::service::CpuList, eval_cores);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, eval_deadline);

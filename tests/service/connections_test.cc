@@ -1,0 +1,126 @@
+// A real looptool-server's connections with --manage_connections (ConnectionListener,
+// ConnectionTable): a client's sessions end once its connection has closed and its grace
+// passed, while other clients' go on; a per-client token's user that reconnects within its grace keeps its sessions; at
+// --max_connections the longest-idle connection is closed and its client reconnects when it
+// next calls. Synchronised on what the server answers (polled), never on sleeps.
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "gtest/gtest.h"
+#include "tests/service/server_process.h"
+
+namespace looptool {
+namespace {
+
+using testing::ServerProcess;
+namespace cg = compiler_gym;
+using Stub = cg::CompilerGymService::Stub;
+
+constexpr char kMm[] = "benchmark://mm64_256_16_range-v0/mm64_64_64";
+
+std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = "") {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  return ctx;
+}
+
+int64_t Start(Stub& stub, const std::string& token = "") {
+  cg::StartSessionRequest r;
+  r.mutable_benchmark()->set_uri(kMm);
+  cg::StartSessionReply reply;
+  const grpc::Status s = stub.StartSession(Ctx(token).get(), r, &reply);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return reply.session_id();
+}
+
+grpc::StatusCode Step(Stub& stub, int64_t session, const std::string& token = "") {
+  cg::StepRequest r;
+  r.set_session_id(session);
+  cg::StepReply reply;
+  return stub.Step(Ctx(token).get(), r, &reply).error_code();
+}
+
+// Waits until `done` holds or two minutes pass; whether it held.
+bool Eventually(const std::function<bool()>& done) {
+  const absl::Time give_up = absl::Now() + absl::Minutes(2);
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+TEST(Connections, AClientsSessionsEndOnceItHasGoneForItsGrace) {
+  ServerProcess server({"--manage_connections", "--client_gone_grace=0.2"});
+  ASSERT_TRUE(server.ok());
+  auto leaving = server.NewStub(), staying = server.NewStub();
+  const int64_t gone = Start(*leaving), gone_fork_parent = Start(*leaving);
+  const int64_t kept = Start(*staying);
+  EXPECT_EQ(Step(*staying, gone), grpc::StatusCode::OK);  // anyone may use it while it lives
+  leaving.reset();  // its channel, and so its connection, closes
+  EXPECT_TRUE(Eventually([&] { return Step(*staying, gone) == grpc::StatusCode::NOT_FOUND; }));
+  EXPECT_EQ(Step(*staying, gone_fork_parent), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Step(*staying, kept), grpc::StatusCode::OK);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(Connections, AUserBackWithinItsGraceKeepsItsSessions) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string tokens = std::string(tmp ? tmp : "/tmp") + "/client_tokens";
+  std::ofstream(tokens) << "alice alice-token\nbob bob-token\ncarol carol-token\n";
+  ServerProcess server(
+      {"--manage_connections", "--client_tokens_file=" + tokens, "--client_gone_grace=5"});
+  ASSERT_TRUE(server.ok());
+  auto alice = server.NewStub(), bob = server.NewStub(), observer = server.NewStub();
+  const int64_t hers = Start(*alice, "alice-token"), his = Start(*bob, "bob-token");
+  alice.reset();
+  bob.reset();
+  alice = server.NewStub();  // alice reconnects (well within 5 s) and calls; bob does not
+  cg::GetVersionReply version;
+  ASSERT_TRUE(alice->GetVersion(Ctx("alice-token").get(), {}, &version).ok());
+  EXPECT_TRUE(Eventually(
+      [&] { return Step(*observer, his, "carol-token") == grpc::StatusCode::NOT_FOUND; }));
+  EXPECT_EQ(Step(*alice, hers, "alice-token"), grpc::StatusCode::OK);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(Connections, AtTheCapTheIdlestConnectionIsClosedAndItsClientReconnects) {
+  ServerProcess server({"--manage_connections", "--max_connections=3"});
+  ASSERT_TRUE(server.ok());
+  cg::GetVersionReply version;
+  ASSERT_TRUE(server.stub().GetVersion(Ctx().get(), {}, &version).ok());  // connection 1
+  grpc::ChannelArguments own;  // a connection per channel
+  own.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  const std::string address = "127.0.0.1:" + std::to_string(server.port());
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<Stub>> stubs;
+  for (int i = 0; i < 4; ++i) {  // connections 2 to 5: the 4th and 5th close 1 and 2
+    channels.push_back(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), own));
+    stubs.push_back(cg::CompilerGymService::NewStub(channels.back()));
+    ASSERT_TRUE(stubs.back()->GetVersion(Ctx().get(), {}, &version).ok()) << i;
+  }
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(60);
+  if (channels[0]->GetState(false) == GRPC_CHANNEL_READY) {
+    EXPECT_TRUE(channels[0]->WaitForStateChange(GRPC_CHANNEL_READY, deadline));
+  }
+  EXPECT_NE(channels[0]->GetState(false), GRPC_CHANNEL_READY);
+  EXPECT_EQ(channels[2]->GetState(false), GRPC_CHANNEL_READY);
+  EXPECT_EQ(channels[3]->GetState(false), GRPC_CHANNEL_READY);
+  // Its client reconnects when it next calls (closing channels[1]'s connection, the idlest).
+  EXPECT_TRUE(stubs[0]->GetVersion(Ctx().get(), {}, &version).ok());
+  EXPECT_TRUE(channels[1]->WaitForStateChange(GRPC_CHANNEL_READY, deadline));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace looptool
