@@ -479,8 +479,8 @@ bool LoopToolService::NeedsTiming(const google::protobuf::RepeatedField<int32_t>
   return false;
 }
 
-int LoopToolService::EndSessionsOf(const std::string& owner) {
-  return sessions_.EndOwnedBy(owner);
+int LoopToolService::EndSessionsOf(const std::string& owner, absl::Time since) {
+  return sessions_.EndOwnedBy(owner, since);
 }
 
 int LoopToolService::ReapIdleSessions(absl::Duration timeout) {

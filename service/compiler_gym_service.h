@@ -105,8 +105,9 @@ class LoopToolService {
   // Ends the sessions idle for longer than `timeout`; returns how many. The server calls this
   // periodically.
   int ReapIdleSessions(absl::Duration timeout);
-  // Ends every session `owner` holds (its client has gone); returns how many.
-  int EndSessionsOf(const std::string& owner);
+  // Ends the sessions `owner` holds that nobody used after `since` (when its client left);
+  // returns how many.
+  int EndSessionsOf(const std::string& owner, absl::Time since);
   int num_sessions() const { return sessions_.size(); }
 
  private:

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -117,6 +118,8 @@ ConnectionListener::ConnectionListener(int listen_fd, int port, Options options,
 ConnectionListener::~ConnectionListener() { Stop(); }
 
 void ConnectionListener::Start(std::function<void(int fd)> hand_over) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_ || thread_.joinable()) return;
   hand_over_ = std::move(hand_over);
   thread_ = std::thread([this] { Loop(); });
 }
@@ -132,8 +135,9 @@ void ConnectionListener::Stop() {
   if (thread_.joinable()) thread_.join();
   for (const auto& [serial, watch] : watched_) close(watch);
   watched_.clear();
-  for (int fd : {listen_fd_, epoll_fd_, stop_fd_, reserve_fd_}) {
-    if (fd >= 0) close(fd);
+  for (int* fd : {&listen_fd_, &epoll_fd_, &stop_fd_, &reserve_fd_}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
   }
 }
 
@@ -146,8 +150,12 @@ void ConnectionListener::Loop() {
   epoll_event events[64];
   while (true) {
     const int n = epoll_wait(epoll_fd_, events, 64, -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "looptool-server: connection listener stopped: epoll_wait: %s\n",
+                   std::strerror(errno));
+      return;
+    }
     for (int i = 0; i < n; ++i) {
       const uint64_t tag = events[i].data.u64;
       if (tag == kStopTag) return;
@@ -161,7 +169,8 @@ void ConnectionListener::Loop() {
 }
 
 void ConnectionListener::AcceptAll() {
-  while (true) {
+  // At most 64 a turn: hang-ups (and Stop) are seen between turns under a flood of connections.
+  for (int turn = 0; turn < 64; ++turn) {
     sockaddr_storage addr{};
     socklen_t length = sizeof(addr);
     const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &length,
@@ -189,7 +198,7 @@ void ConnectionListener::AcceptAll() {
       if (!shed && !freed) absl::SleepFor(absl::Milliseconds(50));  // nothing to give back yet
       return;  // the loop comes back while connections wait
     }
-    if (fd < 0) return;  // EAGAIN: none left
+    if (fd < 0) return;  // EAGAIN: none left (level-triggered: more wake the loop again)
     if (table_.open() >= options_.max_connections) EvictIdlest();
     const int watch = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     epoll_event hangup{};

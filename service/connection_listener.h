@@ -47,7 +47,8 @@ class ConnectionListener {
   ~ConnectionListener();  // Stop()
 
   // Accepts from now on, on the listener's own thread, giving each connection's descriptor
-  // (non-blocking, TCP_NODELAY) to `hand_over`, which owns it from then on. Once only.
+  // (non-blocking, TCP_NODELAY) to `hand_over`, which owns it from then on. Once only; nothing
+  // after Stop.
   void Start(std::function<void(int fd)> hand_over);
   // Stops accepting and watching, and closes the listening socket; connections handed over stay
   // open (their end is no longer entered in the table). Idempotent.
@@ -64,7 +65,7 @@ class ConnectionListener {
   bool EvictIdlest();  // whether there was one
   void Forget(uint64_t serial);  // stop watching; the table marks it closed
 
-  const int listen_fd_;
+  int listen_fd_;
   const int port_;
   const Options options_;
   ConnectionTable& table_;

@@ -55,12 +55,12 @@ Caller ConnectionTable::Identify(absl::string_view peer, const std::string& user
   return caller;
 }
 
-std::vector<std::string> ConnectionTable::TakeAbandoned(absl::Time now) {
+std::vector<std::pair<std::string, absl::Time>> ConnectionTable::TakeAbandoned(absl::Time now) {
   absl::MutexLock lock(&mu_);
-  std::vector<std::string> gone;
+  std::vector<std::pair<std::string, absl::Time>> gone;
   for (auto it = abandoned_.begin(); it != abandoned_.end();) {
     if (it->second <= now - grace_) {
-      gone.push_back(it->first);
+      gone.emplace_back(it->first, it->second);
       it = abandoned_.erase(it);
     } else {
       ++it;

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -43,8 +44,8 @@ class ConnectionTable {
   // `user` ("" for none); notes its owner as calling on that connection at `now`. A peer that
   // is not an open connection of this table (gRPC's own listener: "ipv4:...") is its own name.
   Caller Identify(absl::string_view peer, const std::string& user, absl::Time now);
-  // The owners abandoned at or before `now - grace`, forgotten here.
-  std::vector<std::string> TakeAbandoned(absl::Time now);
+  // The owners abandoned at or before `now - grace`, with when, forgotten here.
+  std::vector<std::pair<std::string, absl::Time>> TakeAbandoned(absl::Time now);
   // The open connection whose last call (or opening) is oldest; nullopt when none is open.
   std::optional<uint64_t> LongestIdle() const;
   int open() const;

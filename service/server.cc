@@ -219,8 +219,11 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
     health->SetServingStatus(compiler_gym::CompilerGymService::service_full_name(), true);
   }
   s->bind_ = config.bind;
-  s->reaper_ = std::thread([raw = s.get(), idle = config.session_idle_timeout,
-                            grace = config.client_gone_grace] { raw->ReaperLoop(idle, grace); });
+  const absl::Duration grace =
+      config.manage_connections ? config.client_gone_grace : absl::InfiniteDuration();
+  s->reaper_ = std::thread([raw = s.get(), idle = config.session_idle_timeout, grace] {
+    raw->ReaperLoop(idle, grace);
+  });
   return s;
 }
 
@@ -230,16 +233,17 @@ std::string LoopToolServer::address() const { return absl::StrCat(bind_, ":", po
 
 void LoopToolServer::ReaperLoop(absl::Duration idle_timeout, absl::Duration grace) {
   const absl::Duration period = std::max(
-      std::min({idle_timeout / 4, grace / 4, absl::Seconds(1)}), absl::Milliseconds(10));
+      std::min({idle_timeout / 4, grace / 4, absl::Seconds(1)}), absl::Milliseconds(50));
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
     if (stopping_) break;
     service_->ReapIdleSessions(idle_timeout);
-    // Clients gone for their grace: their sessions end (a disconnected client cannot use them,
-    // and they would hold its share until the idle timeout).
-    for (const std::string& owner : connections_->TakeAbandoned(absl::Now())) {
-      service_->EndSessionsOf(owner);
+    // Clients gone for their grace: the sessions nobody used since they left end (they would
+    // hold the client's share until the idle timeout). A client known by its connection that
+    // reconnected and went on with its sessions keeps them.
+    for (const auto& [owner, left] : connections_->TakeAbandoned(absl::Now())) {
+      service_->EndSessionsOf(owner, left);
     }
     // gRPC assembles a request from many small slices before it can refuse it for its size; the
     // allocator keeps those pages after they are freed. Give them back, so that refused

@@ -110,7 +110,7 @@ class LoopToolServer {
   std::vector<int> eval_cores_;
   std::shared_ptr<WorkerPool> pool_;
   std::unique_ptr<ConnectionTable> connections_;
-  std::unique_ptr<ConnectionListener> listener_;  // null for TLS (gRPC's listener)
+  std::unique_ptr<ConnectionListener> listener_;  // null: gRPC's listener
   std::unique_ptr<LoopToolService> service_;
   std::unique_ptr<ThreadPool> blocking_pool_;
   std::unique_ptr<CallbackFrontEnd> front_end_;

@@ -108,11 +108,11 @@ int SessionRegistry::ReapIdle(absl::Time now, absl::Duration idle_timeout) {
   return reaped;
 }
 
-int SessionRegistry::EndOwnedBy(const std::string& owner) {
+int SessionRegistry::EndOwnedBy(const std::string& owner, absl::Time since) {
   absl::MutexLock lock(&mu_);
   int ended = 0;
   for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (it->second.owner == owner) {
+    if (it->second.owner == owner && it->second.last_used <= since) {
       it = Remove(it);
       ++ended;
     } else {

@@ -54,8 +54,9 @@ class SessionRegistry {
   int End(int64_t id);
   // Removes the sessions unused since `now - idle_timeout`; returns how many it removed.
   int ReapIdle(absl::Time now, absl::Duration idle_timeout);
-  // Removes every session `owner` holds (its client is gone); returns how many.
-  int EndOwnedBy(const std::string& owner);
+  // Removes the sessions `owner` holds that were last used at or before `since` (its client
+  // left then; a session used since, by a client that came back, stays); returns how many.
+  int EndOwnedBy(const std::string& owner, absl::Time since);
   int size() const;
   // Sessions `owner` holds.
   int owned_by(const std::string& owner) const;

@@ -32,9 +32,13 @@ absl::Status ThreadPool::Schedule(const std::string& key, std::function<void()> 
   if (queued_ >= options_.max_queued) {
     // Full: only keys below their fair share of the queue (among the keys with work waiting,
     // this one included) may still queue, up to twice the bound in all.
+    if (queued_ >= 2 * options_.max_queued) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "Server busy: ", queued_, " calls are waiting, the most it queues; retry later"));
+    }
     size_t waiting = mine == 0 ? 1 : 0;
     for (const auto& [name, other] : keys_) waiting += other.queue.empty() ? 0 : 1;
-    if (mine >= std::max<size_t>(1, options_.max_queued / waiting) || queued_ >= 2 * options_.max_queued) {
+    if (mine >= std::max<size_t>(1, options_.max_queued / waiting)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "Server busy: ", queued_, " calls are waiting, the most it queues, and this client "
           "has ", mine, " of them, its share; retry later"));

@@ -21,7 +21,7 @@
 namespace looptool::service {
 namespace {
 
-// Waits (yielding) until `done` holds or a minute passes; whether it held.
+// Waits until `done` holds or 30 s pass; whether it held.
 bool Eventually(const std::function<bool()>& done) {
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
   while (!done()) {
@@ -41,9 +41,9 @@ bool Connect(int fd, int port) {
   return connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
 }
 
-// Whether the server closed `fd` (a read sees the end, within a minute).
+// Whether the server closed `fd` (a read sees the end within 20 s).
 bool ClosedByServer(int fd) {
-  timeval wait{60, 0};
+  timeval wait{20, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
   char byte;
   return recv(fd, &byte, 1, 0) == 0;

@@ -10,6 +10,7 @@ namespace looptool::service {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::Pair;
 using ::testing::IsEmpty;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
@@ -50,10 +51,12 @@ TEST(ConnectionTable, AnOwnerIsAbandonedExactlyGraceAfterItsLastConnectionClosed
   t.Closed(a, kT0 + absl::Seconds(1));
   EXPECT_THAT(t.TakeAbandoned(kT0 + absl::Seconds(31) - absl::Nanoseconds(1)), IsEmpty());
   // alice still has connection b.
-  EXPECT_THAT(t.TakeAbandoned(kT0 + absl::Seconds(31)), ElementsAre(plain));
+  EXPECT_THAT(t.TakeAbandoned(kT0 + absl::Seconds(31)),
+              ElementsAre(Pair(plain, kT0 + absl::Seconds(1))));
   EXPECT_THAT(t.TakeAbandoned(kT0 + absl::Seconds(99)), IsEmpty());  // handed over once
   t.Closed(b, kT0 + absl::Seconds(40));
-  EXPECT_THAT(t.TakeAbandoned(kT0 + absl::Seconds(70)), ElementsAre("user:alice"));
+  EXPECT_THAT(t.TakeAbandoned(kT0 + absl::Seconds(70)),
+              ElementsAre(Pair("user:alice", kT0 + absl::Seconds(40))));
   t.Closed(b, kT0 + absl::Seconds(80));  // again: ignored
   EXPECT_THAT(t.TakeAbandoned(kT0 + absl::Seconds(200)), IsEmpty());
   EXPECT_EQ(t.open(), 0);

@@ -50,6 +50,17 @@ grpc::StatusCode Step(Stub& stub, int64_t session, const std::string& token = ""
   return stub.Step(Ctx(token).get(), r, &reply).error_code();
 }
 
+// Sessions the server holds (EndSession of no session answers it and ends nothing; a Step
+// would count as using the session it probes).
+int Remaining(Stub& stub, const std::string& token = "") {
+  cg::EndSessionRequest r;
+  r.set_session_id(-1);
+  cg::EndSessionReply reply;
+  const grpc::Status s = stub.EndSession(Ctx(token).get(), r, &reply);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return reply.remaining_sessions();
+}
+
 // Waits until `done` holds or two minutes pass; whether it held.
 bool Eventually(const std::function<bool()>& done) {
   const absl::Time give_up = absl::Now() + absl::Minutes(2);
@@ -64,12 +75,14 @@ TEST(Connections, AClientsSessionsEndOnceItHasGoneForItsGrace) {
   ServerProcess server({"--manage_connections", "--client_gone_grace=0.2"});
   ASSERT_TRUE(server.ok());
   auto leaving = server.NewStub(), staying = server.NewStub();
-  const int64_t gone = Start(*leaving), gone_fork_parent = Start(*leaving);
+  const int64_t gone = Start(*leaving), also_gone = Start(*leaving);
   const int64_t kept = Start(*staying);
   EXPECT_EQ(Step(*staying, gone), grpc::StatusCode::OK);  // anyone may use it while it lives
+  EXPECT_EQ(Remaining(*staying), 3);
   leaving.reset();  // its channel, and so its connection, closes
-  EXPECT_TRUE(Eventually([&] { return Step(*staying, gone) == grpc::StatusCode::NOT_FOUND; }));
-  EXPECT_EQ(Step(*staying, gone_fork_parent), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(Eventually([&] { return Remaining(*staying) == 1; }));
+  EXPECT_EQ(Step(*staying, gone), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Step(*staying, also_gone), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Step(*staying, kept), grpc::StatusCode::OK);
   EXPECT_EQ(server.Terminate(), 0);
 }
@@ -88,8 +101,8 @@ TEST(Connections, AUserBackWithinItsGraceKeepsItsSessions) {
   alice = server.NewStub();  // alice reconnects (well within 5 s) and calls; bob does not
   cg::GetVersionReply version;
   ASSERT_TRUE(alice->GetVersion(Ctx("alice-token").get(), {}, &version).ok());
-  EXPECT_TRUE(Eventually(
-      [&] { return Step(*observer, his, "carol-token") == grpc::StatusCode::NOT_FOUND; }));
+  EXPECT_TRUE(Eventually([&] { return Remaining(*observer, "carol-token") == 1; }));
+  EXPECT_EQ(Step(*observer, his, "carol-token"), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Step(*alice, hers, "alice-token"), grpc::StatusCode::OK);
   EXPECT_EQ(server.Terminate(), 0);
 }

@@ -222,18 +222,22 @@ TEST(SessionRegistry, CheckRoomForAnswersAsAddWouldAndEndsNothing) {
   EXPECT_EQ(r.CheckRoomFor("alice").code(), absl::StatusCode::kResourceExhausted);
 }
 
-TEST(SessionRegistry, EndOwnedByEndsExactlyThatOwnersSessions) {
+// A client left at kT0 + 5 s: its sessions unused since then end; one used after (it came back)
+// stays, and so do other owners' sessions.
+TEST(SessionRegistry, EndOwnedByEndsThatOwnersSessionsUnusedSinceItLeft) {
   SessionRegistry r(10, 10);
   const int64_t m1 = *r.Add(NewSession(), "conn:a", kT0);
-  const int64_t m2 = *r.Add(NewSession(), "conn:a", kT0);
+  const int64_t m2 = *r.Add(NewSession(), "conn:a", kT0 + absl::Seconds(5));  // at the boundary
+  const int64_t used = *r.Add(NewSession(), "conn:a", kT0);
   const int64_t other = *r.Add(NewSession(), "conn:b", kT0);
-  EXPECT_EQ(r.EndOwnedBy("conn:a"), 2);
+  ASSERT_TRUE(r.Find(used, kT0 + absl::Seconds(6)).ok());
+  EXPECT_EQ(r.EndOwnedBy("conn:a", kT0 + absl::Seconds(5)), 2);
   EXPECT_EQ(r.Find(m1, kT0).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(r.Find(m2, kT0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(r.Find(used, kT0).ok());
   EXPECT_TRUE(r.Find(other, kT0).ok());
-  EXPECT_EQ(r.owned_by("conn:a"), 0);
-  EXPECT_EQ(r.EndOwnedBy("conn:a"), 0);
-  EXPECT_EQ(r.size(), 1);
+  EXPECT_EQ(r.owned_by("conn:a"), 1);
+  EXPECT_EQ(r.size(), 2);
 }
 
 }  // namespace
