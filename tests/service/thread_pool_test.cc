@@ -35,6 +35,18 @@ bool Queue(ThreadPool& pool, std::function<void()> fn, const std::string& key = 
   return pool.Schedule(key, std::move(fn)).ok();
 }
 
+// Holds one of `pool`'s threads with a closure under `key` until `release` is notified; returns
+// once it runs. (Its own notification is shared: the closure may still be in Notify when the
+// caller moves on.)
+void Occupy(ThreadPool& pool, absl::Notification& release, const std::string& key = "k") {
+  auto started = std::make_shared<absl::Notification>();
+  ASSERT_TRUE(pool.Schedule(key, [started, &release] {
+    started->Notify();
+    release.WaitForNotification();
+  }).ok());
+  started->WaitForNotification();
+}
+
 TEST(ThreadPool, RunsEverythingScheduledOnItsOwnThreads) {
   std::atomic<int> ran{0};
   absl::Mutex mu;
@@ -76,13 +88,9 @@ TEST(ThreadPool, QueueBeyondMaxQueuedIsRefusedAndDropped) {
   std::atomic<int> ran{0};
   std::atomic<bool> dropped_ran{false};
   {
-    absl::Notification started, release;
+    absl::Notification release;
     ThreadPool pool(Sized(1, 2));
-    ASSERT_TRUE(Queue(pool, [&] {
-      started.Notify();
-      release.WaitForNotification();
-    }));
-    started.WaitForNotification();  // the one thread is busy; the queue is empty
+    Occupy(pool, release);
     EXPECT_TRUE(Queue(pool, [&] { ++ran; }));
     EXPECT_TRUE(Queue(pool, [&] { ++ran; }));
     EXPECT_FALSE(Queue(pool, [&] { dropped_ran = true; }));
@@ -94,13 +102,9 @@ TEST(ThreadPool, QueueBeyondMaxQueuedIsRefusedAndDropped) {
 }
 
 TEST(ThreadPool, RoomFreesAsTheQueueDrains) {
-  absl::Notification started, release, second_ran, third_ran;
+  absl::Notification release, second_ran, third_ran;
   ThreadPool pool(Sized(1, 1));
-  ASSERT_TRUE(Queue(pool, [&] {
-    started.Notify();
-    release.WaitForNotification();
-  }));
-  started.WaitForNotification();
+  Occupy(pool, release);
   EXPECT_TRUE(Queue(pool, [&] { second_ran.Notify(); }));
   EXPECT_FALSE(Queue(pool, [] {}));
   release.Notify();
@@ -132,14 +136,10 @@ TEST(ThreadPool, DestructorRunsQueuedClosuresInOrderThenJoins) {
 
 TEST(ThreadPool, KeysAreServedInTurn) {
   std::vector<std::string> order;  // written by the pool's one thread only
-  absl::Notification started, release;
+  absl::Notification release;
   {
     ThreadPool pool(Sized(1, 100));
-    ASSERT_TRUE(Queue(pool, [&] {
-      started.Notify();
-      release.WaitForNotification();
-    }, "x"));
-    started.WaitForNotification();
+    Occupy(pool, release, "x");
     for (int i = 1; i <= 5; ++i) {
       ASSERT_TRUE(Queue(pool, [&order, i] { order.push_back(absl::StrCat("a", i)); }, "a"));
     }
@@ -191,13 +191,9 @@ TEST(ThreadPool, AKeyRunsAtMostItsShareOfThreads) {
 TEST(ThreadPool, AKeyQueuesAtMostItsShare) {
   ThreadPool::Options o = Sized(1, 10);
   o.max_queued_per_key = 2;
-  absl::Notification started, release;
+  absl::Notification release;
   ThreadPool pool(o);
-  ASSERT_TRUE(Queue(pool, [&] {
-    started.Notify();
-    release.WaitForNotification();
-  }, "x"));
-  started.WaitForNotification();
+  Occupy(pool, release, "x");
   EXPECT_TRUE(Queue(pool, [] {}, "a"));
   EXPECT_TRUE(Queue(pool, [] {}, "a"));
   const absl::Status refused = pool.Schedule("a", [] {});
@@ -214,14 +210,10 @@ TEST(ThreadPool, AFullQueueStillTakesKeysBelowTheirFairShare) {
   // still queues two, then is refused like a and b.
   ThreadPool::Options o = Sized(1, 8);
   o.max_queued_per_key = 4;
-  absl::Notification started, release;
+  absl::Notification release;
   std::atomic<int> ran{0};
   ThreadPool pool(o);
-  ASSERT_TRUE(Queue(pool, [&] {
-    started.Notify();
-    release.WaitForNotification();
-  }, "x"));
-  started.WaitForNotification();
+  Occupy(pool, release, "x");
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(Queue(pool, [&] { ++ran; }, "a"));
     ASSERT_TRUE(Queue(pool, [&] { ++ran; }, "b"));
@@ -245,13 +237,9 @@ TEST(ThreadPool, AFullQueueStillTakesKeysBelowTheirFairShare) {
 TEST(ThreadPool, NoKeyQueuesBeyondTwiceTheBound) {
   ThreadPool::Options o = Sized(1, 2);
   o.max_queued_per_key = 1;
-  absl::Notification started, release;
+  absl::Notification release;
   ThreadPool pool(o);
-  ASSERT_TRUE(Queue(pool, [&] {
-    started.Notify();
-    release.WaitForNotification();
-  }, "x"));
-  started.WaitForNotification();
+  Occupy(pool, release, "x");
   for (const char* key : {"a", "b", "c", "d"}) EXPECT_TRUE(Queue(pool, [] {}, key)) << key;
   EXPECT_FALSE(Queue(pool, [] {}, "e"));  // 4 waiting: twice the bound
   release.Notify();
