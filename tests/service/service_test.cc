@@ -46,7 +46,13 @@ const std::vector<std::string> kLoopTuneSequence = {"split_4",  "down",    "swap
 class Client {
  public:
   explicit Client(cg::CompilerGymService::Stub& stub) : stub_(stub) {
+    // The first call waits for the new channel's connection: a connect attempt can fail
+    // transiently on a loaded host (once in CI, 16 clients connecting at once: "failed to
+    // connect to all addresses ... No such file or directory"), and a fail-fast call would then
+    // fail at once instead of letting gRPC reconnect.
     grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     EXPECT_TRUE(stub_.GetSpaces(&ctx, cg::GetSpacesRequest(), &spaces_).ok());
   }
   int Obs(const std::string& name) const {
