@@ -59,6 +59,12 @@ compiler_gym::Event ToEvent(const Observation& o) {
       t->mutable_value()->Add(o.integers.begin(), o.integers.end());
       break;
     }
+    case Observation::Kind::kBytes: {
+      compiler_gym::ByteTensor* t = e.mutable_byte_tensor();
+      t->add_shape(o.text.size());
+      t->set_value(o.text);
+      break;
+    }
   }
   return e;
 }
@@ -101,6 +107,12 @@ compiler_gym::ObservationSpace ToProto(const ObservationSpace& s) {
     case Observation::Kind::kInt64Tensor:
       FillBox<int64_t>(s, *space->mutable_int64_box());
       break;
+    case Observation::Kind::kBytes: {
+      compiler_gym::ByteSequenceSpace* seq = space->mutable_byte_sequence();
+      seq->mutable_length_range()->set_min(s.min_length);
+      seq->mutable_length_range()->set_max(s.max_length);
+      break;
+    }
   }
   return out;
 }

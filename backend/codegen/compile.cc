@@ -20,6 +20,20 @@ absl::StatusOr<Kernel> KernelCompiler::Compile(const LoopTree& tree) {
 }
 
 absl::StatusOr<Kernel> KernelCompiler::Compile(const KernelPlan& plan) {
+  if (absl::Status s = Emit(plan); !s.ok()) return s;
+  return Kernel::FromCode(scratch_->getCode(), scratch_->getSize());
+}
+
+absl::StatusOr<std::vector<uint8_t>> KernelCompiler::CompileCode(const LoopTree& tree) {
+  return CompileCode(Lower(tree, isa_, options_));
+}
+
+absl::StatusOr<std::vector<uint8_t>> KernelCompiler::CompileCode(const KernelPlan& plan) {
+  if (absl::Status s = Emit(plan); !s.ok()) return s;
+  return std::vector<uint8_t>(scratch_->getCode(), scratch_->getCode() + scratch_->getSize());
+}
+
+absl::Status KernelCompiler::Emit(const KernelPlan& plan) {
   scratch_->reset();
   try {
     EmitKernel(plan, *scratch_);
@@ -32,7 +46,7 @@ absl::StatusOr<Kernel> KernelCompiler::Compile(const KernelPlan& plan) {
     return absl::InternalError(absl::StrCat("code generation failed: ", e.what()));
   }
   if (scratch_->hasUndefinedLabel()) return absl::InternalError("code generation left a label undefined");
-  return Kernel::FromCode(scratch_->getCode(), scratch_->getSize());
+  return absl::OkStatus();
 }
 
 }  // namespace looptool

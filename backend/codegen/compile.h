@@ -5,7 +5,9 @@
 #ifndef LOOPTOOL_BACKEND_CODEGEN_COMPILE_H_
 #define LOOPTOOL_BACKEND_CODEGEN_COMPILE_H_
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "backend/codegen/codegen_options.h"
@@ -31,10 +33,17 @@ class KernelCompiler {
   // assembler rejects what the emitter produced (our bug).
   absl::StatusOr<Kernel> Compile(const LoopTree& tree);
   absl::StatusOr<Kernel> Compile(const KernelPlan& plan);
+  // The same code as bytes: position-independent (rip-relative constants only, no relocations),
+  // entry at offset 0, the same for the same plan on every run.
+  absl::StatusOr<std::vector<uint8_t>> CompileCode(const LoopTree& tree);
+  absl::StatusOr<std::vector<uint8_t>> CompileCode(const KernelPlan& plan);
 
  private:
   Isa isa_;
   CodegenOptions options_;
+  // Emits `plan` into scratch_; on success the code is scratch_'s.
+  absl::Status Emit(const KernelPlan& plan);
+
   std::unique_ptr<Xbyak::CodeGenerator> scratch_;
 };
 

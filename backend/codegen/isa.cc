@@ -18,12 +18,25 @@ IsaTraits Traits(Isa isa) {
   return {1, 16, "sse"};
 }
 
+std::vector<std::string> CpuFeatures(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return {"avx512f", "avx512vl", "fma"};
+    case Isa::kAvx2:
+      return {"avx", "avx2", "fma"};
+    case Isa::kSse:
+      return {};
+  }
+  return {};
+}
+
 bool IsaSupported(Isa isa) {
   using Xbyak::util::Cpu;
   const Cpu cpu;
   switch (isa) {
     case Isa::kAvx512:
-      return cpu.has(Cpu::tAVX512F) && cpu.has(Cpu::tFMA);
+      // Width-8 statements use ymm registers with k masks (AVX512VL).
+      return cpu.has(Cpu::tAVX512F) && cpu.has(Cpu::tAVX512VL) && cpu.has(Cpu::tFMA);
     case Isa::kAvx2:
       return cpu.has(Cpu::tAVX2) && cpu.has(Cpu::tFMA);
     case Isa::kSse:

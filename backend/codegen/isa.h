@@ -6,6 +6,7 @@
 #define LOOPTOOL_BACKEND_CODEGEN_ISA_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -21,6 +22,9 @@ struct IsaTraits {
 };
 
 IsaTraits Traits(Isa isa);
+// The CPU features code for `isa` executes, as GCC's __builtin_cpu_supports spells them
+// (avx512: avx512f, avx512vl, fma; avx2: avx, avx2, fma; sse: none beyond x86-64).
+std::vector<std::string> CpuFeatures(Isa isa);
 // The best instruction set this CPU runs.
 Isa DetectIsa();
 bool IsaSupported(Isa isa);

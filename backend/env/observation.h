@@ -18,6 +18,7 @@ struct Observation {
     kDouble,       // number
     kInt64,        // integer
     kInt64Tensor,  // integers with shape
+    kBytes,        // bytes (in `text`): machine code
   };
   Kind kind = Kind::kString;
   std::string text;
@@ -30,6 +31,7 @@ struct Observation {
 
   static Observation String(std::string s) { return {Kind::kString, std::move(s)}; }
   static Observation Graph(std::string json) { return {Kind::kGraphJson, std::move(json)}; }
+  static Observation Bytes(std::string bytes) { return {Kind::kBytes, std::move(bytes)}; }
   static Observation Floats(std::vector<float> v, std::vector<int64_t> shape) {
     Observation o{Kind::kFloatTensor};
     o.floats = std::move(v);
@@ -61,7 +63,7 @@ struct Observation {
 };
 
 // How a space is declared to clients. Tensors have a fixed `shape` and elementwise bounds;
-// kBoolTensor spaces are sequences whose length lies in [min_length, max_length].
+// kBoolTensor and kBytes spaces are sequences whose length lies in [min_length, max_length].
 struct ObservationSpace {
   std::string name;
   Observation::Kind kind = Observation::Kind::kString;

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "backend/actions/apply.h"
 #include "backend/actions/sketches.h"
+#include "backend/codegen/compile.h"
+#include "backend/codegen/kernel_abi.h"
 #include "backend/codegen/kernel_plan.h"
 #include "backend/features/stride_histogram.h"
 #include "backend/features/tensors.h"
@@ -163,6 +165,29 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
   });
   plan.space.platform_dependent = true;
   entries.push_back(std::move(plan));
+  // How to call the kernel once taken away (backend/codegen/kernel_abi.h), as JSON.
+  Entry abi = Text("kernel_abi", [](const ObservationInputs& in) {
+    return Observation::String(KernelAbiJson(in.tree.program(), in.kernels.target));
+  });
+  abi.space.platform_dependent = true;
+  entries.push_back(std::move(abi));
+  // The kernel's machine code for the target: the bytes the timer runs (the compiler is
+  // deterministic), position-independent, entry at offset 0. Not verified here: the timed
+  // observations verify a kernel against the interpreter, in the kernel worker, before timing it
+  // (`looptool export` asks for `flops` in the same step).
+  const CodegenOptions codegen;
+  ObservationSpace code{"machine_code", Observation::Kind::kBytes};
+  code.min_length = 0;
+  code.max_length = codegen.max_code_bytes;
+  code.platform_dependent = true;
+  code.default_value = Observation::Bytes("");
+  entries.push_back({std::move(code), false,
+                     [codegen](const ObservationInputs& in) -> absl::StatusOr<Observation> {
+                       KernelCompiler compiler(in.kernels.target, codegen);
+                       ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
+                                        compiler.CompileCode(in.tree));
+                       return Observation::Bytes(std::string(bytes.begin(), bytes.end()));
+                     }});
   return ObservationRegistry(std::move(entries));
 }
 

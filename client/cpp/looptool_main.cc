@@ -7,13 +7,19 @@
 //   looptool eval --benchmark=URI|FILE --actions=split_4,down,... [--server=...] [--json]
 //   looptool benchmarks [--dataset=NAME]
 //   looptool schedules --store=FILE [--host=TEXT] [--json]
+//   looptool export --output=DIR [--library=NAME] --store=FILE [--host=TEXT] [--benchmark=...]
+//   looptool export --output=DIR [--library=NAME] --benchmark=URI|FILE [--actions=a,b,...]
+//   looptool export --output=DIR [--library=NAME] --benchmark=URI|FILE,URI|FILE,...
+//   looptool tune ... --export-dir=DIR [--library=NAME]
 //
 // Without --server(s) it starts an embedded LoopTool server on 127.0.0.1 (its kernel worker
 // pinned to the last CPU) and talks to it over gRPC like any other client. Many benchmarks are
 // spread over --servers, one at a time per server; a server that dies costs only its benchmark in
 // flight, which another server tunes again. --store keeps the best schedule per (benchmark, host
-// CPU, action space) in an SQLite file that later runs start from. Flags may be spelled with
-// dashes or underscores, as --flag=value or --flag value.
+// CPU, action space) in an SQLite file that later runs start from. `export` writes tuned
+// kernels as a C library (client/cpp/kernel_library.h): the stored schedules, one program's
+// actions, or (tune --export-dir) the best a tune run found, each compiled and timed by the
+// server again. Flags may be spelled with dashes or underscores, as --flag=value or --flag value.
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,6 +33,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -37,6 +44,7 @@
 #include "backend/timing/worker_main.h"
 #include "client/cpp/env.h"
 #include "client/cpp/fleet.h"
+#include "client/cpp/kernel_library.h"
 #include "client/cpp/schedule_store.h"
 #include "client/cpp/search/search.h"
 #include "datasets/split.h"
@@ -72,6 +80,13 @@ ABSL_FLAG(std::string, store, "",
           "tune: SQLite schedule store to start from and keep the best in; schedules: to list");
 ABSL_FLAG(std::string, host, "", "schedules: only those timed on a CPU whose name has this");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the random and evolution searches");
+ABSL_FLAG(std::string, output, "", "export: the directory the library is written to");
+ABSL_FLAG(std::string, library, "looptool_kernels",
+          "export, tune --export-dir: the library's name (a C identifier): lib<NAME>.so, lib<NAME>.a, "
+          "<NAME>.h, <NAME>.json");
+ABSL_FLAG(std::string, export_dir, "",
+          "tune: export the best schedule's kernel as a library into this directory");
+ABSL_FLAG(std::string, cc, "gcc", "export: the C compiler that assembles and links the library");
 // The embedded server's flags (--timing, --timing_budget_ms, --eval_cores, --isa, ...) and
 // --auth_token_file are service/server_flags.h's.
 ABSL_FLAG(std::string, tls_ca_file, "",
@@ -350,6 +365,88 @@ int TuneMany(FleetOptions options) {
   return failed == 0 ? 0 : 1;
 }
 
+// ---- export ----------------------------------------------------------------------------------
+
+// Where a schedule to export came from (the store's record, when it was stored).
+struct ExportSource {
+  FleetBenchmark benchmark;
+  std::string action_space;
+  std::vector<std::string> actions;
+  std::optional<StoredSchedule> stored;
+};
+
+// Applies the source's actions on a new session of `connection`'s server, then asks the server
+// for the kernel's code, its ABI and its speed (timing verifies the kernel first).
+absl::StatusOr<ExportedKernel> ExportKernel(std::shared_ptr<Connection> connection,
+                                            const ExportSource& source, std::string name) {
+  const FleetBenchmark& b = source.benchmark;
+  ASSIGN_OR_RETURN(Env env, b.program.empty() ? Env::Start(connection, b.uri, source.action_space)
+                                              : Env::StartProgram(connection, b.uri, b.program,
+                                                                  source.action_space));
+  RETURN_IF_ERROR(env.StepNamed(source.actions).status());
+  ASSIGN_OR_RETURN(StepResult r, env.Step({}, {"flops", "peak_gflops", "loop_tree", "kernel_abi",
+                                               "machine_code"}));
+  ExportedKernel k;
+  k.name = std::move(name);
+  k.benchmark = b.uri;
+  k.abi_json = r.Find("kernel_abi")->text;
+  k.code = r.Find("machine_code")->text;
+  k.action_space = source.action_space;
+  k.actions = source.actions;
+  k.loop_tree = r.Find("loop_tree")->text;
+  k.gflops = r.Find("flops")->number;
+  k.peak_gflops = r.Find("peak_gflops")->number;
+  k.host_cpu = connection->host_cpu();
+  k.server = connection->address();
+  if (source.stored.has_value()) {
+    k.tuned_host_cpu = source.stored->host_cpu;
+    k.tuned_search = source.stored->search;
+    k.tuned_gflops = source.stored->gflops;
+    k.tuned_unix = source.stored->updated_unix;
+  }
+  return k;
+}
+
+// Exports `sources` through `connection`'s server into --output (or `directory`) as --library.
+int ExportSources(std::shared_ptr<Connection> connection, const std::vector<ExportSource>& sources,
+                  const std::string& directory) {
+  std::vector<ExportedKernel> kernels;
+  std::map<std::string, int> used;
+  for (const ExportSource& source : sources) {
+    std::string name = KernelName(source.benchmark.uri);
+    if (const int n = ++used[name]; n > 1) absl::StrAppend(&name, "_", n);
+    absl::StatusOr<ExportedKernel> k = ExportKernel(connection, source, std::move(name));
+    if (!k.ok()) {
+      return Fail(absl::Status(k.status().code(), absl::StrCat(source.benchmark.uri, ": ",
+                                                                k.status().message())));
+    }
+    std::fprintf(stderr, "%-52s %8.2f GFLOPS  %6zu bytes of %s code  -> %s\n",
+                 source.benchmark.uri.c_str(), k->gflops, k->code.size(),
+                 json::parse(k->abi_json)["isa"].get<std::string>().c_str(), k->name.c_str());
+    kernels.push_back(*std::move(k));
+  }
+  LibraryOptions options;
+  options.directory = directory;
+  options.name = absl::GetFlag(FLAGS_library);
+  options.cc = absl::GetFlag(FLAGS_cc);
+  absl::StatusOr<LibraryFiles> files = WriteKernelLibrary(kernels, options);
+  if (!files.ok()) return Fail(files.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << json{{"header", files->header},
+                      {"shared_library", files->shared_library},
+                      {"static_library", files->static_library},
+                      {"manifest", files->manifest},
+                      {"kernels", kernels.size()}}
+                     .dump()
+              << "\n";
+  } else {
+    std::printf("%zu kernels exported:\n  %s\n  %s\n  %s\n  %s\n", kernels.size(),
+                files->header.c_str(), files->shared_library.c_str(),
+                files->static_library.c_str(), files->manifest.c_str());
+  }
+  return 0;
+}
+
 // What `tune` was asked for: the search, its policy and the schedule store, from the flags.
 // The policy and the store are owned here; `options` points at them.
 struct TuneSetup {
@@ -434,6 +531,11 @@ int Tune() {
                     !absl::GetFlag(FLAGS_servers).empty() ||
                     (absl::StrContains(arg, ',') && !std::filesystem::is_regular_file(arg));
   if (many) {
+    if (!absl::GetFlag(FLAGS_export_dir).empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "tune --export-dir exports one benchmark's kernel; to export many, tune them with "
+          "--store=FILE, then `looptool export --store=FILE --output=DIR`"));
+    }
     FleetOptions options;
     options.tune = tune;
     return TuneMany(std::move(options));
@@ -463,6 +565,15 @@ int Tune() {
   if (!t.ok()) return Fail(t.status());
   t->attempts = 1;
   PrintTuneResult(started->benchmark.uri, tune, *t, (*setup)->store.get());
+  if (const std::string dir = absl::GetFlag(FLAGS_export_dir); !dir.empty()) {
+    ExportSource source{started->benchmark, tune.action_space, t->search.actions, std::nullopt};
+    source.stored = StoredSchedule{};
+    source.stored->host_cpu = t->host_cpu;
+    source.stored->search = search_name;
+    source.stored->gflops = t->search.gflops;
+    source.stored->updated_unix = absl::ToUnixSeconds(absl::Now());
+    return ExportSources(c->connection, {source}, dir);
+  }
   return 0;
 }
 
@@ -575,9 +686,94 @@ int Schedules() {
   return 0;
 }
 
+// export: --store's schedules (those of --benchmark's list, or all whose program the server
+// knows), or --benchmark with --actions, or a --benchmark list at their start schedules.
+int Export() {
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (output.empty()) return Fail(absl::InvalidArgumentError("export needs --output=DIR"));
+  if (absl::Status s = CheckLibraryName(absl::GetFlag(FLAGS_library)); !s.ok()) return Fail(s);
+  std::vector<ExportSource> sources;
+  const std::string store_path = absl::GetFlag(FLAGS_store);
+  const std::string benchmark_flag = absl::GetFlag(FLAGS_benchmark);
+  std::unique_ptr<ScheduleStore> store;
+  if (!store_path.empty()) {
+    if (!absl::GetFlag(FLAGS_actions).empty()) {
+      return Fail(absl::InvalidArgumentError("give --store or --actions, not both"));
+    }
+    if (!std::filesystem::exists(store_path)) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("no schedule store at ", store_path)));
+    }
+    absl::StatusOr<std::unique_ptr<ScheduleStore>> opened = ScheduleStore::Open(store_path);
+    if (!opened.ok()) return Fail(opened.status());
+    store = *std::move(opened);
+    absl::StatusOr<std::vector<StoredSchedule>> all = store->List(absl::GetFlag(FLAGS_host));
+    if (!all.ok()) return Fail(all.status());
+    // The benchmarks asked for (by store key), when --benchmark was given explicitly.
+    std::map<std::string, FleetBenchmark> wanted;
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag("benchmark");
+    const bool explicit_list = flag->CurrentValue() != flag->DefaultValue();
+    if (explicit_list) {
+      for (absl::string_view b : absl::StrSplit(benchmark_flag, ',', absl::SkipEmpty())) {
+        absl::StatusOr<FleetBenchmark> read = ReadBenchmark(std::string(b));
+        if (!read.ok()) return Fail(read.status());
+        wanted[read->store_key] = *std::move(read);
+      }
+    }
+    std::set<std::string> found;
+    for (const StoredSchedule& s : *all) {
+      FleetBenchmark b{s.benchmark, "", s.benchmark};
+      if (explicit_list) {
+        auto it = wanted.find(s.benchmark);
+        if (it == wanted.end()) continue;
+        b = it->second;
+      } else if (absl::StrContains(s.benchmark, '#')) {
+        std::fprintf(stderr, "skipped %s: a program from a file; name the file with --benchmark\n",
+                     s.benchmark.c_str());
+        continue;
+      }
+      if (!found.insert(s.benchmark).second) {
+        std::fprintf(stderr, "skipped %s on %s: another host's schedule of it comes first\n",
+                     s.benchmark.c_str(), s.host_cpu.c_str());
+        continue;
+      }
+      sources.push_back({std::move(b), s.action_space, s.actions, s});
+    }
+    for (const auto& [key, b] : wanted) {
+      if (!found.count(key)) {
+        return Fail(absl::NotFoundError(absl::StrCat(store_path, " has no schedule of ", b.uri,
+                                                     absl::GetFlag(FLAGS_host).empty()
+                                                         ? ""
+                                                         : " on that --host")));
+      }
+    }
+    if (sources.empty()) {
+      return Fail(absl::NotFoundError(absl::StrCat("no schedules to export in ", store_path)));
+    }
+  } else {
+    const std::vector<std::string> actions =
+        absl::StrSplit(absl::GetFlag(FLAGS_actions), ',', absl::SkipEmpty());
+    std::vector<std::string> list = absl::StrSplit(benchmark_flag, ',', absl::SkipEmpty());
+    if (std::filesystem::is_regular_file(benchmark_flag)) list = {benchmark_flag};
+    if (list.size() > 1 && !actions.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "--actions applies to one --benchmark; several are exported at their start schedules"));
+    }
+    for (const std::string& arg : list) {
+      absl::StatusOr<FleetBenchmark> b = ReadBenchmark(arg);
+      if (!b.ok()) return Fail(b.status());
+      sources.push_back({*std::move(b), ActionSpace(nullptr), actions, std::nullopt});
+    }
+    if (sources.empty()) return Fail(absl::InvalidArgumentError("no benchmarks to export"));
+  }
+  absl::StatusOr<Connected> c = Connect();
+  if (!c.ok()) return Fail(c.status());
+  ReportEmbedded(*c);
+  return ExportSources(c->connection, sources, output);
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "looptool tune|eval|benchmarks|schedules [flags]: tune loop nests with LoopTool");
+      "looptool tune|eval|benchmarks|schedules|export [flags]: tune loop nests with LoopTool");
   std::vector<std::string> normalized = NormalizeFlags(argc, argv);
   std::vector<char*> args;
   for (std::string& s : normalized) args.push_back(s.data());
@@ -590,6 +786,7 @@ int Main(int argc, char** argv) {
   if (command == "eval") return Eval();
   if (command == "benchmarks") return Benchmarks();
   if (command == "schedules") return Schedules();
+  if (command == "export") return Export();
   std::fprintf(stderr,
                "usage: looptool tune --benchmark=URI|FILE [--search=ALGO] [--time-limit=S] "
                "[--server=HOST:PORT] [--json]\n"
@@ -598,6 +795,8 @@ int Main(int argc, char** argv) {
                "[--servers=HOST:PORT,...] [--store=FILE]\n"
                "       looptool benchmarks [--dataset=NAME]\n"
                "       looptool schedules --store=FILE [--host=TEXT] [--json]\n"
+               "       looptool export --output=DIR [--library=NAME] (--store=FILE [--host=TEXT] "
+               "[--benchmark=...] | --benchmark=URI|FILE [--actions=a,b,c])\n"
                "search algorithms: %s\n",
                absl::StrJoin(SearchAlgorithms(), ", ").c_str());
   return command.empty() || command == "help" ? 0 : 2;

@@ -30,6 +30,11 @@ absl::StatusOr<Value> FromEvent(const compiler_gym::Event& e) {
       v.integers.assign(e.int64_tensor().value().begin(), e.int64_tensor().value().end());
       v.shape.assign(e.int64_tensor().shape().begin(), e.int64_tensor().shape().end());
       return v;
+    case compiler_gym::Event::kByteTensor:
+      v.kind = Value::Kind::kBytes;
+      v.text = e.byte_tensor().value();
+      v.shape.assign(e.byte_tensor().shape().begin(), e.byte_tensor().shape().end());
+      return v;
     case compiler_gym::Event::kDoubleValue:
       v.kind = Value::Kind::kDouble;
       v.number = e.double_value();

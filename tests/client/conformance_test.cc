@@ -38,6 +38,8 @@ Expected ExpectedFor(const cg::Space& space) {
               {space.int64_box().low().shape().begin(), space.int64_box().low().shape().end()}};
     case cg::Space::kBooleanSequence:
       return {{Value::Kind::kBools}, {}};
+    case cg::Space::kByteSequence:
+      return {{Value::Kind::kBytes}, {}};
     case cg::Space::kDoubleValue:
       return {{Value::Kind::kDouble}, {}};
     case cg::Space::kInt64Value:
@@ -60,6 +62,9 @@ void ExpectConforms(const Value& v, const Expected& e, const std::string& what) 
   }
   if (v.kind == Value::Kind::kInt64s && !e.shape.empty()) {
     EXPECT_EQ(static_cast<int64_t>(v.integers.size()), elements) << what;
+  }
+  if (v.kind == Value::Kind::kBytes) {
+    EXPECT_EQ(v.shape, std::vector<int64_t>{static_cast<int64_t>(v.text.size())}) << what;
   }
 }
 

@@ -33,6 +33,10 @@ def expect_conforms(test, value, spec, what):
     elif space == "boolean_sequence":
         test.assertIsInstance(value, np.ndarray, what)
         test.assertEqual(value.dtype, np.bool_, what)
+    elif space == "byte_sequence":
+        test.assertIsInstance(value, np.ndarray, what)
+        test.assertEqual(value.dtype, np.uint8, what)
+        test.assertEqual(value.ndim, 1, what)
     elif space == "double_value":
         test.assertIsInstance(value, float, what)
     elif space == "int64_value":

@@ -94,7 +94,8 @@ class LoopToolEnvTest(unittest.TestCase):
                          ["ir", "loop_tree", "loops_tensor", "stride_tensor",
                           "5_prev_actions_tensor", "ir_graph_networkx", "ir_tree_networkx",
                           "action_mask", "flop_count", "flops", "runtime", "peak_gflops",
-                          "predicted_gflops", "sketches", "kernel_plan", "action_state"])
+                          "predicted_gflops", "sketches", "kernel_plan", "kernel_abi",
+                          "machine_code", "action_state"])
         self.assertEqual(env.observation_spaces["loops_tensor"].shape, (1, 320))
         self.assertEqual(env.observation_spaces["stride_tensor"].shape, (1, 16))
         self.assertEqual(env.observation_spaces["5_prev_actions_tensor"].shape, (1, 85))
@@ -247,7 +248,7 @@ class LoopToolEnvTest(unittest.TestCase):
         env.reset()
         self.assertIn("loop_tree", env.observation)
         self.assertNotIn("nope", env.observation)
-        self.assertEqual(len(env.observation), 16)
+        self.assertEqual(len(env.observation), 18)
         self.assertEqual(list(env.observation)[:2], ["ir", "loop_tree"])
         with self.assertRaises(KeyError):
             env.observation["nope"]

@@ -205,7 +205,8 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
                                             "5_prev_actions_tensor", "ir_graph_networkx",
                                             "ir_tree_networkx", "action_mask", "flop_count",
                                             "flops", "runtime", "peak_gflops", "predicted_gflops",
-                                            "sketches", "kernel_plan", "action_state"));
+                                            "sketches", "kernel_plan", "kernel_abi",
+                                            "machine_code", "action_state"));
   EXPECT_EQ(spaces.action_space_list(3).name(), "simple");
   EXPECT_THAT(spaces.action_space_list(3).space().named_discrete().name(),
               ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread"));

@@ -2,7 +2,10 @@
 // and shape as declared, and forks that never affect their parent.
 #include "backend/env/environment.h"
 
+#include "backend/codegen/compile.h"
+#include "backend/codegen/kernel.h"
 #include "backend/codegen/kernel_plan.h"
+#include "backend/interp/interpreter.h"
 #include "backend/ir/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -109,6 +112,45 @@ TEST(Environment, KernelPlanDescribesTheTargetsPlan) {
             "  for m in 4 (unrolled)\n"
             "   for k in 8 (unrolled)\n"
             "    for n in 32 by 16 lanes (unrolled)\n");
+}
+
+// kernel_abi and machine_code: how to call the kernel, and its bytes, which run anywhere they are
+// copied to and compute what the interpreter computes.
+TEST(Environment, KernelAbiAndMachineCodeTakeTheKernelAway) {
+  auto p = ParseProgram("C[m,n] += A[m,k] * B[k,n] -> relu; m=4 n=20 k=8", Limits{});
+  ASSERT_TRUE(p.ok());
+  const LoopTree tree = LoopTree::Initial(std::make_shared<const Program>(*p));
+  Environment env(tree, LoopToolActionSpace(), Limits{}, {Isa::kAvx2, nullptr, nullptr});
+  absl::StatusOr<Observation> abi = env.Observe("kernel_abi");
+  ASSERT_TRUE(abi.ok()) << abi.status();
+  EXPECT_EQ(abi->text,
+            R"j({"alignment_bytes":4,"cpu_features":["avx","avx2","fma"],)j"
+            R"j("entry":"void kernel(float* const* tensors)","flops":1360,"isa":"avx2",)j"
+            R"j("program":"C[m, n] += A[m, k] * B[k, n] -> relu\nm=4 n=20 k=8\n",)j"
+            R"j("tensors":[{"id":0,"name":"C","role":"output","shape":[4,20]},)j"
+            R"j({"id":1,"name":"A","role":"input","shape":[4,8]},)j"
+            R"j({"id":2,"name":"B","role":"input","shape":[8,20]}]})j");
+
+  absl::StatusOr<Observation> code = env.Observe("machine_code");
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(code->kind, Observation::Kind::kBytes);
+  KernelCompiler compiler(Isa::kAvx2);
+  absl::StatusOr<std::vector<uint8_t>> expected = compiler.CompileCode(tree);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(code->text, std::string(expected->begin(), expected->end()));
+  EXPECT_EQ(env.Observe("machine_code")->text, code->text);  // deterministic
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "this CPU cannot run the AVX2 kernel";
+  TensorData want = AllocateTensors(tree.program());
+  FillInputs(tree.program(), 5, /*small_integers=*/true, want);
+  TensorData got = want;
+  Interpret(tree, want);
+  got[0].assign(got[0].size(), -7.0f);  // every element is overwritten
+  absl::StatusOr<Kernel> kernel = Kernel::FromCode(
+      reinterpret_cast<const uint8_t*>(code->text.data()), code->text.size());
+  ASSERT_TRUE(kernel.ok());
+  std::vector<float*> pointers = {got[0].data(), got[1].data(), got[2].data()};
+  kernel->Run(pointers.data());
+  EXPECT_EQ(got[0], want[0]);
 }
 
 TEST(Environment, ForkIsIndependent) {
