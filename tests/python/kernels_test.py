@@ -199,6 +199,26 @@ class KernelsTest(unittest.TestCase):
             self.assertIs(kernel(out=out, **inputs), out)
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5, err_msg=name)
 
+    def test_bind_and_aligned_empty(self):
+        k = kernels.load(self.mm).mm_tiled
+        rng = np.random.default_rng(3)
+        A, B, C = kernels.empty((64, 96)), kernels.empty((96, 80)), kernels.empty((64, 80))
+        for array in (A, B, C):
+            self.assertEqual(array.ctypes.data % 64, 0)
+            self.assertEqual(array.dtype, np.float32)
+        A[...] = rng.uniform(-1, 1, A.shape)
+        B[...] = rng.uniform(-1, 1, B.shape)
+        C[...] = np.nan
+        run = k.bind(A, B, out=C)
+        self.assertIs(run(), C)
+        np.testing.assert_allclose(C, A @ B, rtol=1e-5, atol=1e-5)
+        A *= 2  # a bound call reads the arrays' contents anew
+        run()
+        np.testing.assert_allclose(C, A @ B, rtol=1e-5, atol=1e-5)
+        self.assertEqual(k(A, B).ctypes.data % 64, 0)  # outputs it allocates are aligned too
+        with self.assertRaisesRegex(kernels.KernelArgumentError, "input B: shape"):
+            k.bind(A, B[:1], out=C)
+
     def test_torch_tensors_through_dlpack(self):
         import torch
         lib = kernels.load(os.path.join(self.mm, "liblooptool_kernels.so"))
@@ -288,6 +308,46 @@ class KernelsTest(unittest.TestCase):
         with self.assertRaisesRegex(kernels.KernelLibraryError,
                                     "does not match its manifest: no missing_tensors"):
             kernels.load(bad)
+
+    def test_export_from_a_store_and_from_a_tune_run(self):
+        store = os.path.join(self.tmp, "store.db")
+        p = run("tune", "--benchmark=mm64_64_64,mm32_48_16", "--store=" + store,
+                "--search=random", "--time-limit=0.5", "--timing-budget-ms=1", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        tuned = {json.loads(line)["benchmark"]: json.loads(line) for line in p.stdout.splitlines()}
+        out = os.path.join(self.tmp, "from_store")
+        p = run("export", "--store=" + store, "--output=" + out, "--library=stored",
+                "--timing-budget-ms=1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lib = kernels.load(out)
+        self.assertEqual(sorted(lib), ["mm32_48_16", "mm64_64_64"])
+        for name, kernel in lib.items():
+            entry = kernel.manifest
+            record = tuned[entry["benchmark"]]
+            self.assertEqual(entry["actions"], record["actions"])
+            self.assertEqual(entry["tuned"]["search"], "random")
+            self.assertEqual(entry["tuned"]["gflops"], record["gflops"])
+            A = np.ones(kernel.inputs[0].shape, np.float32)
+            B = np.ones(kernel.inputs[1].shape, np.float32)
+            np.testing.assert_array_equal(kernel(A, B), A @ B)
+        # One benchmark of the store, by name; one the store lacks.
+        p = run("export", "--store=" + store, "--benchmark=mm32_48_16",
+                "--output=" + os.path.join(self.tmp, "one"), "--timing-budget-ms=1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(list(kernels.load(os.path.join(self.tmp, "one"))), ["mm32_48_16"])
+        p = run("export", "--store=" + store, "--benchmark=mm16_16_16",
+                "--output=" + os.path.join(self.tmp, "none"), "--timing-budget-ms=1")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("has no schedule of benchmark://mm64_256_16_range-v0/mm16_16_16", p.stderr)
+        # tune --export-dir: the run's best, exported.
+        out = os.path.join(self.tmp, "from_tune")
+        p = run("tune", "--benchmark=mm64_80_96", "--search=random", "--time-limit=0.5",
+                "--timing-budget-ms=1", "--export-dir=" + out, "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        result = json.loads(p.stdout.splitlines()[0])
+        kernel = kernels.load(out).mm64_80_96
+        self.assertEqual(kernel.manifest["actions"], result["actions"])
+        self.assertEqual(kernel.manifest["tuned"]["search"], "random")
 
     def test_cli_errors(self):
         p = run("export", "--benchmark=mm64_64_64")

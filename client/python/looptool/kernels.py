@@ -3,11 +3,12 @@
     lib = looptool.kernels.load("out/")          # a directory, its manifest or its .so
     C = lib.mm64_64_64(A, B)                     # inputs in the header's order; C allocated
     lib["mm64_64_64"](A=A, B=B, out=C)           # by name, into a given output
+    run = lib.mm64_64_64.bind(A, B, out=C); run()  # checked once, then called bare
 
 Arguments are numpy arrays or anything with `__dlpack__` (CPU torch tensors, ...): float32,
 exactly the kernel's shape, C-contiguous (dense row-major), not overlapping the outputs. A kernel
 overwrites every element of its outputs. A call returns its output (a tuple when the kernel has
-several): the object passed as `out`, else a new numpy array. The machine code runs through
+several): the object passed as `out`, else a new numpy array (64-byte aligned: `empty`). The machine code runs through
 ctypes, which releases the GIL: calls on different outputs may run in parallel threads.
 
 Errors: `KernelLibraryError` for a library that cannot be loaded (missing or corrupt files, a
@@ -38,6 +39,17 @@ class UnsupportedCpuError(KernelLibraryError):
 
 class KernelArgumentError(ValueError):
     """A kernel was called with an argument of the wrong shape, dtype, layout or number."""
+
+
+def empty(shape: Sequence[int]) -> Array:
+    """An uninitialised float32 array of `shape` starting on a 64-byte boundary (a cache line),
+    as the server's timer places tensors. Kernels accept any 4-byte aligned array, but vector
+    loads of arrays off a cache line touch more lines: memory-bound kernels run slower on them
+    (numpy places large arrays 16 bytes past a page)."""
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count + 16, dtype=np.float32)
+    start = (-raw.ctypes.data % 64) // 4
+    return raw[start:start + count].reshape(tuple(shape))
 
 
 class TensorSpec:
@@ -140,7 +152,7 @@ class Kernel:
         """The output objects: given (one object, a sequence in order, or a dict by name), or
         new arrays."""
         if out is None:
-            return [np.empty(t.shape, dtype=np.float32) for t in self.outputs]
+            return [empty(t.shape) for t in self.outputs]
         if isinstance(out, dict):
             if set(out) != {t.name for t in self.outputs}:
                 raise KernelArgumentError(
@@ -155,7 +167,10 @@ class Kernel:
                 f"{self.name}: {len(self.outputs)} outputs, got {len(outs)} in out")
         return outs
 
-    def __call__(self, *args: Any, out: Any = None, **named: Any) -> Any:
+    def _prepare(self, args: Tuple[Any, ...], out: Any,
+                 named: Dict[str, Any]) -> Tuple[Any, List[Any], Any]:
+        """Checks a call's arguments; returns the tensors' pointer array (ctypes), the output
+        objects and the arrays viewing every tensor (which keep DLPack views alive)."""
         inputs = list(args) if not named and len(args) == len(self.inputs) else \
             self._gather(args, named)
         outs = self._outputs(out)
@@ -176,8 +191,36 @@ class Kernel:
                 if j != i and addresses[j] < hi and lo < addresses[j] + other.nbytes:
                     raise KernelArgumentError(f"{self.name}: output {self.tensors[i].name} "
                                               f"overlaps {self.tensors[j].name}")
-        self._function(self._pointers(*addresses))
+        return self._pointers(*addresses), outs, arrays
+
+    def __call__(self, *args: Any, out: Any = None, **named: Any) -> Any:
+        pointers, outs, _ = self._prepare(args, out, named)
+        self._function(pointers)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def bind(self, *args: Any, out: Any = None, **named: Any) -> "BoundKernel":
+        """The call with these arguments, checked once: calling the result runs the kernel on
+        them again with no checks (a few hundred nanoseconds of Python, for kernels too short
+        for a checked call). It holds the arguments; their memory must stay where it is (do not
+        resize them)."""
+        pointers, outs, arrays = self._prepare(args, out, named)
+        return BoundKernel(self._function, pointers, outs[0] if len(outs) == 1 else tuple(outs),
+                           (args, named, outs, arrays))
+
+
+class BoundKernel:
+    """A kernel call with its arguments checked once (`Kernel.bind`); `bound()` runs it and
+    returns the output(s)."""
+
+    def __init__(self, function: Any, pointers: Any, result: Any, keep: Any) -> None:
+        self._function = function
+        self._pointers = pointers
+        self._result = result
+        self._keep = keep  # the arguments, alive as long as the binding
+
+    def __call__(self) -> Any:
+        self._function(self._pointers)
+        return self._result
 
 
 _FLOAT32 = np.dtype(np.float32)
