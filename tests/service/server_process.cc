@@ -51,6 +51,8 @@ std::unique_ptr<compiler_gym::CompilerGymService::Stub> ServerProcess::NewStub()
   // server tells clients apart by connection.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // As LoopTool's clients do: a machine_code observation may be larger than gRPC's 4 MB default.
+  args.SetMaxReceiveMessageSize(64 << 20);
   return compiler_gym::CompilerGymService::NewStub(grpc::CreateCustomChannel(
       "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials(), args));
 }
