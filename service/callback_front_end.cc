@@ -121,8 +121,8 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::
     return reactor;
   }
   if constexpr (std::is_same_v<Request, cg::StartSessionRequest>) {
-    // Starting a session is cheap unless it asks for a timed observation.
-    if (mode == Mode::kStart && !service_.NeedsTiming(state->request.observation_space())) {
+    // Starting a session is cheap unless it asks for a slow observation.
+    if (mode == Mode::kStart && !service_.IsSlow(state->request.observation_space())) {
       complete(call(*state));
       return reactor;
     }

@@ -96,7 +96,7 @@ std::vector<Ref> ListActionSpaces(const std::vector<std::shared_ptr<const Engine
 }
 
 // GetSpaces' observation spaces: the union of the engines' by name, in engine order, declared
-// as the first engine that has the name declares it; timed when it times a kernel in any.
+// as the first engine that has the name declares it; slow when it is slow in any.
 template <typename Ref>
 std::vector<Ref> ListObservationSpaces(
     const std::vector<std::shared_ptr<const Engine>>& engines) {
@@ -106,9 +106,9 @@ std::vector<Ref> ListObservationSpaces(
       auto known = std::find_if(refs.begin(), refs.end(),
                                 [&](const Ref& r) { return r.space.name == o.space.name; });
       if (known == refs.end()) {
-        refs.push_back({o.space, o.timed});
+        refs.push_back({o.space, o.slow});
       } else {
-        known->timed = known->timed || o.timed;
+        known->slow = known->slow || o.slow;
       }
     }
   }
@@ -456,7 +456,7 @@ absl::Status LoopToolService::DoSendSessionParameter(
 
 std::optional<absl::Status> LoopToolService::StepIfQuick(const compiler_gym::StepRequest& request,
                                                          compiler_gym::StepReply& reply) {
-  if (NeedsTiming(request.observation_space())) return std::nullopt;  // may wait for a worker
+  if (IsSlow(request.observation_space())) return std::nullopt;  // compiles, may wait
   absl::StatusOr<std::shared_ptr<Session>> session =
       sessions_.Find(request.session_id(), absl::Now());
   if (!session.ok()) return session.status();
@@ -469,10 +469,10 @@ std::optional<absl::Status> LoopToolService::StepIfQuick(const compiler_gym::Ste
   return status;
 }
 
-bool LoopToolService::NeedsTiming(const google::protobuf::RepeatedField<int32_t>& indices) const {
+bool LoopToolService::IsSlow(const google::protobuf::RepeatedField<int32_t>& indices) const {
   for (int32_t index : indices) {
     if (index >= 0 && index < static_cast<int>(observation_spaces_.size()) &&
-        observation_spaces_[index].timed) {
+        observation_spaces_[index].slow) {
       return true;
     }
   }

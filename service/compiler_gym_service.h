@@ -99,8 +99,8 @@ class LoopToolService {
   std::optional<absl::Status> StepIfQuick(const compiler_gym::StepRequest& request,
                                           compiler_gym::StepReply& reply);
 
-  // Whether observing `indices` may time a kernel (and so wait for a worker).
-  bool NeedsTiming(const google::protobuf::RepeatedField<int32_t>& indices) const;
+  // Whether observing `indices` is slow (compiles a kernel, may wait for a worker).
+  bool IsSlow(const google::protobuf::RepeatedField<int32_t>& indices) const;
 
   // Ends the sessions idle for longer than `timeout`; returns how many. The server calls this
   // periodically.
@@ -143,7 +143,7 @@ class LoopToolService {
   // What an index of GetSpaces' observation space list refers to.
   struct ObservationSpaceRef {
     ObservationSpace space;
-    bool timed = false;  // computing it times a kernel in some engine
+    bool slow = false;  // computing it compiles (and may time) a kernel in some engine
   };
   // The engine that serves `uri` (its index); the claiming engine's error, or NOT_FOUND when
   // none claims it.

@@ -9,7 +9,7 @@ namespace looptool::compat {
 
 LoopToolV0Engine::LoopToolV0Engine(std::shared_ptr<KernelTimer> timer) : timer_(std::move(timer)) {
   for (const auto& entry : LoopToolV0Observations().entries()) {
-    observations_.push_back({entry.space, entry.timed});
+    observations_.push_back({entry.space, entry.slow});
   }
 }
 

@@ -26,7 +26,9 @@ struct NamedActionSpace {
 
 struct EngineObservation {
   ObservationSpace space;
-  bool timed = false;  // computing it compiles and times a kernel
+  // Computing it compiles (and may time) a kernel: the service runs requests for it where they
+  // may wait, never on gRPC's threads.
+  bool slow = false;
 };
 
 // How strongly an engine claims a benchmark URI. An engine that claims kOwn serves it; where

@@ -13,7 +13,7 @@ LoopTreeEngine::LoopTreeEngine(Limits limits, KernelBackend kernels)
       kernels_(std::move(kernels)),
       registry_(std::make_shared<const ObservationRegistry>(LoopToolObservations(limits_))) {
   for (const ActionSpace& space : AllActionSpaces()) spaces_.push_back({space.name, space.Names()});
-  for (const auto& entry : registry_->entries()) observations_.push_back({entry.space, entry.timed});
+  for (const auto& entry : registry_->entries()) observations_.push_back({entry.space, entry.slow});
 }
 
 absl::StatusOr<std::unique_ptr<Episode>> LoopTreeEngine::NewEpisode(

@@ -174,14 +174,15 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
   // The kernel's machine code for the target: the bytes the timer runs (the compiler is
   // deterministic), position-independent, entry at offset 0. Not verified here: the timed
   // observations verify a kernel against the interpreter, in the kernel worker, before timing it
-  // (`looptool export` asks for `flops` in the same step).
+  // (`looptool export` asks for `flops` in the same step). Slow: up to max_code_bytes of code
+  // are emitted, so it runs where calls may wait.
   const CodegenOptions codegen;
   ObservationSpace code{"machine_code", Observation::Kind::kBytes};
   code.min_length = 0;
   code.max_length = codegen.max_code_bytes;
   code.platform_dependent = true;
   code.default_value = Observation::Bytes("");
-  entries.push_back({std::move(code), false,
+  entries.push_back({std::move(code), /*slow=*/true,
                      [codegen](const ObservationInputs& in) -> absl::StatusOr<Observation> {
                        KernelCompiler compiler(in.kernels.target, codegen);
                        ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,

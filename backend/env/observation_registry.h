@@ -1,6 +1,6 @@
 // ObservationRegistry: every observation an episode serves, in one table. An entry is a name's
-// declared space, whether computing it times a kernel (the service runs such requests where
-// they may wait, and injects test faults only there), and how to compute it from the episode's
+// declared space, whether computing it is slow (compiles, and may time, a kernel: the service
+// runs such requests where they may wait, and injects test faults only there), and how to compute it from the episode's
 // state. GetSpaces, Observe and the service's timing decisions all read the same table, so a new
 // observation is one entry.
 #ifndef LOOPTOOL_BACKEND_ENV_OBSERVATION_REGISTRY_H_
@@ -34,7 +34,7 @@ struct ObservationInputs {
 template <typename Inputs>
 struct ObservationEntry {
   ObservationSpace space;
-  bool timed = false;  // computing it compiles and times a kernel
+  bool slow = false;  // computing it compiles (and may time) a kernel
   std::function<absl::StatusOr<Observation>(const Inputs&)> compute;
 };
 
@@ -68,7 +68,7 @@ using ObservationRegistry = ObservationTable<ObservationInputs>;
 // LoopTool's observations, shaped by `limits`: ir, loop_tree, loops_tensor, stride_tensor,
 // 5_prev_actions_tensor, ir_graph_networkx, ir_tree_networkx, action_mask, flop_count (untimed),
 // then flops, runtime, peak_gflops (timed), predicted_gflops, sketches, kernel_plan,
-// kernel_abi and machine_code (untimed).
+// kernel_abi (untimed), machine_code (untimed but slow: the kernel is compiled).
 ObservationRegistry LoopToolObservations(const Limits& limits);
 
 }  // namespace looptool

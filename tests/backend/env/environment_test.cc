@@ -182,14 +182,14 @@ TEST(Environment, PrevActionsTensorUsesLoopToolIndices) {
 namespace looptool {
 namespace {
 
-// The registry is the one list: timing is declared there, and a new observation is one entry.
-TEST(ObservationRegistry, TimedEntriesAndOneEntryExtensions) {
+// The registry is the one list: slowness is declared there, and a new observation is one entry.
+TEST(ObservationRegistry, SlowEntriesAndOneEntryExtensions) {
   const ObservationRegistry registry = LoopToolObservations(Limits{});
-  std::vector<std::string> timed;
+  std::vector<std::string> slow;
   for (const auto& e : registry.entries()) {
-    if (e.timed) timed.push_back(e.space.name);
+    if (e.slow) slow.push_back(e.space.name);
   }
-  EXPECT_THAT(timed, ElementsAre("flops", "runtime", "peak_gflops"));
+  EXPECT_THAT(slow, ElementsAre("flops", "runtime", "peak_gflops", "machine_code"));
 
   std::vector<ObservationEntry<ObservationInputs>> entries = registry.entries();
   ObservationSpace depth{"cursor_depth", Observation::Kind::kInt64};
