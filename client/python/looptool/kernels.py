@@ -111,10 +111,12 @@ class Kernel:
         if array.dtype is not _FLOAT32 or array.shape != spec.shape or \
                 not array.flags.c_contiguous or (output and not through_dlpack and
                                                  not array.flags.writeable):
-            self._complain(spec, array, output)
+            self._complain(spec, array, output and not through_dlpack)
         return array
 
-    def _complain(self, spec: TensorSpec, array: Array, output: bool) -> None:
+    def _complain(self, spec: TensorSpec, array: Array, writable_numpy: bool) -> None:
+        """Raises for what is wrong with `array` (the fast check above may also send an array
+        that is right, e.g. float32 under another dtype object: nothing is raised then)."""
         what = f"{self.name}: {spec.role} {spec.name}"
         if array.dtype != np.float32:
             raise KernelArgumentError(f"{what}: dtype is {array.dtype}, the kernel takes float32")
@@ -125,7 +127,7 @@ class Kernel:
             raise KernelArgumentError(
                 f"{what}: not C-contiguous (strides {array.strides}); pass a dense row-major "
                 "array (numpy.ascontiguousarray, tensor.contiguous())")
-        if output:
+        if writable_numpy and not array.flags.writeable:
             raise KernelArgumentError(f"{what}: the array is read-only")
 
     def _gather(self, args: Tuple[Any, ...], named: Dict[str, Any]) -> List[Any]:
