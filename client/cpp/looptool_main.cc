@@ -687,7 +687,8 @@ int Schedules() {
 }
 
 // export: --store's schedules (those of --benchmark's list, or all whose program the server
-// knows), or --benchmark with --actions, or a --benchmark list at their start schedules.
+// knows; per benchmark the fastest tuned on the server's CPU), or --benchmark with --actions, or
+// a --benchmark list at their start schedules.
 int Export() {
   const std::string output = absl::GetFlag(FLAGS_output);
   if (output.empty()) return Fail(absl::InvalidArgumentError("export needs --output=DIR"));
@@ -719,7 +720,10 @@ int Export() {
         wanted[read->store_key] = *std::move(read);
       }
     }
-    std::set<std::string> found;
+    // Every stored schedule of each benchmark to export (the store keeps one per host CPU and
+    // action space); which one is exported is chosen once the server's host is known.
+    std::vector<std::pair<FleetBenchmark, std::vector<StoredSchedule>>> candidates;
+    std::map<std::string, size_t> index;  // store key -> candidates
     for (const StoredSchedule& s : *all) {
       FleetBenchmark b{s.benchmark, "", s.benchmark};
       if (explicit_list) {
@@ -731,24 +735,40 @@ int Export() {
                      s.benchmark.c_str());
         continue;
       }
-      if (!found.insert(s.benchmark).second) {
-        std::fprintf(stderr, "skipped %s on %s: another host's schedule of it comes first\n",
-                     s.benchmark.c_str(), s.host_cpu.c_str());
-        continue;
-      }
-      sources.push_back({std::move(b), s.action_space, s.actions, s});
+      auto [it, added] = index.try_emplace(s.benchmark, candidates.size());
+      if (added) candidates.push_back({std::move(b), {}});
+      candidates[it->second].second.push_back(s);
     }
     for (const auto& [key, b] : wanted) {
-      if (!found.count(key)) {
+      if (!index.count(key)) {
         return Fail(absl::NotFoundError(absl::StrCat(store_path, " has no schedule of ", b.uri,
                                                      absl::GetFlag(FLAGS_host).empty()
                                                          ? ""
                                                          : " on that --host")));
       }
     }
-    if (sources.empty()) {
+    if (candidates.empty()) {
       return Fail(absl::NotFoundError(absl::StrCat("no schedules to export in ", store_path)));
     }
+    absl::StatusOr<Connected> c = Connect();
+    if (!c.ok()) return Fail(c.status());
+    ReportEmbedded(*c);
+    // Per benchmark: the fastest schedule tuned on this server's CPU; else (none was) the first
+    // listed, said so: speeds measured on other CPUs do not compare.
+    const std::string host = c->connection->host_cpu();
+    for (auto& [b, stored] : candidates) {
+      const StoredSchedule* chosen = nullptr;
+      for (const StoredSchedule& s : stored) {
+        if (s.host_cpu == host && (chosen == nullptr || s.gflops > chosen->gflops)) chosen = &s;
+      }
+      if (chosen == nullptr) {
+        chosen = &stored.front();
+        std::fprintf(stderr, "%s: no schedule tuned on %s; exporting the one tuned on %s\n",
+                     b.uri.c_str(), host.c_str(), chosen->host_cpu.c_str());
+      }
+      sources.push_back({b, chosen->action_space, chosen->actions, *chosen});
+    }
+    return ExportSources(c->connection, sources, output);
   } else {
     const std::vector<std::string> actions =
         absl::StrSplit(absl::GetFlag(FLAGS_actions), ',', absl::SkipEmpty());
