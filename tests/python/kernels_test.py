@@ -253,6 +253,12 @@ class KernelsTest(unittest.TestCase):
         for call, message in cases:
             with self.assertRaisesRegex(kernels.KernelArgumentError, message):
                 call()
+        with self.assertRaisesRegex(kernels.KernelArgumentError, "input A: dtype is >f4"):
+            k(A.astype(">f4"), B)
+        # float32 under another dtype object (metadata) is float32: accepted, computed.
+        tagged = np.zeros((64, 80), dtype=np.dtype(np.float32, metadata={"tag": 1}))
+        self.assertIs(k(A + 1, B + 1, out=tagged), tagged)
+        np.testing.assert_array_equal(tagged, (A + 1) @ (B + 1))
         readonly = np.zeros((64, 80), np.float32)
         readonly.setflags(write=False)
         with self.assertRaisesRegex(kernels.KernelArgumentError, "output C: the array is read-only"):
@@ -330,6 +336,19 @@ class KernelsTest(unittest.TestCase):
             A = np.ones(kernel.inputs[0].shape, np.float32)
             B = np.ones(kernel.inputs[1].shape, np.float32)
             np.testing.assert_array_equal(kernel(A, B), A @ B)
+        # Another CPU's schedule of mm64_64_64, listed first (hosts sort by name) and "faster":
+        # export takes this CPU's.
+        import sqlite3
+        with sqlite3.connect(store) as db:
+            db.execute("INSERT INTO schedules SELECT benchmark, ' A faster CPU', action_space, "
+                       "'[\"split_2\"]', loop_tree, gflops * 100, peak_gflops, search, server, "
+                       "seconds, updated_unix FROM schedules WHERE benchmark LIKE '%mm64_64_64'")
+        p = run("export", "--store=" + store, "--benchmark=mm64_64_64",
+                "--output=" + os.path.join(self.tmp, "this_host"), "--timing-budget-ms=1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        entry = kernels.load(os.path.join(self.tmp, "this_host")).mm64_64_64.manifest
+        self.assertEqual(entry["actions"], tuned[entry["benchmark"]]["actions"])
+        self.assertEqual(entry["tuned"]["host_cpu"], tuned[entry["benchmark"]]["host_cpu"])
         # One benchmark of the store, by name; one the store lacks.
         p = run("export", "--store=" + store, "--benchmark=mm32_48_16",
                 "--output=" + os.path.join(self.tmp, "one"), "--timing-budget-ms=1")
