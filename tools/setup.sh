@@ -5,8 +5,9 @@
 set -euo pipefail
 
 packages=(
-  # build; clang-14 for the thread-safety analysis (--config=tsa)
-  bazel-bootstrap g++ pkg-config clang-14
+  # build (gcc and binutils also wrap exported kernels: looptool export); clang-14 for the
+  # thread-safety analysis (--config=tsa)
+  bazel-bootstrap g++ gcc binutils pkg-config clang-14
   # C++ libraries
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev grpc-proto
   libabsl-dev libxbyak-dev libboost-graph-dev nlohmann-json3-dev libsqlite3-dev libeigen3-dev

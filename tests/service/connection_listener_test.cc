@@ -16,19 +16,15 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "tests/service/eventually.h"
 #include "gtest/gtest.h"
 
 namespace looptool::service {
 namespace {
 
-// Waits until `done` holds or 30 s pass; whether it held.
+// Whether `done` held within 30 s.
 bool Eventually(const std::function<bool()>& done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
+  return testing::Eventually(done, absl::Seconds(30), absl::Milliseconds(1));
 }
 
 int Socket() { return socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "tests/service/eventually.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -61,14 +62,9 @@ int Remaining(Stub& stub, const std::string& token = "") {
   return reply.remaining_sessions();
 }
 
-// Waits until `done` holds or two minutes pass; whether it held.
+// Whether `done` held within two minutes.
 bool Eventually(const std::function<bool()>& done) {
-  const absl::Time give_up = absl::Now() + absl::Minutes(2);
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return true;
+  return testing::Eventually(done, absl::Minutes(2), absl::Milliseconds(20));
 }
 
 TEST(Connections, AClientsSessionsEndOnceItHasGoneForItsGrace) {
