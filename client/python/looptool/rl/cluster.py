@@ -1,7 +1,7 @@
 """Where RL actors run: LoopTool servers, a Dask cluster, and a pool of rollout calls in flight.
 
-Servers: the addresses given (`--servers=HOST:PORT,...`) or one LocalServer started here with
-its kernel workers pinned to `timing_cores` CPUs. Benchmarks are routed to a fixed server (the
+Servers: the addresses given (`--servers=HOST:PORT,...`) or `count` LocalServers started here
+(one by default), each with its kernel workers pinned to its own `timing_cores` CPUs. Benchmarks are routed to a fixed server (the
 FNV-1a hash of the name modulo the number of servers) so that server's schedule cache hits when
 a benchmark comes back.
 
@@ -62,27 +62,37 @@ class Servers:
     """
 
     def __init__(self, addresses: Optional[Sequence[str]] = None, timing_cores: int = 1,
-                 server_flags: Sequence[str] = ()) -> None:
-        self.local: Optional["LocalServer"] = None
+                 server_flags: Sequence[str] = (), count: int = 1) -> None:
+        self.local: Optional["LocalServer"] = None   # the first (or only) local server
+        self.locals: List["LocalServer"] = []
         self.timing_cores: Optional[List[int]] = None
         if addresses:
             self.addresses = list(addresses)
         else:
             from looptool.server import LocalServer
-            cores = default_timing_cores(timing_cores)
+            cores = default_timing_cores(timing_cores * count)
             others = sorted(os.sched_getaffinity(0) - set(cores))
             if others:
                 os.sched_setaffinity(0, others)
-            # A trainer killed with SIGKILL must not leave its server running.
-            self.local = LocalServer(flags=[f"--eval_cores={','.join(map(str, cores))}",
-                                            *server_flags], die_with_parent=True)
-            self.addresses = [self.local.address]
+            try:
+                for i in range(count):  # server i: its own `timing_cores` of the cores
+                    mine = cores[i * timing_cores:(i + 1) * timing_cores]
+                    # A trainer killed with SIGKILL must not leave its server running.
+                    self.locals.append(LocalServer(
+                        flags=[f"--eval_cores={','.join(map(str, mine))}", *server_flags],
+                        die_with_parent=True))
+            except BaseException:
+                self.close()
+                raise
+            self.local = self.locals[0]
+            self.addresses = [s.address for s in self.locals]
             self.timing_cores = cores
 
     def close(self) -> None:
-        if self.local is not None:
-            self.local.close()
-            self.local = None
+        for server in self.locals:
+            server.close()
+        self.locals = []
+        self.local = None
 
     def __enter__(self) -> "Servers":
         return self

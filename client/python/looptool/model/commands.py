@@ -1,0 +1,337 @@
+"""`python3 -m looptool.model tune|run`, and the same from Python: tune_model(), run_model().
+
+    export PYTHONPATH=bazel-bin/client/python:client/python
+    export LOOPTOOL_SERVER=bazel-bin/service/looptool-server   # the CLI is found beside it
+    /usr/bin/python3 -m looptool.model tune --model=resnet18 --time-limit=600 --out=runs/resnet18
+    /usr/bin/python3 -m looptool.model run --model=resnet18 --out=runs/resnet18
+
+tune: extracts the model's layers (looptool.model.extract), checks each task's program on a
+server, tunes the tasks over Dask (looptool.model.tuning: a LocalCluster by default, or
+`--scheduler=tcp://HOST:8786`; `--servers=HOST:PORT,...`, else `--local-servers` started here,
+each with its own timing core), keeps schedules in `--store` (default OUT/schedules.db), exports
+the library to OUT/kernels, and writes OUT/report.{md,csv,png} and OUT/tune.json.
+
+run: the model with its layers computed by OUT/kernels (looptool.model.replace), on one seeded
+random input: the largest difference from PyTorch's output relative to PyTorch's largest
+magnitude (max |ours - torch| / max |torch|; exit status 1 above `--tolerance`, 1e-4), and the
+median single-thread latency of both (PyTorch eager and ours, interleaved, on one CPU) into
+OUT/run.json and OUT/run.md.
+
+`--model` is a torchvision model name (built with random weights from `--seed`, its BatchNorm
+statistics randomized too so that folding them is exercised) or `package.module:factory` (a
+callable returning an nn.Module, used as it is). From Python, pass any nn.Module:
+
+    from looptool.model import tune_model, run_model
+    tune_model(my_module, torch.randn(1, 3, 224, 224), out="runs/mine", time_limit=120)
+    print(run_model(my_module, torch.randn(1, 3, 224, 224), out="runs/mine"))
+"""
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+from looptool import kernels
+from looptool.model import extract as extract_lib
+
+LIBRARY = "model_kernels"
+MAX_SERVERS = 64
+
+
+def build_model(spec: str, seed: int) -> torch.nn.Module:
+    """A torchvision model by name (random weights from `seed`, BatchNorm statistics
+    randomized), or `module:factory`'s nn.Module."""
+    torch.manual_seed(seed)
+    if ":" in spec:
+        module_name, attr = spec.split(":", 1)
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"--model={spec}: cannot import {attr} from {module_name}: {e}")
+        model = factory()
+        if not isinstance(model, torch.nn.Module):
+            raise ValueError(f"--model={spec}: {attr}() returned a {type(model).__name__}, "
+                             "not a torch.nn.Module")
+        return model.eval()
+    import torchvision
+    names = set(torchvision.models.list_models()) if hasattr(torchvision.models, "list_models") \
+        else {n for n in dir(torchvision.models) if n.islower() and not n.startswith("_")
+              and callable(getattr(torchvision.models, n))}
+    if spec not in names:
+        raise ValueError(f"--model={spec}: not a torchvision model (e.g. resnet18, "
+                         "mobilenet_v2) nor module:factory")
+    net: torch.nn.Module = getattr(torchvision.models, spec)(weights=None)
+    g = torch.Generator().manual_seed(seed + 1)
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d) and m.running_var is not None:
+            assert m.running_mean is not None
+            with torch.no_grad():
+                m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+                m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                m.weight.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                m.bias.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+    return net.eval()
+
+
+def example_input(shape: Sequence[int], seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 2))
+
+
+def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
+               time_limit: float = 0.0, slice_seconds: float = 0.0,
+               servers: Sequence[str] = (), local_servers: int = 1,
+               scheduler: str = "", workers: int = 0, store: str = "",
+               library: str = LIBRARY, auth_token_file: str = "", seed: int = 0,
+               progress: bool = True, title: str = "model", server_flags: Sequence[str] = (),
+               log: Any = sys.stderr, on_slice: Any = None) -> Dict[str, Any]:
+    """Tunes the model's tasks and exports their kernels to OUT/kernels (module doc). Returns
+    the summary written to OUT/tune.json. `on_slice(tuning.SliceResult)` sees each slice as it
+    comes back; `server_flags` go to the local servers."""
+    from looptool import auth
+    from looptool.model import report as report_lib
+    from looptool.model import tuning
+    from looptool.rl import cluster
+
+    plan = extract_lib.extract(model, example)
+    if not plan.tasks:
+        raise ValueError("the model has no layer a kernel can compute: "
+                         + "; ".join(f"{x.node}: {x.why}" for x in plan.left[:10]))
+    os.makedirs(out, exist_ok=True)
+    task_dir = os.path.join(out, "tasks")
+    tuning.write_tasks(plan, task_dir)
+    count = len(servers) or local_servers
+    if time_limit <= 0:
+        time_limit = 10.0 * len(plan.tasks) / count
+    if slice_seconds <= 0:
+        slice_seconds = max(2.0, min(30.0, time_limit * count / (3 * len(plan.tasks))))
+    first_round = -(-len(plan.tasks) // count) * slice_seconds
+    if first_round > time_limit:
+        raise ValueError(f"--time-limit={time_limit:g} s cannot give each of the "
+                         f"{len(plan.tasks)} tasks one {slice_seconds:g} s slice on {count} "
+                         f"servers; give at least {first_round:g} s, or a shorter --slice")
+    token = auth.read_auth_token_file(auth_token_file) if auth_token_file else None
+    options = tuning.TuneOptions(time_limit=time_limit, slice_seconds=slice_seconds,
+                                 store=os.path.abspath(store or os.path.join(out,
+                                                                             "schedules.db")),
+                                 auth_token_file=os.path.abspath(auth_token_file)
+                                 if auth_token_file else "", auth_token=token, seed=seed)
+    if not os.path.exists(options.cli):
+        raise FileNotFoundError(f"the looptool CLI is not at {options.cli}: set "
+                                f"${tuning.CLI_ENV_VAR} (bazel-bin/client/cpp/looptool)")
+    print(f"{title}: {len(plan.layers)} layers as {len(plan.tasks)} tasks; "
+          f"{len(plan.left)} nodes left to PyTorch; {time_limit:g} s of "
+          f"{slice_seconds:.3g} s slices on {count} servers", file=log)
+    with cluster.Servers(list(servers) or None, count=local_servers,
+                         server_flags=server_flags) as srv:
+        client, local_cluster = cluster.start_dask(workers or len(srv.addresses),
+                                                   scheduler or None)
+        bar = None
+        try:
+            flops = tuning.task_flops(plan, srv.addresses[0], token)
+            if progress:
+                from tqdm import tqdm
+                bar = tqdm(total=round(time_limit), unit="s", desc="tuning", file=log)
+
+            def on_progress(elapsed: float, allot: Any) -> None:
+                if bar is None:
+                    return
+                bar.n = min(round(elapsed), bar.total)
+                latency = allot.latency()
+                tuned = len(allot.tasks) - len(allot.untuned())
+                bar.set_postfix_str(f"tasks {tuned}/{len(allot.tasks)}" + (
+                    f", kernels {1e3 * latency:.3f} ms" if latency else ""), refresh=True)
+
+            run = tuning.tune_tasks(plan, srv.addresses, client, options, flops, on_progress,
+                                   on_slice)
+        finally:
+            if bar is not None:
+                bar.close()
+            client.close()
+            if local_cluster is not None:
+                local_cluster.close()
+        live = [s for s in srv.addresses if s not in run.dropped_servers]
+        manifest = None
+        export_error = ""
+        if live:
+            try:
+                manifest = tuning.export(plan, run, task_dir, os.path.join(out, "kernels"),
+                                         library, live[0], options)
+            except RuntimeError as e:
+                export_error = str(e)
+        else:
+            export_error = "no server answers to export from"
+    table = report_lib.write(plan, run, manifest, out, title)
+    summary = {
+        "title": title, "input_shape": list(plan.input_shape), "layers": len(plan.layers),
+        "tasks": len(plan.tasks), "time_limit": time_limit, "slice_seconds": slice_seconds,
+        "seconds": round(run.seconds, 2), "servers": list(srv.addresses),
+        "dropped_servers": run.dropped_servers, "lost_slices": run.lost_slices,
+        "store": options.store, "library": os.path.join(out, "kernels") if manifest else "",
+        "export_error": export_error, "report": table,
+        "left": [{"node": x.node, "op": x.op, "why": x.why} for x in plan.left],
+    }
+    with open(os.path.join(out, "tune.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    failed = [r["task"] for r in table if r["error"]]
+    print(f"{title}: tuned in {run.seconds:.1f} s; "
+          + (f"{len(failed)} tasks failed ({', '.join(failed)}); " if failed else "")
+          + (f"kernels in {summary['library']}" if manifest else f"no export: {export_error}")
+          + f"; report {os.path.join(out, 'report.md')}", file=log)
+    return summary
+
+
+class _OneCpu:
+    """Within: this process on one CPU (the last it may use) and PyTorch on one thread; both as
+    they were after."""
+
+    def __enter__(self) -> int:
+        self.cpus = os.sched_getaffinity(0)
+        self.threads = torch.get_num_threads()
+        cpu = max(self.cpus)
+        os.sched_setaffinity(0, {cpu})
+        torch.set_num_threads(1)
+        return cpu
+
+    def __exit__(self, *exc: object) -> None:
+        os.sched_setaffinity(0, self.cpus)
+        torch.set_num_threads(self.threads)
+
+
+def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
+              library_dir: str = "", repeats: int = 20, warmup: int = 3,
+              tolerance: float = 1e-4, title: str = "model") -> Dict[str, Any]:
+    """The model through OUT/kernels against PyTorch: error and latency (module doc). Returns the
+    summary written to OUT/run.json."""
+    from looptool.model.replace import with_kernels
+
+    library = kernels.load(library_dir or os.path.join(out, "kernels"))
+    plan = extract_lib.extract(model, example)
+    ours, missing = with_kernels(plan, library)
+    with torch.no_grad(), _OneCpu() as cpu:
+        reference = model(example)
+        result = ours(example)
+        scale = float(reference.abs().max())
+        error = float((result - reference).abs().max()) / (scale if scale > 0 else 1.0)
+        for _ in range(warmup):
+            model(example)
+            ours(example)
+        eager: List[float] = []
+        mine: List[float] = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            model(example)
+            eager.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            ours(example)
+            mine.append(time.perf_counter() - t)
+    kernel_layers = sum(1 for layer in plan.layers if layer.task not in missing)
+    eager_ms, ours_ms = 1e3 * statistics.median(eager), 1e3 * statistics.median(mine)
+    summary = {
+        "title": title, "input_shape": list(example.shape), "cpu": cpu,
+        "max_relative_error": error, "tolerance": tolerance, "ok": error <= tolerance,
+        "torch_eager_ms": eager_ms, "looptool_ms": ours_ms, "speedup": eager_ms / ours_ms,
+        "repeats": repeats,
+        "layers": len(plan.layers), "layers_on_kernels": kernel_layers,
+        "tasks_missing_from_library": missing,
+        "left": [{"node": x.node, "op": x.op, "why": x.why} for x in plan.left],
+        "torch_threads": 1,
+    }
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "run.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    text = (f"# {title} through LoopTool kernels\n\n"
+            f"- input {tuple(example.shape)}; {kernel_layers} of {len(plan.layers)} layers on "
+            f"kernels; {len(plan.left)} nodes left to PyTorch\n"
+            f"- max |ours - torch| / max |torch| = {error:.2e} (tolerance {tolerance:g})\n"
+            f"- one thread on CPU {cpu}, median of {repeats}: PyTorch eager "
+            f"{summary['torch_eager_ms']:.3f} ms, LoopTool {summary['looptool_ms']:.3f} ms "
+            f"({summary['speedup']:.2f}x)\n")
+    if missing:
+        text += f"- tasks without a kernel in the library (left to PyTorch): {', '.join(missing)}\n"
+    with open(os.path.join(out, "run.md"), "w") as f:
+        f.write(text)
+    return summary
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python3 -m looptool.model",
+                                description="Tune a PyTorch model's layers with LoopTool, and "
+                                            "run it through the exported kernels.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("tune", "run"):
+        s = sub.add_parser(name)
+        s.add_argument("--model", required=True,
+                       help="a torchvision model name (resnet18) or package.module:factory")
+        s.add_argument("--input-shape", default="1,3,224,224")
+        s.add_argument("--out", default="", help="default: runs/model_<model>")
+        s.add_argument("--seed", type=int, default=0)
+        if name == "tune":
+            s.add_argument("--time-limit", type=float, default=0,
+                           help="seconds of tuning (default: 10 per task per server)")
+            s.add_argument("--slice", type=float, default=0,
+                           help="seconds of one slice (default: about a third of a task's "
+                                "share, 2..30)")
+            s.add_argument("--servers", default="", help="HOST:PORT,... (default: start "
+                                                         "--local-servers here)")
+            s.add_argument("--local-servers", type=int, default=1)
+            s.add_argument("--scheduler", default="",
+                           help="tcp://HOST:8786 (default: a LocalCluster)")
+            s.add_argument("--workers", type=int, default=0,
+                           help="LocalCluster workers (default: one per server)")
+            s.add_argument("--store", default="", help="default: OUT/schedules.db")
+            s.add_argument("--library", default=LIBRARY)
+            s.add_argument("--auth-token-file", default="")
+            s.add_argument("--no-progress", action="store_true")
+        else:
+            s.add_argument("--library-dir", default="", help="default: OUT/kernels")
+            s.add_argument("--repeats", type=int, default=20)
+            s.add_argument("--tolerance", type=float, default=1e-4)
+    args = p.parse_args(argv)
+    try:
+        args.shape = [int(d) for d in args.input_shape.split(",")]
+    except ValueError:
+        args.shape = []
+    if not args.shape or not all(1 <= d <= 1 << 16 for d in args.shape):
+        p.error(f"--input-shape takes sizes like 1,3,224,224; got {args.input_shape!r}")
+    args.out = args.out or os.path.join("runs", "model_" + args.model.replace(":", "_"))
+    if args.command == "tune":
+        servers = [s for s in args.servers.split(",") if s]
+        if len(servers) > MAX_SERVERS or not 1 <= args.local_servers <= MAX_SERVERS:
+            p.error(f"--servers and --local-servers: 1..{MAX_SERVERS}")
+        if args.time_limit < 0 or args.slice < 0 or not 0 <= args.workers <= 256:
+            p.error("--time-limit and --slice must not be negative; --workers is 0..256")
+        args.server_list = servers
+    elif not 1 <= args.repeats <= 100000:
+        p.error("--repeats must be 1..100000")
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        model = build_model(args.model, args.seed)
+        example = example_input(args.shape, args.seed)
+        if args.command == "tune":
+            summary = tune_model(
+                model, example, args.out, time_limit=args.time_limit, slice_seconds=args.slice,
+                servers=args.server_list, local_servers=args.local_servers,
+                scheduler=args.scheduler, workers=args.workers, store=args.store,
+                library=args.library, auth_token_file=args.auth_token_file, seed=args.seed,
+                progress=not args.no_progress, title=args.model)
+            return 0 if summary["library"] and not any(r["error"] for r in summary["report"]) \
+                else 1
+        summary = run_model(model, example, args.out, library_dir=args.library_dir,
+                            repeats=args.repeats, tolerance=args.tolerance, title=args.model)
+        with open(os.path.join(args.out, "run.md")) as f:
+            print(f.read(), end="")
+        return 0 if summary["ok"] else 1
+    except (ValueError, FileNotFoundError, extract_lib.ExtractError,
+            kernels.KernelLibraryError) as e:
+        print(f"looptool.model: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,110 @@
+"""The model with its layers computed by exported kernels.
+
+`with_kernels(plan, library)` returns a copy of the plan's traced model in which each layer's
+nodes are replaced by one `KernelLayer` module: it copies its input into a padded buffer when the
+kernel reads one (zeros, or -inf for max pooling; cropped to the rows the kernel reads), calls
+the kernel (looptool.kernels) into a new output tensor, and runs the layer's epilogue in place
+(bias, scale, relu or clamp). Layers whose task the library lacks stay in PyTorch (`missing`).
+
+A KernelLayer keeps its padded buffer between calls, so one model runs one call at a time (no
+threads sharing it), and takes exactly the batch it was extracted with.
+"""
+
+import copy
+from typing import Any, List, Mapping, Optional, Tuple
+
+import numpy as np
+import torch
+import torch.fx
+
+from looptool import kernels as kernels_lib
+from looptool.model.extract import Layer, Plan
+
+
+class KernelLayer(torch.nn.Module):
+    """One layer: padding copy, the kernel, the epilogue (see the module's doc)."""
+
+    def __init__(self, layer: Layer, kernel: kernels_lib.Kernel) -> None:
+        super().__init__()
+        self.layer = layer
+        self.kernel = kernel
+        self.weight: Optional[kernels_lib.Array] = None
+        if layer.weight is not None:
+            self.weight = kernels_lib.empty(layer.weight.shape)
+            self.weight[...] = layer.weight
+        self.bias: Optional[torch.Tensor] = None
+        if layer.bias is not None:
+            # Per output channel: the kernel output's first dimension after the batch (conv,
+            # grouped conv: (g, k) flattened), or its last (linear).
+            out = layer.kernel_output_shape
+            if layer.kind == "linear":
+                view: Tuple[int, ...] = (out[-1],)
+            else:
+                channel_dims = 2 if layer.kind == "grouped_conv" else 1
+                lead = len(out) - 2 - channel_dims  # a batch dimension, if any
+                view = out[lead:lead + channel_dims] + (1, 1)
+            self.bias = torch.from_numpy(layer.bias.copy()).reshape(view)
+        self.buffer: Optional[torch.Tensor] = None
+        need_copy = (layer.padding != (0, 0)
+                     or tuple(layer.input_views[0]) != tuple(layer.kernel_input_shapes[0]))
+        if need_copy:
+            self.buffer = torch.full(layer.kernel_input_shapes[0], layer.pad_value,
+                                     dtype=torch.float32)
+
+    def _padded(self, x: torch.Tensor) -> torch.Tensor:
+        """x copied into the buffer at (padding rows, padding columns), cropped to it."""
+        assert self.buffer is not None
+        ph, pw = self.layer.padding
+        rows = min(x.shape[-2], self.buffer.shape[-2] - ph)
+        cols = min(x.shape[-1], self.buffer.shape[-1] - pw)
+        self.buffer[..., ph:ph + rows, pw:pw + cols] = x[..., :rows, :cols]
+        return self.buffer
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        layer = self.layer
+        args: List[Any] = []
+        for x, view in zip(inputs, layer.input_views):
+            x = x.reshape(view)
+            if self.buffer is not None and not args:
+                x = self._padded(x)
+            args.append(x.contiguous().numpy())
+        if self.weight is not None:
+            args.append(self.weight)
+        out = torch.empty(layer.kernel_output_shape, dtype=torch.float32)
+        self.kernel(*args, out=out.numpy())
+        if self.bias is not None:
+            out.add_(self.bias)
+        if layer.scale != 1.0:
+            out.mul_(layer.scale)
+        if layer.activation == "relu":
+            out.relu_()
+        elif layer.activation == "clamp":
+            out.clamp_(*layer.clamp)
+        return out.reshape(layer.result_shape)
+
+
+def with_kernels(plan: Plan, library: Mapping[str, kernels_lib.Kernel]
+                 ) -> Tuple[torch.fx.GraphModule, List[str]]:
+    """(the model computing each layer the library (a KernelLibrary, or any mapping of kernels
+    by task name) has a kernel for, the tasks it lacks)."""
+    gm = copy.deepcopy(plan.graph_module)
+    nodes = {n.name: n for n in gm.graph.nodes}
+    missing: List[str] = []
+    for i, layer in enumerate(plan.layers):
+        if layer.task not in library:
+            if layer.task not in missing:
+                missing.append(layer.task)
+            continue
+        name = f"looptool_layer_{i}"
+        gm.add_submodule(name, KernelLayer(layer, library[layer.task]))
+        last = nodes[layer.name]
+        with gm.graph.inserting_after(last):
+            new = gm.graph.call_module(name, tuple(nodes[n] for n in layer.inputs))
+        last.replace_all_uses_with(new)
+        for node_name in reversed(layer.nodes):
+            gm.graph.erase_node(nodes[node_name])
+        nodes[layer.name] = new  # what later layers read by that name
+    gm.graph.lint()
+    gm.delete_all_unused_submodules()
+    gm.recompile()
+    return gm, missing

@@ -1,0 +1,287 @@
+"""looptool.model: whole PyTorch models extracted, tuned over Dask, exported and run.
+
+  * extract() on the tiny model (two convolutions and a linear) and on one of every kind gives
+    the exact programs, folds BatchNorm (the folded layer computes what conv + BN computed),
+    fuses relu only where nothing comes between, and lists what stays in PyTorch and why;
+  * the allotment gives every task a slice first (heaviest first), then follows Ansor's
+    gradient, and never offers a failed task;
+  * `python3 -m looptool.model tune` then `run` on the tiny model (a LocalCluster, two local
+    servers): every task reported once, a library exported, the model's output within 1e-4 of
+    PyTorch's; the model of every kind through its kernels matches PyTorch too;
+  * a server SIGKILLed while its slice runs: it is dropped, its tasks are tuned on the other,
+    every task is reported once and the export and run still work;
+  * bad input: an unknown model, a bad shape, an untraceable model, a missing library.
+"""
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+import unittest.mock
+
+import numpy as np
+import torch
+
+import tiny_models
+from looptool import kernels
+from looptool.model import commands, extract as extract_lib
+from looptool.model.allot import Allotment
+from looptool.model.replace import with_kernels
+from looptool.server import LocalServer
+
+SERVER = os.path.abspath("service/looptool-server")
+CLI = os.path.abspath("client/cpp/looptool")
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+           LOOPTOOL_SERVER=SERVER, LOOPTOOL_CLI=CLI)
+FAST = ["--timing_budget_ms=2"]  # the local servers time kernels briefly (no speed is checked)
+
+
+def model_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "looptool.model", *args], env=ENV,
+                          capture_output=True, text=True, timeout=600)
+
+
+class ExtractTest(unittest.TestCase):
+    def test_the_tiny_model(self):
+        model = tiny_models.two_convs_and_linear()
+        plan = extract_lib.extract(model, torch.randn(1, 3, 16, 16))
+        self.assertEqual({n: t.program for n, t in plan.tasks.items()}, {
+            "conv_c3_k8_8x8_3x3_s2":
+                "O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]\nk=8 h=8 w=8 c=3 r=3 s=3\n",
+            "conv_c8_k16_8x8_3x3_s1":
+                "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]\nk=16 h=8 w=8 c=8 r=3 s=3\n",
+            "sumpool_global_c16_8x8": "O[c] += I[c,h,w]\nc=16 h=8 w=8\n",
+            "linear_1_16_10": "y[n] += x[k] * W[k,n]\nk=16 n=10\n",
+        })
+        conv1, conv2, pool, fc = plan.layers
+        self.assertEqual(conv1.nodes, ["conv1", "bn1", "relu"])
+        self.assertEqual((conv1.epilogue(), conv1.kernel_relu), (["bias", "relu"], False))
+        self.assertEqual(conv1.padding, (1, 1))
+        # 16 rows padded to 18; the kernel reads 2*7+2+1 = 17 of them
+        self.assertEqual(conv1.kernel_input_shapes, [(3, 17, 17), (8, 3, 3, 3)])
+        self.assertEqual(conv2.inputs, ["relu"])
+        self.assertEqual((pool.epilogue(), pool.scale), (["scale"], 1 / 64))
+        self.assertEqual(fc.inputs, ["flatten"])
+        self.assertEqual(fc.weight.shape, (16, 10))  # the weight transposed: W[k,n]
+        self.assertEqual(plan.left, [extract_lib.Left("flatten", "flatten",
+                                                      "layout only (no arithmetic)")])
+        # BatchNorm folded: the layer's weights and bias compute conv1 then bn1
+        x = torch.randn(1, 3, 16, 16)
+        with torch.no_grad():
+            want = model.bn1(model.conv1(x))
+            got = torch.nn.functional.conv2d(x, torch.from_numpy(conv1.weight),
+                                             torch.from_numpy(conv1.bias), stride=2, padding=1)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+    def test_every_kind_and_what_stays_in_pytorch(self):
+        plan = extract_lib.extract(tiny_models.every_kind(), torch.randn(1, 3, 32, 32))
+        self.assertEqual([(x.task, x.kernel_relu, x.epilogue()) for x in plan.layers], [
+            ("conv_c3_k8_16x16_7x7_s2", False, ["bias", "relu"]),
+            ("maxpool_c8_8x8_3x3_s2", False, []),
+            ("conv_c8_k8_8x8_3x3_s1_relu", True, []),     # no bias: relu in the kernel
+            ("depthwise_c8_8x8_3x3_s1", False, ["bias", "clamp(0,6)"]),
+            ("grouped_conv_g2_c8_k8_8x8_3x3_s1_d2", False, ["bias"]),
+            ("add_relu_8x8x8", True, []),
+            ("conv_c8_k16_4x4_1x1_s2", False, ["bias"]),
+            ("sumpool_c16_2x2_2x2_s2", False, ["scale"]),
+            ("linear_2_4_5", False, ["bias"]),
+        ])
+        programs = {n: t.program.splitlines()[0] for n, t in plan.tasks.items()}
+        self.assertEqual(programs["maxpool_c8_8x8_3x3_s2"], "O[c,h,w] max= I[c, 2*h+r, 2*w+s]")
+        self.assertEqual(programs["conv_c8_k8_8x8_3x3_s1_relu"],
+                         "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu")
+        self.assertEqual(programs["grouped_conv_g2_c8_k8_8x8_3x3_s1_d2"],
+                         "O[g,k,h,w] += I[g,c, h+2*r, w+2*s] * W[g,k,c,r,s]")
+        self.assertEqual(programs["conv_c8_k16_4x4_1x1_s2"], "O[k,h,w] += I[c, 2*h, 2*w] * W[k,c]")
+        self.assertEqual(programs["add_relu_8x8x8"],
+                         "C[d0,d1,d2] = A[d0,d1,d2] + B[d0,d1,d2] -> relu")
+        self.assertEqual(programs["linear_2_4_5"], "Y[m,n] += X[m,k] * W[k,n]")
+        self.assertEqual(plan.layers[1].pad_value, -np.inf)
+        self.assertEqual(plan.layers[5].inputs, ["pool", "grouped"])
+        self.assertEqual([(x.node, x.why) for x in plan.left], [
+            ("sigmoid", "sigmoid: the loop-nest language has no such operation"),
+            ("reflect", "padding_mode 'reflect' (only zero padding is copied in)"),
+            ("permute", "layout only (no arithmetic)"),
+            ("norm", "LayerNorm: the loop-nest language has no such layer"),
+            ("reshape", "layout only (no arithmetic)"),
+            ("getitem", "layout only (no arithmetic)"),
+        ])
+
+    def test_a_batch_keeps_its_index_and_shared_shapes_share_a_task(self):
+        def conv():
+            return torch.nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        model = torch.nn.Sequential(conv(), torch.nn.ReLU(), conv(), torch.nn.ReLU(), conv())
+        plan = extract_lib.extract(model, torch.randn(2, 4, 6, 6))
+        self.assertEqual({n: plan.weight(n) for n in plan.tasks},
+                         {"conv_c4_k4_6x6_3x3_s1_n2_relu": 2, "conv_c4_k4_6x6_3x3_s1_n2": 1})
+        self.assertEqual(plan.tasks["conv_c4_k4_6x6_3x3_s1_n2_relu"].program,
+                         "O[n,k,h,w] += I[n,c, h+r, w+s] * W[k,c,r,s] -> relu\n"
+                         "n=2 k=4 h=6 w=6 c=4 r=3 s=3\n")
+        self.assertEqual([x.kernel_relu for x in plan.layers], [True, True, False])
+        self.assertEqual([x.nodes for x in plan.layers], [["_0", "_1"], ["_2", "_3"], ["_4"]])
+
+    def test_bad_models_are_refused_with_a_reason(self):
+        class Branchy(torch.nn.Module):
+            def forward(self, x):
+                return x if x.sum() > 0 else -x  # data-dependent control flow
+        with self.assertRaisesRegex(extract_lib.ExtractError, "torch.fx cannot trace"):
+            extract_lib.extract(Branchy(), torch.randn(1, 3))
+        with self.assertRaisesRegex(extract_lib.ExtractError, r"does not run on an input of "
+                                    r"shape \(1, 5, 8, 8\)"):
+            extract_lib.extract(tiny_models.two_convs_and_linear(), torch.randn(1, 5, 8, 8))
+        with self.assertRaisesRegex(extract_lib.ExtractError, "kernels take float32"):
+            extract_lib.extract(tiny_models.two_convs_and_linear(),
+                                torch.randn(1, 3, 8, 8, dtype=torch.float64))
+
+
+class AllotmentTest(unittest.TestCase):
+    def test_first_every_task_then_the_gradient(self):
+        a = Allotment({"big": (1, 8e9), "many": (4, 1e9), "small": (1, 1e9)})
+        self.assertEqual(a.next(["big", "many", "small"]), "big")   # weight x flops first
+        a.record("big", 10.0, 1.0)                                  # 0.8 s
+        self.assertEqual(a.next(["big", "many", "small"]), "many")
+        a.record("many", 10.0, 1.0)                                 # 0.1 s, four layers
+        self.assertEqual(a.next(["big", "many", "small"]), "small")
+        a.record("small", 100.0, 1.0)                               # 0.01 s
+        self.assertEqual(a.untuned(), [])
+        self.assertAlmostEqual(a.latency(), 0.8 + 4 * 0.1 + 0.01)
+        # forward terms: big 0.8 * 0.8, many 0.8 * 0.4, small 0.8 * 0.01
+        self.assertEqual(a.next(["big", "many", "small"]), "big")
+        a.record("big", 10.0, 1.0)   # no gain: big's priority halves (0.8 * 0.8 / 2)
+        self.assertAlmostEqual(a.priority("big"), 0.8 * 0.8 / 2)
+        self.assertEqual(a.next(["big", "many", "small"]), "big")
+        a.record("big", 80.0, 1.0)   # 0.1 s: the gain (0.7) weighs alpha = 0.2
+        self.assertAlmostEqual(a.priority("big"), 0.2 * 0.7 + 0.8 * 0.1 / 3)
+        a.fail("big")
+        self.assertEqual(a.next(["big", "small"]), "small")
+        self.assertIsNone(a.next(["big"]))
+        self.assertAlmostEqual(a.latency(), 4 * 0.1 + 0.01)
+
+
+class TuneExportRunTest(unittest.TestCase):
+    def test_the_tiny_model_end_to_end(self):
+        with tempfile.TemporaryDirectory() as out:
+            args = ["--model=tiny_models:two_convs_and_linear", "--input-shape=1,3,16,16",
+                    f"--out={out}"]
+            p = model_cli("tune", *args, "--time-limit=6", "--slice=1", "--local-servers=2",
+                          "--no-progress")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("4 layers as 4 tasks; 1 nodes left to PyTorch", p.stderr)
+            summary = json.load(open(os.path.join(out, "tune.json")))
+            self.assertEqual(sorted(r["task"] for r in summary["report"]), [
+                "conv_c3_k8_8x8_3x3_s2", "conv_c8_k16_8x8_3x3_s1", "linear_1_16_10",
+                "sumpool_global_c16_8x8"])
+            self.assertEqual(len(summary["servers"]), 2)
+            for r in summary["report"]:
+                self.assertGreater(r["gflops"], 0, r)
+                self.assertGreaterEqual(r["slices"], 1, r)
+            for name in ("report.md", "report.csv", "report.png", "schedules.db",
+                         "kernels/model_kernels.json", "kernels/libmodel_kernels.so"):
+                self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+            report = open(os.path.join(out, "report.md")).read()
+            self.assertIn("- `flatten` flatten: layout only (no arithmetic)", report)
+            self.assertEqual(len(kernels.load(os.path.join(out, "kernels"))), 4)
+
+            p = model_cli("run", *args, "--repeats=3")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            run = json.load(open(os.path.join(out, "run.json")))
+            self.assertLessEqual(run["max_relative_error"], 1e-4)
+            self.assertEqual((run["layers"], run["layers_on_kernels"]), (4, 4))
+            self.assertGreater(run["torch_eager_ms"], 0)
+            self.assertGreater(run["looptool_ms"], 0)
+            self.assertIn("max |ours - torch| / max |torch| = ", p.stdout)
+
+    def test_every_kind_through_its_kernels(self):
+        # Kernels at their start schedules (looptool export, no tuning): what each layer's
+        # padding, crop, epilogue and fused relu make of them must be PyTorch's output.
+        model = tiny_models.every_kind()
+        x = torch.randn(1, 3, 32, 32)
+        plan = extract_lib.extract(model, x)
+        with tempfile.TemporaryDirectory() as out:
+            files = []
+            for task in plan.tasks.values():
+                files.append(os.path.join(out, task.name + ".lt"))
+                with open(files[-1], "w") as f:
+                    f.write(task.program)
+            subprocess.run([CLI, "export", f"--benchmark={','.join(files)}",
+                            f"--output={out}/lib", "--library=every_kind"], check=True,
+                           capture_output=True)
+            library = kernels.load(os.path.join(out, "lib"))
+            ours, missing = with_kernels(plan, library)
+            self.assertEqual(missing, [])
+            with torch.no_grad():
+                want, got = model(x), ours(x)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+            self.assertEqual(sum(1 for n in ours.graph.nodes
+                                 if str(n.target).startswith("looptool_layer_")), 9)
+            # A library without a task: its layers stay in PyTorch, and say so.
+            partial = {k: v for k, v in library.items() if not k.startswith("maxpool")}
+            ours, missing = with_kernels(plan, partial)
+            self.assertEqual(missing, ["maxpool_c8_8x8_3x3_s2"])
+            with torch.no_grad():
+                np.testing.assert_allclose(ours(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+    def test_bad_input_is_one_clear_line(self):
+        p = model_cli("tune", "--model=no_such_net")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--model=no_such_net: not a torchvision model", p.stderr)
+        p = model_cli("run", "--model=resnet18", "--input-shape=1,x")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--input-shape takes sizes like 1,3,224,224", p.stderr)
+        with tempfile.TemporaryDirectory() as out:
+            p = model_cli("run", "--model=tiny_models:two_convs_and_linear",
+                          "--input-shape=1,3,16,16", f"--out={out}")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("looptool.model: ", p.stderr)
+            self.assertIn("kernels", p.stderr)
+            p = model_cli("tune", "--model=tiny_models:two_convs_and_linear",
+                          "--input-shape=1,3,16,16", f"--out={out}", "--time-limit=1",
+                          "--slice=1")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("--time-limit=1 s cannot give each of the 4 tasks one 1 s slice on "
+                          "1 servers; give at least 4 s", p.stderr)
+
+
+class FaultTest(unittest.TestCase):
+    def test_a_server_killed_mid_slice(self):
+        servers = [LocalServer(SERVER, flags=FAST) for _ in range(2)]
+        victim = servers[1]
+        killed = threading.Event()
+
+        def on_slice(result):
+            # The first slice back from the other server: the victim has one running now.
+            if not killed.is_set() and result.server == servers[0].address:
+                os.kill(victim.pid, signal.SIGKILL)
+                killed.set()
+
+        model = tiny_models.two_convs_and_linear()
+        x = torch.randn(1, 3, 16, 16)
+        try:
+            with tempfile.TemporaryDirectory() as out, \
+                    unittest.mock.patch.dict(os.environ, {"LOOPTOOL_CLI": CLI}):
+                summary = commands.tune_model(
+                    model, x, out, time_limit=6, slice_seconds=1,
+                    servers=[s.address for s in servers], progress=False,
+                    log=io.StringIO(), on_slice=on_slice)
+                self.assertTrue(killed.is_set())
+                self.assertEqual(summary["dropped_servers"], [victim.address])
+                tasks = [r["task"] for r in summary["report"]]
+                self.assertEqual(len(tasks), len(set(tasks)))   # each reported once
+                self.assertEqual(len(tasks), 4)
+                for r in summary["report"]:
+                    self.assertFalse(r["error"], r)
+                    self.assertGreater(r["gflops"], 0, r)
+                self.assertTrue(summary["library"])
+                run = commands.run_model(model, x, out, repeats=2)
+                self.assertLessEqual(run["max_relative_error"], 1e-4)
+        finally:
+            for s in servers:
+                s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
