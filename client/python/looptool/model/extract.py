@@ -9,6 +9,8 @@ batch is 1, so a layer's program is the catalog's conv2d-v0 form):
 
   1. nn.Conv2d, zero padding, any stride and dilation:
        groups 1               O[k,h,w] += I[c, S*h+D*r, S*w+D*s] * W[k,c,r,s]
+                              (1x1: W[k,c] and no window loops; strided, batch 1, no dilation:
+                              the stride-1 convolution over the input's phases, `Layer`)
        groups = in = out      O[c,h,w] += I[c, S*h+D*r, S*w+D*s] * W[c,r,s]      (depthwise)
        other groups           O[g,k,h,w] += I[g,c, S*h+D*r, S*w+D*s] * W[g,k,c,r,s]
      An nn.BatchNorm2d (eval mode, running statistics) that alone reads the convolution is folded
@@ -75,6 +77,14 @@ class Layer:
     weight: Optional[Array] = None   # the kernel's W, laid out as the program reads it
     bias: Optional[Array] = None     # per output channel (conv) or feature (linear)
     scale: float = 1.0               # average pools: 1 / window
+    # Strided convolutions (batch 1, groups 1, no dilation) run as stride-1 ones: the input,
+    # padded to `padded_shape` (C, S*Y, S*X), is copied as its S*S phases, phase (a, b) holding
+    # rows S*y+a and columns S*x+b, into the kernel's (C*S*S, Y, X) input, and the weights are
+    # rearranged to match (zero where a phase's tap falls past the window). A 1x1 keeps only
+    # phase (0, 0): the copy subsamples.
+    phase_stride: int = 1
+    phases_kept: int = 1
+    padded_shape: Tuple[int, ...] = ()
     kernel_relu: bool = False        # `-> relu` in the program
     activation: str = ""             # epilogue: "", "relu", or "clamp"
     clamp: Tuple[float, float] = (0.0, 6.0)
@@ -304,7 +314,40 @@ class _Extractor:
             geometry.append(f"d{dh}" if dh == dw else f"d{dh}x{dw}")
         if self.batch > 1:
             geometry.append(f"n{self.batch}")
-        if groups == 1 and r == s == 1:  # pointwise: no window loops
+        phased = (groups == 1 and self.batch == 1 and sh == sw and sh > 1 and dh == dw == 1)
+        kin: List[Tuple[int, ...]]
+        kout: Tuple[int, ...]
+        views: List[Tuple[int, ...]]
+        if phased and r == s == 1:  # strided pointwise: the copy subsamples, the kernel is 1x1
+            kind = "conv"
+            program = f"O[k,h,w] += I[c,h,w] * W[k,c]\n" + _sizes(k=k, h=ho, w=wo, c=c) + "\n"
+            parts = [f"c{c}", f"k{k}", f"{ho}x{wo}", *geometry, "subsampled"]
+            weight = weight.reshape(k, c)
+            kin = [(c, ho, wo), (k, c)]
+            kout = (k, ho, wo)
+            views = [(c, h, w)]
+            phases: Tuple[int, int, Tuple[int, ...]] = (sh, 1, (c, sh * ho, sh * wo))
+        elif phased:  # strided: a stride-1 convolution over the input's S*S phases (below)
+            kind = "conv"
+            st = sh
+            rp, sp = -(-r // st), -(-s // st)            # taps per phase
+            y, x_ = ho + rp - 1, wo + sp - 1              # rows and columns of one phase
+            cc = c * st * st
+            program = (f"O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]\n"
+                       + _sizes(k=k, h=ho, w=wo, c=cc, r=rp, s=sp) + "\n")
+            parts = [f"c{c}", f"k{k}", f"{ho}x{wo}", *geometry, "phases"]
+            # W'[k, c, a, b, r', s'] = W[k, c, S*r'+a, S*s'+b], zero past the window
+            wp = np.zeros((k, c, st, st, rp, sp), dtype=np.float32)
+            for a in range(st):
+                for b_ in range(st):
+                    taps = weight[:, :, a::st, b_::st]
+                    wp[:, :, a, b_, :taps.shape[2], :taps.shape[3]] = taps
+            weight = wp.reshape(k, cc, rp, sp)
+            kin = [(cc, y, x_), (k, cc, rp, sp)]
+            kout = (k, ho, wo)
+            views = [(c, h, w)]
+            phases = (st, st, (c, st * y, st * x_))
+        elif groups == 1 and r == s == 1:  # pointwise: no window loops
             kind = "conv"
             ih, iw = ("h" if sh == 1 else f"{sh}*h"), ("w" if sw == 1 else f"{sw}*w")
             program = (f"O[{bo}k,h,w] += I[{bi}c, {ih}, {iw}] * W[k,c]\n"
@@ -348,6 +391,8 @@ class _Extractor:
                       task="", kind=kind, kernel_input_shapes=kin, kernel_output_shape=kout,
                       result_shape=out_shape, input_views=views, padding=pad,
                       weight=np.ascontiguousarray(weight), bias=bias)
+        if phased:
+            layer.phase_stride, layer.phases_kept, layer.padded_shape = phases
         self.finish(layer, node, parts, program, fold_bn=True)
         return None
 

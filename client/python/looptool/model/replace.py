@@ -45,9 +45,12 @@ class KernelLayer(torch.nn.Module):
                 view = out[lead:lead + channel_dims] + (1, 1)
             self.bias = torch.from_numpy(layer.bias.copy()).reshape(view)
         self.buffer: Optional[torch.Tensor] = None
-        need_copy = (layer.padding != (0, 0)
-                     or tuple(layer.input_views[0]) != tuple(layer.kernel_input_shapes[0]))
-        if need_copy:
+        self.phased: Optional[torch.Tensor] = None
+        if layer.phase_stride > 1:
+            self.buffer = torch.full(layer.padded_shape, layer.pad_value, dtype=torch.float32)
+            self.phased = torch.empty(layer.kernel_input_shapes[0], dtype=torch.float32)
+        elif (layer.padding != (0, 0)
+              or tuple(layer.input_views[0]) != tuple(layer.kernel_input_shapes[0])):
             self.buffer = torch.full(layer.kernel_input_shapes[0], layer.pad_value,
                                      dtype=torch.float32)
 
@@ -58,7 +61,15 @@ class KernelLayer(torch.nn.Module):
         rows = min(x.shape[-2], self.buffer.shape[-2] - ph)
         cols = min(x.shape[-1], self.buffer.shape[-1] - pw)
         self.buffer[..., ph:ph + rows, pw:pw + cols] = x[..., :rows, :cols]
-        return self.buffer
+        if self.phased is None:
+            return self.buffer
+        # phase (a, b) of row y, column x: padded row S*y+a, column S*x+b (Layer's comment)
+        st, kept = self.layer.phase_stride, self.layer.phases_kept
+        c, rows_all, cols_all = self.buffer.shape
+        y, x_ = rows_all // st, cols_all // st
+        phases = self.buffer.view(c, y, st, x_, st).permute(0, 2, 4, 1, 3)[:, :kept, :kept]
+        self.phased.view(c, kept, kept, y, x_).copy_(phases)
+        return self.phased
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         layer = self.layer

@@ -1,9 +1,10 @@
-"""The per-task report of a model's tuning: a table (Markdown and CSV) and a PNG.
+"""The report of a model's tuning: tables (Markdown, and the per-task one as CSV) and a PNG.
 
 One row per task, heaviest share first: its layers (how many, which modules), the GFLOPS and %
 of peak the exporting server measured for its kernel (else the best slice's), one run's latency,
 its share of the model's kernel time (weight x latency), slices and seconds spent, servers, and
-the error of a task that failed. Then the nodes left to PyTorch.
+the error of a task that failed. Then one row per layer in the model's order (its modules, task,
+fused relu, epilogue, kernel latency), and the nodes left to PyTorch with the reason.
 """
 
 import csv
@@ -68,6 +69,15 @@ def write(plan: Plan, run: TuneRun, manifest: Optional[Dict[str, Any]], out_dir:
         if r["error"]:
             cells[5] = f"failed: {r['error']}"
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Layers, in the model's order (latency: one call of the task's kernel; the "
+              "epilogue runs in PyTorch after it):", "",
+              "| layer | modules | task | relu in kernel | epilogue | latency_us |",
+              "|---|---|---|---|---|---|"]
+    latency = {r["task"]: r["latency_us"] for r in table}
+    for layer in plan.layers:
+        lines.append(f"| {layer.name} | {' '.join(layer.modules) or '-'} | {layer.task} | "
+                     f"{'yes' if layer.kernel_relu else 'no'} | "
+                     f"{' '.join(layer.epilogue()) or '-'} | {latency.get(layer.task, 0.0)} |")
     if plan.left:
         lines += ["", "Left to PyTorch:", ""]
         lines += [f"- `{x.node}` {x.op}: {x.why}" for x in plan.left]

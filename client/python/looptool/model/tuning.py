@@ -61,6 +61,7 @@ class SliceResult:
     peak_gflops: float = 0.0
     host_cpu: str = ""
     actions: List[str] = dataclasses.field(default_factory=list)
+    kept: bool = False              # the store holds a schedule of the task after the slice
     error: str = ""
 
 
@@ -92,9 +93,12 @@ def run_slice(cli: str, server: str, task: str, program: str, seconds: float, st
     r = json.loads(lines[-1])
     if "error" in r:
         return SliceResult(task, server, wall, error=f"{r.get('code', '')}: {r['error']}")
+    # Kept: stored now, or replayed from the store (a search cut short, e.g. by its server
+    # dying before it re-timed its best, is not stored).
+    kept = bool(r.get("stored")) or int(r.get("stored_prefix", 0)) > 0
     return SliceResult(task, server, wall, gflops=float(r["gflops"]),
                        peak_gflops=float(r["peak_gflops"]), host_cpu=str(r.get("host_cpu", "")),
-                       actions=list(r.get("actions", [])))
+                       actions=list(r.get("actions", [])), kept=kept)
 
 
 def answers(server: str, auth_token: Optional[str] = None, timeout: float = 5.0) -> bool:
@@ -185,6 +189,7 @@ def tune_tasks(plan: Plan, servers: Sequence[str], client: Any, options: TuneOpt
     start = time.monotonic()
     seed = options.seed
     slice_of: Dict[str, float] = {}          # tasks whose slices were lengthened
+    attempts: Dict[str, int] = {}            # slices started per task
 
     def fail(name: str, why: str) -> None:
         reports[name].failed = True
@@ -199,7 +204,8 @@ def tune_tasks(plan: Plan, servers: Sequence[str], client: Any, options: TuneOpt
                 continue
             free = [n for n in plan.tasks if n not in in_flight]
             if elapsed + options.slice_seconds > options.time_limit:
-                free = [n for n in free if n in allot.untuned()]  # first slices are owed
+                # first slices are owed (a few tries each)
+                free = [n for n in free if n in allot.untuned() and attempts.get(n, 0) < 4]
             mine = [n for n in free if route(n, live) == server]
             name = allot.next(mine) or allot.next(free)
             if name is None:
@@ -212,6 +218,7 @@ def tune_tasks(plan: Plan, servers: Sequence[str], client: Any, options: TuneOpt
                                    pure=False, retries=1)
             busy[server] = (future, name)
             in_flight.add(name)
+            attempts[name] = attempts.get(name, 0) + 1
         if not busy:
             break
         if on_progress is not None:
@@ -235,6 +242,10 @@ def tune_tasks(plan: Plan, servers: Sequence[str], client: Any, options: TuneOpt
             if on_slice is not None:
                 on_slice(result)
             report = reports[name]
+            if not result.error and not result.kept:
+                allot.record(name, 0.0, result.seconds)  # a slice, but nothing to export
+                report.errors.append(f"{server}: its best schedule was not stored")
+                continue
             if not result.error:
                 allot.record(name, result.gflops, result.seconds)
                 report.slices += 1
@@ -266,10 +277,33 @@ def tune_tasks(plan: Plan, servers: Sequence[str], client: Any, options: TuneOpt
     return TuneRun(reports, time.monotonic() - start, dropped, lost_total)
 
 
+def stored_tasks(options: TuneOptions) -> List[str]:
+    """The tasks the store holds a schedule of (`looptool schedules --json`)."""
+    p = subprocess.run([options.cli, "schedules", f"--store={options.store}", "--json"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"looptool schedules failed: {p.stderr.strip()}")
+    prefix = "benchmark://user-v0/"
+    names = []
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            key = str(json.loads(line).get("benchmark", ""))
+            if key.startswith(prefix):
+                names.append(key[len(prefix):].split("#", 1)[0])
+    return names
+
+
 def export(plan: Plan, run: TuneRun, task_dir: str, output: str, library: str, server: str,
            options: TuneOptions) -> Dict[str, Any]:
-    """`looptool export --store` of every task with a result into `output`; the manifest."""
-    files = [os.path.join(task_dir, n + ".lt") for n, r in run.tasks.items() if r.best]
+    """`looptool export --store` of every task with a schedule in the store into `output`; the
+    manifest. A tuned task the store lacks is reported failed (its layers stay in PyTorch)."""
+    stored = set(stored_tasks(options))
+    for name, r in run.tasks.items():
+        if r.best is not None and name not in stored:
+            r.failed = True
+            r.errors.append("the store has no schedule of it")
+    files = [os.path.join(task_dir, n + ".lt") for n, r in run.tasks.items()
+             if r.best is not None and n in stored]
     if not files:
         raise RuntimeError("no task was tuned: nothing to export")
     cmd = [options.cli, "export", f"--server={server}", f"--store={options.store}",
