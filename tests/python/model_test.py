@@ -50,52 +50,56 @@ class ExtractTest(unittest.TestCase):
         model = tiny_models.two_convs_and_linear()
         plan = extract_lib.extract(model, torch.randn(1, 3, 16, 16))
         self.assertEqual({n: t.program for n, t in plan.tasks.items()}, {
-            # stride 2 as stride 1 over the input's 2x2 phases: 4x3 channels, 2x2 taps
-            "conv_c3_k8_8x8_3x3_s2_phases":
-                "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]\nk=8 h=8 w=8 c=12 r=2 s=2\n",
-            "conv_c8_k16_8x8_3x3_s1":
-                "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]\nk=16 h=8 w=8 c=8 r=3 s=3\n",
+            # stride 2 as stride 1 over the input's 2x2 phases: 4x3 channels, 2x2 taps, and a
+            # channel of 1s for the bias (BatchNorm's), so the relu is the kernel's
+            "conv_c3_k8_8x8_3x3_s2_phases_bias_relu":
+                "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu\nk=8 h=8 w=8 c=13 r=2 s=2\n",
+            "conv_c8_k16_8x8_3x3_s1_bias_relu":
+                "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu\nk=16 h=8 w=8 c=9 r=3 s=3\n",
             "sumpool_global_c16_8x8": "O[c] += I[c,h,w]\nc=16 h=8 w=8\n",
-            "linear_1_16_10": "y[n] += x[k] * W[k,n]\nk=16 n=10\n",
+            "linear_1_16_10_bias": "y[n] += x[k] * W[k,n]\nk=17 n=10\n",
         })
         conv1, conv2, pool, fc = plan.layers
         self.assertEqual(conv1.nodes, ["conv1", "bn1", "relu"])
-        self.assertEqual((conv1.epilogue(), conv1.kernel_relu), (["bias", "relu"], False))
+        self.assertEqual((conv1.epilogue(), conv1.kernel_relu, conv1.bias_axis), ([], True, 0))
         self.assertEqual(conv1.padding, (1, 1))
         # 16 rows padded to 18 = 2 * 9: phases of 9 rows, 8 outputs + 2 taps - 1
         self.assertEqual((conv1.phase_stride, conv1.phases_kept, conv1.padded_shape),
                          (2, 2, (3, 18, 18)))
-        self.assertEqual(conv1.kernel_input_shapes, [(12, 9, 9), (8, 12, 2, 2)])
+        self.assertEqual(conv1.kernel_input_shapes, [(13, 9, 9), (8, 13, 2, 2)])
         self.assertEqual(conv2.inputs, ["relu"])
         self.assertEqual((pool.epilogue(), pool.scale), (["scale"], 1 / 64))
         self.assertEqual(fc.inputs, ["flatten"])
-        self.assertEqual(fc.weight.shape, (16, 10))  # the weight transposed: W[k,n]
+        # the weight transposed, W[k,n], and the bias as its 17th row
+        np.testing.assert_array_equal(fc.weight[:16], model.fc.weight.detach().numpy().T)
+        np.testing.assert_array_equal(fc.weight[16], model.fc.bias.detach().numpy())
+        self.assertEqual((fc.kernel_input_shapes[0], fc.bias_axis, fc.epilogue()), ((17,), 0, []))
         self.assertEqual(plan.left, [extract_lib.Left("flatten", "flatten",
                                                       "layout only (no arithmetic)")])
         # BatchNorm folded and the weights rearranged: over the padded input's phases (channel
-        # c*4 + a*2 + b holds rows 2y+a, columns 2x+b of channel c) the layer's weights and bias
-        # compute conv1 then bn1
+        # c*4 + a*2 + b holds rows 2y+a, columns 2x+b of channel c) and a channel of 1s, the
+        # layer's weights compute conv1 then bn1, bias included
         x = torch.randn(1, 3, 16, 16)
         padded = torch.nn.functional.pad(x, (1, 1, 1, 1))[0]
-        phases = padded.view(3, 9, 2, 9, 2).permute(0, 2, 4, 1, 3).reshape(1, 12, 9, 9)
+        phases = padded.view(3, 9, 2, 9, 2).permute(0, 2, 4, 1, 3).reshape(12, 9, 9)
+        phases = torch.cat([phases, torch.ones(1, 9, 9)])[None]
         with torch.no_grad():
             want = model.bn1(model.conv1(x))
-            got = torch.nn.functional.conv2d(phases, torch.from_numpy(conv1.weight),
-                                             torch.from_numpy(conv1.bias))
+            got = torch.nn.functional.conv2d(phases, torch.from_numpy(conv1.weight))
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
     def test_every_kind_and_what_stays_in_pytorch(self):
         plan = extract_lib.extract(tiny_models.every_kind(), torch.randn(1, 3, 32, 32))
         self.assertEqual([(x.task, x.kernel_relu, x.epilogue()) for x in plan.layers], [
-            ("conv_c3_k8_16x16_7x7_s2_phases", False, ["bias", "relu"]),
+            ("conv_c3_k8_16x16_7x7_s2_phases_bias_relu", True, []),
             ("maxpool_c8_8x8_3x3_s2", False, []),
             ("conv_c8_k8_8x8_3x3_s1_relu", True, []),     # no bias: relu in the kernel
             ("depthwise_c8_8x8_3x3_s1", False, ["bias", "clamp(0,6)"]),
             ("grouped_conv_g2_c8_k8_8x8_3x3_s1_d2", False, ["bias"]),
             ("add_relu_8x8x8", True, []),
-            ("conv_c8_k16_4x4_1x1_s2_subsampled", False, ["bias"]),
+            ("conv_c8_k16_4x4_1x1_s2_subsampled_bias", False, []),
             ("sumpool_c16_2x2_2x2_s2", False, ["scale"]),
-            ("linear_2_4_5", False, ["bias"]),
+            ("linear_2_4_5_bias", False, []),
         ])
         programs = {n: t.program.splitlines()[0] for n, t in plan.tasks.items()}
         self.assertEqual(programs["maxpool_c8_8x8_3x3_s2"], "O[c,h,w] max= I[c, 2*h+r, 2*w+s]")
@@ -103,13 +107,16 @@ class ExtractTest(unittest.TestCase):
                          "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu")
         self.assertEqual(programs["grouped_conv_g2_c8_k8_8x8_3x3_s1_d2"],
                          "O[g,k,h,w] += I[g,c, h+2*r, w+2*s] * W[g,k,c,r,s]")
-        self.assertEqual(programs["conv_c8_k16_4x4_1x1_s2_subsampled"],
+        self.assertEqual(programs["conv_c8_k16_4x4_1x1_s2_subsampled_bias"],
                          "O[k,h,w] += I[c,h,w] * W[k,c]")
-        self.assertEqual(plan.tasks["conv_c3_k8_16x16_7x7_s2_phases"].program,
-                         "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]\nk=8 h=16 w=16 c=12 r=4 s=4\n")
+        self.assertEqual(plan.tasks["conv_c3_k8_16x16_7x7_s2_phases_bias_relu"].program,
+                         "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu\n"
+                         "k=8 h=16 w=16 c=13 r=4 s=4\n")
         self.assertEqual(programs["add_relu_8x8x8"],
                          "C[d0,d1,d2] = A[d0,d1,d2] + B[d0,d1,d2] -> relu")
-        self.assertEqual(programs["linear_2_4_5"], "Y[m,n] += X[m,k] * W[k,n]")
+        self.assertEqual(plan.tasks["linear_2_4_5_bias"].program,
+                         "Y[m,n] += X[m,k] * W[k,n]\nm=2 n=5 k=5\n")
+        self.assertEqual(plan.layers[-1].bias_axis, 1)   # a fifth feature per row
         self.assertEqual(plan.layers[1].pad_value, -np.inf)
         self.assertEqual(plan.layers[5].inputs, ["pool", "grouped"])
         self.assertEqual([(x.node, x.why) for x in plan.left], [
@@ -183,7 +190,8 @@ class TuneExportRunTest(unittest.TestCase):
             self.assertIn("4 layers as 4 tasks; 1 nodes left to PyTorch", p.stderr)
             summary = json.load(open(os.path.join(out, "tune.json")))
             self.assertEqual(sorted(r["task"] for r in summary["report"]), [
-                "conv_c3_k8_8x8_3x3_s2_phases", "conv_c8_k16_8x8_3x3_s1", "linear_1_16_10",
+                "conv_c3_k8_8x8_3x3_s2_phases_bias_relu", "conv_c8_k16_8x8_3x3_s1_bias_relu",
+                "linear_1_16_10_bias",
                 "sumpool_global_c16_8x8"])
             self.assertEqual(len(summary["servers"]), 2)
             for r in summary["report"]:

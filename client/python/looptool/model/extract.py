@@ -24,11 +24,13 @@ batch is 1, so a layer's program is the catalog's conv2d-v0 form):
   4. A sum of two tensors of one shape (operator.add, torch.add without alpha: residual adds):
                               C[...] = A[...] + B[...]
   5. After a layer, when it alone reads the layer's result: ReLU (module, F.relu, torch.relu,
-     .relu()), ReLU6 and Hardtanh. A relu goes into the kernel (`-> relu`) when nothing comes
-     between: the layer has no bias and no scale. Otherwise bias, scale and activation are the
-     layer's *epilogue*, done in place by PyTorch after the kernel: the language's statements
-     take at most two operands and no program reads a tensor it writes, so `conv + bias` is not
-     one statement.
+     .relu()), ReLU6 and Hardtanh. The language's statements take at most two operands and no
+     program reads a tensor it writes, so `conv + bias` is not one statement; instead the bias
+     of a convolution (groups 1) or linear layer is one more input channel held at 1 whose
+     weights are the bias at one tap (`Layer.bias_axis`; (C+1)/C the FLOPs). A relu goes into
+     the kernel (`-> relu`) when nothing else comes between (no scale, no bias left outside).
+     Otherwise bias (depthwise, grouped), scale and activation are the layer's *epilogue*,
+     done in place by PyTorch after the kernel.
 
 Convolution and pooling inputs are copied into a buffer that carries the padding (zeros, or
 -inf for max pooling) and is cropped to the rows the kernel reads (`Layer.kernel_input_shape`).
@@ -85,6 +87,9 @@ class Layer:
     phase_stride: int = 1
     phases_kept: int = 1
     padded_shape: Tuple[int, ...] = ()
+    # A bias in the kernel (convolutions of groups 1, linear): the kernel's input has one more
+    # slot on this axis (a channel, or a feature), held at 1 by the runtime; -1: none.
+    bias_axis: int = -1
     kernel_relu: bool = False        # `-> relu` in the program
     activation: str = ""             # epilogue: "", "relu", or "clamp"
     clamp: Tuple[float, float] = (0.0, 6.0)
@@ -231,13 +236,44 @@ class _Extractor:
 
     def finish(self, layer: Layer, node: torch.fx.Node, parts: Sequence[Any], program: str,
                fold_bn: bool) -> None:
-        """Grows the layer, then names its task: `-> relu` (and "_relu") when it fused one."""
+        """Grows the layer, takes its bias into the kernel where it can (`bias_in_kernel`),
+        then names its task: `-> relu` (and "_relu") when it fused one."""
         self.grow(layer, node, fold_bn)
+        if layer.bias is not None and layer.kind in ("conv", "linear") and layer.scale == 1.0:
+            program = self.bias_in_kernel(layer, program)
+            parts = [*parts, "bias"]
         if layer.kernel_relu:
             program = program.replace("\n", " -> relu\n", 1)
             parts = [*parts, "relu"]
         layer.task = self.task(layer.kind, parts, program)
         self.add(layer)
+
+    def bias_in_kernel(self, layer: Layer, program: str) -> str:
+        """The bias as one more input channel (conv) or feature (linear), always 1, whose weight
+        is the bias at the window's first tap and zero at the others; a relu that followed
+        moves into the kernel. Returns the program with that channel counted."""
+        assert layer.bias is not None and layer.weight is not None
+        var = "k" if layer.kind == "linear" else "c"
+        lines = program.split("\n")
+        lines[1] = " ".join(f"{var}={int(t.split('=')[1]) + 1}" if t.startswith(var + "=")
+                            else t for t in lines[1].split())
+        if layer.kind == "linear":  # W[k,n]: a row more; the input's last axis one longer
+            w = np.concatenate([layer.weight, layer.bias[None, :]], axis=0)
+            axis = len(layer.kernel_input_shapes[0]) - 1
+        else:  # W[k,c,...]: a channel more; the input's channel axis (after a batch) longer
+            extra = np.zeros((layer.weight.shape[0], 1, *layer.weight.shape[2:]), np.float32)
+            extra[(slice(None), 0) + (0,) * (layer.weight.ndim - 2)] = layer.bias
+            w = np.concatenate([layer.weight, extra], axis=1)
+            axis = 0 if self.batch == 1 else 1
+        shape = list(layer.kernel_input_shapes[0])
+        shape[axis] += 1
+        layer.kernel_input_shapes = [tuple(shape), tuple(w.shape)]
+        layer.weight = np.ascontiguousarray(w, dtype=np.float32)
+        layer.bias = None
+        layer.bias_axis = axis
+        if layer.activation == "relu":
+            layer.activation, layer.kernel_relu = "", True
+        return "\n".join(lines)
 
     # A layer grows by a BatchNorm (convolutions only) and an activation that alone read it.
     def grow(self, layer: Layer, last: torch.fx.Node, fold_bn: bool) -> None:

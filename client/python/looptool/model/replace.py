@@ -44,23 +44,36 @@ class KernelLayer(torch.nn.Module):
                 lead = len(out) - 2 - channel_dims  # a batch dimension, if any
                 view = out[lead:lead + channel_dims] + (1, 1)
             self.bias = torch.from_numpy(layer.bias.copy()).reshape(view)
-        self.buffer: Optional[torch.Tensor] = None
-        self.phased: Optional[torch.Tensor] = None
+        self.buffer: Optional[torch.Tensor] = None   # the padded (or biased) input
+        self.phased: Optional[torch.Tensor] = None   # the kernel's input of a phased layer
+        self.core: Optional[torch.Tensor] = None     # what the copy writes: all but the 1s
         if layer.phase_stride > 1:
             self.buffer = torch.full(layer.padded_shape, layer.pad_value, dtype=torch.float32)
             self.phased = torch.empty(layer.kernel_input_shapes[0], dtype=torch.float32)
-        elif (layer.padding != (0, 0)
+            self.core = self.buffer
+        elif (layer.padding != (0, 0) or layer.bias_axis >= 0
               or tuple(layer.input_views[0]) != tuple(layer.kernel_input_shapes[0])):
             self.buffer = torch.full(layer.kernel_input_shapes[0], layer.pad_value,
                                      dtype=torch.float32)
+            self.core = self.buffer
+        kernel_input = self.phased if self.phased is not None else self.buffer
+        if layer.bias_axis >= 0 and kernel_input is not None:
+            n = kernel_input.shape[layer.bias_axis]
+            kernel_input.narrow(layer.bias_axis, n - 1, 1).fill_(1.0)
+            if self.phased is None:
+                self.core = kernel_input.narrow(layer.bias_axis, 0, n - 1)
 
     def _padded(self, x: torch.Tensor) -> torch.Tensor:
-        """x copied into the buffer at (padding rows, padding columns), cropped to it."""
-        assert self.buffer is not None
+        """x copied into the buffer at (padding rows, padding columns), cropped to it; then, for
+        a phased layer, the buffer's phases into the kernel's input."""
+        assert self.buffer is not None and self.core is not None
+        if self.layer.kind == "linear":
+            self.core.copy_(x)
+            return self.buffer
         ph, pw = self.layer.padding
-        rows = min(x.shape[-2], self.buffer.shape[-2] - ph)
-        cols = min(x.shape[-1], self.buffer.shape[-1] - pw)
-        self.buffer[..., ph:ph + rows, pw:pw + cols] = x[..., :rows, :cols]
+        rows = min(x.shape[-2], self.core.shape[-2] - ph)
+        cols = min(x.shape[-1], self.core.shape[-1] - pw)
+        self.core[..., ph:ph + rows, pw:pw + cols] = x[..., :rows, :cols]
         if self.phased is None:
             return self.buffer
         # phase (a, b) of row y, column x: padded row S*y+a, column S*x+b (Layer's comment)
@@ -68,7 +81,7 @@ class KernelLayer(torch.nn.Module):
         c, rows_all, cols_all = self.buffer.shape
         y, x_ = rows_all // st, cols_all // st
         phases = self.buffer.view(c, y, st, x_, st).permute(0, 2, 4, 1, 3)[:, :kept, :kept]
-        self.phased.view(c, kept, kept, y, x_).copy_(phases)
+        self.phased[:c * kept * kept].view(c, kept, kept, y, x_).copy_(phases)
         return self.phased
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
