@@ -213,22 +213,26 @@ class TuneExportRunTest(unittest.TestCase):
             self.assertGreater(run["looptool_ms"], 0)
             self.assertIn("max |ours - torch| / max |torch| = ", p.stdout)
 
+    @staticmethod
+    def start_schedule_library(plan, out):
+        """The plan's tasks exported at their start schedules (looptool export, no tuning)."""
+        files = []
+        for task in plan.tasks.values():
+            files.append(os.path.join(out, task.name + ".lt"))
+            with open(files[-1], "w") as f:
+                f.write(task.program)
+        subprocess.run([CLI, "export", f"--benchmark={','.join(files)}", f"--output={out}/lib",
+                        "--library=start"], check=True, capture_output=True)
+        return kernels.load(os.path.join(out, "lib"))
+
     def test_every_kind_through_its_kernels(self):
-        # Kernels at their start schedules (looptool export, no tuning): what each layer's
-        # padding, crop, epilogue and fused relu make of them must be PyTorch's output.
+        # What each layer's padding, crop, phases, channel of 1s, epilogue and fused relu make
+        # of its kernel must be PyTorch's output.
         model = tiny_models.every_kind()
         x = torch.randn(1, 3, 32, 32)
         plan = extract_lib.extract(model, x)
         with tempfile.TemporaryDirectory() as out:
-            files = []
-            for task in plan.tasks.values():
-                files.append(os.path.join(out, task.name + ".lt"))
-                with open(files[-1], "w") as f:
-                    f.write(task.program)
-            subprocess.run([CLI, "export", f"--benchmark={','.join(files)}",
-                            f"--output={out}/lib", "--library=every_kind"], check=True,
-                           capture_output=True)
-            library = kernels.load(os.path.join(out, "lib"))
+            library = self.start_schedule_library(plan, out)
             ours, missing = with_kernels(plan, library)
             self.assertEqual(missing, [])
             with torch.no_grad():
@@ -236,12 +240,32 @@ class TuneExportRunTest(unittest.TestCase):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
             self.assertEqual(sum(1 for n in ours.graph.nodes
                                  if str(n.target).startswith("looptool_layer_")), 9)
+            # An input of another batch or size than the example's: a clear error.
+            with self.assertRaisesRegex(ValueError, r"layer relu \(conv_c3_k8_16x16_7x7_s2_"
+                                        r"phases_bias_relu\) was extracted for float32 inputs "
+                                        r"of 3072 elements .* got torch.float32 \(2, 3, 32, 32\)"):
+                with torch.no_grad():
+                    ours(torch.randn(2, 3, 32, 32))
             # A library without a task: its layers stay in PyTorch, and say so.
             partial = {k: v for k, v in library.items() if not k.startswith("maxpool")}
             ours, missing = with_kernels(plan, partial)
             self.assertEqual(missing, ["maxpool_c8_8x8_3x3_s2"])
             with torch.no_grad():
                 np.testing.assert_allclose(ours(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+    def test_a_batch_and_odd_sizes_through_their_kernels(self):
+        # Batch 2 (the index n kept, no phases, the channel of 1s on axis 1) and a 15x17 image
+        # (phases over a padded input of odd size, cropped and extended).
+        model = tiny_models.two_convs_and_linear()
+        for shape in ((2, 3, 16, 16), (1, 3, 15, 17)):
+            x = torch.randn(*shape)
+            plan = extract_lib.extract(model, x)
+            with tempfile.TemporaryDirectory() as out:
+                ours, missing = with_kernels(plan, self.start_schedule_library(plan, out))
+                self.assertEqual(missing, [])
+                with torch.no_grad():
+                    np.testing.assert_allclose(ours(x).numpy(), model(x).numpy(), rtol=1e-4,
+                                               atol=1e-5)
 
     def test_bad_input_is_one_clear_line(self):
         p = model_cli("tune", "--model=no_such_net")
@@ -262,6 +286,14 @@ class TuneExportRunTest(unittest.TestCase):
             self.assertEqual(p.returncode, 2)
             self.assertIn("--time-limit=1 s cannot give each of the 4 tasks one 1 s slice on "
                           "1 servers; give at least 4 s", p.stderr)
+            # A server nobody listens on: one line naming what failed, exit status 1.
+            p = model_cli("tune", "--model=tiny_models:two_convs_and_linear",
+                          "--input-shape=1,3,16,16", f"--out={out}", "--servers=127.0.0.1:1",
+                          "--no-progress")
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("looptool.model: ", p.stderr)
+            self.assertIn("UNAVAILABLE", p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
 
 
 class FaultTest(unittest.TestCase):

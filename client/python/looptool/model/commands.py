@@ -38,7 +38,9 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 
 from looptool import kernels
+from looptool.errors import ServiceError
 from looptool.model import extract as extract_lib
+from looptool.server import ServerStartError
 
 LIBRARY = "model_kernels"
 MAX_SERVERS = 64
@@ -335,3 +337,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             kernels.KernelLibraryError) as e:
         print(f"looptool.model: {e}", file=sys.stderr)
         return 2
+    except (ServiceError, ServerStartError) as e:  # a server that cannot be reached or started
+        print(f"looptool.model: {e}", file=sys.stderr)
+        return 1

@@ -88,6 +88,11 @@ class KernelLayer(torch.nn.Module):
         layer = self.layer
         args: List[Any] = []
         for x, view in zip(inputs, layer.input_views):
+            if x.numel() != int(np.prod(view)) or x.dtype != torch.float32:
+                raise ValueError(
+                    f"layer {layer.name} ({layer.task}) was extracted for float32 inputs of "
+                    f"{int(np.prod(view))} elements ({view} as its kernel reads them; the model's "
+                    f"example input fixes the batch and sizes); got {x.dtype} {tuple(x.shape)}")
             x = x.reshape(view)
             if self.buffer is not None and not args:
                 x = self._padded(x)
