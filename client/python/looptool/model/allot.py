@@ -13,7 +13,7 @@ heaviest (w_i * flops_i) first; a task whose slices all failed is not offered ag
 """
 
 import dataclasses
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 ALPHA = 0.2  # Ansor's weight of the backward term
 
@@ -36,7 +36,7 @@ class TaskState:
 class Allotment:
     """The tasks' states and the choice of the next one (see the module's doc)."""
 
-    def __init__(self, tasks: Dict[str, "tuple[int, float]"]) -> None:
+    def __init__(self, tasks: Dict[str, Tuple[int, float]]) -> None:
         """tasks: name -> (weight, flops of one kernel run)."""
         self.tasks = {name: TaskState(weight=w, flops=f) for name, (w, f) in tasks.items()}
 

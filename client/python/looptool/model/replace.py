@@ -2,7 +2,8 @@
 
 `with_kernels(plan, library)` returns a copy of the plan's traced model in which each layer's
 nodes are replaced by one `KernelLayer` module: it copies its input into a padded buffer when the
-kernel reads one (zeros, or -inf for max pooling; cropped to the rows the kernel reads), calls
+kernel reads one (zeros, or -inf for max pooling; cropped to the rows the kernel reads; for a
+phased convolution then into the kernel's phase layout; a channel of 1s carries the bias), calls
 the kernel (looptool.kernels) into a new output tensor, and runs the layer's epilogue in place
 (bias, scale, relu or clamp). Layers whose task the library lacks stay in PyTorch (`missing`).
 

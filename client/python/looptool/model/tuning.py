@@ -190,6 +190,7 @@ def tune_tasks(plan: Plan, servers: Sequence[str], client: Any, options: TuneOpt
     seed = options.seed
     slice_of: Dict[str, float] = {}          # tasks whose slices were lengthened
     attempts: Dict[str, int] = {}            # slices started per task
+    strikes: Dict[str, int] = {}             # slices failed on a server that answers
 
     def fail(name: str, why: str) -> None:
         reports[name].failed = True
@@ -262,8 +263,10 @@ def tune_tasks(plan: Plan, servers: Sequence[str], client: Any, options: TuneOpt
                     # The start kernel's first measurement outlasted the slice: a longer one.
                     slice_of[name] = min(MAX_SLICE_SECONDS,
                                          2 * slice_of.get(name, options.slice_seconds))
-                elif sum(1 for e in report.errors if "time limit" not in e) >= 2:
-                    fail(name, f"its slices failed on servers that answer: {result.error}")
+                else:
+                    strikes[name] = strikes.get(name, 0) + 1
+                    if strikes[name] >= 2:
+                        fail(name, f"its slices failed on servers that answer: {result.error}")
             elif server in live:
                 live.remove(server)
                 dropped.append(server)
