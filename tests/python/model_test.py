@@ -40,6 +40,15 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
 FAST = ["--timing_budget_ms=2"]  # the local servers time kernels briefly (no speed is checked)
 
 
+def read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def read_json(path: str) -> dict:
+    return json.loads(read_text(path))
+
+
 def model_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "looptool.model", *args], env=ENV,
                           capture_output=True, text=True, timeout=600)
@@ -188,7 +197,7 @@ class TuneExportRunTest(unittest.TestCase):
                           "--no-progress")
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn("4 layers as 4 tasks; 1 nodes left to PyTorch", p.stderr)
-            summary = json.load(open(os.path.join(out, "tune.json")))
+            summary = read_json(os.path.join(out, "tune.json"))
             self.assertEqual(sorted(r["task"] for r in summary["report"]), [
                 "conv_c3_k8_8x8_3x3_s2_phases_bias_relu", "conv_c8_k16_8x8_3x3_s1_bias_relu",
                 "linear_1_16_10_bias",
@@ -200,13 +209,13 @@ class TuneExportRunTest(unittest.TestCase):
             for name in ("report.md", "report.csv", "report.png", "schedules.db",
                          "kernels/model_kernels.json", "kernels/libmodel_kernels.so"):
                 self.assertTrue(os.path.exists(os.path.join(out, name)), name)
-            report = open(os.path.join(out, "report.md")).read()
+            report = read_text(os.path.join(out, "report.md"))
             self.assertIn("- `flatten` flatten: layout only (no arithmetic)", report)
             self.assertEqual(len(kernels.load(os.path.join(out, "kernels"))), 4)
 
             p = model_cli("run", *args, "--repeats=3")
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            run = json.load(open(os.path.join(out, "run.json")))
+            run = read_json(os.path.join(out, "run.json"))
             self.assertLessEqual(run["max_relative_error"], 1e-4)
             self.assertEqual((run["layers"], run["layers_on_kernels"]), (4, 4))
             self.assertGreater(run["torch_eager_ms"], 0)
@@ -303,7 +312,9 @@ class FaultTest(unittest.TestCase):
         killed = threading.Event()
 
         def on_slice(result):
-            # The first slice back from the other server: the victim has one running now.
+            # The first slice back from the other server: the victim most likely has one running
+            # now (killed mid-slice); if its slice had just ended, the next one or the run's
+            # final probe finds it dead. Either way it must be dropped and its tasks redone.
             if not killed.is_set() and result.server == servers[0].address:
                 os.kill(victim.pid, signal.SIGKILL)
                 killed.set()

@@ -15,7 +15,9 @@ slice that still fails is put back. A slice that fails on a server is put back a
 that server (GetVersion): a server that does not answer is dropped for the rest of the run and its
 tasks go to the others; a task whose slices fail twice on servers that answer is reported failed
 with the error, except that a slice too short for the start kernel's first measurement (a big
-untuned layer) only doubles that task's slice, up to 64 s. Every task is reported once.
+untuned layer) only doubles that task's slice, up to 64 s. A slice that ends without storing
+its schedule (its server killed before the re-time) probes the server the same way, and so does
+the end of the run, so the export never goes to a server that died. Every task is reported once.
 
 The store must be a file every Dask worker can open (a LocalCluster's workers share this machine;
 with --scheduler, a path on a shared filesystem). The kernels are exported at the end by
@@ -246,6 +248,9 @@ def tune_tasks(plan: Plan, servers: Sequence[str], client: Any, options: TuneOpt
             if not result.error and not result.kept:
                 allot.record(name, 0.0, result.seconds)  # a slice, but nothing to export
                 report.errors.append(f"{server}: its best schedule was not stored")
+                if not answers(server, options.auth_token) and server in live:
+                    live.remove(server)   # killed before its re-time
+                    dropped.append(server)
                 continue
             if not result.error:
                 allot.record(name, result.gflops, result.seconds)
@@ -275,6 +280,10 @@ def tune_tasks(plan: Plan, servers: Sequence[str], client: Any, options: TuneOpt
                 if reports[name].best is None and not reports[name].failed:
                     fail(name, "no server answers")
             break
+    # A server that died after its last slice came back is not offered to the export.
+    for server in [s for s in live if not answers(s, options.auth_token)]:
+        live.remove(server)
+        dropped.append(server)
     if on_progress is not None:
         on_progress(time.monotonic() - start, allot)
     return TuneRun(reports, time.monotonic() - start, dropped, lost_total)
