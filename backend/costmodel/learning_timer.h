@@ -19,6 +19,7 @@ class LearningTimer final : public KernelTimer {
   absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override;
   absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
   absl::StatusOr<double> PeakGflops() override { return inner_->PeakGflops(); }
+  absl::StatusOr<MemoryProfile> Memory() override { return inner_->Memory(); }
 
  private:
   // Teaches the model a successful measurement; returns `m` unchanged.

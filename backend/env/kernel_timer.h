@@ -16,6 +16,8 @@
 #define LOOPTOOL_BACKEND_ENV_KERNEL_TIMER_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "backend/schedule/loop_tree.h"
@@ -25,6 +27,47 @@ namespace looptool {
 struct Measurement {
   double seconds = 0;  // fastest single run of the kernel
   double gflops = 0;   // Program::Flops() / seconds / 1e9
+};
+
+// One level of the host's memory hierarchy as the timed core sees it: "L1", "L2", "L3" (data or
+// unified caches, from the kernel's sysfs) and "DRAM" last.
+struct MemoryLevel {
+  std::string name;
+  int64_t bytes = 0;  // capacity; 0 for DRAM (no bound)
+};
+
+// The read bandwidth the code generator's vector loads reach over a buffer of `bytes`, read
+// again and again (backend/timing/bandwidth.h).
+struct BandwidthPoint {
+  int64_t bytes = 0;
+  double gbytes_per_second = 0;  // 1e9 bytes per second
+};
+
+// The memory of the core kernels are timed on: its levels and its bandwidth curve (buffers of
+// doubling size, from within L1 to past the last cache). A level's capacity is not all of it a
+// kernel gets (a VM's share of a shared L3 is smaller, a working set just past L2 still hits
+// in L2), so the bound of a working set reads the curve, not the level.
+struct MemoryProfile {
+  std::vector<MemoryLevel> levels;        // smallest first, DRAM (bytes 0) last
+  std::vector<BandwidthPoint> bandwidth;  // increasing bytes
+
+  // The smallest level whose capacity holds `bytes`; DRAM when none does.
+  const MemoryLevel& LevelOf(int64_t bytes) const {
+    for (const MemoryLevel& level : levels) {
+      if (level.bytes >= bytes) return level;
+    }
+    return levels.back();
+  }
+  // The bandwidth over `bytes`: the point of the largest buffer not larger (the first point for
+  // less than every buffer). Bandwidth falls as buffers grow, so this is never below the
+  // bandwidth a working set of `bytes` gets.
+  double BandwidthOf(int64_t bytes) const {
+    double gbps = bandwidth.front().gbytes_per_second;
+    for (const BandwidthPoint& p : bandwidth) {
+      if (p.bytes <= bytes) gbps = p.gbytes_per_second;
+    }
+    return gbps;
+  }
 };
 
 class KernelTimer {
@@ -41,6 +84,12 @@ class KernelTimer {
   // The single-core FMA peak (GFLOPS) rewards are normalised by, measured on the core kernels
   // are timed on. UNAVAILABLE when it could not be measured.
   virtual absl::StatusOr<double> PeakGflops() = 0;
+  // The memory of the core kernels are timed on, its bandwidth measured once, at the first call
+  // (about half a second). Levels end with DRAM and the curve is not empty. UNIMPLEMENTED for
+  // timers that cannot measure it; UNAVAILABLE when it could not be measured.
+  virtual absl::StatusOr<MemoryProfile> Memory() {
+    return absl::UnimplementedError("this kernel timer does not measure memory bandwidth");
+  }
 };
 
 }  // namespace looptool

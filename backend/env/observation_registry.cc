@@ -9,6 +9,7 @@
 #include "backend/codegen/compile.h"
 #include "backend/codegen/kernel_abi.h"
 #include "backend/codegen/kernel_plan.h"
+#include "backend/costmodel/roofline.h"
 #include "backend/features/stride_histogram.h"
 #include "backend/features/tensors.h"
 #include "backend/graph/node_link_json.h"
@@ -66,6 +67,16 @@ absl::StatusOr<KernelTimer*> Timer(const ObservationInputs& in, absl::string_vie
 absl::StatusOr<Measurement> Measure(const ObservationInputs& in, absl::string_view name) {
   ASSIGN_OR_RETURN(KernelTimer* const timer, Timer(in, name));
   return timer->MeasureFor(in.tree, in.tenant);
+}
+
+// The program's roofline bound on the timer's host, with the memory it was computed from.
+absl::StatusOr<std::pair<RooflineBound, MemoryProfile>> Bound(const ObservationInputs& in,
+                                                             absl::string_view name) {
+  ASSIGN_OR_RETURN(KernelTimer* const timer, Timer(in, name));
+  ASSIGN_OR_RETURN(const double peak, timer->PeakGflops());
+  ASSIGN_OR_RETURN(MemoryProfile memory, timer->Memory());
+  ASSIGN_OR_RETURN(const RooflineBound bound, Roofline(in.tree.program(), peak, memory));
+  return std::make_pair(bound, std::move(memory));
 }
 
 }  // namespace
@@ -189,6 +200,25 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
                                         compiler.CompileCode(in.tree));
                        return Observation::Bytes(std::string(bytes.begin(), bytes.end()));
                      }});
+  // The program's roofline bound on this host (backend/costmodel/roofline.h) as JSON: the same
+  // for every schedule of a program; slow only the first time (the levels' bandwidth is measured
+  // once, about half a second).
+  Entry roofline = Text("roofline", [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
+    ASSIGN_OR_RETURN(const auto bound, Bound(in, "roofline"));
+    return Observation::String(RooflineJson(bound.first, bound.second));
+  });
+  roofline.slow = true;
+  roofline.space.deterministic = false;
+  roofline.space.platform_dependent = true;
+  entries.push_back(std::move(roofline));
+  // The fraction of that bound the schedule's kernel reaches: bound seconds / measured seconds.
+  entries.push_back(Number("roofline_fraction", Observation::Kind::kDouble, kInf, true,
+                           [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
+                             ASSIGN_OR_RETURN(const auto bound, Bound(in, "roofline_fraction"));
+                             ASSIGN_OR_RETURN(const Measurement m,
+                                              Measure(in, "roofline_fraction"));
+                             return Observation::Double(bound.first.Fraction(m.seconds));
+                           }));
   return ObservationRegistry(std::move(entries));
 }
 

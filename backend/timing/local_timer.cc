@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "backend/ir/printer.h"
 #include "backend/schedule/ir_text.h"
+#include "backend/timing/bandwidth.h"
 #include "backend/timing/peak.h"
 
 namespace looptool {
@@ -150,6 +151,17 @@ absl::StatusOr<double> LocalTimer::PeakGflops() {
 LocalTimer::Stats LocalTimer::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
+}
+
+absl::StatusOr<MemoryProfile> LocalTimer::Memory() {
+  absl::MutexLock lock(&mu_);
+  if (!memory_.has_value()) {
+    absl::StatusOr<MemoryProfile> memory = MeasureMemory(
+        options_.isa, CacheLevels(ThisCpuCacheDir()), options_.bandwidth_budget_seconds);
+    if (!memory.ok()) return memory.status();
+    memory_ = *std::move(memory);
+  }
+  return *memory_;
 }
 
 }  // namespace looptool

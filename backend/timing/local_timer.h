@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -36,6 +37,7 @@ class LocalTimer final : public KernelTimer {
     double clearly_slower_factor = 1.25;
     double confirm_margin = 0.02;
     double peak_budget_seconds = 0.2;    // once, at the first PeakGflops(): the best of 5 rounds
+    double bandwidth_budget_seconds = 0.5;  // the bandwidth curve, once, at the first Memory()
     size_t max_cached_schedules = 1 << 16;                  // measurements (MeasurementCache)...
     int64_t max_cached_schedule_bytes = int64_t{64} << 20;  // ... and their bytes
     size_t max_cached_programs = 32;     // reference runs and tensor buffers...
@@ -71,6 +73,9 @@ class LocalTimer final : public KernelTimer {
   // Measured once, at the first call: the best of a few spaced rounds. UNAVAILABLE when no round
   // could run the peak kernel.
   absl::StatusOr<double> PeakGflops() override;
+  // Measured once, at the first call, on the core this thread runs on (MeasureMemory within
+  // `bandwidth_budget_seconds`).
+  absl::StatusOr<MemoryProfile> Memory() override;
   Stats stats() const;
   // Bytes of the cached programs' reference runs and buffers.
   int64_t cached_program_bytes() const;
@@ -91,6 +96,7 @@ class LocalTimer final : public KernelTimer {
   std::map<std::string, std::unique_ptr<ProgramData>> programs_ ABSL_GUARDED_BY(mu_);
   MeasurementCache schedules_ ABSL_GUARDED_BY(mu_);
   double peak_gflops_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<MemoryProfile> memory_ ABSL_GUARDED_BY(mu_);  // once measured
   int64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t program_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   Stats stats_ ABSL_GUARDED_BY(mu_);

@@ -58,6 +58,15 @@ WorkerReply Serve(const WorkerRequest& request, LocalTimer& evaluator, const Lim
       }
       break;
     }
+    case WorkerTask::kMemory: {
+      absl::StatusOr<MemoryProfile> memory = evaluator.Memory();
+      if (memory.ok()) {
+        reply.memory = *std::move(memory);
+      } else {
+        reply.status = memory.status();
+      }
+      break;
+    }
     case WorkerTask::kExtension:
       if (!extension) {
         reply.status = absl::UnimplementedError("this kernel worker has no extension");

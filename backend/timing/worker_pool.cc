@@ -15,6 +15,7 @@
 #include "backend/schedule/ir_text.h"
 #include "backend/timing/cost_estimate.h"
 #include "backend/timing/worker_main.h"
+#include "util/status_macros.h"
 
 extern char** environ;
 
@@ -229,6 +230,19 @@ absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request, uint6
   }
   ++stats_.crashes;
   return absl::InternalError("the kernel worker crashed while running this kernel; it was replaced");
+}
+
+absl::StatusOr<MemoryProfile> WorkerPool::Memory() {
+  absl::MutexLock lock(&memory_mu_);
+  if (!memory_.has_value()) {
+    ASSIGN_OR_RETURN(const WorkerReply reply, Call({WorkerTask::kMemory, ""}, 0));
+    if (!reply.status.ok()) return reply.status;
+    if (reply.memory.levels.empty() || reply.memory.bandwidth.empty()) {
+      return absl::InternalError("the kernel worker measured no memory");
+    }
+    memory_ = reply.memory;
+  }
+  return *memory_;
 }
 
 absl::StatusOr<Measurement> WorkerPool::MeasureFor(const LoopTree& tree, uint64_t tenant) {

@@ -18,6 +18,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,6 +70,9 @@ class WorkerPool final : public KernelTimer {
   absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
   // Measured by the first worker when the pool started.
   absl::StatusOr<double> PeakGflops() override { return peak_gflops_; }
+  // Measured by a worker at the first call (queued as tenant 0), then kept; a failure is not
+  // kept (the next call measures again).
+  absl::StatusOr<MemoryProfile> Memory() override;
   Isa isa() const { return options_.isa; }
 
   // Has a worker run its binary's WorkerExtension on `payload` (queued as `tenant`) and returns
@@ -111,6 +115,8 @@ class WorkerPool final : public KernelTimer {
 
   const Options options_;
   double peak_gflops_ = 0;
+  absl::Mutex memory_mu_;  // held while the memory is measured: one measurement at a time
+  std::optional<MemoryProfile> memory_ ABSL_GUARDED_BY(memory_mu_);  // once measured
   mutable absl::Mutex mu_;
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::deque<Waiter*>> queues_ ABSL_GUARDED_BY(mu_);  // tenant -> waiting

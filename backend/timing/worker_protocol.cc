@@ -55,6 +55,7 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
     case 'M': r.task = WorkerTask::kMeasure; break;
     case 'R': r.task = WorkerTask::kRemeasure; break;
     case 'P': r.task = WorkerTask::kPeak; break;
+    case 'B': r.task = WorkerTask::kMemory; break;
     case 'X': r.task = WorkerTask::kExtension; break;
     default: return absl::InvalidArgumentError("unknown worker task");
   }
@@ -62,26 +63,60 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
   return r;
 }
 
-// "<code> <seconds> <gflops>\n<message>", numbers printed exactly (%a round-trips doubles).
+// "<code> <seconds> <gflops> <lines>\n", then `lines` lines of the memory profile,
+// "level <name> <bytes>\n" for each level and "point <bytes> <gbytes_per_second>\n" for each
+// point of the curve, then the message; numbers printed exactly (%a round-trips doubles).
 std::string EncodeReply(const WorkerReply& reply) {
-  char numbers[96];
-  std::snprintf(numbers, sizeof(numbers), "%d %a %a\n", static_cast<int>(reply.status.code()),
-                reply.measurement.seconds, reply.measurement.gflops);
-  return absl::StrCat(numbers, reply.status.message());
+  char numbers[128];
+  std::snprintf(numbers, sizeof(numbers), "%d %a %a %zu\n", static_cast<int>(reply.status.code()),
+                reply.measurement.seconds, reply.measurement.gflops,
+                reply.memory.levels.size() + reply.memory.bandwidth.size());
+  std::string out = numbers;
+  for (const MemoryLevel& level : reply.memory.levels) {
+    absl::StrAppend(&out, "level ", level.name, " ", level.bytes, "\n");
+  }
+  for (const BandwidthPoint& p : reply.memory.bandwidth) {
+    std::snprintf(numbers, sizeof(numbers), "point %lld %a\n", static_cast<long long>(p.bytes),
+                  p.gbytes_per_second);
+    absl::StrAppend(&out, numbers);
+  }
+  absl::StrAppend(&out, reply.status.message());
+  return out;
 }
 
 absl::StatusOr<WorkerReply> DecodeReply(absl::string_view frame) {
-  const size_t nl = frame.find('\n');
-  if (nl == absl::string_view::npos) return absl::InternalError("malformed worker reply");
+  const auto malformed = [] { return absl::InternalError("malformed worker reply"); };
+  size_t nl = frame.find('\n');
+  if (nl == absl::string_view::npos) return malformed();
   std::vector<std::string> parts = absl::StrSplit(frame.substr(0, nl), ' ');
   int code = 0;
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &code)) {
-    return absl::InternalError("malformed worker reply");
+  size_t lines = 0;
+  if (parts.size() != 4 || !absl::SimpleAtoi(parts[0], &code) ||
+      !absl::SimpleAtoi(parts[3], &lines) || lines > 256) {
+    return malformed();
   }
   WorkerReply r;
   r.measurement.seconds = std::strtod(parts[1].c_str(), nullptr);
   r.measurement.gflops = std::strtod(parts[2].c_str(), nullptr);
-  r.status = absl::Status(static_cast<absl::StatusCode>(code), frame.substr(nl + 1));
+  frame.remove_prefix(nl + 1);
+  for (size_t i = 0; i < lines; ++i) {
+    nl = frame.find('\n');
+    if (nl == absl::string_view::npos) return malformed();
+    std::vector<std::string> line = absl::StrSplit(frame.substr(0, nl), ' ');
+    int64_t bytes = 0;
+    if (line.size() != 3 || !absl::SimpleAtoi(line[line[0] == "level" ? 2 : 1], &bytes)) {
+      return malformed();
+    }
+    if (line[0] == "level" && !line[1].empty()) {
+      r.memory.levels.push_back({line[1], bytes});
+    } else if (line[0] == "point") {
+      r.memory.bandwidth.push_back({bytes, std::strtod(line[2].c_str(), nullptr)});
+    } else {
+      return malformed();
+    }
+    frame.remove_prefix(nl + 1);
+  }
+  r.status = absl::Status(static_cast<absl::StatusCode>(code), frame);
   return r;
 }
 

@@ -4,6 +4,7 @@
 #define LOOPTOOL_BACKEND_TIMING_WORKER_PROTOCOL_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -15,7 +16,14 @@ namespace looptool {
 // What the worker is asked to do. kExtension goes to the WorkerExtension its binary installed
 // (tests install a fault injector; production binaries none: UNIMPLEMENTED).
 // kRemeasure times a schedule again (LocalTimer::RemeasureFor).
-enum class WorkerTask : char { kMeasure = 'M', kRemeasure = 'R', kPeak = 'P', kExtension = 'X' };
+// kMemory measures the memory's bandwidth (LocalTimer::Memory).
+enum class WorkerTask : char {
+  kMeasure = 'M',
+  kRemeasure = 'R',
+  kPeak = 'P',
+  kMemory = 'B',
+  kExtension = 'X'
+};
 
 struct WorkerRequest {
   WorkerTask task = WorkerTask::kMeasure;
@@ -25,10 +33,11 @@ struct WorkerRequest {
 };
 
 // The worker's answer: a Measurement, or the status that replaced it. kPeak answers with the
-// peak in `gflops`.
+// peak in `gflops`, kMemory with `memory`.
 struct WorkerReply {
   absl::Status status;
   Measurement measurement;
+  MemoryProfile memory;
 };
 
 std::string EncodeRequest(const WorkerRequest& request);

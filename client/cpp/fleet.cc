@@ -9,12 +9,28 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
 #include "util/status_macros.h"
 
 namespace looptool::client {
 
 bool Storable(const SearchOptions& options, const SearchResult& result) {
   return options.retime_top == 0 || result.retimed || result.states_evaluated <= 1;
+}
+
+Roofline ObserveRoofline(Env& env) {
+  Roofline out;
+  absl::StatusOr<Value> roofline = env.Observe("roofline");
+  if (!roofline.ok()) return out;
+  const nlohmann::json j = nlohmann::json::parse(roofline->text, nullptr, false);
+  if (!j.is_object() || !j.contains("gflops") || !j["gflops"].is_number()) return out;
+  out.gflops = j["gflops"].get<double>();
+  out.json = roofline->text;
+  if (j.contains("level") && j["level"].is_string()) out.level = j["level"].get<std::string>();
+  if (j.contains("memory_bound") && j["memory_bound"].is_boolean()) {
+    out.memory_bound = j["memory_bound"].get<bool>();
+  }
+  return out;
 }
 
 absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
@@ -41,6 +57,7 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
     }
   }
   ASSIGN_OR_RETURN(out.search, Search(env, options.search));
+  out.roofline = ObserveRoofline(env);  // the program's, not the schedule's: asked once
   out.stored_prefix = static_cast<int>(prefix.size());
   out.search.actions.insert(out.search.actions.begin(), prefix.begin(), prefix.end());
   if (options.store != nullptr && Storable(options.search, out.search)) {

@@ -29,6 +29,23 @@ struct TuneOptions {
   std::string store_key;
 };
 
+// A program's roofline bound on a server (its `roofline` observation): the most GFLOPS any
+// schedule can reach, the memory level its data fits in, and whether memory, not the FMA peak,
+// sets the bound.
+struct Roofline {
+  double gflops = 0;  // 0: the server does not serve the bound (an older one) or failed to
+  std::string level;
+  bool memory_bound = false;
+  std::string json;  // the observation as served (backend/costmodel/roofline.h's keys)
+  // The percentage of the bound `gflops_reached` is; 0 without a bound.
+  double Percent(double gflops_reached) const {
+    return gflops > 0 ? 100 * gflops_reached / gflops : 0;
+  }
+};
+
+// The bound of `env`'s benchmark. Informational: never fails (a bound of 0 instead).
+Roofline ObserveRoofline(Env& env);
+
 struct TuneResult {
   std::string benchmark;  // URI
   std::string server;     // HOST:PORT of the server that tuned it
@@ -41,6 +58,7 @@ struct TuneResult {
   int stored_prefix = 0;   // leading actions replayed from the store (0: started fresh)
   bool stored = false;     // whether the store kept this result
   int attempts = 0;        // servers it was started on
+  Roofline roofline;       // the program's bound on that server
 };
 
 // Whether a search's result may be offered to a store: unless re-timing was asked for and did

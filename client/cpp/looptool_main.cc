@@ -265,6 +265,24 @@ absl::StatusOr<std::shared_ptr<Connection>> FirstAnswering(const std::vector<std
   return last;
 }
 
+// The bound's fields in a result's JSON (none without a bound).
+void AddRoofline(const Roofline& bound, double gflops, json& j) {
+  if (bound.gflops <= 0) return;
+  j.update({{"roofline_gflops", bound.gflops},
+            {"roofline_level", bound.level},
+            {"memory_bound", bound.memory_bound},
+            {"percent_of_roofline", bound.Percent(gflops)},
+            {"roofline", json::parse(bound.json, nullptr, false)}});
+}
+
+// "roofline   12.34 GFLOPS  (memory-bound: the data fits L2); best reaches 81.2% of it"
+void PrintRoofline(const Roofline& bound, double gflops, const char* label) {
+  if (bound.gflops <= 0) return;
+  std::printf("roofline   %8.2f GFLOPS  (%s: the data fits %s); %s reaches %.1f%% of it\n",
+              bound.gflops, bound.memory_bound ? "memory-bound" : "compute-bound",
+              bound.level.c_str(), label, bound.Percent(gflops));
+}
+
 json ResultJson(const TuneResult& t) {
   json j = {{"benchmark", t.benchmark}, {"server", t.server}, {"host_cpu", t.host_cpu},
             {"attempts", t.attempts}};
@@ -288,6 +306,7 @@ json ResultJson(const TuneResult& t) {
             {"states_evaluated", r.states_evaluated},
             {"stored_prefix", t.stored_prefix},
             {"stored", t.stored}});
+  AddRoofline(t.roofline, r.gflops, j);
   return j;
 }
 
@@ -512,6 +531,7 @@ void PrintTuneResult(const std::string& uri, const TuneOptions& tune, const Tune
   }
   std::printf("peak       %8.2f GFLOPS  (measured FMA peak of one core: %s)\n", r.peak_gflops,
               t.host_cpu.c_str());
+  PrintRoofline(t.roofline, r.gflops, "best");
   std::printf("actions    %s\n",
               r.actions.empty() ? "(none)" : absl::StrJoin(r.actions, ", ").c_str());
   std::printf("loop tree\n%s", Indent(r.loop_tree).c_str());
@@ -605,11 +625,13 @@ int Eval() {
   const double g = end->Find("flops")->number;
   const std::string& loop_tree = end->Find("loop_tree")->text;
   const std::string kernel_plan = plan.ok() ? plan->text : "";
+  const Roofline bound = ObserveRoofline(env);
   if (as_json) {
     json j = {{"benchmark", uri}, {"actions", actions}, {"had_effect", effect},
               {"loop_tree", loop_tree}, {"ir", end->Find("ir")->text},
               {"kernel_plan", kernel_plan}, {"gflops", g}, {"start_gflops", g0},
               {"peak_gflops", peak}, {"speedup", g0 > 0 ? g / g0 : 0}};
+    AddRoofline(bound, g, j);
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -620,6 +642,7 @@ int Eval() {
   std::printf("start      %8.2f GFLOPS  %5.1f%% of peak\n", g0, 100 * g0 / peak);
   std::printf("result     %8.2f GFLOPS  %5.1f%% of peak  %.2fx the start\n", g, 100 * g / peak,
               g0 > 0 ? g / g0 : 0);
+  PrintRoofline(bound, g, "result");
   std::printf("loop tree\n%s", Indent(loop_tree).c_str());
   if (!kernel_plan.empty()) std::printf("kernel plan\n%s", Indent(kernel_plan).c_str());
   return 0;

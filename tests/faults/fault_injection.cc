@@ -57,6 +57,7 @@ class FaultInjectingTimer : public KernelTimer {
     return pool_->RemeasureFor(tree, tenant);
   }
   absl::StatusOr<double> PeakGflops() override { return pool_->PeakGflops(); }
+  absl::StatusOr<MemoryProfile> Memory() override { return pool_->Memory(); }
 
  private:
   std::shared_ptr<WorkerPool> pool_;

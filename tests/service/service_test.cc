@@ -206,7 +206,8 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
                                             "ir_tree_networkx", "action_mask", "flop_count",
                                             "flops", "runtime", "peak_gflops", "predicted_gflops",
                                             "sketches", "kernel_plan", "kernel_abi",
-                                            "machine_code", "action_state"));
+                                            "machine_code", "roofline", "roofline_fraction",
+                                            "action_state"));
   EXPECT_EQ(spaces.action_space_list(3).name(), "simple");
   EXPECT_THAT(spaces.action_space_list(3).space().named_discrete().name(),
               ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread"));

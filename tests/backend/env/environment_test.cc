@@ -32,7 +32,17 @@ class FakeTimer : public KernelTimer {
     return MeasureFor(tree, tenant);
   }
   absl::StatusOr<double> PeakGflops() override { return 123.0; }
+  absl::StatusOr<MemoryProfile> Memory() override {
+    return MemoryProfile{{{"L1", 32 << 10}, {"L2", 1 << 20}, {"DRAM", 0}},
+                         {{4096, 100.0}, {262144, 50.0}, {1 << 20, 10.0}}};
+  }
   int calls = 0;
+};
+
+// A timer of an older kind: no memory levels.
+class PeakOnlyTimer : public FakeTimer {
+ public:
+  absl::StatusOr<MemoryProfile> Memory() override { return KernelTimer::Memory(); }
 };
 
 class FakeCostModel : public CostPredictor {
@@ -79,6 +89,15 @@ TEST(Environment, EveryObservationMatchesItsDeclaredSpace) {
   EXPECT_EQ(env.Observe("runtime")->number, 0.5);
   EXPECT_EQ(env.Observe("peak_gflops")->number, 123.0);
   EXPECT_EQ(env.Observe("predicted_gflops")->number, 12.0);  // the fake's 3 * num_loops
+  // The roofline of the 112x208x256 matmul: 4 * (112*256 + 256*208 + 112*208) = 420864 bytes
+  // fit L2 (8.4 us at the 256 KiB buffer's 50 GB/s); 11927552 flops at the peak, 123 GFLOPS,
+  // take longer (97 us).
+  const std::string roofline = env.Observe("roofline")->text;
+  EXPECT_NE(roofline.find("\"bytes\":420864,"), std::string::npos) << roofline;
+  EXPECT_NE(roofline.find("\"level\":\"L2\","), std::string::npos) << roofline;
+  EXPECT_NE(roofline.find("\"gbytes_per_second\":50.0,"), std::string::npos) << roofline;
+  EXPECT_NE(roofline.find("\"memory_bound\":false,"), std::string::npos) << roofline;
+  EXPECT_DOUBLE_EQ(env.Observe("roofline_fraction")->number, 11927552 / 123e9 / 0.5);
   EXPECT_THAT(env.Observe("action_mask")->bools,
               ElementsAre(false, true, false, true, true, true, true, true, true, true, false,
                           false, false, false, false, true, true));
@@ -91,6 +110,11 @@ TEST(Environment, ObservationErrors) {
   EXPECT_EQ(env.Observe("flops").status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(env.Observe("peak_gflops").status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(env.Observe("predicted_gflops").status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(env.Observe("roofline").status().code(), absl::StatusCode::kFailedPrecondition);
+  Environment old = MakeEnv(LoopToolActionSpace(), {Isa::kAvx512, std::make_shared<PeakOnlyTimer>()});
+  EXPECT_EQ(old.Observe("roofline").status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(old.Observe("roofline_fraction").status().message(),
+            "this kernel timer does not measure memory bandwidth");
 }
 
 // kernel_plan: the code generator's plan for the kernel backend's target, untimed.
@@ -189,7 +213,8 @@ TEST(ObservationRegistry, SlowEntriesAndOneEntryExtensions) {
   for (const auto& e : registry.entries()) {
     if (e.slow) slow.push_back(e.space.name);
   }
-  EXPECT_THAT(slow, ElementsAre("flops", "runtime", "peak_gflops", "machine_code"));
+  EXPECT_THAT(slow, ElementsAre("flops", "runtime", "peak_gflops", "machine_code", "roofline",
+                                 "roofline_fraction"));
 
   std::vector<ObservationEntry<ObservationInputs>> entries = registry.entries();
   ObservationSpace depth{"cursor_depth", Observation::Kind::kInt64};

@@ -107,6 +107,25 @@ TEST(LocalTimer, PeakIsMeasuredOnceAndPlausible) {
   EXPECT_EQ(*ev.PeakGflops(), p);
 }
 
+TEST(LocalTimer, MemoryIsMeasuredOnce) {
+  LocalTimer::Options o = Fast();
+  o.bandwidth_budget_seconds = 0.02;
+  LocalTimer ev(o);
+  const auto memory = ev.Memory();
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  ASSERT_GE(memory->levels.size(), 2u);
+  EXPECT_EQ(memory->levels.front().name, "L1");
+  EXPECT_EQ(memory->levels.back().name, "DRAM");
+  EXPECT_EQ(memory->levels.back().bytes, 0);
+  ASSERT_FALSE(memory->bandwidth.empty());
+  for (const BandwidthPoint& p : memory->bandwidth) EXPECT_GT(p.gbytes_per_second, 0) << p.bytes;
+  const auto again = ev.Memory();
+  ASSERT_TRUE(again.ok());
+  for (size_t i = 0; i < memory->bandwidth.size(); ++i) {
+    EXPECT_EQ(again->bandwidth[i].gbytes_per_second, memory->bandwidth[i].gbytes_per_second);
+  }
+}
+
 TEST(MeasureRuns, HonoursMinimumRunsAndReportsMinBelowMedian) {
   int calls = 0;
   TimingOptions o;

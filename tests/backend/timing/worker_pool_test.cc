@@ -54,6 +54,20 @@ TEST(WorkerPool, MeasuresInAWorkerAndCaches) {
   EXPECT_EQ(pool->stats().measured, 3);  // the peak and two schedules
 }
 
+TEST(WorkerPool, MemoryComesFromAWorkerOnceAndIsKept) {
+  auto pool = StartPool();
+  ASSERT_NE(pool, nullptr);
+  const auto memory = pool->Memory();
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_EQ(memory->levels.back().name, "DRAM");
+  ASSERT_FALSE(memory->bandwidth.empty());
+  for (const BandwidthPoint& p : memory->bandwidth) EXPECT_GT(p.gbytes_per_second, 0) << p.bytes;
+  const int64_t calls = pool->stats().measured;  // the peak and the memory
+  ASSERT_TRUE(pool->Memory().ok());
+  EXPECT_EQ(pool->stats().measured, calls);      // no second worker call
+  EXPECT_EQ(calls, 2);
+}
+
 TEST(WorkerPool, CrashingKernelFailsOneRequestAndTheWorkerIsReplaced) {
   auto pool = StartPool();
   ASSERT_NE(pool, nullptr);

@@ -47,7 +47,7 @@ TEST(WorkerProtocol, EveryRequestRoundTrips) {
   const std::string binary("a\0b\n\xff", 5);
   for (const WorkerRequest& request :
        {WorkerRequest{WorkerTask::kMeasure, ir}, WorkerRequest{WorkerTask::kRemeasure, ir},
-        WorkerRequest{WorkerTask::kPeak, ""},
+        WorkerRequest{WorkerTask::kPeak, ""}, WorkerRequest{WorkerTask::kMemory, ""},
         WorkerRequest{WorkerTask::kExtension, "crash"},
         WorkerRequest{WorkerTask::kExtension, binary}}) {
     const std::string frame = EncodeRequest(request);
@@ -61,6 +61,7 @@ TEST(WorkerProtocol, EveryRequestRoundTrips) {
   }
   EXPECT_EQ(EncodeRequest({WorkerTask::kMeasure, "x"}), "Mx");
   EXPECT_EQ(EncodeRequest({WorkerTask::kPeak, ""}), "P");
+  EXPECT_EQ(EncodeRequest({WorkerTask::kMemory, ""}), "B");
   EXPECT_EQ(EncodeRequest({WorkerTask::kRemeasure, "x"}), "Rx");
   EXPECT_EQ(EncodeRequest({WorkerTask::kExtension, "hang"}), "Xhang");
 }
@@ -96,6 +97,29 @@ TEST(WorkerProtocol, OkRepliesRoundTripTheirNumbersExactly) {
   }
 }
 
+TEST(WorkerProtocol, MemoryProfilesRoundTripExactly) {
+  WorkerReply reply;
+  reply.memory.levels = {{"L1", 49152}, {"L2", 1 << 20}, {"DRAM", 0}};
+  reply.memory.bandwidth = {{4096, 1.0 / 3}, {int64_t{1} << 30, 123.456789012345678},
+                            {8192, 1e-300}};
+  reply.status = absl::Status(absl::StatusCode::kDataLoss, "a\nb");
+  const std::string frame = EncodeReply(reply);
+  EXPECT_EQ(frame.substr(0, frame.find("point")),
+            "15 0x0p+0 0x0p+0 6\nlevel L1 49152\nlevel L2 1048576\nlevel DRAM 0\n");
+  auto decoded = DecodeReply(frame);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->memory.levels.size(), 3u);
+  ASSERT_EQ(decoded->memory.bandwidth.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(decoded->memory.levels[i].name, reply.memory.levels[i].name);
+    EXPECT_EQ(decoded->memory.levels[i].bytes, reply.memory.levels[i].bytes);
+    EXPECT_EQ(decoded->memory.bandwidth[i].bytes, reply.memory.bandwidth[i].bytes);
+    EXPECT_EQ(decoded->memory.bandwidth[i].gbytes_per_second,
+              reply.memory.bandwidth[i].gbytes_per_second);
+  }
+  EXPECT_EQ(decoded->status, reply.status);
+}
+
 TEST(WorkerProtocol, ErrorRepliesKeepCodeAndMessage) {
   const std::vector<absl::Status> statuses = {
       absl::InternalError("kernel failed verification: C[3] = 5 where the reference "
@@ -122,8 +146,11 @@ TEST(WorkerProtocol, ErrorRepliesKeepCodeAndMessage) {
 
 TEST(WorkerProtocol, MalformedRepliesAreRefused) {
   for (const std::string frame :
-       {"", "0 0x1p+0 0x1p+1", "0 0x1p+0\n", "0 0x1p+0 0x1p+1 7\n", "zero 0x1p+0 0x1p+1\n",
-        " 0 0x1p+0 0x1p+1\n", "\nmessage"}) {
+       {"", "0 0x1p+0 0x1p+1", "0 0x1p+0\n", "0 0x1p+0 0x1p+1\n", "0 0x1p+0 0x1p+1 7\n",
+        "zero 0x1p+0 0x1p+1 0\n", " 0 0x1p+0 0x1p+1 0\n", "\nmessage",
+        "0 0x1p+0 0x1p+1 1\nlevel L1\n", "0 0x1p+0 0x1p+1 1\nlevel L1 x\n",
+        "0 0x1p+0 0x1p+1 1\nlevel  1\n", "0 0x1p+0 0x1p+1 1\npoint 4096\n",
+        "0 0x1p+0 0x1p+1 1\nL1 4096 0x1p+0\n", "0 0x1p+0 0x1p+1 257\n"}) {
     const absl::Status s = DecodeReply(frame).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << "'" << frame << "'";
     EXPECT_EQ(s.message(), "malformed worker reply");

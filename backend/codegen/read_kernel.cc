@@ -1,0 +1,80 @@
+#include "backend/codegen/read_kernel.h"
+
+#include <xbyak/xbyak.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace looptool {
+namespace {
+
+using namespace Xbyak::util;  // NOLINT: registers read like assembly here
+
+class ReadGenerator : public Xbyak::CodeGenerator {
+ public:
+  explicit ReadGenerator(Isa isa) : Xbyak::CodeGenerator(4096, Xbyak::DontSetProtectRWE) {
+    const int bytes = ReadKernelLanes(isa) * 4;
+    auto v = [&](int i) -> Xbyak::Xmm {
+      if (isa == Isa::kAvx512) return Xbyak::Zmm(i);
+      if (isa == Isa::kAvx2) return Xbyak::Ymm(i);
+      return Xbyak::Xmm(i);
+    };
+    for (int i = 0; i < kReadKernelUnroll; ++i) {
+      if (isa == Isa::kSse) {
+        xorps(v(i), v(i));
+      } else if (isa == Isa::kAvx512) {
+        vpxord(v(i), v(i), v(i));
+      } else {
+        vxorps(v(i), v(i), v(i));
+      }
+    }
+    // rdi: data, rsi: steps, rdx: passes, rcx: out
+    Xbyak::Label pass, loop;
+    L(pass);
+    mov(rax, rdi);
+    mov(r8, rsi);
+    L(loop);
+    for (int i = 0; i < kReadKernelUnroll; ++i) {
+      if (isa == Isa::kSse) {
+        addps(v(i), ptr[rax + i * bytes]);
+      } else {
+        vaddps(v(i), v(i), ptr[rax + i * bytes]);
+      }
+    }
+    add(rax, kReadKernelUnroll * bytes);
+    dec(r8);
+    jnz(loop, T_NEAR);
+    dec(rdx);
+    jnz(pass, T_NEAR);
+    for (int i = 1; i < kReadKernelUnroll; ++i) {
+      if (isa == Isa::kSse) {
+        addps(v(0), v(i));
+      } else {
+        vaddps(v(0), v(0), v(i));
+      }
+    }
+    if (isa == Isa::kSse) {
+      movups(ptr[rcx], v(0));
+    } else {
+      vmovups(ptr[rcx], v(0));
+      vzeroupper();
+    }
+    ret();
+  }
+};
+
+}  // namespace
+
+int ReadKernelLanes(Isa isa) {
+  return isa == Isa::kAvx512 ? 16 : isa == Isa::kAvx2 ? 8 : 4;
+}
+
+absl::StatusOr<Kernel> MakeReadKernel(Isa isa) {
+  try {
+    ReadGenerator gen(isa);
+    return Kernel::FromCode(gen.getCode(), gen.getSize());
+  } catch (const Xbyak::Error& e) {
+    return absl::InternalError(absl::StrCat("read kernel generation failed: ", e.what()));
+  }
+}
+
+}  // namespace looptool

@@ -1,0 +1,39 @@
+// The memory-read kernel behind the host's bandwidth per cache level
+// (backend/timing/bandwidth.h): vector loads over a buffer, added into independent accumulators
+// so that loads, not adds, limit it; generated with the same JIT as every schedule, so a
+// memory-bound kernel's roofline is what this code generator's loads can reach. Reads like the
+// assembly it emits:
+//
+//   pass: loop: vaddps v0, v0, [rsi] ... vaddps v7, v7, [rsi + 7 * width]   (8 vectors a step)
+//               add rsi, 8 * width; dec rcx; jnz loop
+//         dec rdx; jnz pass
+//   v0 + ... + v7 stored to out (one vector)
+#ifndef LOOPTOOL_BACKEND_CODEGEN_READ_KERNEL_H_
+#define LOOPTOOL_BACKEND_CODEGEN_READ_KERNEL_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "backend/codegen/isa.h"
+#include "backend/codegen/kernel.h"
+
+namespace looptool {
+
+// Loads per step of the read kernel's inner loop; the buffer is read in whole steps.
+inline constexpr int kReadKernelUnroll = 8;
+
+// Floats per load: the ISA's full register, also for SSE (whose schedules the code generator
+// emits as scalar code), so that each level's bandwidth is the hardware's.
+int ReadKernelLanes(Isa isa);
+
+// void run(const float* data, int64_t steps, int64_t passes, float* out):
+// reads `steps` * kReadKernelUnroll vectors of ReadKernelLanes floats from `data` (aligned to
+// 64 bytes), `passes` times over, and stores the lane-wise sum of everything read into
+// out[0..ReadKernelLanes).
+// REQUIRES: steps >= 1, passes >= 1.
+using ReadKernelFn = void (*)(const float*, int64_t, int64_t, float*);
+absl::StatusOr<Kernel> MakeReadKernel(Isa isa);
+
+}  // namespace looptool
+
+#endif  // LOOPTOOL_BACKEND_CODEGEN_READ_KERNEL_H_

@@ -1,0 +1,122 @@
+#include "backend/timing/bandwidth.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "backend/codegen/read_kernel.h"
+#include "backend/timing/measure.h"
+
+namespace looptool {
+namespace {
+
+// The file's first line, whitespace stripped; "" when it cannot be read.
+std::string ReadLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return std::string(absl::StripAsciiWhitespace(line));
+}
+
+// sysfs sizes read "48K", "1024K", "32768K" (or plain bytes, or "M").
+int64_t ParseSize(const std::string& text) {
+  if (text.empty()) return 0;
+  int64_t scale = 1;
+  std::string digits = text;
+  const char unit = absl::ascii_toupper(text.back());
+  if (unit == 'K' || unit == 'M' || unit == 'G') {
+    scale = unit == 'K' ? 1 << 10 : unit == 'M' ? 1 << 20 : 1 << 30;
+    digits.pop_back();
+  }
+  int64_t n = 0;
+  return absl::SimpleAtoi(digits, &n) && n > 0 ? n * scale : 0;
+}
+
+constexpr int64_t kMinDramBuffer = int64_t{64} << 20;
+constexpr int64_t kMaxDramBuffer = int64_t{1} << 30;
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+
+}  // namespace
+
+std::vector<MemoryLevel> CacheLevels(const std::string& cache_dir) {
+  std::map<int, int64_t> by_level;  // level -> bytes (data or unified caches)
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = absl::StrCat(cache_dir, "/index", index);
+    const std::string type = ReadLine(dir + "/type");
+    if (type.empty()) continue;
+    if (type != "Data" && type != "Unified") continue;
+    int level = 0;
+    const int64_t bytes = ParseSize(ReadLine(dir + "/size"));
+    if (!absl::SimpleAtoi(ReadLine(dir + "/level"), &level) || level < 1 || bytes <= 0) continue;
+    by_level[level] = std::max(by_level[level], bytes);
+  }
+  std::vector<MemoryLevel> levels;
+  int64_t largest = 0;
+  for (const auto& [level, bytes] : by_level) {
+    if (bytes <= largest) continue;  // a level must be larger than the one below it
+    levels.push_back({absl::StrCat("L", level), bytes});
+    largest = bytes;
+  }
+  if (levels.empty()) levels = {{"L1", 32 << 10}, {"L2", 256 << 10}};
+  levels.push_back({"DRAM", 0});
+  return levels;
+}
+
+std::string ThisCpuCacheDir() {
+  const int cpu = sched_getcpu();
+  return absl::StrCat("/sys/devices/system/cpu/cpu", cpu < 0 ? 0 : cpu, "/cache");
+}
+
+std::vector<int64_t> CurveSizes(const std::vector<MemoryLevel>& levels) {
+  int64_t last_cache = 0;
+  for (const MemoryLevel& level : levels) last_cache = std::max(last_cache, level.bytes);
+  const int64_t largest = std::clamp(4 * last_cache, kMinDramBuffer, kMaxDramBuffer);
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = 4 << 10; bytes <= largest; bytes *= 2) sizes.push_back(bytes);
+  return sizes;
+}
+
+absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> levels,
+                                            double budget_seconds) {
+  absl::StatusOr<Kernel> kernel = MakeReadKernel(isa);
+  if (!kernel.ok()) return absl::UnavailableError(kernel.status().message());
+  const auto run = kernel->EntryAs<ReadKernelFn>();
+  const int64_t step_bytes = int64_t{kReadKernelUnroll} * ReadKernelLanes(isa) * 4;
+  const std::vector<int64_t> sizes = CurveSizes(levels);
+  MemoryProfile profile;
+  profile.levels = std::move(levels);
+  for (const int64_t want : sizes) {
+    const int64_t steps = std::max<int64_t>(1, want / step_bytes);
+    const int64_t bytes = steps * step_bytes;
+    std::unique_ptr<float, FreeDeleter> buffer(
+        static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
+    if (buffer == nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot allocate ", bytes, " bytes to measure memory bandwidth"));
+    }
+    std::fill(buffer.get(), buffer.get() + bytes / 4, 1.0f);
+    // Runs of at least 256 KiB read, so that the call's overhead is noise.
+    const int64_t passes = std::max<int64_t>(1, (int64_t{256} << 10) / bytes);
+    float out[16];
+    TimingOptions options;
+    options.budget_seconds = budget_seconds / static_cast<double>(sizes.size());
+    options.warmup_seconds = options.budget_seconds / 10;
+    const TimingResult t = MeasureRuns([&] { run(buffer.get(), steps, passes, out); }, options);
+    profile.bandwidth.push_back(
+        {bytes, static_cast<double>(bytes * passes) / t.min_seconds * 1e-9});
+  }
+  return profile;
+}
+
+}  // namespace looptool

@@ -1,0 +1,97 @@
+"""roofline_bench: how close do tuned memory-bound kernels come to their roofline bound? Tunes
+every benchmark of the catalog's memory-bound datasets (reductions and GEMV, transposes, pooling,
+elementwise and broadcasts) with `looptool tune --dataset=... --json` on an embedded server, and
+prints each one's GFLOPS beside the bound the server reports for its program (the `roofline`
+observation: the smaller of the FMA peak and bytes moved x the host's read bandwidth over a
+buffer the size of its working set, backend/costmodel/roofline.h), measured in the same run on
+the same core. Writes a Markdown table (and the host's bandwidth curve).
+
+    bazel build //client/cpp:looptool && \\
+      /usr/bin/python3 bench/roofline/roofline_bench.py [--time-limit=10] [--out=FILE]
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATASETS = ["reduce-v0", "transpose-v0", "pool-v0", "elementwise-v0"]
+TARGET = 0.80  # issue 26: memory-bound kernels at >= 80% of their roofline bound
+
+
+def tune(cli, dataset, time_limit):
+    """One JSON object per benchmark of the dataset (`looptool tune --json`)."""
+    p = subprocess.run([cli, "tune", f"--dataset={dataset}", f"--time_limit={time_limit}",
+                        "--json"], capture_output=True, text=True, check=False)
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    if p.returncode != 0 and not rows:
+        sys.exit(f"roofline_bench: looptool tune --dataset={dataset} failed: {p.stderr.strip()}")
+    return rows
+
+
+def curve(cli):
+    """The host's memory levels and bandwidth curve, from one `roofline` observation."""
+    p = subprocess.run([cli, "eval", "--benchmark=benchmark://reduce-v0/gemv_1024_1024",
+                        "--json"], capture_output=True, text=True, check=False)
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])["roofline"]
+    except (ValueError, IndexError, KeyError):
+        return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time-limit", type=float, default=10, help="seconds per benchmark")
+    parser.add_argument("--out", default=os.path.join(ROOT, "bench/results/roofline_bench.md"))
+    parser.add_argument("--cli", default=os.path.join(ROOT, "bazel-bin/client/cpp/looptool"))
+    args = parser.parse_args()
+    rows = []
+    for dataset in DATASETS:
+        rows += tune(args.cli, dataset, args.time_limit)
+        print(f"{dataset}: {len(rows)} benchmarks so far", file=sys.stderr)
+    lines = [
+        "# Memory-bound kernels against their roofline bound",
+        "",
+        f"`/usr/bin/python3 bench/roofline/roofline_bench.py --time-limit={args.time_limit:g}` "
+        f"({datetime.date.today()}); `looptool tune` (default search, {args.time_limit:g} s "
+        "each, one embedded server, one kernel worker core). Bound: the smaller of the FMA peak "
+        "and bytes moved (every tensor once) x the read bandwidth over a buffer the size of the "
+        "working set, measured by the server on the kernel worker's core.",
+        "",
+        "| benchmark | GFLOPS | % of peak | bound GFLOPS | bound by | data fits | % of bound |",
+        "|---|---:|---:|---:|---|---|---:|",
+    ]
+    reached = []
+    for r in rows:
+        name = r["benchmark"].replace("benchmark://", "")
+        if "error" in r:
+            lines.append(f"| {name} | error: {r['error']} | | | | | |")
+            continue
+        bound = r.get("roofline_gflops", 0)
+        pct = r.get("percent_of_roofline", 0)
+        reached.append(pct / 100)
+        lines.append(f"| {name} | {r['gflops']:.2f} | {r['percent_of_peak']:.1f} | {bound:.2f} | "
+                     f"{'memory' if r.get('memory_bound') else 'FMA peak'} | "
+                     f"{r.get('roofline_level', '')} | {pct:.1f} |")
+    ok = sum(1 for f in reached if f >= TARGET)
+    peak = rows[0].get("peak_gflops", 0) if rows else 0
+    lines += ["", f"{ok} of {len(reached)} at >= {TARGET:.0%} of their bound; "
+              f"FMA peak {peak:.1f} GFLOPS ({rows[0].get('host_cpu', '') if rows else ''})."]
+    memory = curve(args.cli)
+    if memory:
+        lines += ["", "The host's read bandwidth (GB/s) over buffers of each size:", "",
+                  "| " + " | ".join(f"{p['bytes'] >> 10} KiB" for p in memory["bandwidth"]) + " |",
+                  "|" + "---:|" * len(memory["bandwidth"]),
+                  "| " + " | ".join(f"{p['gbytes_per_second']:.0f}"
+                                    for p in memory["bandwidth"]) + " |",
+                  "", "Levels: " + ", ".join(f"{l['name']} {l['bytes'] >> 10} KiB"
+                                            for l in memory["levels"] if l["bytes"]) + "."]
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
