@@ -12,15 +12,19 @@ namespace looptool::datasets {
 struct CatalogBenchmark {
   std::string name;     // "resnet18_conv3x3_64"
   std::string program;  // in the loop-nest language
+  int weight = 1;       // how many layers of its model it stands for (model datasets)
+  std::string reference;  // how PyTorch computes it (model datasets; datasets/models/generate.py)
 };
 
 struct CatalogDataset {
   std::string name;  // "conv2d-v0"
   std::string description;
   std::vector<CatalogBenchmark> benchmarks;
+  bool evaluation_only = false;  // every benchmark in the test split (the model datasets)
 };
 
-// Every catalog dataset, in a fixed order.
+// Every catalog dataset, in a fixed order: the hand-written ones, then the model datasets
+// (datasets/model_datasets.h).
 const std::vector<CatalogDataset>& Catalog();
 
 }  // namespace looptool::datasets

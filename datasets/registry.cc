@@ -50,6 +50,9 @@ bool InTestSplit(absl::string_view dataset, absl::string_view name) {
     return shape.ok() && datasets::InTestSplit(*shape);
   }
   if (dataset == kMatmulOffGridDataset) return true;
+  for (const CatalogDataset& d : Catalog()) {
+    if (d.name == dataset && d.evaluation_only) return true;
+  }
   return NameInTestSplit(name);
 }
 

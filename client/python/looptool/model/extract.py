@@ -215,9 +215,10 @@ def _sole_user(node: torch.fx.Node) -> Optional[torch.fx.Node]:
 
 
 class _Extractor:
-    def __init__(self, gm: torch.fx.GraphModule, batch: int) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, batch: int, rewrite: bool = True) -> None:
         self.gm = gm
         self.batch = batch
+        self.rewrite = rewrite
         self.tasks: Dict[str, Task] = {}
         self.layers: List[Layer] = []
         self.left: List[Left] = []
@@ -239,7 +240,8 @@ class _Extractor:
         """Grows the layer, takes its bias into the kernel where it can (`bias_in_kernel`),
         then names its task: `-> relu` (and "_relu") when it fused one."""
         self.grow(layer, node, fold_bn)
-        if layer.bias is not None and layer.kind in ("conv", "linear") and layer.scale == 1.0:
+        if (self.rewrite and layer.bias is not None and layer.kind in ("conv", "linear")
+                and layer.scale == 1.0):
             program = self.bias_in_kernel(layer, program)
             parts = [*parts, "bias"]
         if layer.kernel_relu:
@@ -350,7 +352,8 @@ class _Extractor:
             geometry.append(f"d{dh}" if dh == dw else f"d{dh}x{dw}")
         if self.batch > 1:
             geometry.append(f"n{self.batch}")
-        phased = (groups == 1 and self.batch == 1 and sh == sw and sh > 1 and dh == dw == 1)
+        phased = (self.rewrite and groups == 1 and self.batch == 1 and sh == sw and sh > 1
+                  and dh == dw == 1)
         kin: List[Tuple[int, ...]]
         kout: Tuple[int, ...]
         views: List[Tuple[int, ...]]
@@ -624,14 +627,16 @@ def trace(model: torch.nn.Module, example: torch.Tensor) -> torch.fx.GraphModule
     return gm
 
 
-def extract(model: torch.nn.Module, example: torch.Tensor) -> Plan:
-    """The model's layers, their tasks, and the nodes left to PyTorch (see the module's doc)."""
+def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True) -> Plan:
+    """The model's layers, their tasks, and the nodes left to PyTorch (see the module's doc).
+    `rewrite=False`: each layer's program as the model states it (strided convolutions strided,
+    biases and what follows them in the epilogue), as the model datasets hold them."""
     if example.dtype != torch.float32:
         raise ExtractError(f"the example input is {example.dtype}; kernels take float32")
     if example.dim() < 1:
         raise ExtractError("the example input has no batch dimension")
     gm = trace(model, example)
-    ex = _Extractor(gm, batch=int(example.shape[0]))
+    ex = _Extractor(gm, batch=int(example.shape[0]), rewrite=rewrite)
     for node in gm.graph.nodes:
         if node.name in ex.taken or node.op not in ("call_module", "call_function",
                                                     "call_method"):

@@ -1,0 +1,181 @@
+"""layer_bench: every layer of a model dataset (resnet18-v0, mobilenet_v2-v0, bert_base-v0)
+tuned by LoopTool against PyTorch's single-thread operator and oneDNN in its blocked layouts, on
+the same core in the same run; per layer and weighted model totals.
+
+    bazel build //client/cpp:looptool && \\
+      /usr/bin/python3 bench/model/layer_bench.py [--dataset=resnet18-v0 ...] [--time-limit=10]
+
+For each dataset, `looptool tune --dataset=NAME --json` tunes every program on an embedded
+server (default search, --time-limit seconds each, one kernel worker core); then, pinned to that
+core with torch.set_num_threads(1), each program's reference (datasets/models/<name>.txt) runs on
+random data of the kernel's shapes: PyTorch's operator on dense NCHW tensors (F.conv2d, F.linear,
+torch.bmm, pooling, add) and, for convolutions and linear layers, oneDNN through
+torch.utils.mkldnn (weights reordered to its blocked format once, the input reordered once,
+untimed; the output left in oneDNN's layout). Each time is the fastest single call within
+--ref-seconds after a warm-up, as the server times kernels. A layer's latency is FLOPs / GFLOPS;
+a model's total is the sum of weight x latency.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATASETS = ["resnet18-v0", "mobilenet_v2-v0", "bert_base-v0"]
+
+
+def read_dataset(name: str) -> List[Dict]:
+    """[{name, weight, reference}] from datasets/models/<name>.txt."""
+    rows = []
+    with open(os.path.join(ROOT, "datasets/models", f"{name}.txt"), encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("@ "):
+                _, bench, weight, ref = line.rstrip("\n").split(" ", 3)
+                rows.append({"name": bench, "weight": int(weight), "reference": ref})
+    return rows
+
+
+def shape(text: str) -> Tuple[int, ...]:
+    return tuple(int(d) for d in text.split("x"))
+
+
+def reference_ops(ref: str) -> Tuple[Callable[[], object], Optional[Callable[[], object]]]:
+    """(PyTorch's call, oneDNN's call or None) for a reference line."""
+    import torch
+    import torch.nn.functional as F
+    op, *kv = ref.split()
+    a = dict(item.split("=", 1) for item in kv)
+    torch.manual_seed(0)
+    if op == "conv2d":
+        x, w = torch.randn(shape(a["input"])), torch.randn(shape(a["weight"]))
+        stride, dil, groups = int(a["stride"]), int(a["dilation"]), int(a["groups"])
+        conv = torch.nn.Conv2d(w.shape[1] * groups, w.shape[0], tuple(w.shape[2:]), stride=stride,
+                               dilation=dil, groups=groups, bias=False).eval()
+        conv.weight.data.copy_(w)
+        mk = torch.utils.mkldnn.to_mkldnn(conv)
+        xm = x.to_mkldnn()
+        return (lambda: F.conv2d(x, w, None, stride, 0, dil, groups)), (lambda: mk(xm))
+    if op == "linear":
+        x, w = torch.randn(shape(a["input"])), torch.randn(shape(a["weight"]))
+        lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False).eval()
+        lin.weight.data.copy_(w)
+        mk = torch.utils.mkldnn.to_mkldnn(lin)
+        xm = x.to_mkldnn()
+        return (lambda: F.linear(x, w)), (lambda: mk(xm))
+    if op == "bmm":
+        p, q = torch.randn(shape(a["a"])), torch.randn(shape(a["b"]))
+        return (lambda: torch.bmm(p, q)), None
+    if op in ("max_pool2d", "avg_pool2d"):
+        x = torch.randn(shape(a["input"]))
+        k, s, d = int(a["kernel"]), int(a["stride"]), int(a["dilation"])
+        if op == "max_pool2d":
+            return (lambda: F.max_pool2d(x, k, s, 0, d)), None
+        return (lambda: F.avg_pool2d(x, k, s)), None
+    if op == "sum":
+        x = torch.randn(shape(a["input"]))
+        return (lambda: x.sum(dim=(2, 3))), None
+    if op == "add":
+        x, y = torch.randn(shape(a["input"])), torch.randn(shape(a["input"]))
+        if a.get("relu") == "1":
+            return (lambda: torch.relu(x + y)), None
+        return (lambda: x + y), None
+    raise ValueError(f"unknown reference op {op!r}")
+
+
+def fastest(call: Callable[[], object], seconds: float) -> float:
+    """The fastest single call within `seconds`, after a tenth of that in warm-up."""
+    import torch
+    with torch.no_grad():
+        end = time.perf_counter() + seconds / 10
+        while time.perf_counter() < end:
+            call()
+        best, end = float("inf"), time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            t0 = time.perf_counter()
+            call()
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def tune(cli: str, dataset: str, time_limit: float) -> Tuple[Dict[str, Dict], int]:
+    """Each benchmark's `looptool tune --json` result by name, and the kernel worker's core."""
+    p = subprocess.run([cli, "tune", f"--dataset={dataset}", f"--time_limit={time_limit}",
+                        "--json"], capture_output=True, text=True, check=False)
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    if not rows:
+        sys.exit(f"layer_bench: looptool tune --dataset={dataset} failed: {p.stderr.strip()}")
+    m = re.search(r"kernel workers? on cpus? (\d+)", p.stderr)
+    core = int(m.group(1)) if m else os.sched_getaffinity(0).pop()
+    return {r["benchmark"].rsplit("/", 1)[1]: r for r in rows}, core
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", action="append", help=f"default: {', '.join(DATASETS)}")
+    parser.add_argument("--time-limit", type=float, default=10, help="seconds per layer")
+    parser.add_argument("--ref-seconds", type=float, default=1.0,
+                        help="seconds of calls per reference")
+    parser.add_argument("--out", default=os.path.join(ROOT, "bench/results/layer_bench.md"))
+    parser.add_argument("--cli", default=os.path.join(ROOT, "bazel-bin/client/cpp/looptool"))
+    args = parser.parse_args()
+    import torch
+    torch.set_num_threads(1)
+    lines = ["# Model layers: LoopTool against PyTorch and oneDNN, one core", "",
+             f"`/usr/bin/python3 bench/model/layer_bench.py --time-limit={args.time_limit:g}` "
+             f"({datetime.date.today()}, torch {torch.__version__}). Ratios are reference time "
+             "/ our time (above 1: we are faster), measured in the same run on the same core.",
+             ""]
+    summary = []
+    for dataset in args.dataset or DATASETS:
+        layers = read_dataset(dataset)
+        tuned, core = tune(args.cli, dataset, args.time_limit)
+        os.sched_setaffinity(0, {core})
+        peak = next(iter(tuned.values())).get("peak_gflops", 0)
+        lines += [f"## {dataset}", "",
+                  f"Kernel worker and references on cpu {core}; FMA peak {peak:.1f} GFLOPS "
+                  f"({next(iter(tuned.values())).get('host_cpu', '')}).", "",
+                  "| layer | x | GFLOPS | % peak | % roofline | ours ms | PyTorch ms | "
+                  "/ PyTorch | oneDNN ms | / oneDNN |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        ours_total = torch_total = 0.0
+        onednn_ratios: List[float] = []
+        for layer in layers:
+            r = tuned.get(layer["name"], {"error": "not tuned"})
+            if "error" in r:
+                lines.append(f"| {layer['name']} | {layer['weight']} | error: {r['error']} |"
+                             " | | | | | | |")
+                continue
+            flops = r["roofline"]["flops"] if "roofline" in r else None
+            ours = (flops / (r["gflops"] * 1e9)) if flops else float("nan")
+            pt_call, dnn_call = reference_ops(layer["reference"])
+            pt = fastest(pt_call, args.ref_seconds)
+            dnn = fastest(dnn_call, args.ref_seconds) if dnn_call else None
+            ours_total += layer["weight"] * ours
+            torch_total += layer["weight"] * pt
+            if dnn:
+                onednn_ratios.append(dnn / ours)
+            lines.append(
+                f"| {layer['name']} | {layer['weight']} | {r['gflops']:.1f} | "
+                f"{r['percent_of_peak']:.1f} | {r.get('percent_of_roofline', 0):.1f} | "
+                f"{ours * 1e3:.3f} | {pt * 1e3:.3f} | {pt / ours:.2f}x | "
+                + (f"{dnn * 1e3:.3f} | {dnn / ours:.2f}x |" if dnn else "- | - |"))
+            print(f"{dataset} {layer['name']}: {pt / ours:.2f}x PyTorch", file=sys.stderr)
+        geo = (float(torch.tensor(onednn_ratios).log().mean().exp()) if onednn_ratios else 0)
+        total = (f"**{dataset}**: weighted total ours {ours_total * 1e3:.2f} ms, PyTorch "
+                 f"{torch_total * 1e3:.2f} ms: **{torch_total / ours_total:.2f}x PyTorch**; "
+                 f"geomean {geo:.2f}x oneDNN over {len(onednn_ratios)} conv/linear layers")
+        lines += ["", total, ""]
+        summary.append(total)
+    lines = lines[:5] + summary + [""] + lines[5:]
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
