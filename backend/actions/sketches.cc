@@ -93,6 +93,11 @@ struct Nest {
   std::vector<std::pair<int64_t, int>> vector_blocks;  // v's size (0: all of v), vectors
 };
 
+// The largest input stride along the vector variable a sketch takes: a convolution's or
+// pooling's stride (two loads and a permute for 2, a gather above); a transpose's stride is a
+// row's length, where a gather per vector is no start.
+constexpr int64_t kMaxSketchStride = 4;
+
 struct Candidate {
   int rank;  // lower first
   Plan plan;
@@ -112,7 +117,8 @@ std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& optio
   for (const Loop& loop : tree.schedule(n.stmt).compute) {
     if (!seen.insert(loop.var).second) return std::nullopt;
   }
-  // 2) The vector variable steps by 1 wherever it is read or written.
+  // 2) The vector variable steps by 1 in the output and by 0 to kMaxSketchStride in every input
+  // (a stride above 1 is a strided load: VectorOps::LoadStrided).
   const Statement& st = p.statement(n.stmt);
   n.out = p.OutputVars(n.stmt);
   if (n.out.empty()) return std::nullopt;
@@ -122,8 +128,8 @@ std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& optio
   std::vector<const Access*> vector_operands;
   for (const Access& in : st.inputs) {
     const int64_t stride = p.ElementStride(in, n.v);
-    if (stride != 0 && stride != 1) return std::nullopt;
-    if (stride == 1) vector_operands.push_back(&in);
+    if (stride < 0 || stride > kMaxSketchStride) return std::nullopt;
+    if (stride >= 1) vector_operands.push_back(&in);
   }
   // Row variables: the other output variables, those the vector operands do not read first (a
   // vector loaded once serves every row).

@@ -32,8 +32,9 @@ struct SketchOptions {
 // Up to `options.max_sketches` sketches for `tree`'s costliest statement (most flops), best first
 // by a static prior, each reaching a distinct tree. None unless:
 //   1) that statement's compute nest is untiled (one loop per variable);
-//   2) its output's last index variable v steps by 1 in the output and in every input that
-//      reads it (so v vectorizes without gathers);
+//   2) its output's last index variable v steps by 1 in the output and by 1 to 4 (a strided
+//      load: a convolution's or pooling's stride, not a transpose's) in every input that reads
+//      it;
 //   3) the block fits the code generator's register budget for the statement
 //      (backend/codegen/register_budget.h): rows * ceil(v's block / lanes) accumulators at most
 //      its accumulators; with a second row variable x (below), rows * x's extent * vectors

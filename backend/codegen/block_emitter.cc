@@ -46,6 +46,7 @@ class Block {
   // Whether `o` must be in a register for any instruction to read it.
   bool MustBeRegister(const OperandRef& o) const {
     if (o.lanes < vec_.width() && o.kind == AccessPlan::Kind::kVector) return true;  // masked
+    if (o.kind == AccessPlan::Kind::kStrided) return true;
     if (o.kind == AccessPlan::Kind::kBroadcast && !vec_.CanBroadcastFromMemory()) return true;
     return s_.reduction == Reduction::kAssign && s_.combiner == Combiner::kIdentity;
   }
@@ -53,6 +54,8 @@ class Block {
   void LoadInto(int reg, const OperandRef& o) {
     if (o.kind == AccessPlan::Kind::kBroadcast) {
       vec_.Broadcast(vec_.V(reg), dword[At(o)]);
+    } else if (o.kind == AccessPlan::Kind::kStrided) {
+      vec_.LoadStrided(vec_.V(reg), At(o), o.stride, o.lanes, vec_.V(regs_.tmp));
     } else {
       vec_.Load(vec_.V(reg), ptr[At(o)], o.lanes);
     }
@@ -165,11 +168,13 @@ class Block {
 }  // namespace
 
 bool OperandRef::operator<(const OperandRef& o) const {
-  return std::tie(input, offset, kind, lanes) < std::tie(o.input, o.offset, o.kind, o.lanes);
+  return std::tie(input, offset, kind, lanes, stride) <
+         std::tie(o.input, o.offset, o.kind, o.lanes, o.stride);
 }
 
 bool OperandRef::operator==(const OperandRef& o) const {
-  return std::tie(input, offset, kind, lanes) == std::tie(o.input, o.offset, o.kind, o.lanes);
+  return std::tie(input, offset, kind, lanes, stride) ==
+         std::tie(o.input, o.offset, o.kind, o.lanes, o.stride);
 }
 
 void EmitBlock(const std::vector<PointOp>& block, const StatementPlan& statement,

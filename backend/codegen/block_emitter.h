@@ -21,6 +21,7 @@ struct OperandRef {
   int64_t offset = 0;    // bytes from the input's pointer register
   AccessPlan::Kind kind = AccessPlan::Kind::kVector;
   int lanes = 1;         // active lanes (the full width for broadcasts)
+  int64_t stride = 1;    // elements between lanes (kStrided)
 
   bool operator<(const OperandRef& o) const;
   bool operator==(const OperandRef& o) const;
@@ -34,7 +35,7 @@ struct PointOp {
 };
 
 // Registers the block may use: `cache` for operands, `load0`/`load1` for operands that must be
-// in a register but are not cached, `tmp` for VectorOps::Accumulate.
+// in a register but are not cached, `tmp` for VectorOps::Accumulate and LoadStrided.
 struct BlockRegisters {
   std::vector<int> cache;
   int load0 = 0, load1 = 0, tmp = 0;

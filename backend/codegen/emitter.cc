@@ -318,6 +318,7 @@ class KernelEmitter {
       o.offset = (pt.disp[1 + input] + a.offset) * 4;
       o.kind = a.kind;
       o.lanes = a.kind == AccessPlan::Kind::kBroadcast ? s_->width : pt.lanes;
+      if (a.kind == AccessPlan::Kind::kStrided) o.stride = a.stride[s_->loops[s_->vector_loop].var];
       return o;
     };
     op.x = operand(0);

@@ -25,6 +25,8 @@ AccessPlan PlanAccess(const Program& p, const Access& a) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+constexpr int64_t kMaxGatherStride = int64_t{1} << 24;
+
 // Elements of `var` the loops at depth >= p cover (1 when none of them runs over `var`).
 int64_t CoveredInside(const std::vector<LoopPlan>& loops, int p, int var) {
   for (int j = p; j < static_cast<int>(loops.size()); ++j) {
@@ -130,8 +132,9 @@ StatementPlan PlanLoops(const Program& p, int s, const LoopOrder& order) {
   return sp;
 }
 
-// The vector width: the ISA's, when every access moves by 0 or 1 element along the vector
-// variable (else scalar code, with a note), and how each input is read.
+// The vector width: the ISA's, when the output moves by 0 or 1 element along the vector variable
+// (else scalar code, with a note), and how each input is read: broadcast (stride 0), vector
+// (1) or strided (more; inputs only).
 void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
   const Statement& st = p.statement(sp.statement);
   const int v = sp.loops[sp.vector_loop].var;
@@ -140,21 +143,35 @@ void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
   // lanes per instruction as 16 would give, and on cores that split 512-bit operations in two
   // (AMD Zen 4) twice the instructions per cycle.
   if (isa == Isa::kAvx512 && sp.loops[sp.vector_loop].size <= 8) sp.width = 8;
-  auto check = [&](const AccessPlan& a, const std::string& name) {
-    if (a.stride[v] > 1 && sp.width > 1) {
+  // Inputs may be strided up to kMaxGatherStride (a gather's lane offsets are 32-bit).
+  auto check = [&](const AccessPlan& a, const std::string& name, bool input) {
+    const int64_t stride = a.stride[v];
+    const bool vectorizable = stride == 0 || stride == 1 ||
+                              (input && stride > 1 && stride <= kMaxGatherStride);
+    if (!vectorizable && sp.width > 1) {
       sp.width = 1;
       sp.notes.push_back(absl::StrCat("scalar code: ", name, " has stride ", a.stride[v],
                                       " along '", p.var(v).name, "'"));
     }
   };
-  check(sp.output, p.tensor(st.output.tensor).name);
+  check(sp.output, p.tensor(st.output.tensor).name, false);
   for (size_t i = 0; i < sp.inputs.size(); ++i) {
-    check(sp.inputs[i], p.tensor(st.inputs[i].tensor).name);
+    check(sp.inputs[i], p.tensor(st.inputs[i].tensor).name, true);
   }
   sp.horizontal = sp.width > 1 && sp.output.stride[v] == 0;
-  for (AccessPlan& a : sp.inputs) {
-    a.kind = sp.width > 1 && a.stride[v] == 0 ? AccessPlan::Kind::kBroadcast
-                                              : AccessPlan::Kind::kVector;
+  for (size_t i = 0; i < sp.inputs.size(); ++i) {
+    AccessPlan& a = sp.inputs[i];
+    a.kind = sp.width == 1 || a.stride[v] == 1 ? AccessPlan::Kind::kVector
+             : a.stride[v] == 0              ? AccessPlan::Kind::kBroadcast
+                                             : AccessPlan::Kind::kStrided;
+    if (a.kind == AccessPlan::Kind::kStrided) {
+      sp.notes.push_back(absl::StrCat(
+          p.tensor(st.inputs[i].tensor).name, " read with stride ", a.stride[v], " along '",
+          p.var(v).name, "': ",
+          a.stride[v] == 2 ? "two loads and a permute per vector, " : "",
+          isa == Isa::kAvx512 ? "a gather" : "lane by lane",
+          a.stride[v] == 2 ? " when masked" : " per vector"));
+    }
   }
 }
 

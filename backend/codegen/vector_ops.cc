@@ -35,11 +35,76 @@ void VectorOps::LoadTailMasks() {
 }
 
 void VectorOps::EmitMaskTable() {
-  if (isa_ != Isa::kAvx2) return;
-  g_.align(32);
-  g_.L(mask_table_);
-  for (int i = 0; i < 8; ++i) g_.dd(0xffffffffu);
-  for (int i = 0; i < 8; ++i) g_.dd(0);
+  if (isa_ == Isa::kAvx2) {
+    g_.align(32);
+    g_.L(mask_table_);
+    for (int i = 0; i < 8; ++i) g_.dd(0xffffffffu);
+    for (int i = 0; i < 8; ++i) g_.dd(0);
+  }
+  if (even_table_used_) {
+    // vpermt2ps indices picking elements 0, 2, ... of the first load (elements 0..W-1) and then
+    // of the second (elements W-1..2W-2, table indices W..2W-1): 16 lanes, then 8.
+    g_.align(64);
+    g_.L(even_table_);
+    for (int w : {16, 8}) {
+      for (int i = 0; i < w; ++i) g_.dd(static_cast<uint32_t>(i < w / 2 ? 2 * i : 2 * i + 1));
+    }
+  }
+  for (auto& [stride, label] : offset_tables_) {
+    g_.align(64);
+    g_.L(label);
+    for (int i = 0; i < 16; ++i) g_.dd(static_cast<uint32_t>(i * stride));
+  }
+}
+
+void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int64_t stride,
+                            int lanes, const Xbyak::Xmm& scratch) {
+  LT_CHECK(width_ > 1 && stride > 1 && dst.getIdx() != scratch.getIdx());
+  const int64_t step = stride * 4;  // bytes between lanes
+  if (isa_ == Isa::kAvx512) {
+    if (stride == 2 && lanes == width_) {
+      even_table_used_ = true;
+      g_.vmovups(dst, ptr[src]);
+      g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? 0 : 64)]);
+      g_.vpermt2ps(dst, scratch, ptr[src + (width_ - 1) * 4]);
+      return;
+    }
+    // A gather of the active lanes (masked lanes are not read, so never fault).
+    g_.vpxord(dst, dst, dst);
+    g_.vmovdqu32(scratch, ptr[rip + offset_tables_[stride]]);
+    if (lanes == width_) {
+      g_.kxnorw(k7, k7, k7);
+    } else {
+      g_.mov(eax, (1u << lanes) - 1);
+      g_.kmovw(k7, eax);
+    }
+    g_.vgatherdps(dst | k7, ptr[src + scratch * 4]);
+    return;
+  }
+  // AVX2, 8 lanes.
+  const Xbyak::Ymm d(dst.getIdx()), t(scratch.getIdx());
+  if (stride == 2 && lanes == 8) {
+    // elements 0..7 and 7..14; per 128-bit half keep the even ones of the first and the odd
+    // ones of the second (0 2 8 10 | 4 6 12 14), then order the 64-bit pairs 0 2 1 3.
+    g_.vmovups(d, ptr[src]);
+    g_.vmovups(t, ptr[src + 7 * 4]);
+    g_.vshufps(d, d, t, 0xD8);
+    g_.vpermpd(d, d, 0xD8);
+    return;
+  }
+  // Lane by lane: lanes 0-3 into dst's low half, 4-7 into scratch's, then joined (VEX writes
+  // to an xmm zero the upper half, so inactive lanes are zero).
+  const Xbyak::Xmm lo(dst.getIdx()), hi(scratch.getIdx());
+  for (int i = 0; i < lanes; ++i) {
+    const Xbyak::Xmm& half = i < 4 ? lo : hi;
+    const Xbyak::Address at = ptr[src + i * step];
+    if (i % 4 == 0) {
+      g_.vmovss(half, at);
+    } else {
+      g_.vinsertps(half, half, at, static_cast<uint8_t>((i % 4) << 4));
+    }
+  }
+  if (lanes > 4) g_.vinsertf128(d, d, hi, 1);
 }
 
 Xbyak::Opmask VectorOps::Mask(int lanes) {

@@ -43,12 +43,20 @@ class VectorOps {
 
   // Kernel prologue work: loads the AVX-512 tail masks. Emits nothing for other ISAs.
   void LoadTailMasks();
-  // Emits the AVX2 lane-mask table; call once after the kernel's last instruction.
+  // Emits the AVX2 lane-mask table and the strided loads' index tables; call once after the
+  // kernel's last instruction.
   void EmitMaskTable();
   // Forgets which mask the AVX2 mask register holds (after a label another path jumps to).
   void ForgetMask() { avx2_mask_lanes_ = -1; }
 
   void Load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int lanes);
+  // dst's first `lanes` lanes = the floats at src, src + stride, ... (stride > 1 elements; the
+  // other lanes zero). Full chunks of stride 2: two loads (elements 0..W-1 and W-1..2W-2, never
+  // past the last element read) and a permute; other strides and masked chunks: a gather (lane
+  // offsets from a table). `scratch` (not dst) is overwritten; on AVX2 a masked gather also
+  // overwrites the mask register (it is reloaded on next use).
+  void LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int64_t stride, int lanes,
+                   const Xbyak::Xmm& scratch);
   void Broadcast(const Xbyak::Xmm& dst, const Xbyak::Address& src);
   void Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lanes);
   void Copy(const Xbyak::Xmm& dst, const Xbyak::Xmm& src);
@@ -93,6 +101,9 @@ class VectorOps {
   std::map<int, int> mask_of_lanes_;  // AVX-512: lanes -> k register
   int avx2_mask_lanes_ = -1;
   Xbyak::Label mask_table_;
+  Xbyak::Label even_table_;                  // stride 2's permute indices (16 dwords)
+  bool even_table_used_ = false;
+  std::map<int64_t, Xbyak::Label> offset_tables_;  // stride -> i * stride, 16 dwords
 };
 
 }  // namespace looptool

@@ -48,6 +48,7 @@ def reference_ops(ref: str) -> Tuple[Callable[[], object], Optional[Callable[[],
     """(PyTorch's call, oneDNN's call or None) for a reference line."""
     import torch
     import torch.nn.functional as F
+    import torch.utils.mkldnn
     op, *kv = ref.split()
     a = dict(item.split("=", 1) for item in kv)
     torch.manual_seed(0)

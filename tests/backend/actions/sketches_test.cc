@@ -209,12 +209,22 @@ TEST(Sketches, EachReachesADistinctTree) {
   EXPECT_EQ(trees.size(), 16u);
 }
 
-TEST(Sketches, NoneWhereTheVectorWouldGather) {
+TEST(Sketches, NoneWhereTheVectorWouldGatherAcrossRows) {
   EXPECT_TRUE(LoopNestSketches(Initial("O[r] += I[r,c]; r=64 c=64"), Limits{}).empty());
   EXPECT_TRUE(LoopNestSketches(Initial("B[n,m] = A[m,n]; m=64 n=64"), Limits{}).empty());
-  EXPECT_TRUE(
-      LoopNestSketches(Initial("O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=8 h=8 w=8 r=3 s=3"), Limits{})
-          .empty());
+  EXPECT_TRUE(LoopNestSketches(Initial("O[c,w] += I[c, 5*w]; c=8 w=64"), Limits{}).empty());
+}
+
+// A convolution's or pooling's stride (up to 4) is a strided load along the vector variable.
+TEST(Sketches, StridedConvolutionsAndPoolsGetSketches) {
+  const std::vector<Sketch> pool =
+      LoopNestSketches(Initial("O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=8 h=8 w=56 r=3 s=3"), Limits{});
+  ASSERT_FALSE(pool.empty());
+  const std::vector<Sketch> conv = LoopNestSketches(
+      Initial("O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=64 h=56 w=56 c=64 r=3 s=3"),
+      Limits{});
+  ASSERT_FALSE(conv.empty());
+  EXPECT_EQ(conv[0].description.substr(0, 7), "rows k/");
 }
 
 TEST(Sketches, OneDimensionalOutputsGetVectorBlocksOnly) {

@@ -101,7 +101,37 @@ TEST(Kernel, Convolution) { ExpectExact("O[r,c] += I[r+kr, c+kc] * W[kr,kc]; r=6
 TEST(Kernel, ConvolutionVectorizedAlongTheOutput) {
   ExpectExact("O[r,c] += I[r+kr, c+kc] * W[kr,kc]; r=6 c=20 kr=3 kc=3", "down, swap_down, swap_down");
 }
-TEST(Kernel, StridedPoolingIsScalar) { ExpectExact("O[r,c] max= I[2*r+kr, 2*c+kc]; r=5 c=9 kr=3 kc=3"); }
+TEST(Kernel, StridedPooling) { ExpectExact("O[r,c] max= I[2*r+kr, 2*c+kc]; r=5 c=9 kr=3 kc=3"); }
+
+// Strided loads (stride 2: two loads and a permute; others and masked chunks: a gather, or lane
+// by lane on AVX2) for every stride up to 5, vector lengths with and without tails, below one
+// vector and across several, as sums, maxima (negative inputs: a lane never loaded would win)
+// and products.
+TEST(Kernel, StridedLoadsOfEveryStrideAndTail) {
+  for (int stride : {2, 3, 5}) {
+    for (int n : {1, 3, 7, 8, 9, 16, 17, 31, 40}) {
+      const std::string s = std::to_string(stride), ns = std::to_string(n);
+      for (const std::string& program :
+           {"O[r,c] max= I[" + s + "*r+kr, " + s + "*c+kc]; r=3 c=" + ns + " kr=2 kc=3",
+            "O[c] += I[" + s + "*c] * W[c]; c=" + ns,
+            "O[r,c] += I[r, " + s + "*c+1]; r=2 c=" + ns}) {
+        SCOPED_TRACE(program);
+        ExpectExact(program);
+        for (Isa isa : HostIsas()) {
+          EXPECT_EQ(CompareWithInterpreter(InitialTree(program), isa, true, true), "");
+        }
+      }
+    }
+  }
+}
+
+// A stride-2 convolution as ResNet's downsampling layers have it, and a split of w that leaves
+// a tail (its sketches are in EverySketchMatchesTheInterpreter).
+TEST(Kernel, StridedConvolution) {
+  const std::string conv = "O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=5 h=3 w=19 c=3 r=3 s=3";
+  ExpectExact(conv);
+  ExpectExact(conv, "down, down, down, split_8");
+}
 TEST(Kernel, Transpose) { ExpectExact("B[n,m] = A[m,n]; m=11 n=21"); }
 TEST(Kernel, Broadcast) { ExpectExact("B[m,n] = a[n]; m=3 n=35"); }
 TEST(Kernel, Concatenation) { ExpectExact("C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13"); }
@@ -216,6 +246,8 @@ TEST(Kernel, EverySketchMatchesTheInterpreter) {
       "O[k,h,w] += I[c,h,w] * W[k,c]; k=9 h=3 w=70 c=101",
       "y[n] += x[k] * A[k,n]; n=67 k=100",
       "O[c] += I[r,c]; r=5 c=530",
+      "O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=5 h=3 w=19 c=3 r=3 s=3",
+      "O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=5 h=4 w=37 r=3 s=3",
   };
   int checked = 0;
   for (const char* text : kSketched) {
@@ -240,7 +272,7 @@ TEST(Kernel, EverySketchMatchesTheInterpreter) {
       }
     }
   }
-  EXPECT_GT(checked, 7 * 2 * 4 * static_cast<int>(HostIsas().size()));
+  EXPECT_GT(checked, 9 * 2 * 4 * static_cast<int>(HostIsas().size()));
 }
 
 }  // namespace
