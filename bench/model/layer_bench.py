@@ -11,7 +11,8 @@ core with torch.set_num_threads(1), each program's reference (datasets/models/<n
 random data of the kernel's shapes: PyTorch's operator on dense NCHW tensors (F.conv2d, F.linear,
 torch.bmm, pooling, add) and, for convolutions and linear layers, oneDNN through
 torch.utils.mkldnn (weights reordered to its blocked format once, the input reordered once,
-untimed; the output left in oneDNN's layout). Each time is the fastest single call within
+untimed; the output left in oneDNN's layout), every thread pool of the process limited to one
+thread (OpenBLAS's too). Each time is the fastest single call within
 --ref-seconds after a warm-up, as the server times kernels. A layer's latency is FLOPs / GFLOPS;
 a model's total is the sum of weight x latency.
 """
@@ -24,6 +25,12 @@ import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, Optional, Tuple
+
+# One thread for every pool PyTorch may use, set before torch is imported: torch.set_num_threads
+# does not reach OpenBLAS's own threads (F.linear ran on two cores here), and pinning this thread
+# later does not pin threads made before.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATASETS = ["resnet18-v0", "mobilenet_v2-v0", "bert_base-v0"]
@@ -145,6 +152,7 @@ def main() -> None:
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         ours_total = torch_total = 0.0
         onednn_ratios: List[float] = []
+        conv_ratios: List[float] = []
         for layer in layers:
             r = tuned.get(layer["name"], {"error": "not tuned"})
             if "error" in r:
@@ -160,16 +168,22 @@ def main() -> None:
             torch_total += layer["weight"] * pt
             if dnn:
                 onednn_ratios.append(dnn / ours)
+                if layer["reference"].startswith("conv2d"):
+                    conv_ratios.append(dnn / ours)
             lines.append(
                 f"| {layer['name']} | {layer['weight']} | {r['gflops']:.1f} | "
                 f"{r['percent_of_peak']:.1f} | {r.get('percent_of_roofline', 0):.1f} | "
                 f"{ours * 1e3:.3f} | {pt * 1e3:.3f} | {pt / ours:.2f}x | "
                 + (f"{dnn * 1e3:.3f} | {dnn / ours:.2f}x |" if dnn else "- | - |"))
             print(f"{dataset} {layer['name']}: {pt / ours:.2f}x PyTorch", file=sys.stderr)
-        geo = (float(torch.tensor(onednn_ratios).log().mean().exp()) if onednn_ratios else 0)
+        def geomean(ratios: List[float]) -> float:
+            return float(torch.tensor(ratios).log().mean().exp()) if ratios else 0.0
+
         total = (f"**{dataset}**: weighted total ours {ours_total * 1e3:.2f} ms, PyTorch "
                  f"{torch_total * 1e3:.2f} ms: **{torch_total / ours_total:.2f}x PyTorch**; "
-                 f"geomean {geo:.2f}x oneDNN over {len(onednn_ratios)} conv/linear layers")
+                 f"geomean {geomean(onednn_ratios):.2f}x oneDNN over {len(onednn_ratios)} "
+                 f"conv/linear layers, {geomean(conv_ratios):.2f}x over the "
+                 f"{len(conv_ratios)} convolutions")
         lines += ["", total, ""]
         summary.append(total)
     lines = lines[:5] + summary + [""] + lines[5:]

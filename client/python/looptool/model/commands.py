@@ -27,6 +27,7 @@ callable returning an nn.Module, used as it is). From Python, pass any nn.Module
 """
 
 import argparse
+import ctypes
 import importlib
 import json
 import os
@@ -188,21 +189,37 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     return summary
 
 
+def _openblas() -> Any:
+    """The OpenBLAS PyTorch loaded (Debian's torch calls BLAS through libblas.so.3), or None:
+    its own thread pool is not torch.set_num_threads's (F.linear ran on two threads with it)."""
+    try:
+        lib = ctypes.CDLL("libblas.so.3")
+    except OSError:
+        return None
+    return lib if hasattr(lib, "openblas_set_num_threads") else None
+
+
 class _OneCpu:
-    """Within: this process on one CPU (the last it may use) and PyTorch on one thread; both as
-    they were after."""
+    """Within: this process on one CPU (the last it may use), PyTorch and OpenBLAS on one
+    thread; all as they were after."""
 
     def __enter__(self) -> int:
         self.cpus = os.sched_getaffinity(0)
         self.threads = torch.get_num_threads()
+        self.blas = _openblas()
+        self.blas_threads = self.blas.openblas_get_num_threads() if self.blas else 1
         cpu = max(self.cpus)
         os.sched_setaffinity(0, {cpu})
         torch.set_num_threads(1)
+        if self.blas:
+            self.blas.openblas_set_num_threads(1)
         return cpu
 
     def __exit__(self, *exc: object) -> None:
         os.sched_setaffinity(0, self.cpus)
         torch.set_num_threads(self.threads)
+        if self.blas:
+            self.blas.openblas_set_num_threads(self.blas_threads)
 
 
 def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
