@@ -182,11 +182,12 @@ def main() -> None:
         total = (f"**{dataset}**: weighted total ours {ours_total * 1e3:.2f} ms, PyTorch "
                  f"{torch_total * 1e3:.2f} ms: **{torch_total / ours_total:.2f}x PyTorch**; "
                  f"geomean {geomean(onednn_ratios):.2f}x oneDNN over {len(onednn_ratios)} "
-                 f"conv/linear layers, {geomean(conv_ratios):.2f}x over the "
-                 f"{len(conv_ratios)} convolutions")
+                 "conv/linear layers"
+                 + (f", {geomean(conv_ratios):.2f}x over the {len(conv_ratios)} convolutions"
+                    if conv_ratios else ""))
         lines += ["", total, ""]
         summary.append(total)
-    lines = lines[:5] + summary + [""] + lines[5:]
+    lines = lines[:4] + summary + [""] + lines[4:]
     with open(args.out, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
