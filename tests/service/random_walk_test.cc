@@ -52,7 +52,7 @@ constexpr double kSlowFlopsSeconds = 2;  // a `flops` slower than this halves ho
 // Past this much time in `flops` for one server, a walk asks for it only at its end.
 constexpr double kFlopsBudgetSeconds = 60;
 constexpr int kCatalogBenchmarksPerDataset = 100;  // all of them
-constexpr int kModelLayersPerDataset = 2;  // the model datasets' full-size layers: a few
+constexpr int kModelLayersPerDataset = 1;  // the model datasets' full-size layers: one each (ASan)
 constexpr int kExtraMatmuls = 4;         // besides the mm128_128_256
 constexpr int kRpcDeadlineSeconds = 120;
 
