@@ -39,7 +39,11 @@ DATASETS = ["resnet18-v0", "mobilenet_v2-v0", "bert_base-v0"]
 def read_dataset(name: str) -> List[Dict]:
     """[{name, weight, reference}] from datasets/models/<name>.txt."""
     rows = []
-    with open(os.path.join(ROOT, "datasets/models", f"{name}.txt"), encoding="utf-8") as f:
+    path = os.path.join(ROOT, "datasets/models", f"{name}.txt")
+    if not os.path.exists(path):
+        known = sorted(f[:-4] for f in os.listdir(os.path.dirname(path)) if f.endswith("-v0.txt"))
+        sys.exit(f"layer_bench: --dataset={name}: not a model dataset (known: {', '.join(known)})")
+    with open(path, encoding="utf-8") as f:
         for line in f:
             if line.startswith("@ "):
                 _, bench, weight, ref = line.rstrip("\n").split(" ", 3)

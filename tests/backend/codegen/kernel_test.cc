@@ -114,7 +114,9 @@ TEST(Kernel, StridedLoadsOfEveryStrideAndTail) {
       for (const std::string& program :
            {"O[r,c] max= I[" + s + "*r+kr, " + s + "*c+kc]; r=3 c=" + ns + " kr=2 kc=3",
             "O[c] += I[" + s + "*c] * W[c]; c=" + ns,
-            "O[r,c] += I[r, " + s + "*c+1]; r=2 c=" + ns}) {
+            "O[r,c] += I[r, " + s + "*c+1]; r=2 c=" + ns,
+            "t[r] += I[r, " + s + "*c]; r=2 c=" + ns,            // horizontal: c reduced
+            "t[r] max= I[r, " + s + "*c] * W[c]; r=2 c=" + ns}) {
         SCOPED_TRACE(program);
         ExpectExact(program);
         for (Isa isa : HostIsas()) {
