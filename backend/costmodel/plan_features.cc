@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "backend/codegen/kernel_plan.h"
+#include "nlohmann/json.hpp"
 
 namespace looptool {
 namespace {
@@ -115,6 +116,14 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
   f.push_back(std::log2(static_cast<double>(std::max<int64_t>(1, program.Flops()))) / 30);
   f.push_back(s.scope);
   return f;
+}
+
+std::string PlanFeaturesJson(const LoopTree& tree, Isa isa) {
+  const std::vector<double> f = PlanFeatures(tree, isa);
+  const std::vector<std::string>& names = PlanFeatureNames();
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < names.size() && i < f.size(); ++i) j[names[i]] = f[i];
+  return j.dump();
 }
 
 }  // namespace looptool

@@ -19,6 +19,10 @@ const std::vector<std::string>& PlanFeatureNames();
 // The features of `tree`'s kernel as Lower(tree, isa) plans it. Total: every valid tree has them.
 std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa);
 
+// The same as a JSON object, each entry under its name ({"bias":1,"vectorized":1,...}): the
+// `plan_features` observation, and what tuning records keep of each measured kernel.
+std::string PlanFeaturesJson(const LoopTree& tree, Isa isa);
+
 }  // namespace looptool
 
 #endif  // LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_

@@ -9,6 +9,7 @@
 #include "backend/codegen/compile.h"
 #include "backend/codegen/kernel_abi.h"
 #include "backend/codegen/kernel_plan.h"
+#include "backend/costmodel/plan_features.h"
 #include "backend/costmodel/roofline.h"
 #include "backend/features/stride_histogram.h"
 #include "backend/features/tensors.h"
@@ -219,6 +220,13 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
                                               Measure(in, "roofline_fraction"));
                              return Observation::Double(bound.first.Fraction(m.seconds));
                            }));
+  // What the server's cost model sees of the schedule (backend/costmodel/plan_features.h), as a
+  // JSON object by feature name, untimed: what tuning records keep beside each measurement.
+  Entry features = Text("plan_features", [](const ObservationInputs& in) {
+    return Observation::String(PlanFeaturesJson(in.tree, in.kernels.target));
+  });
+  features.space.platform_dependent = true;
+  entries.push_back(std::move(features));
   return ObservationRegistry(std::move(entries));
 }
 

@@ -33,6 +33,62 @@ Roofline ObserveRoofline(Env& env) {
   return out;
 }
 
+absl::Status RecordEvaluationPrograms(TuningRecords& records,
+                                      std::shared_ptr<Connection> connection) {
+  ASSIGN_OR_RETURN(const int64_t known, records.CountEvaluationPrograms());
+  if (known > 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::vector<DatasetInfo> datasets, connection->Datasets());
+  std::vector<std::pair<std::string, std::string>> programs;
+  for (const DatasetInfo& d : datasets) {
+    if (d.test_size == 0) continue;
+    ASSIGN_OR_RETURN(const std::vector<std::string> uris,
+                     connection->DatasetBenchmarks(d.name, "test"));
+    for (const std::string& uri : uris) {
+      ASSIGN_OR_RETURN(Env env, Env::Start(connection, uri, "loop_tool"));
+      absl::StatusOr<Value> ir = env.Observe("ir");
+      env.Close();
+      if (!ir.ok()) return ir.status();
+      programs.emplace_back(ProgramOfIr(ir->text), uri);
+    }
+  }
+  return records.AddEvaluationPrograms(programs);
+}
+
+namespace {
+
+// Starts the records' run of `env`'s benchmark (in the state the search starts from, reached by
+// `prefix`), with the program's bound `bound`.
+absl::StatusOr<int64_t> BeginRecordedRun(Env& env, const Connection& connection,
+                                         const TuneOptions& options,
+                                         const std::vector<std::string>& prefix,
+                                         const Roofline& bound) {
+  RecordedRun run;
+  run.benchmark = env.benchmark();
+  ASSIGN_OR_RETURN(const Value ir, env.Observe("ir"));
+  run.program = ProgramOfIr(ir.text);
+  ASSIGN_OR_RETURN(const Value flops, env.Observe("flop_count"));
+  run.flops = flops.integer;
+  ASSIGN_OR_RETURN(const Value abi, env.Observe("kernel_abi"));
+  const nlohmann::json j = nlohmann::json::parse(abi.text, nullptr, false);
+  if (j.is_object() && j.contains("isa") && j["isa"].is_string()) {
+    run.isa = j["isa"].get<std::string>();
+  }
+  ASSIGN_OR_RETURN(const Value peak, env.Observe("peak_gflops"));
+  run.peak_gflops = peak.number;
+  run.host_cpu = connection.host_cpu();
+  run.server = connection.address();
+  run.action_space = options.action_space;
+  run.search = options.search.search.Name();
+  run.seed = options.search.seed;
+  run.time_limit_seconds = options.search.time_limit_seconds;
+  run.start_actions = prefix;
+  run.roofline_gflops = bound.gflops;
+  run.roofline = bound.json;
+  return options.records->BeginRun(run);
+}
+
+}  // namespace
+
 absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
                                    const TuneOptions& options) {
   TuneResult out;
@@ -56,8 +112,28 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
       }
     }
   }
-  ASSIGN_OR_RETURN(out.search, Search(env, options.search));
-  out.roofline = ObserveRoofline(env);  // the program's, not the schedule's: asked once
+  SearchOptions search = options.search;
+  absl::Status recording;  // the records' first error
+  if (options.records != nullptr) {
+    out.roofline = ObserveRoofline(env);  // the program's, not the schedule's: asked once
+    ASSIGN_OR_RETURN(const int64_t run,
+                     BeginRecordedRun(env, connection, options, prefix, out.roofline));
+    out.records_run = run;
+    TuningRecords* records = options.records;
+    search.on_measured = [records, run, &recording, &out](const MeasuredKernel& k) {
+      if (!recording.ok()) return;
+      absl::StatusOr<bool> added = records->AddMeasurement(run, k);
+      if (!added.ok()) recording = added.status();
+      if (added.ok() && *added) ++out.recorded;
+    };
+    search.on_retimed = [records, run, &recording](const std::string& kernel, double gflops) {
+      const absl::Status s = records->SetRetimed(run, kernel, gflops);
+      if (recording.ok() && !s.ok() && !absl::IsNotFound(s)) recording = s;
+    };
+  }
+  ASSIGN_OR_RETURN(out.search, Search(env, search));
+  RETURN_IF_ERROR(recording);
+  if (options.records == nullptr) out.roofline = ObserveRoofline(env);
   out.stored_prefix = static_cast<int>(prefix.size());
   out.search.actions.insert(out.search.actions.begin(), prefix.begin(), prefix.end());
   if (options.store != nullptr && Storable(options.search, out.search)) {

@@ -17,6 +17,7 @@
 #include "client/cpp/env.h"
 #include "client/cpp/schedule_store.h"
 #include "client/cpp/search/search.h"
+#include "client/cpp/tuning_records.h"
 
 namespace looptool::client {
 
@@ -27,7 +28,16 @@ struct TuneOptions {
   ScheduleStore* store = nullptr;
   // The key the store files the benchmark under (default: the session's benchmark URI).
   std::string store_key;
+  // Where every kernel the search measures is recorded (not owned; nullptr: nowhere). Its
+  // evaluation programs should be known first (RecordEvaluationPrograms).
+  TuningRecords* records = nullptr;
 };
+
+// Gives `records` the programs of the server's test splits (every dataset's), as the server
+// prints them, unless it has them already: those are never trained on. One session per
+// benchmark, untimed.
+absl::Status RecordEvaluationPrograms(TuningRecords& records,
+                                      std::shared_ptr<Connection> connection);
 
 // A program's roofline bound on a server (its `roofline` observation): the most GFLOPS any
 // schedule can reach, the memory level its data fits in, and whether memory, not the FMA peak,
@@ -59,6 +69,8 @@ struct TuneResult {
   bool stored = false;     // whether the store kept this result
   int attempts = 0;        // servers it was started on
   Roofline roofline;       // the program's bound on that server
+  int64_t records_run = 0;  // with records: the run's id in them, and the kernels it recorded
+  int64_t recorded = 0;
 };
 
 // Whether a search's result may be offered to a store: unless re-timing was asked for and did
@@ -69,7 +81,8 @@ bool Storable(const SearchOptions& options, const SearchResult& result);
 
 // Tunes `env`'s benchmark, which must be in its start state, on the server behind `connection`:
 // replays the store's schedule for (benchmark, connection.host_cpu(), action space) when there
-// is one, searches from there and offers the best to the store when Storable. The store's
+// is one, searches from there and offers the best to the store when Storable. With records,
+// every kernel the search measures is recorded as it is measured. The store's and the records'
 // errors are returned, not ignored.
 absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
                                    const TuneOptions& options);

@@ -1,7 +1,7 @@
 // looptool: the command line of LoopTool.
 //
 //   looptool tune --benchmark=URI|FILE [--search=evolution] [--policy=FILE|NAME] [--time-limit=10]
-//                 [--server=HOST:PORT] [--store=FILE] [--json]
+//                 [--server=HOST:PORT] [--store=FILE] [--records=FILE] [--json]
 //   looptool tune --dataset=NAME [--split=test] | --benchmark=URI,URI,...
 //                 [--servers=HOST:PORT,HOST:PORT,...] [--store=FILE] [--json]
 //   looptool eval --benchmark=URI|FILE --actions=split_4,down,... [--server=...] [--json]
@@ -16,7 +16,8 @@
 // pinned to the last CPU) and talks to it over gRPC like any other client. Many benchmarks are
 // spread over --servers, one at a time per server; a server that dies costs only its benchmark in
 // flight, which another server tunes again. --store keeps the best schedule per (benchmark, host
-// CPU, action space) in an SQLite file that later runs start from. `export` writes tuned
+// CPU, action space) in an SQLite file that later runs start from; --records keeps every kernel
+// the searches measure (client/cpp/tuning_records.h), for training on. `export` writes tuned
 // kernels as a C library (client/cpp/kernel_library.h): the stored schedules, one program's
 // actions, or (tune --export-dir) the best a tune run found, each compiled and timed by the
 // server again. Flags may be spelled with dashes or underscores, as --flag=value or --flag value.
@@ -46,6 +47,7 @@
 #include "client/cpp/fleet.h"
 #include "client/cpp/kernel_library.h"
 #include "client/cpp/schedule_store.h"
+#include "client/cpp/tuning_records.h"
 #include "client/cpp/search/search.h"
 #include "datasets/split.h"
 #include "nlohmann/json.hpp"
@@ -78,6 +80,8 @@ ABSL_FLAG(std::string, servers, "",
           "tune: HOST:PORT,... servers to spread the benchmarks over, one at a time each");
 ABSL_FLAG(std::string, store, "",
           "tune: SQLite schedule store to start from and keep the best in; schedules: to list");
+ABSL_FLAG(std::string, records, "",
+          "tune: SQLite file every measured kernel is recorded in (datasets/records/README.md)");
 ABSL_FLAG(std::string, host, "", "schedules: only those timed on a CPU whose name has this");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the random and evolution searches");
 ABSL_FLAG(std::string, output, "", "export: the directory the library is written to");
@@ -306,6 +310,7 @@ json ResultJson(const TuneResult& t) {
             {"states_evaluated", r.states_evaluated},
             {"stored_prefix", t.stored_prefix},
             {"stored", t.stored}});
+  if (t.records_run > 0) j.update({{"records_run", t.records_run}, {"recorded", t.recorded}});
   AddRoofline(t.roofline, r.gflops, j);
   return j;
 }
@@ -343,6 +348,12 @@ int TuneMany(FleetOptions options) {
   options.connection.auth_token = one.options.auth_token;
   options.connection.tls_root_certs = one.options.tls_root_certs;
   options.connection.tls_server_name = one.options.tls_server_name;
+  if (options.tune.records != nullptr) {
+    if (absl::Status s = RecordEvaluationPrograms(*options.tune.records, one.connection);
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
   absl::StatusOr<std::vector<FleetBenchmark>> listed = BenchmarkList(*one.connection);
   if (!listed.ok()) return Fail(listed.status());
   const std::vector<FleetBenchmark>& benchmarks = *listed;
@@ -471,6 +482,7 @@ int ExportSources(std::shared_ptr<Connection> connection, const std::vector<Expo
 struct TuneSetup {
   std::optional<Policy> policy;
   std::unique_ptr<ScheduleStore> store;
+  std::unique_ptr<TuningRecords> records;
   TuneOptions options;
 };
 
@@ -494,6 +506,10 @@ absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
   if (const std::string path = absl::GetFlag(FLAGS_store); !path.empty()) {
     ASSIGN_OR_RETURN(setup->store, ScheduleStore::Open(path));
     tune.store = setup->store.get();
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_records); !path.empty()) {
+    ASSIGN_OR_RETURN(setup->records, TuningRecords::Open(path));
+    tune.records = setup->records.get();
   }
   return setup;
 }
@@ -535,6 +551,11 @@ void PrintTuneResult(const std::string& uri, const TuneOptions& tune, const Tune
   std::printf("actions    %s\n",
               r.actions.empty() ? "(none)" : absl::StrJoin(r.actions, ", ").c_str());
   std::printf("loop tree\n%s", Indent(r.loop_tree).c_str());
+  if (t.records_run > 0) {
+    std::printf("records    %lld kernels recorded as run %lld of %s\n",
+                static_cast<long long>(t.recorded), static_cast<long long>(t.records_run),
+                absl::GetFlag(FLAGS_records).c_str());
+  }
   if (store != nullptr) {
     std::printf("store      %s %s\n",
                 t.stored ? "kept in" : "not kept (the stored one is as fast):",
@@ -564,6 +585,11 @@ int Tune() {
   absl::StatusOr<Connected> c = Connect();
   if (!c.ok()) return Fail(c.status());
   if (!absl::GetFlag(FLAGS_json)) ReportEmbedded(*c);
+  if (tune.records != nullptr) {
+    if (absl::Status s = RecordEvaluationPrograms(*tune.records, c->connection); !s.ok()) {
+      return Fail(s);
+    }
+  }
   absl::StatusOr<Started> started = StartBenchmark(c->connection, tune.action_space);
   if (!started.ok()) return Fail(started.status());
   tune.store_key = started->benchmark.store_key;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/cpp/sqlite_statement.h"
 #include "nlohmann/json.hpp"
 #include "util/status_macros.h"
 
@@ -33,29 +34,7 @@ constexpr char kColumns[] =
     "benchmark, host_cpu, action_space, actions, loop_tree, gflops, peak_gflops, search, server, "
     "seconds, updated_unix";
 
-// A prepared statement, finalized when it goes.
-class Statement {
- public:
-  Statement(sqlite3* db, const std::string& sql) {
-    rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr);
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  bool ok() const { return rc_ == SQLITE_OK; }
-  sqlite3_stmt* get() { return stmt_; }
-  void Text(int i, const std::string& s) {
-    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-  }
-  void Real(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
-  void Int(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
-  std::string ColumnText(int i) {
-    const unsigned char* t = sqlite3_column_text(stmt_, i);
-    return t == nullptr ? "" : reinterpret_cast<const char*>(t);
-  }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_;
-};
+using Statement = SqliteStatement;
 
 // The row `stmt` is on (columns in kColumns' order).
 absl::StatusOr<StoredSchedule> ReadRow(Statement& stmt) {
@@ -88,25 +67,8 @@ absl::StatusOr<StoredSchedule> ReadRow(Statement& stmt) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ScheduleStore>> ScheduleStore::Open(const std::string& path) {
-  sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
-  if (rc != SQLITE_OK) {
-    const std::string message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    sqlite3_close(db);
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot open the schedule store ", path, ": ", message));
-  }
+  ASSIGN_OR_RETURN(sqlite3* const db, OpenSqliteFile(path, kSchema, "schedule store"));
   std::unique_ptr<ScheduleStore> store(new ScheduleStore(db, path));
-  sqlite3_busy_timeout(db, 10000);
-  char* error = nullptr;
-  if (sqlite3_exec(db, kSchema, nullptr, nullptr, &error) != SQLITE_OK) {
-    const std::string message = error != nullptr ? error : "unknown error";
-    sqlite3_free(error);
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is not a LoopTool schedule store (an SQLite database): ", message));
-  }
   // A table of the same name but another shape (another program's file) is refused here.
   Statement probe(db, absl::StrCat("SELECT ", kColumns, " FROM schedules LIMIT 0"));
   if (!probe.ok()) {

@@ -169,6 +169,53 @@ class CliTest(unittest.TestCase):
             self.assertEqual(got, ["benchmark://mm64_256_16_range-v0/mm64_64_64",
                                    "benchmark://user-v0/cols", "benchmark://user-v0/rows"])
 
+    def test_records_keep_every_measured_kernel_once(self):
+        # Two searches (one program, one test-split benchmark) into one records file: each
+        # kernel a run measured is kept once, as many as the run says it recorded; the actions of
+        # its best record reach that record's loop tree; the test matmul is in the evaluation
+        # split, and every program of the servers' test splits is known as such.
+        import sqlite3
+        with tempfile.TemporaryDirectory() as d:
+            db = os.path.join(d, "records.db")
+            program = os.path.join(d, "rows.lt")
+            with open(program, "w") as f:
+                f.write("O[r] += I[r,c]\nr=64 c=48\n")
+            test_matmul = "benchmark://mm64_256_16_range-v0/mm64_80_64"
+            results = []
+            for benchmark in (program, test_matmul):
+                p = run("tune", "--benchmark=" + benchmark, "--time-limit=1", "--json",
+                        "--timing-budget-ms=1", "--records=" + db)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                results.append(json.loads(p.stdout))
+            c = sqlite3.connect(db)
+            for benchmark, out in zip((program, test_matmul), results):
+                self.assertGreater(out["recorded"], 3)
+                n, distinct = c.execute(
+                    "SELECT count(*), count(DISTINCT schedule) FROM measurements WHERE run_id = ?",
+                    (out["records_run"],)).fetchone()
+                self.assertEqual((n, distinct), (out["recorded"], out["recorded"]))
+                actions, tree, gflops, peak, fraction, split = c.execute(
+                    "SELECT actions, loop_tree, gflops, peak_gflops, fraction_of_peak, split "
+                    "FROM records WHERE run_id = ? ORDER BY gflops DESC LIMIT 1",
+                    (out["records_run"],)).fetchone()
+                self.assertAlmostEqual(fraction, gflops / peak)
+                self.assertAlmostEqual(peak, out["peak_gflops"])
+                e = run("eval", "--benchmark", benchmark, "--action_space=loop_nest",
+                        "--actions", ",".join(json.loads(actions)), "--json")
+                self.assertEqual(e.returncode, 0, e.stderr)
+                self.assertEqual(json.loads(e.stdout)["loop_tree"], tree)
+            splits = [r[0] for r in c.execute(
+                "SELECT split FROM programs ORDER BY id").fetchall()]
+            self.assertIn(splits[0], ("train", "validation"))
+            self.assertEqual(splits[1], "evaluation")
+            self.assertGreater(c.execute("SELECT count(*) FROM evaluation_programs").fetchone()[0],
+                               25)
+            # Plan features by name, and the roofline of each run.
+            features = json.loads(c.execute("SELECT plan_features FROM measurements LIMIT 1")
+                                  .fetchone()[0])
+            self.assertEqual(features["bias"], 1.0)
+            self.assertGreater(c.execute("SELECT min(roofline_gflops) FROM runs").fetchone()[0], 0)
+
     def test_tune_many_refusals(self):
         p = run("tune", "--dataset=reduce-v0", "--split=some")
         self.assertEqual(p.returncode, 2)

@@ -38,6 +38,7 @@ OBSERVATION_SPACES = [
     ("machine_code", "byte_sequence", "byte_tensor", True, True),
     ("roofline", "string_value", "string_value", False, True),
     ("roofline_fraction", "double_value", "double_value", False, True),
+    ("plan_features", "string_value", "string_value", True, True),
     ("action_state", "int64_box", "int64_tensor", True, False),  # upstream loop_tool-v0's
 ]
 OBS = {name: i for i, (name, *_) in enumerate(OBSERVATION_SPACES)}

@@ -4,6 +4,7 @@
 
 #include "client/cpp/search/algorithms.h"
 #include "client/cpp/search/policy_fit.h"
+#include "client/cpp/search/searcher.h"
 #include "client/cpp/search/sketch_ranking.h"
 #include "util/status_macros.h"
 
@@ -11,10 +12,13 @@ namespace looptool::client::internal {
 namespace {
 
 // An episode's result: `source`'s final state, timed (the only kernel the episode times).
+// Reported to SearchOptions::on_measured like a search's states.
 absl::StatusOr<SearchResult> FinishEpisode(StateSource& source, SearchResult out,
-                                           const Clock& clock, absl::Time t0) {
-  ASSIGN_OR_RETURN(const StepResult last,
-                   source.Step({}, {"ir", "loop_tree", "flops", "peak_gflops"}));
+                                           const SearchOptions& options, const Clock& clock,
+                                           absl::Time t0) {
+  std::vector<std::string> observe = {"ir", "loop_tree", "flops", "peak_gflops"};
+  if (options.on_measured) observe.push_back("plan_features");
+  ASSIGN_OR_RETURN(const StepResult last, source.Step({}, observe));
   out.ir = last.Find("ir")->text;
   out.loop_tree = last.Find("loop_tree")->text;
   out.gflops = last.Find("flops")->number;
@@ -22,6 +26,11 @@ absl::StatusOr<SearchResult> FinishEpisode(StateSource& source, SearchResult out
   out.peak_gflops = last.Find("peak_gflops")->number;
   out.states_evaluated = 1;
   out.seconds = absl::ToDoubleSeconds(clock.Now() - t0);
+  if (options.on_measured && out.gflops > 0) {
+    options.on_measured(MeasuredKernel{out.actions, KernelKey(out.ir), out.loop_tree,
+                                       last.Find("plan_features")->text, out.gflops,
+                                       out.seconds});
+  }
   return out;
 }
 
@@ -42,7 +51,7 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
       RETURN_IF_ERROR(source->Step(ranked.front().path, {}).status());
       for (int a : ranked.front().path) out.actions.push_back(start.action_names()[a]);
     }
-    return FinishEpisode(*source, std::move(out), clock, t0);
+    return FinishEpisode(*source, std::move(out), options, clock, t0);
   }
   const std::vector<std::string> observe = {"loops_tensor", "action_mask"};
   ASSIGN_OR_RETURN(StepResult r, source->Step({}, observe));
@@ -54,7 +63,7 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
     ASSIGN_OR_RETURN(r, source->Step({action}, observe));
     out.actions.push_back(start.action_names()[action]);
   }
-  return FinishEpisode(*source, std::move(out), clock, t0);
+  return FinishEpisode(*source, std::move(out), options, clock, t0);
 }
 
 }  // namespace looptool::client::internal

@@ -43,6 +43,16 @@ struct SearchProgress {
   double elapsed_seconds = 0;
 };
 
+// A kernel a search measured (SearchOptions::on_measured): what tuning records keep of it.
+struct MeasuredKernel {
+  std::vector<std::string> actions;  // names, from the search's start state to the state
+  std::string kernel;                // the state's ir without its cursor: the kernel's key
+  std::string loop_tree;
+  std::string plan_features;         // the plan_features observation (JSON by feature name)
+  double gflops = 0;                 // as the search measured it
+  double seconds = 0;                // into the search
+};
+
 // Which search, and its parameters; ParseSearch() reads one from its name.
 struct SearchSpec {
   enum class Kind { kGreedy, kBeamDfs, kBeamBfs, kRandom, kEvolution, kPolicy, kPolicyGuided };
@@ -98,6 +108,15 @@ struct SearchOptions {
   int retime_top = 3;
   // Called after every evaluated state (from the calling thread).
   std::function<void(const SearchProgress&)> on_progress;
+  // Tuning records (from the calling thread). When set, every state is also observed with
+  // plan_features, and this is called once for each distinct kernel the search measures, the
+  // start's included, as it is measured (states that differ only in their cursor are one kernel,
+  // and so are states reached again by another path). Kernels that could not be measured
+  // (failed to compile, verify or run; cut off by the time limit) are not reported.
+  std::function<void(const MeasuredKernel&)> on_measured;
+  // Once for each kernel re-timed at the end (retime_top), with its MeasuredKernel::kernel key
+  // and the re-timed GFLOPS.
+  std::function<void(const std::string& kernel, double gflops)> on_retimed;
 };
 
 struct SearchResult {

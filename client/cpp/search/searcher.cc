@@ -17,9 +17,10 @@ namespace {
 constexpr double kRetimeShare = 0.05;
 constexpr double kRetimeSecondsMax = 0.1;
 
-std::vector<std::string> Observations(bool with_features) {
+std::vector<std::string> Observations(bool with_features, bool reporting) {
   std::vector<std::string> o = {"ir", "loop_tree", "flops", "action_mask"};
   if (with_features) o.push_back("loops_tensor");
+  if (reporting) o.push_back("plan_features");
   return o;
 }
 
@@ -27,15 +28,6 @@ double SearchSeconds(const SearchOptions& options) {
   if (options.retime_top <= 0) return options.time_limit_seconds;
   return options.time_limit_seconds -
          std::min(kRetimeShare * options.time_limit_seconds, kRetimeSecondsMax);
-}
-
-// A state's kernel: its ir without the cursor (which does not change the kernel).
-std::string KernelKey(const std::string& ir) {
-  std::string out;
-  for (absl::string_view line : absl::StrSplit(ir, '\n')) {
-    if (!absl::StartsWith(line, "cursor")) absl::StrAppend(&out, line, "\n");
-  }
-  return out;
 }
 
 // The node of a step that observed ir, loop_tree, action_mask and, when the kernel could be
@@ -54,10 +46,19 @@ absl::StatusOr<Node> ToNode(std::vector<int> path, const StepResult& r) {
   if (const Value* flops = r.Find("flops")) n.gflops = flops->number;
   n.mask = mask->bools;
   if (const Value* features = r.Find("loops_tensor")) n.features = features->floats;
+  if (const Value* plan = r.Find("plan_features")) n.plan_features = plan->text;
   return n;
 }
 
 }  // namespace
+
+std::string KernelKey(const std::string& ir) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(ir, '\n', absl::SkipEmpty())) {
+    if (!absl::StartsWith(line, "cursor")) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
 
 std::vector<int> LegalActions(const Node& node) {
   std::vector<int> legal;
@@ -72,7 +73,7 @@ Searcher::Searcher(const StateSource& start, const SearchOptions& options, const
     : start_(start),
       options_(options),
       clock_(clock),
-      observations_(Observations(with_features)),
+      observations_(Observations(with_features, options.on_measured != nullptr)),
       t0_(clock.Now()),
       limit_(SearchSeconds(options)),
       deadline_(t0_ + absl::Seconds(limit_)) {}
@@ -89,6 +90,7 @@ absl::Status Searcher::Init() {
   ASSIGN_OR_RETURN(root_, ToNode({}, r));
   visited_.emplace(root_.ir, root_);
   best_ = root_;
+  ReportMeasured(root_);
   Report();
   return absl::OkStatus();
 }
@@ -136,6 +138,7 @@ absl::StatusOr<Reached> Searcher::Record(std::vector<int> path, const StepResult
   }
   ++progress_.states_evaluated;
   if (node.gflops > best_.gflops) best_ = node;
+  ReportMeasured(node);
   Report();
   return Reached{std::move(node), /*is_new=*/true};
 }
@@ -180,6 +183,7 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
     absl::StatusOr<double> g = (*source)->Remeasure();
     if (!g.ok()) continue;
     if (n == &root_) start_gflops = *g;
+    if (options_.on_retimed) options_.on_retimed(KernelKey(n->ir), *g);
     if (!best.has_value() || *g > best->gflops) best = Retimed{*n, *g, 0};
   }
   if (best.has_value()) best->start_gflops = start_gflops;
@@ -208,6 +212,20 @@ std::vector<std::string> Searcher::Unmeasured() const {
     if (o != "flops") out.push_back(o);
   }
   return out;
+}
+
+void Searcher::ReportMeasured(const Node& node) {
+  if (!options_.on_measured || node.gflops <= 0) return;
+  std::string kernel = KernelKey(node.ir);
+  if (!reported_.insert(kernel).second) return;
+  MeasuredKernel m;
+  for (int a : node.path) m.actions.push_back(start_.action_names()[a]);
+  m.kernel = std::move(kernel);
+  m.loop_tree = node.loop_tree;
+  m.plan_features = node.plan_features;
+  m.gflops = node.gflops;
+  m.seconds = Elapsed();
+  options_.on_measured(m);
 }
 
 void Searcher::Report() {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,11 @@ struct Node {
   double gflops = 0;            // 0 when its kernel could not be measured
   std::vector<bool> mask;       // actions that would change the state
   std::vector<float> features;  // loops_tensor, for searches guided by a policy
+  std::string plan_features;    // plan_features, when the search reports what it measures
 };
+
+// A state's kernel: its ir without the cursor (which does not change the kernel).
+std::string KernelKey(const std::string& ir);
 
 // A state reached by an action: its node, and whether it was never seen before (a seen one comes
 // from the cache, with the new path, and is not counted again).
@@ -103,6 +108,8 @@ class Searcher {
   // the best when new).
   absl::StatusOr<Reached> Record(std::vector<int> path, const StepResult& r);
   void Report();
+  // Reports a newly visited, measured node to SearchOptions::on_measured, once per kernel.
+  void ReportMeasured(const Node& node);
 
   const StateSource& start_;
   const SearchOptions& options_;
@@ -113,6 +120,7 @@ class Searcher {
   const absl::Time deadline_;
   Node root_, best_;
   std::map<std::string, Node> visited_;  // by ir (program, schedule and cursor)
+  std::set<std::string> reported_;       // kernels given to on_measured
   SearchProgress progress_;
 };
 

@@ -2,6 +2,7 @@
 // block of C in 16 zmm accumulators; tests/backend/codegen/kernel_plan_test.cc has its plan).
 #include "backend/costmodel/plan_features.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/codegen/kernel_plan.h"
@@ -62,6 +63,17 @@ TEST(PlanFeatures, LaneWasteOfATail) {
   // A row reduction has a plan, so features, too.
   const std::vector<double> g = PlanFeatures(InitialTree("s[m] += A[m,n]; m=7 n=23"), Isa::kSse);
   EXPECT_EQ(g.size(), PlanFeatureNames().size());
+}
+
+TEST(PlanFeatures, AsJsonByName) {
+  // n = 50 on AVX2 again: every entry under its name, in order, with the same numbers.
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=8 n=50 k=8");
+  const std::string json = PlanFeaturesJson(t, Isa::kAvx2);
+  EXPECT_THAT(json, ::testing::StartsWith(
+                        R"({"bias":1.0,"vectorized":1.0,"horizontal":0.0,"log2_width":3.0,)"
+                        R"("lane_waste":0.10714285714285714,)"));
+  EXPECT_THAT(json, ::testing::EndsWith(R"("log2_flops":0.4214618729924908,"loops_outside_block":1.0})"));
+  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 23);
 }
 
 }  // namespace

@@ -91,6 +91,8 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
   } else if (name == "loops_tensor") {
     v.kind = Value::Kind::kFloats;
     for (int k : knobs_) v.floats.push_back(static_cast<float>(k));
+  } else if (name == "plan_features") {
+    v.text = absl::StrCat("{\"knobs\":\"", key, "\"}");
   } else if (name == "sketches") {
     v.text = world_->sketches;
   } else if (name == "predicted_gflops") {

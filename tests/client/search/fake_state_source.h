@@ -5,7 +5,8 @@
 // costs `call_cost`, the first measurement of a state `measure_cost` (later ones come from the
 // cache, as the server's do), a re-timing `measure_cost`; a call that would end after its
 // deadline advances the clock to the deadline and fails DEADLINE_EXCEEDED; a failed step changes
-// nothing, as the server's. The world counts what was measured, in order.
+// nothing, as the server's. The world counts what was measured, in order. plan_features is
+// {"knobs":"<ir>"}.
 #ifndef LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
 #define LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
 
