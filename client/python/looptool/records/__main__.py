@@ -1,0 +1,278 @@
+"""Generating and inspecting tuning records.
+
+    python3 -m looptool.records generate --out=records.db [--programs=400] [--seed=0]
+        [--seconds=3] [--models=alexnet,vgg16,googlenet,densenet121,mnasnet1_0 | --models=none]
+        [--servers=HOST:PORT,...] [--search=evolution] [--chunk=40] [--max-flops=3e8]
+    python3 -m looptool.records summary records.db [--json]
+    python3 -m looptool.records cost-model records.db [--epochs=30] [--out=model.pt]
+    python3 -m looptool.records sample records.db --out=sample.db [--programs=8] [--per-run=30]
+
+`generate` draws `--programs` synthetic programs (looptool.records.programs) and adds every
+distinct layer of the training models, then tunes each for `--seconds` (a model layer above
+--max-flops for 4x that, at least 10 s) with `looptool tune
+--records` (the CLI: $LOOPTOOL_CLI, or the one beside $LOOPTOOL_SERVER's build), `--chunk`
+programs per call: on `--servers` (spread over them, one program per server at a time, a dead
+server's program redone elsewhere), or on a server the CLI starts here. Every kernel the searches
+measure goes into `--out`, as it is measured; running it again adds new runs to the same file (a
+new --seed draws other programs). A progress bar, and a summary at the end.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from looptool import records as records_lib
+from looptool.records import programs as programs_lib
+
+
+def _progress(total: int) -> Any:
+    try:
+        from tqdm import tqdm
+        return tqdm(total=total, unit="program", file=sys.stderr, dynamic_ncols=True)
+    except ImportError:  # tqdm is optional: a line per program then
+        return None
+
+
+def tune_chunk(cli: str, chunk: Sequence[programs_lib.Program], directory: str, out: str,
+               seconds: float, seed: int, search: str, servers: str,
+               on_result: Callable[[Dict[str, object]], None]) -> List[Dict[str, object]]:
+    """Tunes one chunk of programs with one `looptool tune` call; returns its JSON results."""
+    files = []
+    for p in chunk:
+        path = os.path.join(directory, f"{p.kind}__{p.name}.lt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(p.text)
+        files.append(path)
+    cmd = [cli, "tune", "--benchmark=" + ",".join(files), f"--time_limit={seconds}",
+           f"--seed={seed}", f"--search={search}", f"--records={out}", "--json"]
+    if servers:
+        cmd.append(f"--servers={servers}")
+    results: List[Dict[str, object]] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                r = json.loads(line)
+                results.append(r)
+                on_result(r)
+        stderr = proc.stderr.read() if proc.stderr else ""
+        proc.wait()
+    if not results and proc.returncode != 0:
+        why = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise RuntimeError(f"looptool tune failed: {why}")
+    return results
+
+
+def generate(args: argparse.Namespace) -> int:
+    from looptool.model.tuning import default_cli
+    cli = args.cli or default_cli()
+    if not os.path.exists(cli):
+        print(f"looptool.records: no looptool CLI at {cli} (set $LOOPTOOL_CLI or --cli)",
+              file=sys.stderr)
+        return 2
+    models = [] if args.models in ("", "none") else args.models.split(",")
+    try:
+        programs = programs_lib.synthetic(args.programs, seed=args.seed, max_flops=args.max_flops)
+        if models:
+            programs += programs_lib.model_layers(models, max_flops=args.max_model_flops)
+    except ValueError as e:
+        print(f"looptool.records: {e}", file=sys.stderr)
+        return 2
+    bar = _progress(len(programs))
+    done = {"ok": 0, "failed": 0, "recorded": 0}
+    failures: List[str] = []
+
+    def on_result(r: Dict[str, object]) -> None:
+        if "error" in r:
+            done["failed"] += 1
+            failures.append(f"{r.get('benchmark')}: {r.get('code')}: {r.get('error')}")
+        else:
+            done["ok"] += 1
+            done["recorded"] += int(r.get("recorded", 0))  # type: ignore[call-overload]
+        if bar is not None:
+            bar.set_postfix(kernels=done["recorded"], failed=done["failed"], refresh=False)
+            bar.update(1)
+        else:
+            print(f"[{done['ok'] + done['failed']}/{len(programs)}] {r.get('benchmark')}: "
+                  f"{r.get('recorded', 0)} kernels", file=sys.stderr)
+
+    # Programs above --max-flops (model layers) get 4x the time, at least 10 s: their untuned
+    # start is measured first, which takes seconds.
+    def seconds_for(p: programs_lib.Program) -> float:
+        base = float(args.seconds)
+        return base if programs_lib.flops(p.text) <= args.max_flops else max(10.0, 4 * base)
+
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="looptool-records-") as d:
+        for seconds in sorted({seconds_for(p) for p in programs}):
+            group = [p for p in programs if seconds_for(p) == seconds]
+            for chunk in programs_lib.iterate(group, args.chunk):
+                try:
+                    tune_chunk(cli, chunk, d, args.out, seconds, args.seed, args.search,
+                               args.servers, on_result)
+                except RuntimeError as e:
+                    if bar is not None:
+                        bar.close()
+                    print(f"looptool.records: {e}", file=sys.stderr)
+                    return 1
+    if bar is not None:
+        bar.close()
+    wall = time.monotonic() - start
+    print(f"generated: {done['ok']} programs tuned ({done['failed']} failed), "
+          f"{done['recorded']} kernels recorded in {wall:.0f} s "
+          f"({done['recorded'] / max(wall, 1e-9):.1f} kernels/s) into {args.out}",
+          file=sys.stderr)
+    for f in failures[:20]:
+        print(f"  failed: {f}", file=sys.stderr)
+    return 0 if done["ok"] > 0 or not programs else 1
+
+
+def show_summary(args: argparse.Namespace) -> int:
+    try:
+        s = records_lib.summary(args.path)
+    except records_lib.RecordsError as e:
+        print(f"looptool.records: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(s, indent=1, sort_keys=True))
+        return 0
+    print(f"{args.path}: {s['format']}")
+    print(f"programs  {s['programs']}")
+    print(f"kernels   {s['kernels']} in {s['runs']} runs")
+    print(f"hosts     {s['hosts']}")
+    print(f"{'kind':<12} {'programs':>8} {'kernels':>8} {'best/peak':>10} {'best/roofline':>14}")
+    for kind, k in sorted(s["per_kind"].items()):  # type: ignore[attr-defined]
+        roof = k["best_fraction_of_roofline"]
+        print(f"{kind:<12} {k['programs']:>8} {k['kernels']:>8} "
+              f"{100 * k['best_fraction_of_peak']:>9.1f}% "
+              f"{'' if roof is None else f'{100 * roof:.1f}%':>14}")
+    return 0
+
+
+def train_cost_model(args: argparse.Namespace) -> int:
+    import numpy as np
+    from looptool.records import cost_model
+    try:
+        train_rows = records_lib.load(args.path, split="train")
+        held = {s: records_lib.load(args.path, split=s) for s in ("validation", "evaluation")}
+    except records_lib.RecordsError as e:
+        print(f"looptool.records: {e}", file=sys.stderr)
+        return 2
+    if not train_rows:
+        print(f"looptool.records: {args.path} has no train records", file=sys.stderr)
+        return 2
+    names, w = cost_model.ridge(train_rows)
+    model = cost_model.train(train_rows, epochs=args.epochs, seed=args.seed)
+    print(f"trained on {len(train_rows)} kernels of "
+          f"{len({r.program_id for r in train_rows})} programs in {model.seconds:.0f} s "
+          f"({args.epochs} epochs; loss {model.losses[0]:.3f} -> {model.losses[-1]:.3f})")
+    print(f"{'split':<11} {'runs':>5} {'kernels':>8} {'Spearman per run: net mean':>27} "
+          f"{'median':>7} {'ridge mean':>11} {'median':>7}")
+    for split, rows in [("train", train_rows), *held.items()]:
+        if not rows:
+            continue
+        net = cost_model.spearman_by_program(model.predict(rows), rows)
+        base = cost_model.spearman_by_program(cost_model.featurize(rows, names).plan @ w, rows)
+        if not net:
+            continue
+        print(f"{split:<11} {len(net):>5} {len(rows):>8} {np.mean(list(net.values())):>27.3f} "
+              f"{np.median(list(net.values())):>7.3f} {np.mean(list(base.values())):>11.3f} "
+              f"{np.median(list(base.values())):>7.3f}")
+    if args.out:
+        import torch
+        torch.save({"state_dict": model.network.state_dict(),  # type: ignore[attr-defined]
+                    "plan_names": model.plan_names, "loop_features": cost_model.LOOP_FEATURES,
+                    "epochs": args.epochs, "seed": args.seed, "records": args.path}, args.out)
+        print(f"saved {args.out}")
+    return 0
+
+
+def cut_sample(args: argparse.Namespace) -> int:
+    """A small records file from a large one: the first run of one program per kind, with the
+    first `--per-run` kernels of each and its fastest; the schema, the format and the evaluation
+    programs as they are."""
+    import sqlite3
+    try:
+        src = records_lib.connect(args.path)
+    except records_lib.RecordsError as e:
+        print(f"looptool.records: {e}", file=sys.stderr)
+        return 2
+    if os.path.exists(args.out):
+        print(f"looptool.records: {args.out} exists; not overwriting it", file=sys.stderr)
+        return 2
+    dst = sqlite3.connect(args.out)
+    src.backup(dst)
+    src.close()
+    runs: Dict[str, int] = {}
+    for run_id, benchmark in dst.execute("SELECT id, benchmark FROM runs ORDER BY id"):
+        runs.setdefault(records_lib._kind(benchmark) or "other", run_id)
+    keep = sorted(runs.values())[:args.programs]
+    marks = ",".join("?" * len(keep))
+    dst.execute(f"DELETE FROM measurements WHERE run_id NOT IN ({marks})", keep)
+    dst.execute("DELETE FROM measurements WHERE id NOT IN (SELECT id FROM (SELECT id, "
+                "row_number() OVER (PARTITION BY run_id ORDER BY id) AS n, row_number() OVER "
+                "(PARTITION BY run_id ORDER BY coalesce(retimed_gflops, gflops) DESC) AS best "
+                "FROM measurements) WHERE n <= ? OR best = 1)", (args.per_run,))
+    dst.execute(f"DELETE FROM runs WHERE id NOT IN ({marks})", keep)
+    dst.execute("DELETE FROM programs WHERE id NOT IN (SELECT program_id FROM runs)")
+    dst.commit()
+    dst.execute("PRAGMA journal_mode = DELETE")
+    dst.execute("VACUUM")
+    n = dst.execute("SELECT count(*) FROM measurements").fetchone()[0]
+    dst.close()
+    print(f"{args.out}: {len(keep)} runs, {n} kernels")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m looptool.records",
+                                     description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="tune a distribution of programs into a records file")
+    g.add_argument("--out", required=True, help="the SQLite records file (created or added to)")
+    g.add_argument("--programs", type=int, default=400, help="synthetic programs to draw")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seconds", type=float, default=3.0, help="search time per program")
+    g.add_argument("--models", default=",".join(programs_lib.TRAINING_MODELS),
+                   help="torchvision models whose layers to add (comma-separated), or none")
+    g.add_argument("--servers", default="", help="HOST:PORT,... (default: one started here)")
+    g.add_argument("--search", default="evolution")
+    g.add_argument("--chunk", type=int, default=40, help="programs per looptool tune call")
+    g.add_argument("--max-flops", type=float, default=programs_lib.DEFAULT_MAX_FLOPS,
+                   help="synthetic programs above this many FLOPs are not drawn")
+    g.add_argument("--max-model-flops", type=float, default=2e9,
+                   help="model layers above this many FLOPs are left out (those above "
+                        "--max-flops get 4x --seconds, at least 10)")
+    g.add_argument("--cli", default="", help="the looptool CLI (default: $LOOPTOOL_CLI, ...)")
+    s = sub.add_parser("summary", help="what a records file holds")
+    s.add_argument("path")
+    s.add_argument("--json", action="store_true")
+    c = sub.add_parser("cost-model", help="train a cost model on the train split, report "
+                                          "its per-program Spearman on the others")
+    c.add_argument("path")
+    c.add_argument("--epochs", type=int, default=30)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--out", default="", help="save the trained model (torch.save) here")
+    m = sub.add_parser("sample", help="cut a small records file from a large one")
+    m.add_argument("path")
+    m.add_argument("--out", required=True)
+    m.add_argument("--programs", type=int, default=8, help="programs (one per kind) at most")
+    m.add_argument("--per-run", type=int, default=30, help="kernels per run (and its fastest)")
+    args = parser.parse_args(argv)
+    if args.command == "sample":
+        return cut_sample(args)
+    if args.command == "cost-model":
+        return train_cost_model(args)
+    if args.command == "generate":
+        if args.programs < 0 or args.seconds <= 0 or args.chunk < 1:
+            parser.error("--programs must be >= 0, --seconds > 0 and --chunk >= 1")
+        return generate(args)
+    return show_summary(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

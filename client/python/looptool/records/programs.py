@@ -1,0 +1,293 @@
+"""The programs tuning records are generated over: a broad, seeded distribution of what the
+language writes (matmuls of every shape, convolutions of every stride, kernel size and channel
+count, depthwise and 1x1, pooling, reductions, GEMV, transposes, elementwise) and the layers of
+torchvision's AlexNet, VGG-16, GoogLeNet, DenseNet-121 and MNASNet-1.0.
+
+ResNet-18, MobileNetV2 and BERT-base are for evaluation only and never generated here; a
+generated program that happens to equal a program of the servers' test splits (a model layer, a
+test matmul) is recorded in the "evaluation" split all the same (client/cpp/tuning_records.h),
+so nothing of those is ever trained on.
+
+Every program's FLOPs are capped (`max_flops`), so that its untuned start state is measured in
+well under a second and a search of a few seconds gets somewhere.
+"""
+import dataclasses
+import random
+import re
+from typing import Callable, Dict, Iterator, List, Sequence
+
+TRAINING_MODELS = ("alexnet", "vgg16", "googlenet", "densenet121", "mnasnet1_0")
+EVALUATION_MODELS = ("resnet18", "mobilenet_v2", "bert_base")
+KINDS = ("matmul", "conv", "depthwise", "pool", "reduction", "gemv", "transpose", "elementwise")
+DEFAULT_MAX_FLOPS = 3e8
+
+PRIMES = [p for p in range(2, 1025) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One program to tune: a file name (a C identifier) and its text."""
+    name: str
+    kind: str
+    text: str
+
+
+def _extent(rng: random.Random, low: int = 1, high: int = 1024) -> int:
+    """Odd, prime, power-of-two-ish, multiple of 16 or anything, in [low, high]."""
+    style = rng.random()
+    if style < 0.2:
+        choices = [p for p in PRIMES if low <= p <= high] or [low]
+        return rng.choice(choices)
+    if style < 0.4:
+        return rng.randrange(low | 1, high + 1, 2) if high > low else low
+    if style < 0.6:
+        powers = [1 << e for e in range(11) if low <= 1 << e <= high] or [low]
+        return rng.choice(powers)
+    if style < 0.8:
+        sixteens = list(range(16 * -(-low // 16), high + 1, 16)) or [low]
+        return rng.choice(sixteens)
+    return rng.randint(low, high)
+
+
+def _fit(rng: random.Random, sizes: Dict[str, int], flops_per_point: int, max_flops: float,
+         keep: Sequence[str] = ()) -> Dict[str, int]:
+    """Halves random sizes (not those in `keep`) until the program's FLOPs fit."""
+    def flops() -> float:
+        total = float(flops_per_point)
+        for v in sizes.values():
+            total *= v
+        return total
+    while flops() > max_flops:
+        free = [k for k, v in sizes.items() if k not in keep and v > 1]
+        if not free:
+            break
+        k = rng.choice(free)
+        sizes[k] = max(1, sizes[k] // 2)
+    return sizes
+
+
+def _sizes(sizes: Dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def matmul(rng: random.Random, max_flops: float) -> Program:
+    s = _fit(rng, {"m": _extent(rng), "n": _extent(rng), "k": _extent(rng)}, 2, max_flops)
+    relu = " -> relu" if rng.random() < 0.15 else ""
+    return Program(f"mm_{s['m']}x{s['n']}x{s['k']}{'_relu' if relu else ''}", "matmul",
+                   f"C[m,n] += A[m,k] * B[k,n]{relu}\n{_sizes(s)}\n")
+
+
+def _index(stride: int, var: str, tap: str) -> str:
+    return f"{var}+{tap}" if stride == 1 else f"{stride}*{var}+{tap}"
+
+
+def conv(rng: random.Random, max_flops: float) -> Program:
+    r = rng.choice([1, 1, 3, 3, 3, 5, 7])
+    stride = rng.choice([1, 1, 1, 2, 2, 3, 4])
+    hw = rng.choice([7, 8, 13, 14, 17, 28, 32, 56, 112])
+    c = rng.choice([1, 3, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, _extent(rng, 1, 512)])
+    k = rng.choice([8, 16, 32, 64, 96, 128, 256, 512, _extent(rng, 1, 512)])
+    keep = ("r", "s")
+    if r == 1:
+        s = _fit(rng, {"k": k, "h": hw, "w": hw, "c": c}, 2, max_flops)
+        ih = "h" if stride == 1 else f"{stride}*h"
+        iw = "w" if stride == 1 else f"{stride}*w"
+        text = f"O[k,h,w] += I[c, {ih}, {iw}] * W[k,c]\n{_sizes(s)}\n"
+        name = f"conv_c{s['c']}_k{s['k']}_{s['h']}x{s['w']}_1x1_s{stride}"
+    else:
+        s = _fit(rng, {"k": k, "h": hw, "w": hw, "c": c, "r": r, "s": r}, 2, max_flops, keep)
+        text = (f"O[k,h,w] += I[c, {_index(stride, 'h', 'r')}, {_index(stride, 'w', 's')}]"
+                f" * W[k,c,r,s]\n{_sizes(s)}\n")
+        name = f"conv_c{s['c']}_k{s['k']}_{s['h']}x{s['w']}_{r}x{r}_s{stride}"
+    return Program(name, "conv", text)
+
+
+def depthwise(rng: random.Random, max_flops: float) -> Program:
+    r = rng.choice([3, 3, 5, 7])
+    stride = rng.choice([1, 1, 2, 2, 3])
+    hw = rng.choice([7, 14, 28, 56, 112])
+    c = rng.choice([16, 32, 64, 96, 144, 192, 240, 384, 480, 576, 960, _extent(rng, 1, 1024)])
+    s = _fit(rng, {"c": c, "h": hw, "w": hw, "r": r, "s": r}, 2, max_flops, ("r", "s"))
+    return Program(f"dw_c{s['c']}_{s['h']}x{s['w']}_{r}x{r}_s{stride}", "depthwise",
+                   f"O[c,h,w] += I[c, {_index(stride, 'h', 'r')}, {_index(stride, 'w', 's')}]"
+                   f" * W[c,r,s]\n{_sizes(s)}\n")
+
+
+def pool(rng: random.Random, max_flops: float) -> Program:
+    op = rng.choice(["max=", "+="])
+    if rng.random() < 0.25:  # global: a sum over the map
+        s = _fit(rng, {"c": _extent(rng, 1, 2048), "h": rng.choice([7, 8, 14]),
+                       "w": rng.choice([7, 8, 14])}, 1, max_flops)
+        return Program(f"gpool_c{s['c']}_{s['h']}x{s['w']}", "pool",
+                       f"O[c] += I[c,h,w]\n{_sizes(s)}\n")
+    r = rng.choice([2, 3, 3, 5])
+    stride = rng.choice([1, 2, 2, 3])
+    hw = rng.choice([7, 13, 14, 27, 28, 55, 56, 112])
+    s = _fit(rng, {"c": _extent(rng, 1, 512), "h": hw, "w": hw, "r": r, "s": r}, 1, max_flops,
+             ("r", "s"))
+    if rng.random() < 0.3:  # channels last
+        return Program(f"pool_hwc_c{s['c']}_{hw}_{r}x{r}_s{stride}", "pool",
+                       f"O[h,w,c] {op} I[{_index(stride, 'h', 'r')}, "
+                       f"{_index(stride, 'w', 's')}, c]\nh={s['h']} w={s['w']} c={s['c']} "
+                       f"r={r} s={r}\n")
+    return Program(f"pool_c{s['c']}_{s['h']}x{s['w']}_{r}x{r}_s{stride}", "pool",
+                   f"O[c,h,w] {op} I[c, {_index(stride, 'h', 'r')}, {_index(stride, 'w', 's')}]"
+                   f"\n{_sizes(s)}\n")
+
+
+def reduction(rng: random.Random, max_flops: float) -> Program:
+    op = rng.choice(["+=", "max="])
+    s = _fit(rng, {"r": _extent(rng, 1, 4096), "c": _extent(rng, 1, 4096)}, 1, max_flops)
+    if rng.random() < 0.5:
+        return Program(f"rowreduce_{s['r']}x{s['c']}", "reduction",
+                       f"O[r] {op} I[r,c]\n{_sizes(s)}\n")
+    return Program(f"colreduce_{s['r']}x{s['c']}", "reduction",
+                   f"O[c] {op} I[r,c]\n{_sizes(s)}\n")
+
+
+def gemv(rng: random.Random, max_flops: float) -> Program:
+    s = _fit(rng, {"k": _extent(rng, 1, 4096), "n": _extent(rng, 1, 4096)}, 2, max_flops)
+    if rng.random() < 0.5:
+        return Program(f"gemv_{s['k']}x{s['n']}", "gemv", f"y[n] += x[k] * W[k,n]\n{_sizes(s)}\n")
+    return Program(f"gemvt_{s['n']}x{s['k']}", "gemv",
+                   f"y[m] += A[m,k] * x[k]\nm={s['n']} k={s['k']}\n")
+
+
+def transpose(rng: random.Random, max_flops: float) -> Program:
+    if rng.random() < 0.5:
+        s = _fit(rng, {"m": _extent(rng, 1, 2048), "n": _extent(rng, 1, 2048)}, 1, max_flops / 4)
+        return Program(f"transpose_{s['m']}x{s['n']}", "transpose",
+                       f"B[n,m] = A[m,n]\n{_sizes(s)}\n")
+    s = _fit(rng, {"c": _extent(rng, 1, 512), "h": rng.choice([7, 14, 28, 56]),
+                   "w": rng.choice([7, 14, 28, 56])}, 1, max_flops / 4)
+    if rng.random() < 0.5:
+        return Program(f"chw_to_hwc_{s['c']}x{s['h']}x{s['w']}", "transpose",
+                       f"B[h,w,c] = A[c,h,w]\n{_sizes(s)}\n")
+    return Program(f"hwc_to_chw_{s['c']}x{s['h']}x{s['w']}", "transpose",
+                   f"B[c,h,w] = A[h,w,c]\n{_sizes(s)}\n")
+
+
+def elementwise(rng: random.Random, max_flops: float) -> Program:
+    s = _fit(rng, {"m": _extent(rng, 1, 2048), "n": _extent(rng, 1, 2048)}, 1, max_flops / 4)
+    style = rng.choice(["add", "add_relu", "broadcast", "concat"])
+    if style == "add":
+        return Program(f"add_{s['m']}x{s['n']}", "elementwise",
+                       f"C[m,n] = A[m,n] + B[m,n]\n{_sizes(s)}\n")
+    if style == "add_relu":
+        return Program(f"add_relu_{s['m']}x{s['n']}", "elementwise",
+                       f"C[m,n] = A[m,n] + B[m,n] -> relu\n{_sizes(s)}\n")
+    if style == "broadcast":
+        return Program(f"broadcast_{s['m']}x{s['n']}", "elementwise",
+                       f"B[m,n] = a[n]\n{_sizes(s)}\n")
+    b = _extent(rng, 1, 1024)
+    return Program(f"concat_{s['m']}x{s['n']}x{b}", "elementwise",
+                   f"C[m,a] = A[m,a]\nC[m,b+{s['n']}] = B[m,b]\nm={s['m']} a={s['n']} b={b}\n")
+
+
+GENERATORS: Dict[str, Callable[[random.Random, float], Program]] = {
+    "matmul": matmul, "conv": conv, "depthwise": depthwise, "pool": pool,
+    "reduction": reduction, "gemv": gemv, "transpose": transpose, "elementwise": elementwise,
+}
+# How often each kind is drawn: the compute-bound kinds most, where schedules matter most.
+WEIGHTS = {"matmul": 4, "conv": 4, "depthwise": 2, "pool": 2, "reduction": 1, "gemv": 1,
+           "transpose": 1, "elementwise": 1}
+
+
+# The server's default limits (backend/ir/limits.h) a program must keep.
+MAX_EXTENT = 8192
+MAX_TENSOR_ELEMENTS = 1 << 24
+
+
+def within_limits(program: str) -> bool:
+    """Whether every loop extent and every tensor of `program` (read off its accesses: `2*h+r`
+    spans 2*(h-1) + (r-1) + 1) is within the server's default limits."""
+    lines = program.strip().splitlines()
+    sizes = {k: int(v) for k, v in (item.split("=") for item in lines[-1].split())}
+    if any(v > MAX_EXTENT for v in sizes.values()):
+        return False
+    for line in lines[:-1]:
+        for access in re.findall(r"[A-Za-z_]\w*\[([^\]]*)\]", line):
+            elements = 1
+            for index in access.split(","):
+                span = 1
+                for term in index.replace(" ", "").split("+"):
+                    coef, _, var = term.rpartition("*")
+                    if var in sizes:
+                        span += int(coef or 1) * (sizes[var] - 1)
+                    elif var.isdigit():
+                        span += int(var)
+                elements *= span
+            if elements > MAX_TENSOR_ELEMENTS:
+                return False
+    return True
+
+
+def synthetic(count: int, seed: int = 0, max_flops: float = DEFAULT_MAX_FLOPS,
+              kinds: Sequence[str] = KINDS) -> List[Program]:
+    """`count` distinct programs drawn from the kinds by WEIGHTS, reproducibly from `seed`."""
+    unknown = sorted(set(kinds) - set(GENERATORS))
+    if unknown:
+        raise ValueError(f"unknown program kinds {unknown}; known: {', '.join(KINDS)}")
+    if count < 0:
+        raise ValueError("the number of programs must be >= 0")
+    rng = random.Random(seed)
+    weights = [WEIGHTS[k] for k in kinds]
+    out: List[Program] = []
+    texts = set()
+    tries = 0
+    while len(out) < count and tries < 100 * count + 100:
+        tries += 1
+        kind = rng.choices(list(kinds), weights)[0]
+        p = GENERATORS[kind](rng, max_flops)
+        if p.text in texts or not within_limits(p.text):
+            continue
+        texts.add(p.text)
+        out.append(dataclasses.replace(p, name=f"{len(out):05d}_{p.name}"))
+    return out
+
+
+def model_layers(models: Sequence[str] = TRAINING_MODELS, max_flops: float = 0) -> List[Program]:
+    """Every distinct layer of torchvision `models` (batch 1, 3x224x224, extracted as the model
+    states it: looptool.model.extract(rewrite=False)); those above `max_flops` (when positive) or
+    the server's limits (within_limits) left out. Evaluation models are refused."""
+    refused = sorted(set(models) & set(EVALUATION_MODELS))
+    if refused:
+        raise ValueError(f"{', '.join(refused)}: for evaluation only, never for training records")
+    import torch
+    import torchvision
+    from looptool.model import extract as extract_lib
+    out: List[Program] = []
+    texts = set()
+    for name in models:
+        if not hasattr(torchvision.models, name):
+            raise ValueError(f"{name}: not a torchvision model")
+        kwargs = {"aux_logits": False, "init_weights": False} if name == "googlenet" else {}
+        model = getattr(torchvision.models, name)(weights=None, **kwargs).eval()
+        plan = extract_lib.extract(model, torch.zeros(1, 3, 224, 224), rewrite=False)
+        for task_name, task in plan.tasks.items():
+            if (task.program in texts or not within_limits(task.program)
+                    or (max_flops > 0 and flops(task.program) > max_flops)):
+                continue
+            texts.add(task.program)
+            out.append(Program(f"{name}_{task_name}", task.kind, task.program))
+    return out
+
+
+def flops(program: str) -> float:
+    """At most 2 x the product of each statement's sizes, summed: what the caps compare."""
+    lines = program.strip().splitlines()
+    sizes = {k: int(v) for k, v in (item.split("=") for item in lines[-1].split())}
+    total = 0.0
+    for line in lines[:-1]:
+        names = set(re.findall(r"[A-Za-z_]\w*'*", line))
+        product = 2.0
+        for var, size in sizes.items():
+            if var in names:
+                product *= size
+        total += product
+    return total
+
+
+def iterate(programs: Sequence[Program], chunk: int) -> Iterator[List[Program]]:
+    for i in range(0, len(programs), chunk):
+        yield list(programs[i:i + chunk])

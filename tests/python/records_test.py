@@ -1,0 +1,155 @@
+"""looptool.records: the loader on the committed sample (datasets/records/sample.db), the
+program distribution, bad files, and `python3 -m looptool.records generate` end to end (two
+programs, each kernel recorded once)."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+from looptool import records
+from looptool.records import programs
+
+SAMPLE = os.path.abspath("datasets/records/sample.db")
+CLI = os.path.abspath("client/cpp/looptool")
+
+
+class LoaderTest(unittest.TestCase):
+    def test_the_sample(self):
+        rows = records.load(SAMPLE)
+        db = sqlite3.connect(SAMPLE)
+        self.assertEqual(len(rows), db.execute("SELECT count(*) FROM measurements").fetchone()[0])
+        # Every field as the view has it, for one record.
+        r = rows[5]
+        view = db.execute("SELECT program, split, gflops, fraction_of_peak, actions, "
+                          "plan_features, host_cpu, isa FROM records WHERE id = ?",
+                          (r.id,)).fetchone()
+        self.assertEqual((r.program, r.split, r.gflops, r.fraction_of_peak), view[:4])
+        self.assertEqual(r.actions, json.loads(view[4]))
+        self.assertEqual(r.plan_features, json.loads(view[5]))
+        self.assertEqual((r.host_cpu, r.isa), view[6:])
+        self.assertAlmostEqual(r.fraction_of_peak, r.gflops / r.peak_gflops)
+        self.assertTrue(r.kind)
+        # Once per kernel per run.
+        self.assertEqual(len({(x.run_id, x.schedule) for x in rows}), len(rows))
+        # Splits partition the records.
+        by_split = {s: records.load(SAMPLE, split=s) for s in records.SPLITS}
+        self.assertEqual(sum(len(v) for v in by_split.values()), len(rows))
+        self.assertTrue(by_split["train"])
+        self.assertTrue(all(x.split == "train" for x in by_split["train"]))
+        # Filters.
+        self.assertEqual(len(records.load(SAMPLE, isa="no-such-isa")), 0)
+        self.assertEqual(len(records.load(SAMPLE, host=rows[0].host_cpu)), len(rows))
+        kinds = {x.kind for x in rows}
+        one = sorted(kinds)[0]
+        self.assertEqual({x.kind for x in records.load(SAMPLE, kinds=[one])}, {one})
+
+    def test_features_and_the_best(self):
+        rows = records.load(SAMPLE)
+        names, x = records.feature_matrix(rows)
+        self.assertEqual(names[:4], ["bias", "vectorized", "horizontal", "log2_width"])
+        self.assertEqual(x.shape, (len(rows), len(names)))
+        self.assertEqual(x.dtype, np.float32)
+        np.testing.assert_array_equal(x[:, 0], 1.0)
+        self.assertEqual(x[7, 3], np.float32(rows[7].plan_features["log2_width"]))
+        best = records.best_per_program(rows)
+        self.assertEqual(set(best), {x.program_id for x in rows})
+        for pid, b in best.items():
+            speeds = [(x.retimed_gflops or x.gflops) for x in rows if x.program_id == pid]
+            self.assertEqual(b.retimed_gflops or b.gflops, max(speeds))
+        self.assertEqual(records.best_per_program(rows, host="no such host"), {})
+        self.assertEqual(records.feature_matrix([])[1].shape, (0, 0))
+
+    def test_summary(self):
+        s = records.summary(SAMPLE)
+        rows = records.load(SAMPLE)
+        self.assertEqual(sum(s["kernels"].values()), len(rows))
+        self.assertEqual(sum(k["kernels"] for k in s["per_kind"].values()), len(rows))
+        self.assertEqual(sum(s["programs"].values()), len({x.program_id for x in rows}))
+        for k in s["per_kind"].values():
+            self.assertGreater(k["best_fraction_of_peak"], 0)
+            self.assertLessEqual(k["best_fraction_of_peak"], 1.2)
+
+    def test_bad_files(self):
+        with self.assertRaisesRegex(records.RecordsError, "no tuning records at /nonexistent"):
+            records.load("/nonexistent/records.db")
+        with tempfile.TemporaryDirectory() as d:
+            text = os.path.join(d, "text.db")
+            with open(text, "w") as f:
+                f.write("not a database at all, but long enough to have a header" * 4)
+            with self.assertRaisesRegex(records.RecordsError, "is not a LoopTool tuning records"):
+                records.load(text)
+            other = os.path.join(d, "other.db")
+            db = sqlite3.connect(other)
+            db.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+            db.execute("INSERT INTO meta VALUES ('format', 'someone else 3')")
+            db.commit()
+            db.close()
+            with self.assertRaisesRegex(records.RecordsError, "'someone else 3'"):
+                records.load(other)
+        with self.assertRaisesRegex(ValueError, "unknown split 'test'"):
+            records.load(SAMPLE, split="test")
+
+
+class ProgramsTest(unittest.TestCase):
+    def test_synthetic_draws(self):
+        a = programs.synthetic(200, seed=3)
+        self.assertEqual(a, programs.synthetic(200, seed=3))
+        self.assertNotEqual(a, programs.synthetic(200, seed=4))
+        self.assertEqual(len({p.text for p in a}), 200)
+        self.assertEqual({p.kind for p in a}, set(programs.KINDS))
+        # flops() bounds 2 x the sizes' product; the draws cap the product by the kind's
+        # operations per point (at least 1).
+        self.assertTrue(all(programs.flops(p.text) <= 2 * programs.DEFAULT_MAX_FLOPS for p in a))
+        self.assertTrue(all(programs.within_limits(p.text) for p in a))
+        self.assertFalse(programs.within_limits("O[k,h,w] += I[c, 4*h, 4*w] * W[k,c]\n"
+                                                "k=8 h=112 w=112 c=256\n"))  # I: 50,694,400
+        self.assertFalse(programs.within_limits("y[n] += x[k] * W[k,n]\nk=9216 n=4096\n"))
+        self.assertTrue(programs.within_limits("C[m,a] = A[m,a]\nC[m,b+512] = B[m,b]\n"
+                                               "m=4 a=512 b=100\n"))
+        strides = {t for p in a if p.kind == "conv" for t in ("2*h", "3*h", "4*h") if t in p.text}
+        self.assertEqual(strides, {"2*h", "3*h", "4*h"})
+        self.assertTrue(any("W[k,c]\n" in p.text for p in a))  # 1x1
+        self.assertEqual(programs.synthetic(5, kinds=["gemv"])[0].kind, "gemv")
+        with self.assertRaisesRegex(ValueError, "unknown program kinds \\['fft'\\]"):
+            programs.synthetic(3, kinds=["fft"])
+
+    def test_evaluation_models_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "resnet18: for evaluation only"):
+            programs.model_layers(["alexnet", "resnet18"])
+
+
+class GenerateTest(unittest.TestCase):
+    def test_two_programs_end_to_end(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "r.db")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            p = subprocess.run(
+                [sys.executable, "-m", "looptool.records", "generate", f"--out={out}",
+                 "--programs=2", "--seed=5", "--seconds=0.5", "--models=none",
+                 f"--cli={CLI}"], capture_output=True, text=True, timeout=300, env=env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("generated: 2 programs tuned (0 failed)", p.stderr)
+            recorded = int(p.stderr.split("(0 failed), ")[1].split(" kernels")[0])
+            rows = records.load(out)
+            self.assertEqual(len(rows), recorded)
+            self.assertEqual(len({(r.run_id, r.schedule) for r in rows}), len(rows))
+            self.assertEqual(sorted({r.kind for r in rows}),
+                             sorted({q.kind for q in programs.synthetic(2, seed=5)}))
+            s = subprocess.run([sys.executable, "-m", "looptool.records", "summary", out,
+                                "--json"], capture_output=True, text=True, env=env)
+            self.assertEqual(s.returncode, 0, s.stderr)
+            self.assertEqual(sum(json.loads(s.stdout)["kernels"].values()), recorded)
+            bad = subprocess.run([sys.executable, "-m", "looptool.records", "summary",
+                                  os.path.join(d, "none.db")], capture_output=True, text=True,
+                                 env=env)
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("no tuning records at", bad.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
