@@ -12,7 +12,7 @@ import unittest
 import numpy as np
 
 from looptool import records
-from looptool.records import programs
+from looptool.records import cost_model, programs
 
 SAMPLE = os.path.abspath("datasets/records/sample.db")
 CLI = os.path.abspath("client/cpp/looptool")
@@ -93,6 +93,55 @@ class LoaderTest(unittest.TestCase):
                 records.load(other)
         with self.assertRaisesRegex(ValueError, "unknown split 'test'"):
             records.load(SAMPLE, split="test")
+
+
+class CostModelTest(unittest.TestCase):
+    TREE = ("for m in 64 : L0  <<<<<< cursor (line 0 )\n"
+            " for n in 2 r 3 : L1\n"
+            "  for k in 16 : L2 unroll\n"
+            "   for n' in 16 : L3 vectorize\n"
+            "    %2[m, n, k] <- multiply(%0, %1)\n"
+            "    %3[m, n] <- add(%2)\n"
+            " for n in 35 : L5\n"
+            "  %4[m, n] <- write(%3)\n")
+    PROGRAM = "C[m, n] += A[m, k] * B[k, n]\nm=64 n=35 k=16\n"
+
+    def test_loop_features_by_hand(self):
+        f = cost_model.loop_features(self.TREE, self.PROGRAM)
+        self.assertEqual(f.shape, (5, cost_model.LOOP_FEATURES))
+        log = lambda v: np.float32(np.log2(v) / 10)  # noqa: E731
+        # n (2 r 3): tail 3, depth 1, height 2, covers 2 x 16 of n; written, not reduced; the
+        # output's last index, B's too (half the inputs), absent from A (a third of accesses),
+        # stride 1.
+        np.testing.assert_allclose(
+            f[1], [log(3), 1, log(4), 0.1, 0.2, 0, 0, 0, 1, 1, log(33), 0, 0.5,
+                   1, 0.5, 1 / 3, 0], rtol=1e-6)
+        # k: unrolled, reduced, stride 35 in B (16 in A? no: k is A's last index: stride 1).
+        self.assertEqual(f[2][6], 1)   # unroll
+        self.assertEqual(f[2][7], 1)   # reduced
+        self.assertEqual(f[2][8], 0)   # not written
+        self.assertEqual(f[3][5], 1)   # n' vectorized
+        self.assertEqual(f[3][11], 1)  # innermost
+        self.assertEqual(f[4][9], 0)   # the write loop computes nothing
+        # Without the program, the access features are zeros.
+        np.testing.assert_array_equal(cost_model.loop_features(self.TREE)[:, 13:], 0)
+
+    def test_ranks_and_spearman(self):
+        np.testing.assert_array_equal(cost_model.rank(np.array([3.0, 1.0, 2.0, 2.0])),
+                                      [3, 0, 1.5, 1.5])
+        self.assertAlmostEqual(cost_model.spearman(np.arange(5), np.arange(5) ** 2), 1.0)
+        self.assertAlmostEqual(cost_model.spearman(np.arange(5), -np.arange(5)), -1.0)
+        self.assertEqual(cost_model.spearman(np.ones(4), np.arange(4)), 0.0)
+
+    def test_training_learns_the_sample(self):
+        rows = records.load(SAMPLE)
+        model = cost_model.train(rows, epochs=40, seed=1, batch=64)
+        self.assertLess(model.losses[-1], 0.7 * model.losses[0])
+        by_run = cost_model.spearman_by_program(model.predict(rows), rows)
+        self.assertEqual(len(by_run), 8)
+        self.assertGreater(float(np.mean(list(by_run.values()))), 0.5)
+        with self.assertRaisesRegex(ValueError, "no records to train on"):
+            cost_model.train([])
 
 
 class ProgramsTest(unittest.TestCase):

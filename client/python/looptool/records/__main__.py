@@ -166,10 +166,12 @@ def train_cost_model(args: argparse.Namespace) -> int:
         print(f"looptool.records: {args.path} has no train records", file=sys.stderr)
         return 2
     names, w = cost_model.ridge(train_rows)
-    model = cost_model.train(train_rows, epochs=args.epochs, seed=args.seed)
+    model = cost_model.train(train_rows, epochs=args.epochs, seed=args.seed,
+                             pairwise=args.pairwise)
     print(f"trained on {len(train_rows)} kernels of "
           f"{len({r.program_id for r in train_rows})} programs in {model.seconds:.0f} s "
-          f"({args.epochs} epochs; loss {model.losses[0]:.3f} -> {model.losses[-1]:.3f})")
+          f"({args.epochs} epochs, pairwise weight {args.pairwise}; loss {model.losses[0]:.3f} "
+          f"-> {model.losses[-1]:.3f})")
     print(f"{'split':<11} {'runs':>5} {'kernels':>8} {'Spearman per run: net mean':>27} "
           f"{'median':>7} {'ridge mean':>11} {'median':>7}")
     for split, rows in [("train", train_rows), *held.items()]:
@@ -256,6 +258,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     c.add_argument("path")
     c.add_argument("--epochs", type=int, default=30)
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--pairwise", type=float, default=4.0,
+                   help="weight of the pairwise ranking loss beside the squared error")
     c.add_argument("--out", default="", help="save the trained model (torch.save) here")
     m = sub.add_parser("sample", help="cut a small records file from a large one")
     m.add_argument("path")

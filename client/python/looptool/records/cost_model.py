@@ -5,8 +5,9 @@ width, register block, unrolling, footprints outside the block) and every loop o
 (extent, tail, depth, height, vectorize/unroll marks, whether its variable is reduced or
 written, the extent its tiles of that variable cover), the loops through a DeepSets network
 (a per-loop MLP, summed and max-pooled), so any number of loops. It predicts log GFLOPS relative
-to the program's mean: only the order of one program's schedules is learned, which is what a
-search needs, and the peak of the host drops out.
+to the program's mean (squared error plus RankNet's pairwise loss within each run): only the
+order of one program's schedules is learned, which is what a search needs, and the peak of the
+host drops out.
 
     python3 -m looptool.records cost-model records.db [--out=model.pt] [--epochs=30]
 
@@ -24,23 +25,67 @@ import numpy as np
 import numpy.typing as npt
 
 from looptool.records import Record
+from looptool.records.programs import index_span
 
 Array = npt.NDArray[Any]
 
-LOOP_FEATURES = 13
+LOOP_FEATURES = 17
 _LOOP = re.compile(r"^( *)for (\S+) in (\d+)(?: r (\d+))? : L\d+(.*)$")
 _OP = re.compile(r"^( *)%\d+\[([^\]]*)\] <- (\w+)\((.*)\)$")
+_ACCESS = re.compile(r"([A-Za-z_]\w*)\[([^\]]*)\]")
+_VAR = re.compile(r"[A-Za-z_]\w*")
+
+
+def access_features(program: str) -> Dict[str, List[float]]:
+    """Per variable of `program` (as the server prints it), how the tensors hold it: whether it
+    is the output's last (contiguous) index, the fraction of input accesses whose last index has
+    it, the fraction of accesses without it (reused across its loop), and log2 of its smallest
+    stride in elements over the accesses that have it (/20)."""
+    lines = [ln for ln in program.strip().splitlines() if ln.strip()]
+    if not lines:
+        return {}
+    sizes: Dict[str, int] = {}
+    for item in lines[-1].split():
+        if "=" in item:
+            k, _, v = item.partition("=")
+            if v.isdigit():
+                sizes[k] = int(v)
+    accesses: List[Tuple[bool, List[List[str]], List[int]]] = []  # (is output, vars, spans)
+    for line in lines[:-1]:
+        for n, (_, index) in enumerate(_ACCESS.findall(line)):
+            dims = [_VAR.findall(d) for d in index.split(",")]
+            spans = [index_span(d, sizes) for d in index.split(",")]
+            accesses.append((n == 0, [[v for v in d if v in sizes] for d in dims], spans))
+    out: Dict[str, List[float]] = {}
+    inputs = [a for a in accesses if not a[0]] or accesses
+    for var in sizes:
+        out_last = any(a[0] and a[1] and var in a[1][-1] for a in accesses)
+        in_last = sum(1 for a in inputs if a[1] and var in a[1][-1]) / len(inputs)
+        absent = sum(1 for a in accesses if not any(var in d for d in a[1])) / len(accesses)
+        stride = math.inf
+        for _, dims, spans in accesses:
+            for i, d in enumerate(dims):
+                if var in d:
+                    stride = min(stride, float(np.prod(spans[i + 1:], dtype=np.float64)))
+        out[var] = [float(out_last), in_last, absent,
+                    math.log2(stride) / 20 if stride != math.inf else 1.0]
+    return out
 
 
 def _base(var: str) -> str:
     return var.rstrip("'")
 
 
-def loop_features(loop_tree: str) -> Array:
+def loop_features(loop_tree: str, program: str = "") -> Array:
     """One row of LOOP_FEATURES numbers per loop of `loop_tree` (the loop_tree observation), in
     order: log2 extent, has a tail, log2 tail, depth, height, vectorize, unroll, its variable
     reduced, its variable in the written output, encloses computation (not only a write), log2
-    of what its variable's loops from it inward cover, innermost, operations enclosed."""
+    of what its variable's loops from it inward cover, innermost, operations enclosed, and its
+    variable's access_features in `program` (zeros without one)."""
+    return _loops_with(loop_tree, access_features(program) if program else {})
+
+
+def _loops_with(loop_tree: str, access: Dict[str, List[float]]) -> Array:
     lines = [ln for ln in loop_tree.splitlines() if ln.strip()]
     loops: List[Dict[str, object]] = []
     stack: List[int] = []  # indices of open loops
@@ -94,7 +139,8 @@ def loop_features(loop_tree: str) -> Array:
                   int(loop["depth"]) / 10, int(loop["height"]) / 10,  # type: ignore[call-overload]
                   "vectorize" in marks, "unroll" in marks, loop["var"] in reduced,
                   loop["var"] in written, bool(loop["compute"]), math.log2(cover + 1) / 10,
-                  int(loop["children"]) == 0, int(loop["ops"]) / 4]  # type: ignore[call-overload]
+                  int(loop["children"]) == 0, int(loop["ops"]) / 4,  # type: ignore[call-overload]
+                  *access.get(str(loop["var"]), [0.0, 0.0, 0.0, 0.0])]
     return out
 
 
@@ -109,7 +155,12 @@ class Batch:
 def featurize(rows: Sequence[Record], plan_names: Optional[Sequence[str]] = None) -> Batch:
     names = list(plan_names) if plan_names is not None else (
         list(rows[0].plan_features) if rows else [])
-    per = [loop_features(r.loop_tree) for r in rows]
+    cache: Dict[str, Dict[str, List[float]]] = {}
+    per = []
+    for r in rows:
+        if r.program not in cache:
+            cache[r.program] = access_features(r.program)
+        per.append(_loops_with(r.loop_tree, cache[r.program]))
     longest = max([len(p) for p in per] + [1])
     loops = np.zeros((len(rows), longest, LOOP_FEATURES), dtype=np.float32)
     mask = np.zeros((len(rows), longest), dtype=np.float32)
@@ -217,9 +268,24 @@ class TrainedCostModel:
         return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
 
+def _pairwise(pred: Any, y: Any, groups: Any) -> Any:
+    """RankNet's loss over the pairs of one group (run) whose measured speeds differ by more than
+    5%: softplus of the predicted order's error."""
+    import torch
+    same = groups.unsqueeze(0) == groups.unsqueeze(1)
+    better = (y.unsqueeze(1) - y.unsqueeze(0)) > 0.05
+    pairs = same & better
+    if not bool(pairs.any()):
+        return pred.sum() * 0
+    margin = pred.unsqueeze(1) - pred.unsqueeze(0)
+    return torch.nn.functional.softplus(-margin[pairs]).mean()
+
+
 def train(rows: Sequence[Record], epochs: int = 30, seed: int = 0, batch: int = 512,
-          lr: float = 2e-3, threads: int = 2) -> TrainedCostModel:
-    """Fits the network to `rows` (relative log GFLOPS, mean squared error, Adam)."""
+          lr: float = 2e-3, threads: int = 2, pairwise: float = 4.0) -> TrainedCostModel:
+    """Fits the network to `rows`: mean squared error of relative log GFLOPS plus `pairwise` x
+    RankNet's loss over the pairs of each run in a batch (batches are whole slices of runs:
+    kernels are shuffled within their run, runs in order), Adam."""
     import torch
     if not rows:
         raise ValueError("no records to train on")
@@ -234,13 +300,29 @@ def train(rows: Sequence[Record], epochs: int = 30, seed: int = 0, batch: int = 
     net = _network(len(names))
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     rng = np.random.default_rng(seed)
+    runs = np.array([r.run_id for r in rows])
+    groups = torch.from_numpy(runs)
+    by_run: Dict[int, List[int]] = {}
+    for i, r in enumerate(runs):
+        by_run.setdefault(int(r), []).append(i)
+    run_ids = list(by_run)
     losses = []
     for _ in range(epochs):
-        order = torch.from_numpy(rng.permutation(len(rows)))
+        # Runs in a random order, each run's kernels cut in random chunks of up to 64, the chunks
+        # of all runs shuffled: a batch holds pairs of the same run.
+        chunks: List[List[int]] = []
+        for run in rng.permutation(run_ids):
+            members = [int(i) for i in rng.permutation(by_run[int(run)])]
+            chunks += [members[j:j + 64] for j in range(0, len(members), 64)]
+        flat = [i for c in (chunks[k] for k in rng.permutation(len(chunks))) for i in c]
+        order = torch.tensor(flat, dtype=torch.long)
         total = 0.0
         for i in range(0, len(rows), batch):
             idx = order[i:i + batch]
-            loss = torch.nn.functional.mse_loss(net(loops[idx], mask[idx], plan[idx]), y[idx])
+            pred = net(loops[idx], mask[idx], plan[idx])
+            loss = torch.nn.functional.mse_loss(pred, y[idx])
+            if pairwise > 0:
+                loss = loss + pairwise * _pairwise(pred, y[idx], groups[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -198,9 +198,22 @@ MAX_EXTENT = 8192
 MAX_TENSOR_ELEMENTS = 1 << 24
 
 
+def index_span(index: str, sizes: Dict[str, int]) -> int:
+    """How many positions an index expression reaches: `2*h+r` spans 2*(h-1) + (r-1) + 1, and a
+    constant term shifts it (`b+512` reaches b + 512)."""
+    span = 1
+    for term in index.replace(" ", "").split("+"):
+        coef, _, var = term.rpartition("*")
+        if var in sizes:
+            span += int(coef or 1) * (sizes[var] - 1)
+        elif var.isdigit():
+            span += int(var)
+    return span
+
+
 def within_limits(program: str) -> bool:
-    """Whether every loop extent and every tensor of `program` (read off its accesses: `2*h+r`
-    spans 2*(h-1) + (r-1) + 1) is within the server's default limits."""
+    """Whether every loop extent and every tensor of `program` (read off its accesses,
+    index_span) is within the server's default limits."""
     lines = program.strip().splitlines()
     sizes = {k: int(v) for k, v in (item.split("=") for item in lines[-1].split())}
     if any(v > MAX_EXTENT for v in sizes.values()):
@@ -209,14 +222,7 @@ def within_limits(program: str) -> bool:
         for access in re.findall(r"[A-Za-z_]\w*\[([^\]]*)\]", line):
             elements = 1
             for index in access.split(","):
-                span = 1
-                for term in index.replace(" ", "").split("+"):
-                    coef, _, var = term.rpartition("*")
-                    if var in sizes:
-                        span += int(coef or 1) * (sizes[var] - 1)
-                    elif var.isdigit():
-                        span += int(var)
-                elements *= span
+                elements *= index_span(index, sizes)
             if elements > MAX_TENSOR_ELEMENTS:
                 return False
     return True
