@@ -5,7 +5,8 @@
 // within its loop limit, and answer with the shapes GetSpaces declares; `action_mask` must
 // predict action_had_no_effect.
 //
-// It runs against a server with the default flags (max_loops 16) and one with --max_loops=8, so
+// It runs against a server with the default flags (max_loops 16; the benchmarks in two halves,
+// one test case and server each, so that shards share the work) and one with --max_loops=8, so
 // that the limit is met often. The sequence (a swap that grew mm128_128_256's tree past
 // 16 loops, after which loops_tensor aborted the server) runs first as a fixed case.
 //
@@ -528,7 +529,10 @@ std::vector<std::string> Benchmarks(std::mt19937& rng) {
   return out;
 }
 
-void RunWalks(const std::vector<std::string>& flags, int max_loops) {
+// Walks the benchmarks whose index is `part` modulo `parts` (a test case per part, so that
+// shards share the work).
+void RunWalks(const std::vector<std::string>& flags, int max_loops, int part = 0,
+              int parts = 1) {
   const auto t0 = Clock::now();
   ServerProcess server(flags);
   ASSERT_TRUE(server.ok());
@@ -545,6 +549,7 @@ void RunWalks(const std::vector<std::string>& flags, int max_loops) {
   const int num_spaces = walker.spaces().action_space_list_size();
   bool alive = true;
   for (size_t b = 0; b < benchmarks.size() && alive; ++b) {
+    if (static_cast<int>(b % parts) != part) continue;
     for (int space = 0; space < num_spaces && alive; ++space) {
       const std::string& name = walker.spaces().action_space_list(space).name();
       if (name != "loop_tool" && name != "loop_tune" && name != "loop_nest") {
@@ -562,7 +567,8 @@ void RunWalks(const std::vector<std::string>& flags, int max_loops) {
   EXPECT_EQ(server.Terminate(), 0);  // SIGTERM: drained, exit status 0
 
   const Totals& t = walker.totals();
-  std::cout << "max_loops " << max_loops << ": " << benchmarks.size() << " benchmarks x "
+  std::cout << "max_loops " << max_loops << ", part " << part + 1 << " of " << parts << ": "
+            << benchmarks.size() << " benchmarks (those of this part walked) x "
             << num_spaces << " action spaces, " << t.walks << " walks (" << t.refused_starts
             << " starts over the loop limit), " << t.steps << " steps, " << t.actions
             << " actions, " << t.observations << " observations, " << t.mask_probes
@@ -574,7 +580,9 @@ void RunWalks(const std::vector<std::string>& flags, int max_loops) {
   EXPECT_LE(t.max_loops_seen, max_loops);
 }
 
-TEST(RandomWalk, DefaultServer) { RunWalks({}, 16); }
+TEST(RandomWalk, DefaultServerEvenBenchmarks) { RunWalks({}, 16, 0, 2); }
+
+TEST(RandomWalk, DefaultServerOddBenchmarks) { RunWalks({}, 16, 1, 2); }
 
 TEST(RandomWalk, SmallLoopLimit) { RunWalks({"--max_loops=8"}, 8); }
 
