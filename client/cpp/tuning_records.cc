@@ -118,8 +118,31 @@ std::string RecordSplit(const std::string& program, bool evaluation) {
 }
 
 absl::StatusOr<std::unique_ptr<TuningRecords>> TuningRecords::Open(const std::string& path) {
-  ASSIGN_OR_RETURN(sqlite3* const db, OpenSqliteFile(path, kSchema, "tuning records file"));
+  // Opened without a schema first: a database holding tables of another program is refused
+  // before anything is written to it.
+  ASSIGN_OR_RETURN(sqlite3* const db, OpenSqliteFile(path, "", "tuning records file"));
   std::unique_ptr<TuningRecords> records(new TuningRecords(db, path));
+  {
+    SqliteStatement foreign(
+        db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('meta', "
+            "'programs', 'evaluation_programs', 'runs', 'measurements') LIMIT 1");
+    if (!foreign.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " is not a LoopTool tuning records file: ", sqlite3_errmsg(db)));
+    }
+    if (sqlite3_step(foreign.get()) == SQLITE_ROW) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " has tables that are not LoopTool's records ('",
+                       foreign.ColumnText(0), "'); not writing to it"));
+    }
+  }
+  char* error = nullptr;
+  if (sqlite3_exec(db, kSchema, nullptr, nullptr, &error) != SQLITE_OK) {
+    const std::string message = error != nullptr ? error : "unknown error";
+    sqlite3_free(error);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a LoopTool tuning records file: ", message));
+  }
   {
     SqliteStatement put(db, "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?1)");
     if (!put.ok()) return records->Error("write its format");

@@ -192,6 +192,24 @@ TEST(TuningRecords, RefusesBadInputAndOtherFiles) {
   EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(other.status().message(), HasSubstr("not LoopTool's records"));
 
+  // Another program's database (a schedule store) is refused and left as it was.
+  const std::string store = TempPath("store.db");
+  ASSERT_EQ(sqlite3_open(store.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE schedules (x INTEGER)", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto refused = TuningRecords::Open(store);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("('schedules'); not writing to it"));
+  ASSERT_EQ(sqlite3_open(store.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* count = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &count, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(count), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(count, 0), 1);  // only its own table
+  sqlite3_finalize(count);
+  sqlite3_close(db);
+
   EXPECT_EQ(TuningRecords::Open("/nonexistent/dir/records.db").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
