@@ -11,6 +11,7 @@
 #include "backend/codegen/kernel_plan.h"
 #include "backend/costmodel/plan_features.h"
 #include "backend/costmodel/roofline.h"
+#include "backend/features/loop_features.h"
 #include "backend/features/stride_histogram.h"
 #include "backend/features/tensors.h"
 #include "backend/graph/node_link_json.h"
@@ -227,6 +228,14 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
   });
   features.space.platform_dependent = true;
   entries.push_back(std::move(features));
+  // What a policy over the set of loops reads (backend/features/loop_features.h): a row per
+  // compute loop in level-pointer order, up to the server's --max_loops rows.
+  const int64_t set_width = int64_t{limits.max_loops} * kLoopSetFeatures;
+  entries.push_back(FloatBox("loop_features", set_width, 64,
+                             [set_width](const ObservationInputs& in) {
+                               return Observation::Floats(
+                                   LoopFeatures(in.tree, in.limits.max_loops), {1, set_width});
+                             }));
   return ObservationRegistry(std::move(entries));
 }
 

@@ -1,5 +1,5 @@
-// The built-in policy files (datasets/policies/sketch_value.json, the default, and
-// looptune_dqn.json), compiled into the binary by a genrule so `looptool tune --search=policy`
+// The built-in policy files (datasets/policies/sketch_value.json, the default, looptune_dqn.json
+// and loop_set.json), compiled into the binary by a genrule so `looptool tune --search=policy`
 // needs no file at run time. Policy::Default() and Policy::LoopTuneDqn() parse them.
 #ifndef LOOPTOOL_CLIENT_CPP_BUILT_IN_POLICIES_H_
 #define LOOPTOOL_CLIENT_CPP_BUILT_IN_POLICIES_H_
@@ -10,6 +10,7 @@ namespace looptool::client {
 
 absl::string_view SketchValuePolicyJson();
 absl::string_view LoopTuneDqnPolicyJson();
+absl::string_view LoopSetPolicyJson();
 
 }  // namespace looptool::client
 

@@ -62,9 +62,12 @@ ABSL_FLAG(std::string, search, "evolution",
           "(a trained policy's episode, only its final state timed) or policy_guided");
 ABSL_FLAG(std::string, policy, "",
           "policy and policy_guided (and evolution's seed): a policy file from `python3 -m "
-          "looptool.rl.train`, or a built-in one by name: sketch_value (the default of the "
-          "policy searches, datasets/policies/sketch_value.json) or looptune_dqn (evolution's "
-          "seed, datasets/policies/looptune_dqn.json)");
+          "looptool.rl.train` or `looptool.rl.imitate`, or a built-in one by name: "
+          "sketch_value (the default of the policy searches, "
+          "datasets/policies/sketch_value.json), looptune_dqn (evolution's seed, "
+          "datasets/policies/looptune_dqn.json) or loop_set (builds the schedule from the "
+          "untiled nest in loop_nest, learned from tuning records, "
+          "datasets/policies/loop_set.json)");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -18,6 +19,14 @@ namespace looptool::client {
 namespace {
 
 using Json = nlohmann::json;
+
+// A loop_set policy's layout (client/python/looptool/rl/loop_set.py): loop_nest's 16 levels, per
+// row 16 tile sizes then unroll, vectorize, merge; the flat space's 560 actions, then stop.
+constexpr int kLevels = 16;
+constexpr int kTileSizes = 16;
+constexpr int kLoopSetPerRow = kTileSizes + 3;
+constexpr int kLoopSetActions = 560;
+constexpr float kAbsent = -1e9f;  // the score of an action on a level the observation lacks
 
 absl::Status Bad(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("not a LoopTool policy file: ", what));
@@ -58,7 +67,6 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
   if (j.is_discarded() || !j.is_object()) return Bad("not a JSON object");
   if (Text(j, "format") != "looptool-policy") return Bad("format is not looptool-policy");
   if (Integer(j, "version") != 1) return Bad("version is not 1");
-  if (Text(j, "preprocess") != "log2p1") return Bad("preprocess is not log2p1");
   Policy p;
   const std::string kind = Text(j, "kind");
   if (kind == "dueling_q") {
@@ -67,8 +75,14 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
     p.kind_ = Kind::kActorCritic;
   } else if (kind == "sketch_value") {
     p.kind_ = Kind::kSketchValue;
+  } else if (kind == "loop_set") {
+    p.kind_ = Kind::kLoopSet;
   } else {
     return Bad(absl::StrCat("unknown kind '", kind, "'"));
+  }
+  const char* preprocess = p.kind_ == Kind::kLoopSet ? "none" : "log2p1";
+  if (Text(j, "preprocess") != preprocess) {
+    return Bad(absl::StrCat("preprocess is not ", preprocess, " (a ", kind, " policy)"));
   }
   p.action_space_ = Text(j, "action_space");
   p.observation_space_ = Text(j, "observation_space");
@@ -98,8 +112,30 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
     p.layers_.push_back(std::move(l));
   }
   const Json none;
-  ASSIGN_OR_RETURN(p.head_, layer(j.contains("head") ? j["head"] : none, "head"));
-  ASSIGN_OR_RETURN(p.value_, layer(j.contains("value") ? j["value"] : none, "value"));
+  const auto named = [&](const char* name) {
+    return layer(j.contains(name) ? j[name] : none, name);
+  };
+  ASSIGN_OR_RETURN(p.head_, named("head"));
+  ASSIGN_OR_RETURN(p.value_, named("value"));
+  if (p.kind_ == Kind::kLoopSet) {
+    ASSIGN_OR_RETURN(p.mix_, named("mix"));
+    ASSIGN_OR_RETURN(p.query_, named("query"));
+    ASSIGN_OR_RETURN(p.key_, named("key"));
+    const int h = p.layers_.back().out;
+    if (p.mix_.in != 3 * h || p.mix_.out != h || p.head_.in != h ||
+        p.head_.out != kLoopSetPerRow || p.query_.in != h || p.key_.in != h ||
+        p.query_.out != p.key_.out || p.value_.in != 2 * h || p.value_.out != 1) {
+      return Bad("loop_set layers do not fit: mix 3H->H, head H->19, query and key H->D, "
+                 "value 2H->1");
+    }
+    p.num_actions_ = kLoopSetActions;
+    if (Integer(j, "input_size") != p.input_size() ||
+        Integer(j, "num_actions") != p.num_actions()) {
+      return Bad("input_size or num_actions disagree with the layers");
+    }
+    return p;
+  }
+  p.num_actions_ = p.head_.out;
   if (p.head_.in != p.layers_.back().out || p.value_.in != p.head_.in || p.value_.out != 1) {
     return Bad("head or value sizes do not match the trunk");
   }
@@ -145,13 +181,19 @@ const Policy& Policy::LoopTuneDqn() {
   return policy;
 }
 
+const Policy& Policy::LoopSet() {
+  static const Policy& policy = BuiltIn(LoopSetPolicyJson());
+  return policy;
+}
+
 absl::StatusOr<Policy> Policy::Find(const std::string& name_or_path) {
   if (name_or_path == "sketch_value") return Default();
   if (name_or_path == "looptune_dqn") return LoopTuneDqn();
+  if (name_or_path == "loop_set") return LoopSet();
   return Load(name_or_path);
 }
 
-void Policy::Apply(const Layer& layer, const std::vector<float>& x, std::vector<float>& y) {
+void Policy::Apply(const Layer& layer, absl::Span<const float> x, std::vector<float>& y) {
   y.assign(layer.out, 0.0f);
   for (int o = 0; o < layer.out; ++o) {
     const float* w = &layer.weight[size_t(o) * layer.in];
@@ -161,7 +203,14 @@ void Policy::Apply(const Layer& layer, const std::vector<float>& x, std::vector<
   }
 }
 
+bool Policy::ObservationFits(size_t size) const {
+  const size_t width = static_cast<size_t>(input_size());
+  if (kind_ == Kind::kLoopSet) return size >= width && size % width == 0;
+  return size == width;
+}
+
 std::vector<float> Policy::Scores(absl::Span<const float> observation) const {
+  if (kind_ == Kind::kLoopSet) return LoopSetScores(observation);
   std::vector<float> h(observation.size()), next;
   for (size_t i = 0; i < observation.size(); ++i) {
     h[i] = std::log2(1.0f + std::max(observation[i], 0.0f));
@@ -181,9 +230,83 @@ std::vector<float> Policy::Scores(absl::Span<const float> observation) const {
   return scores;
 }
 
+namespace {
+
+// [mean over the real rows, max over them] of `rows` (zeros when there is no real row).
+std::vector<float> Pool(const std::vector<std::vector<float>>& rows, const std::vector<bool>& real) {
+  const size_t width = rows.front().size();
+  std::vector<double> sum(width, 0.0);
+  std::vector<float> max(width, -std::numeric_limits<float>::infinity());
+  int count = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!real[r]) continue;
+    ++count;
+    for (size_t i = 0; i < width; ++i) {
+      sum[i] += rows[r][i];
+      max[i] = std::max(max[i], rows[r][i]);
+    }
+  }
+  std::vector<float> out(2 * width, 0.0f);
+  for (size_t i = 0; i < width && count > 0; ++i) {
+    out[i] = static_cast<float>(sum[i] / count);
+    out[width + i] = max[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> Policy::LoopSetScores(absl::Span<const float> observation) const {
+  const size_t width = static_cast<size_t>(input_size());
+  const size_t rows = observation.size() / width;
+  std::vector<std::vector<float>> e(rows), h(rows), o(rows), q(rows), k(rows);
+  std::vector<bool> real(rows);
+  std::vector<float> next;
+  for (size_t r = 0; r < rows; ++r) {
+    const absl::Span<const float> x = observation.subspan(r * width, width);
+    real[r] = x[0] > 0.5f;
+    e[r].assign(x.begin(), x.end());
+    for (const Layer& l : layers_) {
+      Apply(l, e[r], next);
+      for (float& v : next) v = std::max(v, 0.0f);
+      e[r].swap(next);
+    }
+  }
+  const std::vector<float> context = Pool(e, real);
+  for (size_t r = 0; r < rows; ++r) {
+    std::vector<float> in = e[r];
+    in.insert(in.end(), context.begin(), context.end());
+    Apply(mix_, in, h[r]);
+    for (float& v : h[r]) v = std::max(v, 0.0f);
+    Apply(head_, h[r], o[r]);
+    Apply(query_, h[r], q[r]);
+    Apply(key_, h[r], k[r]);
+  }
+  std::vector<float> stop;
+  Apply(value_, Pool(h, real), stop);
+  std::vector<float> scores(kLoopSetActions + 1, kAbsent);
+  const int levels = static_cast<int>(std::min<size_t>(rows, kLevels));
+  for (int p = 0; p < levels; ++p) {
+    for (int t = 0; t < kTileSizes; ++t) scores[kTileSizes * p + t] = o[p][t];
+    for (int t = 0; t < levels; ++t) {
+      double dot = 0;
+      for (size_t d = 0; d < q[p].size(); ++d) dot += double(q[p][d]) * k[t][d];
+      scores[kLevels * kTileSizes + kLevels * p + t] = static_cast<float>(dot);
+    }
+    for (int extra = 0; extra < 3; ++extra) {  // unroll, vectorize, merge
+      scores[2 * kLevels * kLevels + extra * kLevels + p] = o[p][kTileSizes + extra];
+    }
+  }
+  scores[kLoopSetActions] = stop[0];
+  return scores;
+}
+
 int Policy::Act(absl::Span<const float> observation, const std::vector<bool>& mask) const {
-  const std::vector<int> ranked = RankActions(Scores(observation), mask);
-  return ranked.empty() ? -1 : ranked.front();
+  const std::vector<float> scores = Scores(observation);
+  const std::vector<int> ranked = RankActions(scores, mask);
+  if (ranked.empty()) return -1;
+  if (kind_ == Kind::kLoopSet && scores[kLoopSetActions] > scores[ranked.front()]) return -1;
+  return ranked.front();
 }
 
 std::vector<int> RankActions(const std::vector<float>& scores, const std::vector<bool>& mask) {

@@ -1,9 +1,11 @@
-// Policy: a trained tuning policy, read from the JSON file `python3 -m looptool.rl.train` writes
-// (format: client/python/looptool/rl/policy_file.py), and its forward pass: observation
-// (`loops_tensor`) -> one score per action (Q-values of a dueling Q-network, or an actor-critic's
-// logits), or for a sketch_value policy one number, the value of the state observed (it chooses
-// among the server's sketches by the states they lead to: search.h's `policy`). The same
-// numbers as PyTorch's within 1e-5 (tests/python/rl_test.py checks it).
+// Policy: a trained tuning policy, read from the JSON file `python3 -m looptool.rl.train` or
+// `python3 -m looptool.rl.imitate` writes (formats: client/python/looptool/rl/policy_file.py and
+// loop_set.py), and its forward pass: observation -> one score per action. Kinds: a dueling
+// Q-network's Q-values or an actor-critic's logits over `loops_tensor`; a sketch_value policy's
+// one number, the value of the state observed (it chooses among the server's sketches by the
+// states they lead to: search.h's `policy`); a loop_set policy's scores over `loop_features`
+// (a DeepSets network over the rows, one per loop): loop_nest's 560 actions, then "stop". The
+// same numbers as PyTorch's within 1e-5 (tests/python/rl_test.py and loop_set_test.py check it).
 #ifndef LOOPTOOL_CLIENT_CPP_POLICY_H_
 #define LOOPTOOL_CLIENT_CPP_POLICY_H_
 
@@ -18,7 +20,7 @@ namespace looptool::client {
 
 class Policy {
  public:
-  enum class Kind { kDuelingQ, kActorCritic, kSketchValue };
+  enum class Kind { kDuelingQ, kActorCritic, kSketchValue, kLoopSet };
 
   // INVALID_ARGUMENT, saying what is wrong, for text that is not a policy file of version 1
   // (bad JSON, unknown kind or preprocess, layers whose sizes do not chain, bad base64).
@@ -31,21 +33,31 @@ class Policy {
   // The Ape-X DQN policy in LoopTune's 7-action cursor space (looptune_dqn.json), also built in:
   // evolution's seed when no policy is given, and `looptool tune --policy=looptune_dqn`.
   static const Policy& LoopTuneDqn();
-  // A built-in policy by name ("sketch_value", "looptune_dqn"), else Load(name_or_path).
+  // The loop_set policy imitation learned from tuning records (loop_set.json), also built in:
+  // `looptool tune --search=policy --policy=loop_set`.
+  static const Policy& LoopSet();
+  // A built-in policy by name ("sketch_value", "looptune_dqn", "loop_set"), else
+  // Load(name_or_path).
   static absl::StatusOr<Policy> Find(const std::string& name_or_path);
 
-  // One score per action for one observation (sketch_value: one, the state's value).
-  // REQUIRES: observation.size() == input_size().
+  // One score per action for one observation (sketch_value: one, the state's value; loop_set:
+  // num_actions() + 1, the last one stop's).
+  // REQUIRES: ObservationFits(observation.size()).
   std::vector<float> Scores(absl::Span<const float> observation) const;
-  // The highest-scoring action `mask` allows (the lowest index on ties); -1 when it allows none.
+  // The highest-scoring action `mask` allows (the lowest index on ties); -1 when it allows none,
+  // and for a loop_set policy also when stop scores higher than that action.
   // REQUIRES: mask.size() == num_actions().
   int Act(absl::Span<const float> observation, const std::vector<bool>& mask) const;
+  // Whether an observation of `size` numbers is what the policy reads: input_size() of them, or
+  // for a loop_set policy whole rows of input_size() (any number of rows, at least one).
+  bool ObservationFits(size_t size) const;
 
   Kind kind() const { return kind_; }
   const std::string& action_space() const { return action_space_; }
   const std::string& observation_space() const { return observation_space_; }
+  // Numbers per observation (loop_set: per row of loop_features).
   int input_size() const { return layers_.front().in; }
-  int num_actions() const { return head_.out; }
+  int num_actions() const { return num_actions_; }
   // The file's "meta" object (how it was trained), as JSON text.
   const std::string& meta() const { return meta_; }
 
@@ -56,12 +68,15 @@ class Policy {
     std::vector<float> bias;    // out
   };
   // y = W x + b, accumulated in double.
-  static void Apply(const Layer& layer, const std::vector<float>& x, std::vector<float>& y);
+  static void Apply(const Layer& layer, absl::Span<const float> x, std::vector<float>& y);
+  std::vector<float> LoopSetScores(absl::Span<const float> observation) const;
 
   Kind kind_ = Kind::kDuelingQ;
   std::string action_space_, observation_space_, meta_;
-  std::vector<Layer> layers_;  // the trunk (ReLU after each)
+  int num_actions_ = 0;
+  std::vector<Layer> layers_;  // the trunk (ReLU after each; loop_set: applied to every row)
   Layer head_, value_;
+  Layer mix_, query_, key_;    // loop_set only
 };
 
 // Indices of the actions `mask` allows, best score first (ties: lowest index first).

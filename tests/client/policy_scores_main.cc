@@ -1,7 +1,8 @@
 // policy_scores: prints a policy's scores for observations, for tests/python/rl_test.py to
 // compare with PyTorch's. Usage: policy_scores POLICY_FILE|NAME|default OBSERVATIONS_FILE (NAME: a
 // built-in policy), where each line of OBSERVATIONS_FILE is one observation (whitespace-separated
-// floats); prints one line of scores (%.9g) per observation.
+// floats); prints one line of scores (%.9g) per observation (a loop_set policy: loop_nest's 560
+// actions, then stop).
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -28,9 +29,10 @@ int main(int argc, char** argv) {
     std::istringstream numbers(line);
     std::vector<float> x;
     for (float v; numbers >> v;) x.push_back(v);
-    if (static_cast<int>(x.size()) != loaded->input_size()) {
-      std::fprintf(stderr, "policy_scores: an observation of %zu numbers, the policy reads %d\n",
-                   x.size(), loaded->input_size());
+    if (!loaded->ObservationFits(x.size())) {
+      std::fprintf(stderr, "policy_scores: an observation of %zu numbers, the policy reads %d%s\n",
+                   x.size(), loaded->input_size(),
+                   loaded->kind() == Policy::Kind::kLoopSet ? " per row" : "");
       return 1;
     }
     const std::vector<float> scores = loaded->Scores(x);

@@ -96,7 +96,7 @@ class LoopToolEnvTest(unittest.TestCase):
                           "action_mask", "flop_count", "flops", "runtime", "peak_gflops",
                           "predicted_gflops", "sketches", "kernel_plan", "kernel_abi",
                           "machine_code", "roofline", "roofline_fraction", "plan_features",
-                          "action_state"])
+                          "loop_features", "action_state"])
         self.assertEqual(env.observation_spaces["loops_tensor"].shape, (1, 320))
         self.assertEqual(env.observation_spaces["stride_tensor"].shape, (1, 16))
         self.assertEqual(env.observation_spaces["5_prev_actions_tensor"].shape, (1, 85))
@@ -249,7 +249,7 @@ class LoopToolEnvTest(unittest.TestCase):
         env.reset()
         self.assertIn("loop_tree", env.observation)
         self.assertNotIn("nope", env.observation)
-        self.assertEqual(len(env.observation), 21)
+        self.assertEqual(len(env.observation), 22)
         self.assertEqual(list(env.observation)[:2], ["ir", "loop_tree"])
         with self.assertRaises(KeyError):
             env.observation["nope"]

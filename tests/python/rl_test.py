@@ -24,13 +24,13 @@ import numpy as np
 import torch
 
 import grpc_proxy
+from cpp_policy_scores import POLICY_SCORES, cpp_scores
 from looptool import Connection, LocalServer, LoopToolEnv, ServiceError, ServiceTransportError
 from looptool.rl import benchmarks as B
 from looptool.rl import cluster, networks, replay, rollout, sketch_value, train
 from looptool.rl.policy_file import Policy, masked_argmax
 
 SERVER = "service/looptool-server"
-POLICY_SCORES = "tests/client/policy_scores"
 DEFAULT_POLICY = "datasets/policies/sketch_value.json"
 LOOPTUNE_POLICY = "datasets/policies/looptune_dqn.json"
 
@@ -360,15 +360,7 @@ class WhatEpisodesSendTest(ServerTestCase):
 
 class CppAgreementTest(ServerTestCase):
     def cpp_scores(self, policy_arg, obs):
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            for row in obs:
-                f.write(" ".join(repr(float(v)) for v in row) + "\n")
-        try:
-            out = subprocess.run([POLICY_SCORES, policy_arg, f.name], check=True,
-                                 capture_output=True, text=True).stdout
-        finally:
-            os.unlink(f.name)
-        return np.array([[float(v) for v in line.split()] for line in out.splitlines()])
+        return cpp_scores(policy_arg, obs)
 
     def test_cpp_and_pytorch_agree_on_real_observations(self):
         committed = Policy.load(DEFAULT_POLICY)

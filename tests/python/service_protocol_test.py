@@ -39,6 +39,7 @@ OBSERVATION_SPACES = [
     ("roofline", "string_value", "string_value", False, True),
     ("roofline_fraction", "double_value", "double_value", False, True),
     ("plan_features", "string_value", "string_value", True, True),
+    ("loop_features", "float_box", "float_tensor", True, False),
     ("action_state", "int64_box", "int64_tensor", True, False),  # upstream loop_tool-v0's
 ]
 OBS = {name: i for i, (name, *_) in enumerate(OBSERVATION_SPACES)}

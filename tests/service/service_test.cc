@@ -207,7 +207,8 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
                                             "flops", "runtime", "peak_gflops", "predicted_gflops",
                                             "sketches", "kernel_plan", "kernel_abi",
                                             "machine_code", "roofline", "roofline_fraction",
-                                            "plan_features", "action_state"));
+                                            "plan_features", "loop_features",
+                                            "action_state"));
   EXPECT_EQ(spaces.action_space_list(3).name(), "simple");
   EXPECT_THAT(spaces.action_space_list(3).space().named_discrete().name(),
               ::testing::ElementsAre("toggle_mode", "up", "down", "toggle_thread"));

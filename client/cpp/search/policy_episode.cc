@@ -1,7 +1,10 @@
 #include <memory>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/cpp/search/algorithms.h"
 #include "client/cpp/search/policy_fit.h"
 #include "client/cpp/search/searcher.h"
@@ -53,12 +56,22 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
     }
     return FinishEpisode(*source, std::move(out), options, clock, t0);
   }
-  const std::vector<std::string> observe = {"loops_tensor", "action_mask"};
+  const std::string& observation = policy.observation_space();
+  const std::vector<std::string> observe = {observation, "action_mask"};
   ASSIGN_OR_RETURN(StepResult r, source->Step({}, observe));
+  // A loop_set policy stops, as if it had chosen to, when it comes back to a state it has been
+  // in (a greedy policy would go round the cycle until the depth runs out).
+  std::set<std::vector<float>> visited;
+  const bool stop_on_cycle = policy.kind() == Policy::Kind::kLoopSet;
   for (int d = 0; d < options.depth; ++d) {
-    const std::vector<float>& features = r.Find("loops_tensor")->floats;
-    RETURN_IF_ERROR(CheckFeatures(policy, features));
-    const int action = policy.Act(features, r.Find("action_mask")->bools);
+    const Value* features = r.Find(observation);
+    if (features == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the server does not send ", observation, ", which the policy reads"));
+    }
+    RETURN_IF_ERROR(CheckFeatures(policy, features->floats));
+    if (stop_on_cycle && !visited.insert(features->floats).second) break;
+    const int action = policy.Act(features->floats, r.Find("action_mask")->bools);
     if (action < 0) break;
     ASSIGN_OR_RETURN(r, source->Step({action}, observe));
     out.actions.push_back(start.action_names()[action]);

@@ -22,10 +22,11 @@ absl::Status CheckPolicyFits(const Policy& policy, const StateSource& session) {
 }
 
 absl::Status CheckFeatures(const Policy& policy, const std::vector<float>& features) {
-  if (static_cast<int>(features.size()) != policy.input_size()) {
+  if (!policy.ObservationFits(features.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the policy reads ", policy.input_size(), " numbers of ", policy.observation_space(),
-        "; the server sends ", features.size(), " (another --max_loops?)"));
+        policy.kind() == Policy::Kind::kLoopSet ? " per row" : "", "; the server sends ",
+        features.size(), " (another --max_loops, or an older server?)"));
   }
   return absl::OkStatus();
 }

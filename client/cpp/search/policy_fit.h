@@ -16,8 +16,8 @@ namespace looptool::client::internal {
 // session runs in the space of its sketches' names).
 absl::Status CheckPolicyFits(const Policy& policy, const StateSource& session);
 
-// INVALID_ARGUMENT unless `features` (a loops_tensor) are what `policy` reads (another
-// --max_loops on the server gives another size).
+// INVALID_ARGUMENT unless `features` (the policy's observation_space(): loops_tensor or
+// loop_features) are what `policy` reads (another --max_loops on the server gives another size).
 absl::Status CheckFeatures(const Policy& policy, const std::vector<float>& features);
 
 // A policy that acts in another space whose action names the session's space has: index i of

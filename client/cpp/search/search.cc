@@ -179,9 +179,9 @@ absl::StatusOr<SearchResult> Search(const StateSource& start, const SearchOption
     seed_policy = internal::MapPolicy(policy, start);
   }
   // The clock starts here: ranking sketches below counts against the limit.
-  Searcher s(start, options, clock,
-             /*with_features=*/(spec.kind == Kind::kPolicyGuided && !IsSketchValue(policy)) ||
-                 seed_policy.has_value());
+  const bool with_features =
+      (spec.kind == Kind::kPolicyGuided && !IsSketchValue(policy)) || seed_policy.has_value();
+  Searcher s(start, options, clock, with_features ? policy.observation_space() : "");
   std::vector<std::vector<int>> guided_sketches;
   if (spec.kind == Kind::kPolicyGuided) {
     RETURN_IF_ERROR(internal::CheckPolicyFits(policy, start));

@@ -17,9 +17,9 @@ namespace {
 constexpr double kRetimeShare = 0.05;
 constexpr double kRetimeSecondsMax = 0.1;
 
-std::vector<std::string> Observations(bool with_features, bool reporting) {
+std::vector<std::string> Observations(const std::string& features, bool reporting) {
   std::vector<std::string> o = {"ir", "loop_tree", "flops", "action_mask"};
-  if (with_features) o.push_back("loops_tensor");
+  if (!features.empty()) o.push_back(features);
   if (reporting) o.push_back("plan_features");
   return o;
 }
@@ -31,8 +31,9 @@ double SearchSeconds(const SearchOptions& options) {
 }
 
 // The node of a step that observed ir, loop_tree, action_mask and, when the kernel could be
-// measured, flops (and loops_tensor when asked for).
-absl::StatusOr<Node> ToNode(std::vector<int> path, const StepResult& r) {
+// measured, flops (and the `features` observation when asked for).
+absl::StatusOr<Node> ToNode(std::vector<int> path, const StepResult& r,
+                            const std::string& features) {
   const Value* ir = r.Find("ir");
   const Value* loop_tree = r.Find("loop_tree");
   const Value* mask = r.Find("action_mask");
@@ -45,7 +46,7 @@ absl::StatusOr<Node> ToNode(std::vector<int> path, const StepResult& r) {
   n.loop_tree = loop_tree->text;
   if (const Value* flops = r.Find("flops")) n.gflops = flops->number;
   n.mask = mask->bools;
-  if (const Value* features = r.Find("loops_tensor")) n.features = features->floats;
+  if (const Value* f = features.empty() ? nullptr : r.Find(features)) n.features = f->floats;
   if (const Value* plan = r.Find("plan_features")) n.plan_features = plan->text;
   return n;
 }
@@ -69,11 +70,12 @@ std::vector<int> LegalActions(const Node& node) {
 }
 
 Searcher::Searcher(const StateSource& start, const SearchOptions& options, const Clock& clock,
-                   bool with_features)
+                   std::string features)
     : start_(start),
       options_(options),
       clock_(clock),
-      observations_(Observations(with_features, options.on_measured != nullptr)),
+      features_(std::move(features)),
+      observations_(Observations(features_, options.on_measured != nullptr)),
       t0_(clock.Now()),
       limit_(SearchSeconds(options)),
       deadline_(t0_ + absl::Seconds(limit_)) {}
@@ -87,7 +89,7 @@ absl::Status Searcher::Init() {
   observations.push_back("peak_gflops");
   ASSIGN_OR_RETURN(const StepResult r, source->Step({}, observations));
   progress_.peak_gflops = r.Find("peak_gflops")->number;
-  ASSIGN_OR_RETURN(root_, ToNode({}, r));
+  ASSIGN_OR_RETURN(root_, ToNode({}, r, features_));
   visited_.emplace(root_.ir, root_);
   best_ = root_;
   ReportMeasured(root_);
@@ -129,7 +131,7 @@ absl::StatusOr<Reached> Searcher::Advance(StateSource& source, const Node& paren
 }
 
 absl::StatusOr<Reached> Searcher::Record(std::vector<int> path, const StepResult& r) {
-  ASSIGN_OR_RETURN(Node node, ToNode(std::move(path), r));
+  ASSIGN_OR_RETURN(Node node, ToNode(std::move(path), r, features_));
   auto [it, inserted] = visited_.emplace(node.ir, node);
   if (!inserted) {
     Node seen = it->second;

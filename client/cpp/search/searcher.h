@@ -28,7 +28,7 @@ struct Node {
   std::string loop_tree;
   double gflops = 0;            // 0 when its kernel could not be measured
   std::vector<bool> mask;       // actions that would change the state
-  std::vector<float> features;  // loops_tensor, for searches guided by a policy
+  std::vector<float> features;  // the guiding policy's observation (Searcher's `features`)
   std::string plan_features;    // plan_features, when the search reports what it measures
 };
 
@@ -47,9 +47,10 @@ enum class SeenChildren { kSkip, kInclude };
 
 class Searcher {
  public:
-  // The clock starts now. `with_features`: nodes carry loops_tensor (policy-guided searches).
+  // The clock starts now. `features`: the observation nodes carry in Node::features, the one the
+  // guiding policy reads (loops_tensor, loop_features), or "" for none.
   Searcher(const StateSource& start, const SearchOptions& options, const Clock& clock,
-           bool with_features);
+           std::string features);
 
   // Measures the start state (and reads the peak). The source's status when it cannot.
   absl::Status Init();
@@ -114,6 +115,7 @@ class Searcher {
   const StateSource& start_;
   const SearchOptions& options_;
   const Clock& clock_;
+  const std::string features_;
   const std::vector<std::string> observations_;
   const absl::Time t0_;
   const double limit_;  // seconds for the algorithm; the rest of the time limit re-times

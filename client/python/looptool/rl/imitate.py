@@ -1,0 +1,284 @@
+"""Imitation: a loop_set policy (loop_set.py) learns to build the best recorded schedules.
+
+    PYTHONPATH=bazel-bin/client/python:client/python /usr/bin/python3 -m looptool.rl.imitate \
+        --records=records.db --out=loop_set.json [--servers=HOST:PORT] [--top=3] [--epochs=300]
+
+For each program of the records' train split, the `--top` fastest distinct schedules (by re-timed
+GFLOPS where there is one) are replayed on a server from the untiled nest: every state on the way
+gives a (loop_features, action_mask) -> action example, the final state -> stop. The network
+learns them by cross-entropy over the allowed actions (a demonstration's rank r weighs 1/(r+1)).
+Then every validation program is tuned greedily by the policy and its final state timed beside
+the best recorded schedule's, in the same run: the table is the ratio of the two.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+from looptool import records as records_lib
+from looptool.connection import Connection
+from looptool.env import LoopToolEnv
+from looptool.rl import loop_set
+
+Array = npt.NDArray[Any]
+OBSERVE = [loop_set.OBSERVATION, "action_mask"]
+
+
+@dataclass
+class Demo:
+    """A recorded schedule to imitate: its program and the actions that build it."""
+    program_id: int
+    program: str
+    actions: List[str]
+    gflops: float
+    rank: int = 0   # 0: the program's fastest
+
+
+@dataclass
+class Examples:
+    obs: List[Array] = field(default_factory=list)
+    mask: List[Array] = field(default_factory=list)    # NUM_ACTIONS + 1 (stop is always allowed)
+    target: List[int] = field(default_factory=list)
+    weight: List[float] = field(default_factory=list)
+    program: List[int] = field(default_factory=list)
+
+    def add(self, obs: Array, mask: Array, target: int, weight: float, program: int) -> None:
+        self.obs.append(obs)
+        self.mask.append(mask)
+        self.target.append(target)
+        self.weight.append(weight)
+        self.program.append(program)
+
+    def arrays(self) -> Tuple[Array, Array, Array, Array]:
+        return (np.stack(self.obs).astype(np.float32), np.stack(self.mask).astype(bool),
+                np.asarray(self.target, np.int64), np.asarray(self.weight, np.float32))
+
+
+def best_demos(path: str, split: Optional[str], top: int = 1,
+               kinds: Optional[Sequence[str]] = None, host: Optional[str] = None) -> List[Demo]:
+    """The `top` fastest distinct schedules of every program of `split` (None: every split),
+    fastest first, leaving out those whose actions are not all loop_nest's."""
+    db = records_lib.connect(path)
+    try:
+        rows = db.execute(
+            "SELECT program_id, program, actions, schedule, "
+            "coalesce(retimed_gflops, gflops) AS g, benchmark, host_cpu FROM records "
+            "WHERE ? IS NULL OR split = ? ORDER BY program_id, g DESC", (split, split)).fetchall()
+    finally:
+        db.close()
+    out: List[Demo] = []
+    seen: Dict[int, Set[str]] = {}
+    known = set(loop_set.action_names())
+    for pid, program, actions, schedule, g, benchmark, host_cpu in rows:
+        if host is not None and host not in host_cpu:
+            continue
+        if kinds and records_lib._kind(benchmark) not in kinds:
+            continue
+        s = seen.setdefault(pid, set())
+        names = json.loads(actions)
+        if len(s) >= top or schedule in s or not set(names) <= known:
+            continue  # (a cursor action an evolution seed took is not the policy's to take)
+        out.append(Demo(pid, program, names, float(g), len(s)))
+        s.add(schedule)
+    return out
+
+
+def _uri(program_id: int) -> str:
+    return f"benchmark://user-v0/records_{program_id}"
+
+
+def _state(values: Sequence[Any]) -> Tuple[Array, Array]:
+    obs = np.asarray(values[0], np.float32).reshape(-1)
+    mask = np.append(np.asarray(values[1], bool), True)
+    return obs, mask
+
+
+def replay(conn: Connection, demos: Sequence[Demo], progress: bool = False) -> Examples:
+    """The examples of every demonstration (replayed on the server behind `conn`)."""
+    ex = Examples()
+    env = LoopToolEnv(conn, action_space="loop_nest", observation_space=None, reward_space=None)
+    index = {n: i for i, n in enumerate(env.action_space.names)}
+    try:
+        for n, d in enumerate(demos):
+            obs, mask = _state(env.reset(_uri(d.program_id), program=d.program,
+                                         observation_spaces=OBSERVE))
+            w = 1.0 / (d.rank + 1)
+            for a in d.actions:
+                if not mask[index[a]]:
+                    continue  # it would change nothing (the search's path kept a no-op)
+                ex.add(obs, mask, index[a], w, d.program_id)
+                values, _, _, info = env.step(a, observation_spaces=OBSERVE)
+                if info["action_had_no_effect"]:
+                    raise RuntimeError(f"{a} changed nothing though the mask allowed it")
+                obs, mask = _state(values)
+            ex.add(obs, mask, loop_set.STOP, w, d.program_id)
+            if progress and n % 50 == 0:
+                print(f"replayed {n}/{len(demos)} demonstrations", file=sys.stderr)
+    finally:
+        env.close()
+    return ex
+
+
+def train(net: Any, data: Tuple[Array, Array, Array, Array], epochs: int, lr: float = 1e-3,
+          batch: int = 256, seed: int = 0, log: Any = None) -> List[float]:
+    """Cross-entropy over the allowed actions; returns the mean loss of each epoch."""
+    import torch
+    torch.manual_seed(seed)
+    obs, mask, target, weight = (torch.from_numpy(a) for a in data)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(epochs, 1))
+    gen = torch.Generator().manual_seed(seed)
+    losses = []
+    for epoch in range(epochs):
+        perm = torch.randperm(len(target), generator=gen)
+        total, count = 0.0, 0
+        for i in range(0, len(perm), batch):
+            idx = perm[i:i + batch]
+            logits = net(obs[idx]).masked_fill(~mask[idx], -1e9)
+            loss_each = torch.nn.functional.cross_entropy(logits, target[idx], reduction="none")
+            loss = (loss_each * weight[idx]).sum() / weight[idx].sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += float(loss) * len(idx)
+            count += len(idx)
+        sched.step()
+        losses.append(total / count)
+        if log is not None and (epoch % 25 == 0 or epoch == epochs - 1):
+            log(f"epoch {epoch}: loss {losses[-1]:.4f}")
+    return losses
+
+
+def accuracy(policy: loop_set.LoopSetPolicy, data: Tuple[Array, Array, Array, Array]) -> float:
+    """Fraction of examples whose greedy choice is the demonstrated one."""
+    obs, mask, target, _ = data
+    s = np.where(mask, policy.scores(obs), -np.inf)
+    return float((s.argmax(axis=1) == target).mean())
+
+
+@dataclass
+class Rollout:
+    actions: List[str]
+    gflops: float
+    seconds: float
+
+
+def rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
+            max_steps: int = 16) -> Rollout:
+    """A greedy episode from the untiled nest; the final state is timed (flops observation)."""
+    t0 = time.perf_counter()
+    obs, mask = _state(env.reset(uri, program=program, observation_spaces=OBSERVE))
+    names = env.action_space.names
+    actions: List[str] = []
+    visited: Set[bytes] = set()
+    for _ in range(max_steps):
+        if obs.tobytes() in visited:
+            break  # back in a state it has been in: stop (as client/cpp/search/policy_episode.cc)
+        visited.add(obs.tobytes())
+        a = policy.act(obs, mask[:loop_set.NUM_ACTIONS])
+        if a is None:
+            break
+        actions.append(names[a])
+        values, _, _, _ = env.step(a, observation_spaces=OBSERVE)
+        obs, mask = _state(values)
+    gflops = float(env.observe(["flops"])["flops"])
+    return Rollout(actions, gflops, time.perf_counter() - t0)
+
+
+def timed(env: LoopToolEnv, uri: str, program: str, actions: Sequence[str]) -> float:
+    """GFLOPS of the state `actions` reach from the untiled nest."""
+    env.reset(uri, program=program, observation_spaces=[])
+    if actions:
+        env.multistep(list(actions), observation_spaces=[])
+    return float(env.observe(["flops"])["flops"])
+
+
+def evaluate(conn: Connection, demos: Sequence[Demo], policy: loop_set.LoopSetPolicy,
+             max_steps: int = 16) -> List[Dict[str, Any]]:
+    """Per program: the policy's greedy schedule and the best record's, both timed now."""
+    env = LoopToolEnv(conn, action_space="loop_nest", observation_space=None, reward_space=None)
+    rows = []
+    try:
+        for d in demos:
+            r = rollout(env, _uri(d.program_id), d.program, policy, max_steps)
+            best = timed(env, _uri(d.program_id), d.program, d.actions)
+            rows.append({"program_id": d.program_id, "policy_gflops": r.gflops,
+                         "record_gflops": best, "ratio": r.gflops / best if best > 0 else 0.0,
+                         "seconds": r.seconds, "actions": r.actions, "record": d.actions})
+    finally:
+        env.close()
+    return rows
+
+
+def geomean(xs: Sequence[float]) -> float:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m looptool.rl.imitate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", required=True)
+    p.add_argument("--out", required=True, help="the policy file to write")
+    p.add_argument("--servers", default="", help="HOST:PORT (default: a server started here)")
+    p.add_argument("--top", type=int, default=3, help="schedules imitated per program")
+    p.add_argument("--epochs", type=int, default=300)
+    p.add_argument("--hidden", default="128,128")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, default=16)
+    p.add_argument("--validate", type=int, default=1000, help="validation programs at most")
+    args = p.parse_args(argv)
+    import torch
+    from looptool.server import LocalServer
+    torch.manual_seed(args.seed)
+    t0 = time.time()
+    server = None if args.servers else LocalServer()
+    address = args.servers.split(",")[0] if args.servers else server.address  # type: ignore
+    try:
+        with Connection(address) as conn:
+            demos = best_demos(args.records, "train", args.top)
+            print(f"{len(demos)} demonstrations of {len({d.program_id for d in demos})} "
+                  "programs", file=sys.stderr)
+            data = replay(conn, demos, progress=True).arrays()
+            print(f"{len(data[2])} examples", file=sys.stderr)
+            net = loop_set.network(hidden=[int(h) for h in args.hidden.split(",")])
+            losses = train(net, data, args.epochs, args.lr, seed=args.seed,
+                           log=lambda m: print(m, file=sys.stderr))
+            seconds = time.time() - t0
+            policy = net.to_policy({
+                "command": "python3 -m looptool.rl.imitate " + " ".join(argv or sys.argv[1:]),
+                "records": os.path.basename(args.records), "seed": args.seed,
+                "demonstrations": len(demos), "examples": int(len(data[2])),
+                "epochs": args.epochs, "final_loss": losses[-1],
+                "train_seconds": round(seconds, 1)})
+            policy.save(args.out)
+            print(f"train accuracy {accuracy(policy, data):.3f}; wrote {args.out}",
+                  file=sys.stderr)
+            val = best_demos(args.records, "validation", 1)[:args.validate]
+            rows = evaluate(conn, val, policy, args.max_steps)
+            for r in rows:
+                print(f"{r['program_id']:5d} {r['ratio']:.3f} {r['policy_gflops']:8.2f} "
+                      f"{r['record_gflops']:8.2f} {r['seconds']:.3f}s {' '.join(r['actions'])}")
+            ratios = [r["ratio"] for r in rows]
+            print(json.dumps({"validation_programs": len(rows), "geomean": geomean(ratios),
+                              "min": min(ratios, default=0), "below_0.8":
+                              sum(1 for x in ratios if x < 0.8),
+                              "mean_seconds": float(np.mean([r["seconds"] for r in rows]))
+                              if rows else 0.0}))
+    finally:
+        if server is not None:
+            server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

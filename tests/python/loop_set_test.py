@@ -1,0 +1,155 @@
+"""looptool.rl.loop_set and looptool.rl.imitate: the loop_set policy's forward pass (numpy ==
+PyTorch == C++ on real loop_features, within 1e-5, and the same greedy choice under real masks),
+its file (round trip, bad files refused by both readers), and a short real imitation run on the
+committed records sample: the examples are the recorded paths (every action legal where it is
+taken), the loss falls, and the trained policy rebuilds a recorded best schedule from the untiled
+nest, greedily, in Python and through `looptool tune --search=policy` alike."""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+from cpp_policy_scores import POLICY_SCORES, cpp_scores
+from looptool import Connection, LocalServer, LoopToolEnv
+from looptool.rl import imitate, loop_set
+
+SERVER = "service/looptool-server"
+CLI = "client/cpp/looptool"
+SAMPLE = "datasets/records/sample.db"
+COMMITTED = "datasets/policies/loop_set.json"
+OBSERVE = ["loop_features", "action_mask"]
+
+
+def kernel(ir):
+    return "\n".join(line for line in ir.splitlines() if not line.startswith("cursor"))
+
+
+class LoopSetTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = LocalServer(SERVER, flags=["--timing_budget_ms=2"])
+        cls.conn = Connection(cls.server.address)
+        cls.demos = imitate.best_demos(SAMPLE, None, 1)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.conn.close()
+        cls.server.close()
+
+    def real_observations(self, count=16, seed=0):
+        """loop_features and action_mask of the sample's programs after random legal actions."""
+        rng = np.random.default_rng(seed)
+        obs, masks = [], []
+        with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                         reward_space=None) as env:
+            for i in range(count):
+                d = self.demos[i % len(self.demos)]
+                f, m = env.reset(f"benchmark://user-v0/t{d.program_id}", program=d.program,
+                                 observation_spaces=OBSERVE)
+                for _ in range(int(rng.integers(0, 5))):
+                    a = int(rng.choice(np.flatnonzero(m)))
+                    (f, m), _, _, _ = env.step(a, observation_spaces=OBSERVE)
+                obs.append(np.asarray(f, np.float32).reshape(-1))
+                masks.append(np.asarray(m, bool).reshape(-1))
+        return np.asarray(obs), np.asarray(masks)
+
+    def test_the_observation_is_a_row_per_loop(self):
+        obs, masks = self.real_observations(4)
+        self.assertEqual(obs.shape, (4, 16 * loop_set.FEATURES))
+        self.assertEqual(masks.shape, (4, loop_set.NUM_ACTIONS))
+        rows = obs.reshape(4, 16, loop_set.FEATURES)
+        for r, m in zip(rows, masks):
+            loops = int(r[:, 0].sum())
+            self.assertTrue((r[:loops, 0] == 1).all() and (r[loops:] == 0).all())
+            # no action names a level past the loops
+            self.assertFalse(m[[16 * p + j for p in range(loops, 16) for j in range(16)]].any())
+
+    def test_numpy_torch_and_cpp_agree_on_real_observations(self):
+        obs, masks = self.real_observations()
+        self.assertGreater(len({row.tobytes() for row in obs}), 10)  # varied states
+        torch.manual_seed(3)
+        net = loop_set.network(hidden=(32, 24), key=8)
+        policy = net.to_policy()
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.json")
+            policy.save(path)
+            cases = [(path, policy), ("loop_set", loop_set.load(COMMITTED))]
+            for arg, p in cases:
+                net = loop_set.network(hidden=[w.shape[0] for w, _ in p.trunk],
+                                       key=p.query[0].shape[0])
+                net.load_policy(p)
+                with torch.no_grad():  # in float64: features reach the tens, float32 sums drift
+                    expected = net.double()(torch.from_numpy(obs).double()).numpy()
+                self.assertEqual(expected.shape, (len(obs), loop_set.NUM_ACTIONS + 1))
+                np.testing.assert_allclose(p.scores(obs), expected, atol=1e-5, rtol=0)
+                got = cpp_scores(arg, obs)
+                np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0, err_msg=arg)
+                for o, s_cpp, s_torch, m in zip(obs, got, expected, masks):
+                    allowed = np.flatnonzero(m)
+                    self.assertGreater(np.ptp(s_torch[allowed]), 1e-4)  # actions are told apart
+                    best = allowed[np.argmax(s_torch[allowed])]
+                    self.assertEqual(allowed[np.argmax(s_cpp[allowed])], best)
+                    stop = s_torch[loop_set.STOP] > s_torch[best]
+                    self.assertEqual(p.act(o, m), None if stop else best)
+
+    def test_bad_files_are_refused(self):
+        good = json.loads(loop_set.network(hidden=(8,), key=4).to_policy().to_json())
+        bad = [dict(good, preprocess="log2p1"), dict(good, mix=good["head"]),
+               dict(good, num_actions=17), {k: v for k, v in good.items() if k != "query"}]
+        with tempfile.TemporaryDirectory() as d:
+            for i, b in enumerate(bad):
+                path = os.path.join(d, f"bad{i}.json")
+                with open(path, "w") as f:
+                    json.dump(b, f)
+                run = subprocess.run([POLICY_SCORES, path, path], capture_output=True, text=True)
+                self.assertEqual(run.returncode, 1, b.keys())
+                self.assertIn("not a LoopTool policy file", run.stderr)
+                if i != 2:  # (the numpy reader takes num_actions from the layout)
+                    with self.assertRaises(ValueError):
+                        loop_set.load(path)
+
+    def test_imitation_learns_the_recorded_best_and_the_cli_rebuilds_it(self):
+        self.assertEqual(len(self.demos), 8)
+        ex = imitate.replay(self.conn, self.demos)
+        obs, mask, target, weight = ex.arrays()
+        # every recorded action but the no-ops a path may keep, then stop
+        self.assertLessEqual(len(target), sum(len(d.actions) for d in self.demos) + 8)
+        self.assertGreater(len(target), 8 + 2 * 8)
+        self.assertTrue(mask[np.arange(len(target)), target].all())  # every target is legal
+        self.assertEqual(int((target == loop_set.STOP).sum()), 8)  # one stop per demonstration
+        net = loop_set.network(hidden=(64, 64), key=16)
+        losses = imitate.train(net, (obs, mask, target, weight), epochs=300, lr=3e-3, batch=32)
+        self.assertLess(losses[-1], 0.25 * losses[0])
+        policy = net.to_policy()
+        self.assertGreaterEqual(imitate.accuracy(policy, (obs, mask, target, weight)), 0.95)
+        # The matmul (a training program): the greedy policy builds its recorded best schedule.
+        d = next(d for d in self.demos if "1003" in d.program)
+        with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                         reward_space=None) as env:
+            r = imitate.rollout(env, "benchmark://user-v0/mm", d.program, policy)
+            built = kernel(env.observe(["ir"])["ir"])
+            self.assertGreater(r.gflops, 0)
+            env.reset("benchmark://user-v0/mm", program=d.program, observation_spaces=[])
+            env.multistep(d.actions, observation_spaces=[])
+            self.assertEqual(built, kernel(env.observe(["ir"])["ir"]))
+        # The C++ search reads the same file and takes the same actions.
+        with tempfile.TemporaryDirectory() as tmp:
+            path, program = os.path.join(tmp, "p.json"), os.path.join(tmp, "mm.lt")
+            policy.save(path)
+            with open(program, "w") as f:
+                f.write(d.program)
+            out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
+                                  f"--policy={path}", f"--server={self.server.address}",
+                                  "--action_space=loop_nest", "--json"],
+                                 check=True, capture_output=True, text=True).stdout
+            result = json.loads(out.strip().splitlines()[-1])
+            self.assertEqual(result["actions"], r.actions)
+
+
+if __name__ == "__main__":
+    unittest.main()
