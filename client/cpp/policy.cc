@@ -232,11 +232,30 @@ std::vector<float> Policy::Scores(absl::Span<const float> observation) const {
 
 namespace {
 
+// A layer in double (a loop_set policy's numbers reach the tens, and float rounding between its
+// five layers would drift past 1e-5 from PyTorch's): y = W x + b.
+std::vector<double> ApplyDouble(int in, int out, const std::vector<float>& weight,
+                                const std::vector<float>& bias, const std::vector<double>& x) {
+  std::vector<double> y(out);
+  for (int o = 0; o < out; ++o) {
+    const float* w = &weight[size_t(o) * in];
+    double sum = bias[o];
+    for (int i = 0; i < in; ++i) sum += double(w[i]) * x[i];
+    y[o] = sum;
+  }
+  return y;
+}
+
+void Relu(std::vector<double>& x) {
+  for (double& v : x) v = std::max(v, 0.0);
+}
+
 // [mean over the real rows, max over them] of `rows` (zeros when there is no real row).
-std::vector<float> Pool(const std::vector<std::vector<float>>& rows, const std::vector<bool>& real) {
+std::vector<double> Pool(const std::vector<std::vector<double>>& rows,
+                         const std::vector<bool>& real) {
   const size_t width = rows.front().size();
   std::vector<double> sum(width, 0.0);
-  std::vector<float> max(width, -std::numeric_limits<float>::infinity());
+  std::vector<double> max(width, -std::numeric_limits<double>::infinity());
   int count = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     if (!real[r]) continue;
@@ -246,9 +265,9 @@ std::vector<float> Pool(const std::vector<std::vector<float>>& rows, const std::
       max[i] = std::max(max[i], rows[r][i]);
     }
   }
-  std::vector<float> out(2 * width, 0.0f);
+  std::vector<double> out(2 * width, 0.0);
   for (size_t i = 0; i < width && count > 0; ++i) {
-    out[i] = static_cast<float>(sum[i] / count);
+    out[i] = sum[i] / count;
     out[width + i] = max[i];
   }
   return out;
@@ -257,47 +276,48 @@ std::vector<float> Pool(const std::vector<std::vector<float>>& rows, const std::
 }  // namespace
 
 std::vector<float> Policy::LoopSetScores(absl::Span<const float> observation) const {
+  const auto apply = [](const Layer& l, const std::vector<double>& x) {
+    return ApplyDouble(l.in, l.out, l.weight, l.bias, x);
+  };
   const size_t width = static_cast<size_t>(input_size());
   const size_t rows = observation.size() / width;
-  std::vector<std::vector<float>> e(rows), h(rows), o(rows), q(rows), k(rows);
+  std::vector<std::vector<double>> e(rows), h(rows), o(rows), q(rows), k(rows);
   std::vector<bool> real(rows);
-  std::vector<float> next;
   for (size_t r = 0; r < rows; ++r) {
     const absl::Span<const float> x = observation.subspan(r * width, width);
     real[r] = x[0] > 0.5f;
     e[r].assign(x.begin(), x.end());
     for (const Layer& l : layers_) {
-      Apply(l, e[r], next);
-      for (float& v : next) v = std::max(v, 0.0f);
-      e[r].swap(next);
+      e[r] = apply(l, e[r]);
+      Relu(e[r]);
     }
   }
-  const std::vector<float> context = Pool(e, real);
+  const std::vector<double> context = Pool(e, real);
   for (size_t r = 0; r < rows; ++r) {
-    std::vector<float> in = e[r];
+    std::vector<double> in = e[r];
     in.insert(in.end(), context.begin(), context.end());
-    Apply(mix_, in, h[r]);
-    for (float& v : h[r]) v = std::max(v, 0.0f);
-    Apply(head_, h[r], o[r]);
-    Apply(query_, h[r], q[r]);
-    Apply(key_, h[r], k[r]);
+    h[r] = apply(mix_, in);
+    Relu(h[r]);
+    o[r] = apply(head_, h[r]);
+    q[r] = apply(query_, h[r]);
+    k[r] = apply(key_, h[r]);
   }
-  std::vector<float> stop;
-  Apply(value_, Pool(h, real), stop);
+  const std::vector<double> stop = apply(value_, Pool(h, real));
   std::vector<float> scores(kLoopSetActions + 1, kAbsent);
   const int levels = static_cast<int>(std::min<size_t>(rows, kLevels));
   for (int p = 0; p < levels; ++p) {
-    for (int t = 0; t < kTileSizes; ++t) scores[kTileSizes * p + t] = o[p][t];
+    for (int t = 0; t < kTileSizes; ++t) scores[kTileSizes * p + t] = static_cast<float>(o[p][t]);
     for (int t = 0; t < levels; ++t) {
       double dot = 0;
-      for (size_t d = 0; d < q[p].size(); ++d) dot += double(q[p][d]) * k[t][d];
+      for (size_t d = 0; d < q[p].size(); ++d) dot += q[p][d] * k[t][d];
       scores[kLevels * kTileSizes + kLevels * p + t] = static_cast<float>(dot);
     }
     for (int extra = 0; extra < 3; ++extra) {  // unroll, vectorize, merge
-      scores[2 * kLevels * kLevels + extra * kLevels + p] = o[p][kTileSizes + extra];
+      scores[2 * kLevels * kLevels + extra * kLevels + p] =
+          static_cast<float>(o[p][kTileSizes + extra]);
     }
   }
-  scores[kLoopSetActions] = stop[0];
+  scores[kLoopSetActions] = static_cast<float>(stop[0]);
   return scores;
 }
 
@@ -307,6 +327,11 @@ int Policy::Act(absl::Span<const float> observation, const std::vector<bool>& ma
   if (ranked.empty()) return -1;
   if (kind_ == Kind::kLoopSet && scores[kLoopSetActions] > scores[ranked.front()]) return -1;
   return ranked.front();
+}
+
+int Policy::BestAllowed(absl::Span<const float> observation, const std::vector<bool>& mask) const {
+  const std::vector<int> ranked = RankActions(Scores(observation), mask);
+  return ranked.empty() ? -1 : ranked.front();
 }
 
 std::vector<int> RankActions(const std::vector<float>& scores, const std::vector<bool>& mask) {

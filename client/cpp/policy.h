@@ -48,6 +48,8 @@ class Policy {
   // and for a loop_set policy also when stop scores higher than that action.
   // REQUIRES: mask.size() == num_actions().
   int Act(absl::Span<const float> observation, const std::vector<bool>& mask) const;
+  // The highest-scoring action `mask` allows, whatever stop scores; -1 when it allows none.
+  int BestAllowed(absl::Span<const float> observation, const std::vector<bool>& mask) const;
   // Whether an observation of `size` numbers is what the policy reads: input_size() of them, or
   // for a loop_set policy whole rows of input_size() (any number of rows, at least one).
   bool ObservationFits(size_t size) const;

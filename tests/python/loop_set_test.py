@@ -25,8 +25,8 @@ COMMITTED = "datasets/policies/loop_set.json"
 OBSERVE = ["loop_features", "action_mask"]
 
 
-def kernel(ir):
-    return "\n".join(line for line in ir.splitlines() if not line.startswith("cursor"))
+def compute_lines(ir):
+    return "\n".join(line for line in ir.splitlines() if line.startswith("compute "))
 
 
 class LoopSetTest(unittest.TestCase):
@@ -113,6 +113,20 @@ class LoopSetTest(unittest.TestCase):
                     with self.assertRaises(ValueError):
                         loop_set.load(path)
 
+    def test_canonical_paths(self):
+        start = "C[m, n] += A[m, k] * B[k, n]\nm=1003 n=821 k=127\ncompute 1: m(1003) k(127) n(821)\n"
+        # tiles per variable innermost first, then interchanges placing loops outermost first
+        self.assertEqual(
+            imitate.canonical_path(start, "compute 1: m(167 r 1) n(17 r 5) k(127) m(6) n(48)"),
+            ["tile_L0_6", "tile_L3_48", "interchange_L3_L1", "interchange_L3_L2"])
+        self.assertEqual(
+            imitate.canonical_path(start, "compute 1: m(41 r 19) k(127) m(4) n(821) m(6 unroll)"),
+            ["tile_L0_6", "tile_L0_4", "interchange_L3_L1", "interchange_L4_L3", "unroll_L4"])
+        self.assertIsNone(imitate.canonical_path(start, "compute 1: m(9 r 3) m(5 r 2) k(127) "
+                                                        "n(821) m(4)"))  # a tail inside
+        self.assertIsNone(imitate.canonical_path(start, "compute 1: m(91 r 2) m(11) k(127) "
+                                                        "n(821)"))  # 11 is no tile size
+
     def test_imitation_learns_the_recorded_best_and_the_cli_rebuilds_it(self):
         self.assertEqual(len(self.demos), 8)
         ex = imitate.replay(self.conn, self.demos)
@@ -132,11 +146,12 @@ class LoopSetTest(unittest.TestCase):
         with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
                          reward_space=None) as env:
             r = imitate.rollout(env, "benchmark://user-v0/mm", d.program, policy)
-            built = kernel(env.observe(["ir"])["ir"])
+            built = compute_lines(env.observe(["ir"])["ir"])
             self.assertGreater(r.gflops, 0)
             env.reset("benchmark://user-v0/mm", program=d.program, observation_spaces=[])
             env.multistep(d.actions, observation_spaces=[])
-            self.assertEqual(built, kernel(env.observe(["ir"])["ir"]))
+            self.assertEqual(built, compute_lines(env.observe(["ir"])["ir"]))
+            self.assertIn("compute 1: m(167 r 1)", built)
         # The C++ search reads the same file and takes the same actions.
         with tempfile.TemporaryDirectory() as tmp:
             path, program = os.path.join(tmp, "p.json"), os.path.join(tmp, "mm.lt")

@@ -60,7 +60,8 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
   const std::vector<std::string> observe = {observation, "action_mask"};
   ASSIGN_OR_RETURN(StepResult r, source->Step({}, observe));
   // A loop_set policy stops, as if it had chosen to, when it comes back to a state it has been
-  // in (a greedy policy would go round the cycle until the depth runs out).
+  // in (a greedy policy would go round the cycle until the depth runs out), and does not stop
+  // before its first action.
   std::set<std::vector<float>> visited;
   const bool stop_on_cycle = policy.kind() == Policy::Kind::kLoopSet;
   for (int d = 0; d < options.depth; ++d) {
@@ -71,7 +72,11 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
     }
     RETURN_IF_ERROR(CheckFeatures(policy, features->floats));
     if (stop_on_cycle && !visited.insert(features->floats).second) break;
-    const int action = policy.Act(features->floats, r.Find("action_mask")->bools);
+    const std::vector<bool>& mask = r.Find("action_mask")->bools;
+    // A loop_set policy takes one action at least: the untiled nest is never the schedule to
+    // keep, and an unseen program must not end the episode before it starts.
+    const int action = stop_on_cycle && d == 0 ? policy.BestAllowed(features->floats, mask)
+                                               : policy.Act(features->floats, mask);
     if (action < 0) break;
     ASSIGN_OR_RETURN(r, source->Step({action}, observe));
     out.actions.push_back(start.action_names()[action]);

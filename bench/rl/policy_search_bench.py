@@ -1,0 +1,163 @@
+"""policy_search_bench: a learned policy's one-shot schedule (`looptool tune --search=policy`) and
+its guided search against the default search, per program, on one server in one run.
+
+    bazel build //client/cpp:looptool //service:looptool-server && \\
+      /usr/bin/python3 bench/rl/policy_search_bench.py [--policy=loop_set] [--sets=...]
+
+Sets: the 25 test matmuls of mm64_256_16_range-v0 (tune_bench's choice), the 12 off-grid matmuls,
+every layer of resnet18-v0, mobilenet_v2-v0 and bert_base-v0 (never trained on), and the first
+--catalog-count test programs of each other catalog dataset. For each program, on one server (one
+kernel worker core): `--search=policy` (greedy episode from the untiled nest, only the final
+state timed; wall time from the CLI's start of the search to its result), `--search=
+policy_guided` within --guided-seconds, and the default search (evolution) within
+--search-seconds. Ratios are of the server's GFLOPS for the final kernels, measured in this run.
+Writes policy_search_bench.md and .csv under --out.
+"""
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"), os.path.join(ROOT, "client/python")]
+
+from looptool.connection import Connection  # noqa: E402
+from looptool.rl import benchmarks as B  # noqa: E402
+from looptool.server import LocalServer  # noqa: E402
+
+CATALOG = ["conv2d-v0", "pool-v0", "reduce-v0", "transpose-v0", "elementwise-v0", "mm_relu-v0"]
+MODELS = ["resnet18-v0", "mobilenet_v2-v0", "bert_base-v0"]
+
+
+def benchmark_sets(conn: Connection, sets: Sequence[str], catalog_count: int,
+                   offgrid_count: int) -> List[Tuple[str, str]]:
+    out: List[Tuple[str, str]] = []
+    for s in sets:
+        if s == "test":
+            out += [("test matmuls", b.uri) for b in B.test_benchmarks(conn, 25)]
+        elif s == "offgrid":
+            out += [("off-grid matmuls", b.uri) for b in B.offgrid_benchmarks(conn, offgrid_count)]
+        elif s in MODELS:
+            out += [(s, u) for u in conn.dataset_benchmarks(s)]
+        elif s == "catalog":
+            for d in CATALOG:
+                out += [("catalog", u) for u in conn.dataset_benchmarks(d, "test")[:catalog_count]]
+        else:
+            raise SystemExit(f"unknown set {s}")
+    return out
+
+
+def tune(cli: str, address: str, uris: Sequence[str], search: str, seconds: float,
+         policy: str) -> Dict[str, Dict[str, object]]:
+    """{uri: the CLI's JSON result} for one `looptool tune` call over `uris`."""
+    cmd = [cli, "tune", "--benchmark=" + ",".join(uris), f"--search={search}",
+           f"--time_limit={seconds}", f"--server={address}", "--json"]
+    if search.startswith("policy"):
+        cmd.append(f"--policy={policy}")
+    out: Dict[str, Dict[str, object]] = {}
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            out[str(r.get("benchmark"))] = r
+    if not out:
+        raise SystemExit(f"looptool tune {search} failed: {proc.stderr.strip()[-400:]}")
+    return out
+
+
+def geomean(xs: Sequence[float]) -> float:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--policy", default="loop_set")
+    p.add_argument("--sets", default="test,offgrid," + ",".join(MODELS) + ",catalog")
+    p.add_argument("--search-seconds", type=float, default=10)
+    p.add_argument("--guided-seconds", type=float, default=1)
+    p.add_argument("--catalog-count", type=int, default=4)
+    p.add_argument("--offgrid-count", type=int, default=12)
+    p.add_argument("--cli", default=os.path.join(ROOT, "bazel-bin/client/cpp/looptool"))
+    p.add_argument("--server", default=os.path.join(ROOT, "bazel-bin/service/looptool-server"))
+    p.add_argument("--out", default=os.path.join(ROOT, "bench/results/rl"))
+    p.add_argument("--name", default="policy_search_bench")
+    p.add_argument("--untrained", default="",
+                   help="a policy file of the same architecture with untrained weights: its "
+                        "episodes too (learning matters: trained / untrained)")
+    args = p.parse_args(argv)
+    rows: List[Dict[str, object]] = []
+    started = time.time()
+    with LocalServer(args.server) as server, Connection(server.address) as conn:
+        programs = benchmark_sets(conn, args.sets.split(","), args.catalog_count,
+                                  args.offgrid_count)
+        peak = 0.0
+        for which in dict.fromkeys(w for w, _ in programs):
+            uris = [u for w, u in programs if w == which]
+            print(f"{which}: {len(uris)} programs", file=sys.stderr, flush=True)
+            policy = tune(args.cli, server.address, uris, "policy", 60, args.policy)
+            guided = tune(args.cli, server.address, uris, "policy_guided", args.guided_seconds,
+                          args.policy)
+            search = tune(args.cli, server.address, uris, "evolution", args.search_seconds,
+                          args.policy)
+            untrained = (tune(args.cli, server.address, uris, "policy", 60, args.untrained)
+                         if args.untrained else {})
+            for u in uris:
+                if u not in policy or u not in search:
+                    continue
+                g_search = float(search[u]["gflops"])  # type: ignore[arg-type]
+                peak = float(search[u].get("peak_gflops", peak))  # type: ignore[arg-type]
+                row = {"set": which, "benchmark": u.rsplit("/", 1)[-1],
+                       "search_gflops": g_search,
+                       "policy_gflops": float(policy[u]["gflops"]),  # type: ignore[arg-type]
+                       "policy_seconds": float(policy[u]["seconds"]),  # type: ignore[arg-type]
+                       "guided_gflops": float(guided[u]["gflops"]) if u in guided else 0.0,
+                       "policy_actions": " ".join(policy[u]["actions"])}  # type: ignore
+                row["policy_ratio"] = row["policy_gflops"] / g_search if g_search else 0.0
+                row["guided_ratio"] = row["guided_gflops"] / g_search if g_search else 0.0
+                if u in untrained:
+                    row["untrained_gflops"] = float(untrained[u]["gflops"])  # type: ignore
+                    row["trained_over_untrained"] = (
+                        row["policy_gflops"] / row["untrained_gflops"]  # type: ignore[operator]
+                        if row["untrained_gflops"] else 0.0)
+                rows.append(row)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, args.name + ".csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        w.writeheader()
+        w.writerows(rows)
+    lines = [f"# {args.name}", "",
+             f"{datetime.date.today()}, {os.uname().nodename}; policy `{args.policy}`; measured "
+             f"FMA peak {peak:.1f} GFLOPS; one server, one kernel worker core; "
+             f"{time.time() - started:.0f} s in all. Ratios are of the server's GFLOPS for the "
+             f"final kernels, this run: `--search=policy` (greedy, only the final state timed) "
+             f"and `--search=policy_guided` ({args.guided_seconds:g} s) over the default search "
+             f"(evolution, {args.search_seconds:g} s).", "",
+             "| set | programs | policy / search, geomean | min | below 0.8 | policy seconds, "
+             "mean (max) | guided / search, geomean | min | trained / untrained, geomean |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for which in dict.fromkeys(str(r["set"]) for r in rows):
+        rs = [r for r in rows if r["set"] == which]
+        pr = [float(r["policy_ratio"]) for r in rs]  # type: ignore[arg-type]
+        gr = [float(r["guided_ratio"]) for r in rs]  # type: ignore[arg-type]
+        secs = [float(r["policy_seconds"]) for r in rs]  # type: ignore[arg-type]
+        lines.append(f"| {which} | {len(rs)} | {geomean(pr):.3f} | {min(pr):.3f} | "
+                     f"{sum(x < 0.8 for x in pr)} | {sum(secs) / len(secs):.3f} "
+                     f"({max(secs):.3f}) | {geomean(gr):.3f} | {min(gr):.3f} | "
+                     f"{geomean([float(r.get('trained_over_untrained', 0)) for r in rs]):.2f} |")
+    lines += ["", f"Per program: {args.name}.csv."]
+    with open(os.path.join(args.out, args.name + ".md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
