@@ -119,6 +119,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "policy_gflops": float(policy[u]["gflops"]),  # type: ignore[arg-type]
                        "policy_seconds": float(policy[u]["seconds"]),  # type: ignore[arg-type]
                        "guided_gflops": float(guided[u]["gflops"]) if u in guided else 0.0,
+                       "guided_seconds": float(guided[u]["seconds"]) if u in guided else 0.0,
+                       "guided_timed": int(guided[u].get("states_evaluated", 0))  # type: ignore
+                       if u in guided else 0,
                        "policy_actions": " ".join(policy[u]["actions"])}  # type: ignore
                 row["policy_ratio"] = row["policy_gflops"] / g_search if g_search else 0.0
                 row["guided_ratio"] = row["guided_gflops"] / g_search if g_search else 0.0
@@ -141,16 +144,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
              f"and `--search=policy_guided` ({args.guided_seconds:g} s) over the default search "
              f"(evolution, {args.search_seconds:g} s).", "",
              "| set | programs | policy / search, geomean | min | below 0.8 | policy seconds, "
-             "mean (max) | guided / search, geomean | min | trained / untrained, geomean |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "mean (max) | guided / search, geomean | min | guided seconds, mean (max) | "
+             "trained / untrained, geomean |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for which in dict.fromkeys(str(r["set"]) for r in rows):
         rs = [r for r in rows if r["set"] == which]
         pr = [float(r["policy_ratio"]) for r in rs]  # type: ignore[arg-type]
         gr = [float(r["guided_ratio"]) for r in rs]  # type: ignore[arg-type]
         secs = [float(r["policy_seconds"]) for r in rs]  # type: ignore[arg-type]
+        gsecs = [float(r["guided_seconds"]) for r in rs]  # type: ignore[arg-type]
         lines.append(f"| {which} | {len(rs)} | {geomean(pr):.3f} | {min(pr):.3f} | "
                      f"{sum(x < 0.8 for x in pr)} | {sum(secs) / len(secs):.3f} "
                      f"({max(secs):.3f}) | {geomean(gr):.3f} | {min(gr):.3f} | "
+                     f"{sum(gsecs) / len(gsecs):.2f} ({max(gsecs):.2f}) | "
                      f"{geomean([float(r.get('trained_over_untrained', 0)) for r in rs]):.2f} |")
     lines += ["", f"Per program: {args.name}.csv."]
     with open(os.path.join(args.out, args.name + ".md"), "w") as f:

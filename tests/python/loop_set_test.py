@@ -1,9 +1,11 @@
 """looptool.rl.loop_set and looptool.rl.imitate: the loop_set policy's forward pass (numpy ==
 PyTorch == C++ on real loop_features, within 1e-5, and the same greedy choice under real masks),
-its file (round trip, bad files refused by both readers), and a short real imitation run on the
-committed records sample: the examples are the recorded paths (every action legal where it is
-taken), the loss falls, and the trained policy rebuilds a recorded best schedule from the untiled
-nest, greedily, in Python and through `looptool tune --search=policy` alike."""
+its file (round trip, bad files refused by both readers), canonical paths by hand, and a short
+real imitation run on the committed records sample: the examples are the recorded schedules'
+paths (every action legal where it is taken), the loss falls, the trained policy rebuilds a
+recorded best schedule from the untiled nest, greedily, in Python and through `looptool tune
+--search=policy` alike, and a round of expert iteration keeps every demonstration and adopts only
+the policy's own faster episodes."""
 
 import json
 import os
@@ -152,6 +154,21 @@ class LoopSetTest(unittest.TestCase):
             env.multistep(d.actions, observation_spaces=[])
             self.assertEqual(built, compute_lines(env.observe(["ir"])["ir"]))
             self.assertIn("compute 1: m(167 r 1)", built)
+        # A round of expert iteration: every demonstration kept; per program one first one,
+        # the policy's own episode where it beat the record by 2% (timed in this run).
+        demos, stats = imitate.expert_round(self.conn, self.demos, policy, samples=2,
+                                            temperature=1.0, seed=0)
+        self.assertEqual(set(stats), {"greedy_geomean", "improved"})
+        self.assertGreater(stats["greedy_geomean"], 0)
+        firsts = [x for x in demos if x.rank == 0]
+        self.assertEqual(sorted(x.program_id for x in firsts),
+                         sorted(x.program_id for x in self.demos))
+        adopted = [x for x in firsts if x not in self.demos]
+        self.assertAlmostEqual(stats["improved"], len(adopted) / 8)
+        self.assertEqual(len(demos), 8 + len(adopted))
+        for x in adopted:
+            self.assertGreater(x.gflops, 0)
+            self.assertIn(x.program_id, {d.program_id for d in self.demos})
         # The C++ search reads the same file and takes the same actions.
         with tempfile.TemporaryDirectory() as tmp:
             path, program = os.path.join(tmp, "p.json"), os.path.join(tmp, "mm.lt")
@@ -164,6 +181,18 @@ class LoopSetTest(unittest.TestCase):
                                  check=True, capture_output=True, text=True).stdout
             result = json.loads(out.strip().splitlines()[-1])
             self.assertEqual(result["actions"], r.actions)
+            # policy_guided: the greedy episode and its one-step deviations, the greedy one timed
+            # first, then others while the limit lasts; the fastest timed one is the result.
+            out = subprocess.run([CLI, "tune", f"--benchmark={program}",
+                                  "--search=policy_guided", f"--policy={path}", "--time_limit=30",
+                                  f"--server={self.server.address}", "--json"],
+                                 check=True, capture_output=True, text=True).stdout
+            guided = json.loads(out.strip().splitlines()[-1])
+            deviations = len(r.actions)  # one per step of the greedy episode at most
+            self.assertGreaterEqual(guided["states_evaluated"], 1)
+            self.assertLessEqual(guided["states_evaluated"], 1 + deviations)
+            self.assertGreater(guided["gflops"], 0)
+            self.assertTrue(guided["actions"])
 
 
 if __name__ == "__main__":

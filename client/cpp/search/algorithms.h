@@ -40,6 +40,20 @@ absl::Status PolicyGuided(Searcher& s, const Policy& policy, int width, int dept
 absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const SearchOptions& options,
                                            const Policy& policy, const Clock& clock);
 
+// policy_episode.cc: an episode's result: `source`'s current state timed (ir, loop tree, GFLOPS,
+// peak), with `out`'s actions; reported to SearchOptions::on_measured like a search's states.
+absl::StatusOr<SearchResult> TimeFinalState(StateSource& source, SearchResult out,
+                                            const SearchOptions& options, const Clock& clock,
+                                            absl::Time t0);
+
+// policy_rollouts.cc: policy_guided for a loop_set policy. The greedy episode (as PolicyEpisode),
+// then one episode per step of it that takes the runner-up action there and goes on greedily,
+// none of them timed; the greedy one's final state is timed first (whatever the time limit),
+// then the others' best first by the server's cost model (predicted_gflops) while the limit
+// lasts; the fastest is the result.
+absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
+                                            const Policy& policy, const Clock& clock);
+
 }  // namespace looptool::client::internal
 
 #endif  // LOOPTOOL_CLIENT_CPP_SEARCH_ALGORITHMS_H_

@@ -12,11 +12,8 @@
 #include "util/status_macros.h"
 
 namespace looptool::client::internal {
-namespace {
 
-// An episode's result: `source`'s final state, timed (the only kernel the episode times).
-// Reported to SearchOptions::on_measured like a search's states.
-absl::StatusOr<SearchResult> FinishEpisode(StateSource& source, SearchResult out,
+absl::StatusOr<SearchResult> TimeFinalState(StateSource& source, SearchResult out,
                                            const SearchOptions& options, const Clock& clock,
                                            absl::Time t0) {
   std::vector<std::string> observe = {"ir", "loop_tree", "flops", "peak_gflops"};
@@ -37,8 +34,6 @@ absl::StatusOr<SearchResult> FinishEpisode(StateSource& source, SearchResult out
   return out;
 }
 
-}  // namespace
-
 absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const SearchOptions& options,
                                            const Policy& policy, const Clock& clock) {
   const absl::Time t0 = clock.Now();
@@ -54,7 +49,7 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
       RETURN_IF_ERROR(source->Step(ranked.front().path, {}).status());
       for (int a : ranked.front().path) out.actions.push_back(start.action_names()[a]);
     }
-    return FinishEpisode(*source, std::move(out), options, clock, t0);
+    return TimeFinalState(*source, std::move(out), options, clock, t0);
   }
   const std::string& observation = policy.observation_space();
   const std::vector<std::string> observe = {observation, "action_mask"};
@@ -81,7 +76,7 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
     ASSIGN_OR_RETURN(r, source->Step({action}, observe));
     out.actions.push_back(start.action_names()[action]);
   }
-  return FinishEpisode(*source, std::move(out), options, clock, t0);
+  return TimeFinalState(*source, std::move(out), options, clock, t0);
 }
 
 }  // namespace looptool::client::internal

@@ -172,6 +172,9 @@ absl::StatusOr<SearchResult> Search(const StateSource& start, const SearchOption
   RETURN_IF_ERROR(CheckSpec(spec));
   const Policy& policy = ChosenPolicy(options);
   if (spec.kind == Kind::kPolicy) return internal::PolicyEpisode(start, options, policy, clock);
+  if (spec.kind == Kind::kPolicyGuided && policy.kind() == Policy::Kind::kLoopSet) {
+    return internal::PolicyRollouts(start, options, policy, clock);
+  }
   // evolution's seed: the policy, its actions mapped by name into the session's space.
   std::optional<MappedPolicy> seed_policy;
   if (spec.kind == Kind::kEvolution && options.policy_seed && options.depth > 0 &&

@@ -15,7 +15,10 @@
 //   policy_guided         best-first over measured states, expanding each by the policy's
 //                         top-ranked actions, the policy's own episode first; with a
 //                         sketch_value policy, evolution from the sketches it values in its top
-//                         half, in its order (policy_guided.cc)
+//                         half, in its order (policy_guided.cc); with a loop_set policy, its
+//                         greedy episode and the episodes that leave it once for the runner-up
+//                         action, untimed, then timed greedy first and the rest by the server's
+//                         cost model while time lasts (policy_rollouts.cc)
 // Children are evaluated on forks of the session, ranked by measured GFLOPS (the published code
 // ranks beams by action name, a bug not copied here), and states already visited are never
 // measured again (searcher.h). Every algorithm stops at a hard time limit.

@@ -13,6 +13,10 @@ Modules, one job each:
                the value of the state each leads to) and its learner (the default policy)
   evaluate     greedy evaluation of a policy;  report  curves and tables (CSV, Markdown, PNG)
   train        the command line: `python3 -m looptool.rl.train --algo=apex-dqn ...`
+  loop_set     a policy over the set of loops (`loop_features`, any number of loops) that builds
+               the schedule in loop_nest from the untiled nest: numpy forward pass, PyTorch net
+  imitate      loop_set learned from tuning records (canonical paths of the best schedules),
+               then expert iteration: `python3 -m looptool.rl.imitate --records=records.db ...`
 
 PyTorch is needed only by networks, the learners and train; a policy acts with numpy alone:
 
@@ -22,7 +26,9 @@ PyTorch is needed only by networks, the learners and train; a policy acts with n
 
 A sketch_value policy (datasets/policies/sketch_value.json) acts once per episode, choosing among
 the `sketches` of a loop_nest session: `env.multistep(sketch_value.choose(env, policy))` on a
-LoopToolEnv, or `rollout.run_one`, which dispatches on the policy's kind.
+LoopToolEnv, or `rollout.run_one`, which dispatches on the policy's kind. A loop_set policy
+(datasets/policies/loop_set.json) acts step by step on a loop_nest session:
+`imitate.rollout(env, uri, program, loop_set.load(path))`.
 """
 
 from looptool.rl.policy_file import Policy, masked_argmax
