@@ -54,10 +54,10 @@ def benchmark_sets(conn: Connection, sets: Sequence[str], catalog_count: int,
 
 
 def tune(cli: str, address: str, uris: Sequence[str], search: str, seconds: float,
-         policy: str) -> Dict[str, Dict[str, object]]:
+         policy: str, extra: Sequence[str] = ()) -> Dict[str, Dict[str, object]]:
     """{uri: the CLI's JSON result} for one `looptool tune` call over `uris`."""
     cmd = [cli, "tune", "--benchmark=" + ",".join(uris), f"--search={search}",
-           f"--time_limit={seconds}", f"--server={address}", "--json"]
+           f"--time_limit={seconds}", f"--server={address}", "--json", *extra]
     if search.startswith("policy"):
         cmd.append(f"--policy={policy}")
     out: Dict[str, Dict[str, object]] = {}
@@ -68,6 +68,28 @@ def tune(cli: str, address: str, uris: Sequence[str], search: str, seconds: floa
             out[str(r.get("benchmark"))] = r
     if not out:
         raise SystemExit(f"looptool tune {search} failed: {proc.stderr.strip()[-400:]}")
+    return out
+
+
+def untrained_like(policy: str, out: str) -> str:
+    """A loop_set policy file of `policy`'s architecture with PyTorch's initial weights (seed 0),
+    its cost model too (same layer sizes, same input normalization); its path."""
+    import torch
+    from looptool.rl import loop_set, plan_cost
+    path = os.path.join(ROOT, "datasets/policies/loop_set.json") if policy == "loop_set" else policy
+    trained = loop_set.load(path)
+    torch.manual_seed(0)
+    net = loop_set.network(trained.input_size, [w.shape[0] for w, _ in trained.trunk],
+                           trained.query[0].shape[0])
+    fresh = net.to_policy({"untrained": True, "architecture_of": os.path.basename(path)})
+    if trained.cost is not None:
+        sizes = [len(trained.cost.names)] + [w.shape[0] for w, _ in trained.cost.layers]
+        layers = [torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
+        fresh.cost = plan_cost.PlanCost(
+            trained.cost.names, trained.cost.mean, trained.cost.scale,
+            [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy()) for m in layers])
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    fresh.save(out)
     return out
 
 
@@ -91,8 +113,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--name", default="policy_search_bench")
     p.add_argument("--untrained", default="",
                    help="a policy file of the same architecture with untrained weights: its "
-                        "episodes too (learning matters: trained / untrained)")
+                        "episodes too (learning matters: trained / untrained); 'auto': made "
+                        "here from --policy's layer sizes (PyTorch's initialization, seed 0), "
+                        "its cost model too (same sizes, untrained)")
+    p.add_argument("--policy-candidates", type=int, default=16,
+                   help="--search=policy: episodes ranked by the policy's cost model (1: greedy)")
+    p.add_argument("--greedy", action="store_true",
+                   help="also the greedy episode alone (--policy_candidates=1)")
     args = p.parse_args(argv)
+    if args.untrained == "auto":
+        args.untrained = untrained_like(args.policy, os.path.join(args.out,
+                                                                  args.name + "_untrained.json"))
     rows: List[Dict[str, object]] = []
     started = time.time()
     with LocalServer(args.server) as server, Connection(server.address) as conn:
@@ -102,13 +133,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for which in dict.fromkeys(w for w, _ in programs):
             uris = [u for w, u in programs if w == which]
             print(f"{which}: {len(uris)} programs", file=sys.stderr, flush=True)
-            policy = tune(args.cli, server.address, uris, "policy", 60, args.policy)
+            ranked = [f"--policy_candidates={args.policy_candidates}"]
+            policy = tune(args.cli, server.address, uris, "policy", 60, args.policy, ranked)
+            greedy = (tune(args.cli, server.address, uris, "policy", 60, args.policy,
+                           ["--policy_candidates=1"]) if args.greedy else {})
             guided = tune(args.cli, server.address, uris, "policy_guided", args.guided_seconds,
                           args.policy)
             search = tune(args.cli, server.address, uris, "evolution", args.search_seconds,
                           args.policy)
-            untrained = (tune(args.cli, server.address, uris, "policy", 60, args.untrained)
-                         if args.untrained else {})
+            untrained = (tune(args.cli, server.address, uris, "policy", 60, args.untrained,
+                              ranked) if args.untrained else {})
             for u in uris:
                 if u not in policy or u not in search:
                     continue
@@ -123,6 +157,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "guided_timed": int(guided[u].get("states_evaluated", 0))  # type: ignore
                        if u in guided else 0,
                        "policy_actions": " ".join(policy[u]["actions"])}  # type: ignore
+                if u in greedy:
+                    row["greedy_gflops"] = float(greedy[u]["gflops"])  # type: ignore[arg-type]
+                    row["greedy_seconds"] = float(greedy[u]["seconds"])  # type: ignore
+                    row["greedy_ratio"] = row["greedy_gflops"] / g_search if g_search else 0.0
                 row["policy_ratio"] = row["policy_gflops"] / g_search if g_search else 0.0
                 row["guided_ratio"] = row["guided_gflops"] / g_search if g_search else 0.0
                 if u in untrained:
@@ -143,19 +181,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
              f"final kernels, this run: `--search=policy` (greedy, only the final state timed) "
              f"and `--search=policy_guided` ({args.guided_seconds:g} s) over the default search "
              f"(evolution, {args.search_seconds:g} s).", "",
+             f"`policy` ranks its {args.policy_candidates} likeliest episodes by its cost model, "
+             "untimed; `greedy` is its greedy episode alone.", "",
              "| set | programs | policy / search, geomean | min | below 0.8 | policy seconds, "
-             "mean (max) | guided / search, geomean | min | guided seconds, mean (max) | "
-             "trained / untrained, geomean |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for which in dict.fromkeys(str(r["set"]) for r in rows):
-        rs = [r for r in rows if r["set"] == which]
+             "mean (max) | greedy / search, geomean | min | guided / search, geomean | min | "
+             "guided seconds, mean (max) | trained / untrained, geomean |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    groups = [(w, [r for r in rows if r["set"] == w])
+              for w in dict.fromkeys(str(r["set"]) for r in rows)] + [("all", rows)]
+    for which, rs in groups:
         pr = [float(r["policy_ratio"]) for r in rs]  # type: ignore[arg-type]
         gr = [float(r["guided_ratio"]) for r in rs]  # type: ignore[arg-type]
         secs = [float(r["policy_seconds"]) for r in rs]  # type: ignore[arg-type]
         gsecs = [float(r["guided_seconds"]) for r in rs]  # type: ignore[arg-type]
+        yr = [float(r.get("greedy_ratio", 0)) for r in rs]  # type: ignore[arg-type]
         lines.append(f"| {which} | {len(rs)} | {geomean(pr):.3f} | {min(pr):.3f} | "
                      f"{sum(x < 0.8 for x in pr)} | {sum(secs) / len(secs):.3f} "
-                     f"({max(secs):.3f}) | {geomean(gr):.3f} | {min(gr):.3f} | "
+                     f"({max(secs):.3f}) | {geomean(yr):.3f} | {min(yr):.3f} | "
+                     f"{geomean(gr):.3f} | {min(gr):.3f} | "
                      f"{sum(gsecs) / len(gsecs):.2f} ({max(gsecs):.2f}) | "
                      f"{geomean([float(r.get('trained_over_untrained', 0)) for r in rs]):.2f} |")
     lines += ["", f"Per program: {args.name}.csv."]

@@ -31,6 +31,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -68,6 +69,12 @@ ABSL_FLAG(std::string, policy, "",
           "datasets/policies/looptune_dqn.json) or loop_set (builds the schedule from the "
           "untiled nest in loop_nest, learned from tuning records, "
           "datasets/policies/loop_set.json)");
+ABSL_FLAG(int, policy_candidates, 16,
+          "policy, with a loop_set policy that has a cost model: its likeliest episodes, untimed, "
+          "and the one its cost model ranks first timed (1: the greedy episode only), 1..1024");
+ABSL_FLAG(int, guided_candidates, 64,
+          "policy_guided, with a loop_set policy: its likeliest episodes, timed in the order its "
+          "cost model ranks them while the time lasts, 1..1024");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
@@ -504,6 +511,17 @@ absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
   tune.search.search = search;
   tune.search.time_limit_seconds = absl::GetFlag(FLAGS_time_limit);
   tune.search.seed = absl::GetFlag(FLAGS_seed);
+  for (const auto& [flag, name, field] :
+       {std::tuple(&FLAGS_policy_candidates, "--policy_candidates",
+                   &tune.search.policy_candidates),
+        std::tuple(&FLAGS_guided_candidates, "--guided_candidates",
+                   &tune.search.guided_candidates)}) {
+    const int n = absl::GetFlag(*flag);
+    if (n < 1 || n > 1024) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be in 1..1024, not ", n));
+    }
+    *field = n;
+  }
   if (setup->policy.has_value()) tune.search.policy = &*setup->policy;
   tune.action_space = ActionSpace(chosen, search.kind == SearchSpec::Kind::kEvolution);
   if (const std::string path = absl::GetFlag(FLAGS_store); !path.empty()) {

@@ -133,6 +133,35 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
         Integer(j, "num_actions") != p.num_actions()) {
       return Bad("input_size or num_actions disagree with the layers");
     }
+    if (j.contains("cost")) {
+      const Json& c = j["cost"];
+      if (!c.is_object() || Text(c, "observation_space") != "plan_features" ||
+          !c.contains("names") || !c["names"].is_array() || c["names"].empty() ||
+          c["names"].size() > 4096 || !c.contains("layers") || !c["layers"].is_array() ||
+          c["layers"].empty() || c["layers"].size() > 16) {
+        return Bad("cost is not an object with observation_space plan_features, names and "
+                   "layers");
+      }
+      std::vector<std::string> names;
+      for (const Json& n : c["names"]) {
+        if (!n.is_string()) return Bad("cost.names holds a non-string");
+        names.push_back(n.get<std::string>());
+      }
+      ASSIGN_OR_RETURN(std::vector<float> mean, Floats(c.contains("mean") ? c["mean"] : none,
+                                                       names.size(), "cost.mean"));
+      ASSIGN_OR_RETURN(std::vector<float> scale, Floats(c.contains("scale") ? c["scale"] : none,
+                                                        names.size(), "cost.scale"));
+      std::vector<Layer> layers;
+      for (size_t i = 0; i < c["layers"].size(); ++i) {
+        ASSIGN_OR_RETURN(Layer l, layer(c["layers"][i], absl::StrCat("cost.layers[", i, "]")));
+        layers.push_back(std::move(l));
+      }
+      absl::StatusOr<PlanCost> cost = PlanCost::Create(
+          std::move(names), std::vector<double>(mean.begin(), mean.end()),
+          std::vector<double>(scale.begin(), scale.end()), std::move(layers));
+      if (!cost.ok()) return Bad(cost.status().message());
+      p.cost_ = *std::move(cost);
+    }
     return p;
   }
   p.num_actions_ = p.head_.out;

@@ -6,15 +6,18 @@
 // states they lead to: search.h's `policy`); a loop_set policy's scores over `loop_features`
 // (a DeepSets network over the rows, one per loop): loop_nest's 560 actions, then "stop". The
 // same numbers as PyTorch's within 1e-5 (tests/python/rl_test.py and loop_set_test.py check it).
+// A loop_set policy may carry a cost model (plan_cost.h) that ranks the states its episodes end in.
 #ifndef LOOPTOOL_CLIENT_CPP_POLICY_H_
 #define LOOPTOOL_CLIENT_CPP_POLICY_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "client/cpp/plan_cost.h"
 
 namespace looptool::client {
 
@@ -62,13 +65,11 @@ class Policy {
   int num_actions() const { return num_actions_; }
   // The file's "meta" object (how it was trained), as JSON text.
   const std::string& meta() const { return meta_; }
+  // A loop_set policy's cost model (the file's "cost" entry), or nullptr when it has none.
+  const PlanCost* cost_model() const { return cost_.has_value() ? &*cost_ : nullptr; }
 
  private:
-  struct Layer {
-    int in = 0, out = 0;
-    std::vector<float> weight;  // out x in, row major
-    std::vector<float> bias;    // out
-  };
+  using Layer = DenseLayer;
   // y = W x + b, accumulated in double.
   static void Apply(const Layer& layer, absl::Span<const float> x, std::vector<float>& y);
   std::vector<float> LoopSetScores(absl::Span<const float> observation) const;
@@ -79,6 +80,7 @@ class Policy {
   std::vector<Layer> layers_;  // the trunk (ReLU after each; loop_set: applied to every row)
   Layer head_, value_;
   Layer mix_, query_, key_;    // loop_set only
+  std::optional<PlanCost> cost_;  // loop_set only, optional
 };
 
 // Indices of the actions `mask` allows, best score first (ties: lowest index first).

@@ -2,7 +2,8 @@
 // compare with PyTorch's. Usage: policy_scores POLICY_FILE|NAME|default OBSERVATIONS_FILE (NAME: a
 // built-in policy), where each line of OBSERVATIONS_FILE is one observation (whitespace-separated
 // floats); prints one line of scores (%.9g) per observation (a loop_set policy: loop_nest's 560
-// actions, then stop).
+// actions, then stop). A line that starts with '{' is a plan_features observation: the line
+// printed is the policy's cost model's score of it (%.17g).
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -26,6 +27,19 @@ int main(int argc, char** argv) {
   std::ifstream in(argv[2]);
   std::string line;
   while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '{') {
+      if (loaded->cost_model() == nullptr) {
+        std::fprintf(stderr, "policy_scores: the policy has no cost model\n");
+        return 1;
+      }
+      absl::StatusOr<double> score = loaded->cost_model()->ScoreJson(line);
+      if (!score.ok()) {
+        std::fprintf(stderr, "policy_scores: %s\n", score.status().ToString().c_str());
+        return 1;
+      }
+      std::printf("%.17g\n", *score);
+      continue;
+    }
     std::istringstream numbers(line);
     std::vector<float> x;
     for (float v; numbers >> v;) x.push_back(v);

@@ -9,25 +9,18 @@
 #include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/client/policy_json.h"
 #include "nlohmann/json.hpp"
 
 namespace looptool::client {
 namespace {
 
 using nlohmann::json;
+using testing::B64;
+using testing::Layer;
 using ::testing::ElementsAre;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
-
-std::string B64(const std::vector<float>& v) {
-  std::string bytes(v.size() * sizeof(float), '\0');
-  std::memcpy(bytes.data(), v.data(), bytes.size());
-  return absl::Base64Escape(bytes);
-}
-
-json Layer(int in, int out, const std::vector<float>& w, const std::vector<float>& b) {
-  return {{"in", in}, {"out", out}, {"weight", B64(w)}, {"bias", B64(b)}};
-}
 
 // trunk 2 -> 2 (W = [[1, 0], [0, -1]], b = [0, 0.5]), head 2 -> 3, value 2 -> 1.
 json Tiny(const std::string& kind) {

@@ -18,7 +18,8 @@ import torch
 
 from cpp_policy_scores import POLICY_SCORES, cpp_scores
 from looptool import Connection, LocalServer, LoopToolEnv
-from looptool.rl import imitate, loop_set
+from looptool import records
+from looptool.rl import imitate, loop_set, plan_cost
 
 SERVER = "service/looptool-server"
 CLI = "client/cpp/looptool"
@@ -115,6 +116,56 @@ class LoopSetTest(unittest.TestCase):
                     with self.assertRaises(ValueError):
                         loop_set.load(path)
 
+    def test_the_cost_model_learns_an_order_and_numpy_and_cpp_agree(self):
+        rows = records.load(SAMPLE)
+        data = plan_cost.dataset(rows)
+        self.assertEqual(len(data.y), len(rows))
+        self.assertEqual(data.names, list(rows[0].plan_features))
+        untrained = plan_cost.train(data, epochs=0, hidden=(16,), seed=1)
+        model = plan_cost.train(data, epochs=30, hidden=(16,), pairs_per_epoch=20_000, seed=1)
+        # it orders the sample's runs (it trained on them) better than no training does, and
+        # the kernel it ranks first in a run is near the run's best
+        before = float(np.mean(plan_cost.spearman_per_run(untrained, data)))
+        after = float(np.mean(plan_cost.spearman_per_run(model, data)))
+        self.assertGreater(after, 0.5)
+        self.assertGreater(after, before + 0.1)
+        self.assertGreater(min(plan_cost.top1_regret(model, data)), 0.5)
+        # the file keeps it; numpy (float64) and C++ agree on real plan_features from a server
+        policy = loop_set.network(hidden=(8,), key=4).to_policy()
+        policy.cost = model
+        features = []
+        with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                         reward_space=None) as env:
+            for d in self.demos:
+                env.reset(f"benchmark://user-v0/c{d.program_id}", program=d.program,
+                          observation_spaces=[])
+                env.multistep(d.actions, observation_spaces=[])
+                features.append(json.loads(env.observe(["plan_features"])["plan_features"]))
+        with tempfile.TemporaryDirectory() as d:
+            path, lines = os.path.join(d, "p.json"), os.path.join(d, "f.txt")
+            policy.save(path)
+            again = loop_set.load(path)
+            self.assertEqual(again.cost.names, model.names)
+            np.testing.assert_allclose(again.cost.predict(features), model.predict(features),
+                                       rtol=0, atol=1e-12)
+            with open(lines, "w") as f:
+                f.writelines(json.dumps(x) + "\n" for x in features)
+            out = subprocess.run([POLICY_SCORES, path, lines], check=True, capture_output=True,
+                                 text=True).stdout
+            got = np.array([float(v) for v in out.split()])
+            np.testing.assert_allclose(got, again.cost.predict(features), rtol=0, atol=1e-9)
+            self.assertGreater(np.ptp(got), 1e-3)  # the kernels are told apart
+            with open(path) as f:
+                bad = json.load(f)
+            bad["cost"]["names"] = bad["cost"]["names"][:-1]
+            with open(path, "w") as f:
+                json.dump(bad, f)
+            with self.assertRaises(ValueError):
+                loop_set.load(path)
+            run = subprocess.run([POLICY_SCORES, path, lines], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 1)
+            self.assertIn("cost.mean holds", run.stderr)
+
     def test_canonical_paths(self):
         start = "C[m, n] += A[m, k] * B[k, n]\nm=1003 n=821 k=127\ncompute 1: m(1003) k(127) n(821)\n"
         # tiles per variable innermost first, then interchanges placing loops outermost first
@@ -181,16 +232,15 @@ class LoopSetTest(unittest.TestCase):
                                  check=True, capture_output=True, text=True).stdout
             result = json.loads(out.strip().splitlines()[-1])
             self.assertEqual(result["actions"], r.actions)
-            # policy_guided: the greedy episode and its one-step deviations, the greedy one timed
-            # first, then others while the limit lasts; the fastest timed one is the result.
+            # policy_guided: the likeliest episodes (at most --guided_candidates), timed in the
+            # order the server's cost model (this policy has none) ranks them while time lasts
             out = subprocess.run([CLI, "tune", f"--benchmark={program}",
                                   "--search=policy_guided", f"--policy={path}", "--time_limit=30",
-                                  f"--server={self.server.address}", "--json"],
-                                 check=True, capture_output=True, text=True).stdout
+                                  "--guided_candidates=5", f"--server={self.server.address}",
+                                  "--json"], check=True, capture_output=True, text=True).stdout
             guided = json.loads(out.strip().splitlines()[-1])
-            deviations = len(r.actions)  # one per step of the greedy episode at most
-            self.assertGreaterEqual(guided["states_evaluated"], 1)
-            self.assertLessEqual(guided["states_evaluated"], 1 + deviations)
+            self.assertGreaterEqual(guided["states_evaluated"], 2)
+            self.assertLessEqual(guided["states_evaluated"], 5)
             self.assertGreater(guided["gflops"], 0)
             self.assertTrue(guided["actions"])
 

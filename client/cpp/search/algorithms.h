@@ -46,11 +46,33 @@ absl::StatusOr<SearchResult> TimeFinalState(StateSource& source, SearchResult ou
                                             const SearchOptions& options, const Clock& clock,
                                             absl::Time t0);
 
-// policy_rollouts.cc: policy_guided for a loop_set policy. The greedy episode (as PolicyEpisode),
-// then one episode per step of it that takes the runner-up action there and goes on greedily,
-// none of them timed; the greedy one's final state is timed first (whatever the time limit),
-// then the others' best first by the server's cost model (predicted_gflops) while the limit
-// lasts; the fastest is the result.
+// policy_rollouts.cc: where one of a loop_set policy's episodes ended.
+struct PolicyEpisodeEnd {
+  std::unique_ptr<StateSource> source;  // in the final state
+  std::vector<int> path;                // from the start
+  std::vector<float> features;          // the final state's loop_features
+  double loss = 0;   // log-probability below the greedy episode's (nats; 0: the greedy one)
+  double score = 0;  // RankEpisodes' (higher: predicted faster)
+};
+
+// The greedy episode, then (while `deadline` on `clock` and `max_episodes` allow) the episodes
+// that leave it, or each other, for one of the next three choices at a step and go
+// on greedily, the most likely first, each ending in a state no other ended in; none timed.
+// Like PolicyEpisode's: one action at least, at most `depth`, stopping where a state comes back.
+// The greedy episode's errors are returned; another's (out of time, refused) drop it.
+absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& start,
+                                                             const Policy& policy, int depth,
+                                                             int max_episodes,
+                                                             absl::Time deadline,
+                                                             const Clock& clock);
+
+// Sorts `episodes` by their score, best first: the policy's cost model on their plan_features
+// where it has one, else the server's predicted_gflops where it predicts, else likelihood.
+absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& episodes);
+
+// policy_guided for a loop_set policy: LikelyEpisodes (at most options.guided_candidates, in
+// 40% of the time limit), ranked by RankEpisodes, then timed best first while the limit lasts
+// (the first one whatever the limit); the fastest is the result.
 absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
                                             const Policy& policy, const Clock& clock);
 

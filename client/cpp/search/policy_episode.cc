@@ -51,6 +51,18 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
     }
     return TimeFinalState(*source, std::move(out), options, clock, t0);
   }
+  if (policy.kind() == Policy::Kind::kLoopSet && policy.cost_model() != nullptr &&
+      options.policy_candidates > 1) {
+    // The likeliest episodes, untimed; the one the policy's cost model ranks first is timed.
+    ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
+                     LikelyEpisodes(start, policy, options.depth, options.policy_candidates,
+                                    deadline, clock));
+    RETURN_IF_ERROR(RankEpisodes(policy, episodes));
+    PolicyEpisodeEnd& chosen = episodes.front();
+    chosen.source->set_deadline(deadline);
+    for (int a : chosen.path) out.actions.push_back(start.action_names()[a]);
+    return TimeFinalState(*chosen.source, std::move(out), options, clock, t0);
+  }
   const std::string& observation = policy.observation_space();
   const std::vector<std::string> observe = {observation, "action_mask"};
   ASSIGN_OR_RETURN(StepResult r, source->Step({}, observe));

@@ -1,5 +1,8 @@
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <memory>
+#include <queue>
 #include <set>
 #include <string>
 #include <utility>
@@ -14,100 +17,169 @@
 namespace looptool::client::internal {
 namespace {
 
-// One episode's end: its source (in the final state), its actions from the start, and what
-// the server's cost model predicts for its kernel (untimed).
-struct Candidate {
-  std::unique_ptr<StateSource> source;
-  std::vector<int> path;
-  double predicted = 0;
+constexpr int kStop = -1;
+// Alternatives kept per step of an episode: the choices after the one taken, most likely first.
+constexpr int kAlternativesPerStep = 3;
+
+// Where an episode could have gone another way: after `prefix`, `action` (kStop: stop there)
+// instead of the choice taken, `loss` less likely (in nats) than the greedy episode.
+struct Branch {
+  double loss = 0;
+  std::vector<int> prefix;
+  int action = kStop;
+  bool operator<(const Branch& other) const { return loss > other.loss; }  // a min-heap
 };
 
-// Continues `path` greedily on `source` (in the state `path` reached, observed as `r`) until the
-// policy stops, a state comes back, or the depth runs out. With `alternatives`, the second-best
-// allowed action at each step is kept (-1 where there is none).
-absl::Status Continue(StateSource& source, const Policy& policy, int depth, StepResult r,
-                      std::vector<int>& path, std::vector<int>* alternatives) {
-  const std::string& observation = policy.observation_space();
-  const std::vector<std::string> observe = {observation, "action_mask"};
-  std::set<std::vector<float>> visited;
-  while (static_cast<int>(path.size()) < depth) {
-    const Value* features = r.Find(observation);
-    if (features == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the server does not send ", observation, ", which the policy reads"));
-    }
-    RETURN_IF_ERROR(CheckFeatures(policy, features->floats));
-    if (!visited.insert(features->floats).second) break;
-    const std::vector<bool>& mask = r.Find("action_mask")->bools;
-    const std::vector<int> ranked = RankActions(policy.Scores(features->floats), mask);
-    const int action = path.empty() ? policy.BestAllowed(features->floats, mask)
-                                    : policy.Act(features->floats, mask);
-    if (action < 0) break;
-    if (alternatives != nullptr) alternatives->push_back(ranked.size() > 1 ? ranked[1] : -1);
-    ASSIGN_OR_RETURN(r, source.Step({action}, observe));
-    path.push_back(action);
+// The allowed choices at one state (actions the mask allows, and stop unless `must_act`), most
+// likely first, with their log-probabilities under the softmax of the policy's scores.
+std::vector<std::pair<int, double>> Choices(const Policy& policy, const std::vector<float>& features,
+                                            const std::vector<bool>& mask, bool must_act) {
+  const std::vector<float> scores = policy.Scores(features);
+  std::vector<std::pair<int, double>> out;
+  for (int a : RankActions(scores, mask)) out.emplace_back(a, scores[a]);
+  const double stop = scores.back();  // a loop_set policy's last score is stop's
+  if (!must_act) {
+    const auto at = std::find_if(out.begin(), out.end(),
+                                 [&](const auto& c) { return c.second < stop; });
+    out.insert(at, {kStop, stop});  // ties go to the action, as Policy::Act does
   }
-  return absl::OkStatus();
+  if (out.empty()) return out;
+  const double top = out.front().second;
+  double sum = 0;
+  for (const auto& c : out) sum += std::exp(c.second - top);
+  const double log_z = top + std::log(sum);
+  for (auto& c : out) c.second -= log_z;
+  return out;
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& start,
+                                                             const Policy& policy, int depth,
+                                                             int max_episodes,
+                                                             absl::Time deadline,
+                                                             const Clock& clock) {
+  const std::string& observation = policy.observation_space();
+  const std::vector<std::string> observe = {observation, "action_mask"};
+  std::vector<PolicyEpisodeEnd> out;
+  std::priority_queue<Branch> branches;
+  std::set<std::vector<float>> finals;  // loop_features of the states episodes ended in
+  // Goes on greedily from `r` (the state `end.path` reached), keeping the alternatives.
+  const auto go_on = [&](PolicyEpisodeEnd& end, StepResult r) -> absl::Status {
+    std::set<std::vector<float>> visited;
+    while (true) {
+      const Value* features = r.Find(observation);
+      if (features == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("the server does not send ", observation, ", which the policy reads"));
+      }
+      RETURN_IF_ERROR(CheckFeatures(policy, features->floats));
+      end.features = features->floats;
+      // Back in a state it has been in: the greedy episode would go round; it stops.
+      if (static_cast<int>(end.path.size()) >= depth || !visited.insert(end.features).second) {
+        return absl::OkStatus();
+      }
+      const std::vector<std::pair<int, double>> choices =
+          Choices(policy, end.features, r.Find("action_mask")->bools, end.path.empty());
+      if (choices.empty()) return absl::OkStatus();
+      for (size_t i = 1; i < choices.size() && i <= kAlternativesPerStep; ++i) {
+        branches.push(
+            Branch{end.loss + choices[0].second - choices[i].second, end.path, choices[i].first});
+      }
+      if (choices[0].first == kStop) return absl::OkStatus();
+      ASSIGN_OR_RETURN(r, end.source->Step({choices[0].first}, observe));
+      end.path.push_back(choices[0].first);
+    }
+  };
+  // The greedy episode: its errors are the search's.
+  {
+    PolicyEpisodeEnd greedy;
+    ASSIGN_OR_RETURN(greedy.source, start.Fork());
+    greedy.source->set_deadline(absl::InfiniteFuture());  // it is always finished
+    ASSIGN_OR_RETURN(StepResult r, greedy.source->Step({}, observe));
+    RETURN_IF_ERROR(go_on(greedy, std::move(r)));
+    finals.insert(greedy.features);
+    out.push_back(std::move(greedy));
+  }
+  // The others, the most likely first, while there is time: an error (out of time, a step the
+  // server refused) ends that one only.
+  while (static_cast<int>(out.size()) < max_episodes && !branches.empty() &&
+         clock.Now() < deadline) {
+    Branch b = branches.top();
+    branches.pop();
+    PolicyEpisodeEnd end;
+    end.loss = b.loss;
+    end.path = b.prefix;
+    if (b.action != kStop) end.path.push_back(b.action);
+    absl::StatusOr<std::unique_ptr<StateSource>> fork = start.Fork();
+    if (!fork.ok()) break;
+    end.source = *std::move(fork);
+    end.source->set_deadline(deadline);
+    absl::StatusOr<StepResult> r = end.source->Step(end.path, observe);
+    if (!r.ok()) continue;
+    if (b.action == kStop) {
+      const Value* features = r->Find(observation);
+      if (features == nullptr) continue;
+      end.features = features->floats;
+    } else if (!go_on(end, *std::move(r)).ok()) {
+      continue;
+    }
+    if (!finals.insert(end.features).second) continue;  // a state another episode ended in
+    out.push_back(std::move(end));
+  }
+  return out;
+}
+
+absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& episodes) {
+  const PlanCost* cost = policy.cost_model();
+  for (PolicyEpisodeEnd& e : episodes) {
+    e.score = -e.loss;  // without a cost model's or the server's guess: the most likely first
+    if (cost != nullptr) {
+      absl::StatusOr<Value> features = e.source->Observe("plan_features");
+      if (!features.ok()) continue;
+      ASSIGN_OR_RETURN(e.score, cost->ScoreJson(features->text));
+    } else {
+      absl::StatusOr<Value> predicted = e.source->Observe("predicted_gflops");
+      if (predicted.ok() && predicted->number > 0) e.score = std::log2(predicted->number);
+    }
+  }
+  std::stable_sort(episodes.begin(), episodes.end(),
+                   [](const PolicyEpisodeEnd& a, const PolicyEpisodeEnd& b) {
+                     return a.score > b.score;
+                   });
+  return absl::OkStatus();
+}
 
 absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
                                             const Policy& policy, const Clock& clock) {
   const absl::Time t0 = clock.Now();
   RETURN_IF_ERROR(CheckPolicyFits(policy, start));
   const absl::Time deadline = t0 + absl::Seconds(options.time_limit_seconds);
-  const std::vector<std::string> observe = {policy.observation_space(), "action_mask"};
-  // 1. The greedy episode, with the runner-up action of each of its steps.
-  std::vector<Candidate> candidates;
-  std::vector<int> alternatives;
-  {
-    Candidate greedy;
-    ASSIGN_OR_RETURN(greedy.source, start.Fork());
-    greedy.source->set_deadline(absl::InfiniteFuture());  // its result is always timed
-    ASSIGN_OR_RETURN(StepResult r, greedy.source->Step({}, observe));
-    RETURN_IF_ERROR(
-        Continue(*greedy.source, policy, options.depth, std::move(r), greedy.path, &alternatives));
-    candidates.push_back(std::move(greedy));
-  }
-  // 2. One episode per step of it that took the runner-up there and went on greedily (untimed).
-  std::set<std::vector<int>> seen = {candidates.front().path};
-  for (size_t d = 0; d < alternatives.size() && clock.Now() < deadline; ++d) {
-    if (alternatives[d] < 0) continue;
-    Candidate c;
-    c.path.assign(candidates.front().path.begin(), candidates.front().path.begin() + d);
-    c.path.push_back(alternatives[d]);
-    absl::StatusOr<std::unique_ptr<StateSource>> fork = start.Fork();
-    if (!fork.ok()) break;
-    c.source = *std::move(fork);
-    c.source->set_deadline(deadline);
-    absl::StatusOr<StepResult> r = c.source->Step(c.path, observe);
-    if (!r.ok() || !Continue(*c.source, policy, options.depth, *std::move(r), c.path, nullptr).ok()) {
-      continue;  // out of time, or the server refused: the other episodes stand
-    }
-    if (!seen.insert(c.path).second) continue;
-    absl::StatusOr<Value> predicted = c.source->Observe("predicted_gflops");
-    c.predicted = predicted.ok() ? predicted->number : 0;
-    candidates.push_back(std::move(c));
-  }
-  // 3. The greedy episode's state timed first, then the others by predicted GFLOPS while time
-  //    is left; the fastest wins.
-  std::stable_sort(candidates.begin() + 1, candidates.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.predicted > b.predicted; });
+  // 1. Episodes, the most likely first, in at most 40% of the time; 2. ranked untimed.
+  ASSIGN_OR_RETURN(
+      std::vector<PolicyEpisodeEnd> episodes,
+      LikelyEpisodes(start, policy, options.depth, options.guided_candidates,
+                     t0 + absl::Seconds(0.4 * options.time_limit_seconds), clock));
+  RETURN_IF_ERROR(RankEpisodes(policy, episodes));
+  // 3. Timed in that order while time is left (the first whatever the time); the fastest wins.
+  //    A kernel the server cannot measure (over its limits) is passed over.
   SearchResult best;
+  absl::Status first_error;
   int timed = 0;
-  for (Candidate& c : candidates) {
+  for (PolicyEpisodeEnd& e : episodes) {
     if (timed > 0 && clock.Now() >= deadline) break;
+    e.source->set_deadline(timed == 0 ? absl::InfiniteFuture() : deadline);
     SearchResult out;
-    for (int a : c.path) out.actions.push_back(start.action_names()[a]);
-    absl::StatusOr<SearchResult> r = TimeFinalState(*c.source, std::move(out), options, clock, t0);
+    for (int a : e.path) out.actions.push_back(start.action_names()[a]);
+    absl::StatusOr<SearchResult> r = TimeFinalState(*e.source, std::move(out), options, clock, t0);
     if (!r.ok()) {
-      if (timed == 0) return r.status();
-      break;
+      if (first_error.ok()) first_error = r.status();
+      continue;
     }
     ++timed;
     if (r->gflops > best.gflops) best = *std::move(r);
   }
+  if (timed == 0) return first_error;
   best.states_evaluated = timed;
   best.search_gflops = best.gflops;
   best.seconds = absl::ToDoubleSeconds(clock.Now() - t0);

@@ -11,14 +11,15 @@
 //                         replaced actions and crossover (evolution.h)
 //   policy                a trained policy's greedy episode, only its final state timed; a
 //                         sketch_value policy's episode is one choice, the server's sketch whose
-//                         resulting state it values most (policy_episode.cc)
+//                         resulting state it values most; a loop_set policy with a cost model
+//                         ends its likeliest episodes (policy_candidates) untimed and times the
+//                         one its cost model ranks first (policy_episode.cc)
 //   policy_guided         best-first over measured states, expanding each by the policy's
 //                         top-ranked actions, the policy's own episode first; with a
 //                         sketch_value policy, evolution from the sketches it values in its top
 //                         half, in its order (policy_guided.cc); with a loop_set policy, its
-//                         greedy episode and the episodes that leave it once for the runner-up
-//                         action, untimed, then timed greedy first and the rest by the server's
-//                         cost model while time lasts (policy_rollouts.cc)
+//                         likeliest episodes (guided_candidates) untimed, then timed in the
+//                         order its cost model ranks them while time lasts (policy_rollouts.cc)
 // Children are evaluated on forks of the session, ranked by measured GFLOPS (the published code
 // ranks beams by action name, a bug not copied here), and states already visited are never
 // measured again (searcher.h). Every algorithm stops at a hard time limit.
@@ -86,6 +87,12 @@ struct SearchOptions {
   const Policy* policy = nullptr;
   // policy_guided: the policy's top actions expanded at each state.
   int policy_width = 3;
+  // policy, with a loop_set policy that has a cost model: its likeliest episodes, up to this
+  // many, untimed, and the one the cost model ranks best timed (1: the greedy episode only).
+  int policy_candidates = 16;
+  // policy_guided, with a loop_set policy: its likeliest episodes up to this many, timed in the
+  // order its cost model (or the server's) ranks them while the time lasts.
+  int guided_candidates = 64;
   // evolution: the policy's greedy episode seeds the population before the random rollouts,
   // so that the search starts from a good schedule (evolution.h says how a policy of another
   // space or a sketch_value policy seeds). Skipped when nothing fits, and when two or more of

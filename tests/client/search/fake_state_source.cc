@@ -24,6 +24,10 @@ FakeStateSource::FakeStateSource(std::shared_ptr<FakeWorld> world)
     names_.push_back(absl::StrCat("inc_", i));
     names_.push_back(absl::StrCat("dec_", i));
   }
+  if (world_->loop_set) {
+    space_ = "loop_nest";
+    while (names_.size() < 560) names_.push_back(absl::StrCat("noop_", names_.size()));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<StateSource>> FakeStateSource::Fork() const {
@@ -85,12 +89,31 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
   } else if (name == "action_mask") {
     v.kind = Value::Kind::kBools;
     for (size_t a = 0; a < names_.size(); ++a) {
+      if (a >= 2 * knobs_.size()) {
+        v.bools.push_back(false);  // loop_set's padding
+        continue;
+      }
       const int k = knobs_[a / 2];
       v.bools.push_back(a % 2 == 0 ? k < world_->max_knob : k > 0);
     }
   } else if (name == "loops_tensor") {
     v.kind = Value::Kind::kFloats;
     for (int k : knobs_) v.floats.push_back(static_cast<float>(k));
+  } else if (name == "loop_features" && world_->loop_set) {
+    v.kind = Value::Kind::kFloats;
+    for (size_t i = 0; i < knobs_.size(); ++i) {
+      std::vector<float> row(38, 0.0f);
+      row[0] = 1;
+      row[1] = knobs_[i] / 7.0f;
+      row[2] = i / 2.0f;
+      v.floats.insert(v.floats.end(), row.begin(), row.end());
+    }
+  } else if (name == "plan_features" && world_->loop_set) {
+    std::vector<std::string> entries;
+    for (size_t i = 0; i < knobs_.size(); ++i) {
+      entries.push_back(absl::StrCat("\"knob_", i, "\":", knobs_[i]));
+    }
+    v.text = absl::StrCat("{", absl::StrJoin(entries, ","), "}");
   } else if (name == "plan_features") {
     v.text = absl::StrCat("{\"knobs\":\"", key, "\"}");
   } else if (name == "sketches") {

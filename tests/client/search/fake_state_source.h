@@ -6,7 +6,9 @@
 // cache, as the server's do), a re-timing `measure_cost`; a call that would end after its
 // deadline advances the clock to the deadline and fails DEADLINE_EXCEEDED; a failed step changes
 // nothing, as the server's. The world counts what was measured, in order. plan_features is
-// {"knobs":"<ir>"}.
+// {"knobs":"<ir>"}; with `loop_set`, the space is named loop_nest and padded to a loop_set
+// policy's 560 actions with no-ops the mask never allows, loop_features is one row of 38 per
+// knob ([1, knob / 7, knob's index / 2, 0...]) and plan_features {"knob_0": k0, ...}.
 #ifndef LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
 #define LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
 
@@ -36,6 +38,7 @@ struct FakeWorld {
   absl::Duration measure_cost = absl::Milliseconds(10);
   std::string sketches;     // the `sketches` observation
   bool cost_model = false;  // predicted_gflops: the exact GFLOPS; else UNIMPLEMENTED
+  bool loop_set = false;    // a space and observations a loop_set policy fits (above)
 
   FakeClock clock;
   std::vector<std::string> measured;  // states whose kernel was measured, in order

@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "client/cpp/built_in_policies.h"
 #include "client/cpp/policy.h"
 #include "client/cpp/search/search.h"
 #include "client/cpp/search/sketch_paths.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/client/search/fake_state_source.h"
 
 namespace looptool::client {
@@ -246,6 +250,104 @@ TEST(SearchAlgorithms, ASketchValuePolicyTimesOnlyTheSketchItValuesMost) {
   ASSERT_TRUE(guided.Go().ok());
   EXPECT_EQ(guided.world->measured[1], "knobs 3 0 0");
   EXPECT_EQ(guided.world->measured[2], "knobs 1 0 0");
+}
+
+// The built-in loop_set policy (its scores on the fake's loop_features are arbitrary but fixed)
+// with a cost model over the fake's plan_features: minus the knobs' distance to the target,
+// -(|k0 - 5| + |k1 - 2| + |k2 - 7|), as relu(k - t) + relu(t - k) per knob.
+Policy LoopSetWithDistanceCost() {
+  const auto b64 = [](const std::vector<float>& v) {
+    return absl::Base64Escape(
+        absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+  };
+  nlohmann::json j = nlohmann::json::parse(LoopSetPolicyJson());
+  std::vector<float> w1(6 * 3, 0.0f), b1(6);
+  const std::vector<int> target = FakeWorld().target;
+  for (int i = 0; i < 3; ++i) {
+    w1[(2 * i) * 3 + i] = 1;
+    b1[2 * i] = -target[i];
+    w1[(2 * i + 1) * 3 + i] = -1;
+    b1[2 * i + 1] = target[i];
+  }
+  j["cost"] = {{"observation_space", "plan_features"},
+               {"names", {"knob_0", "knob_1", "knob_2"}},
+               {"mean", b64({0, 0, 0})},
+               {"scale", b64({1, 1, 1})},
+               {"layers",
+                {{{"in", 3}, {"out", 6}, {"weight", b64(w1)}, {"bias", b64(b1)}},
+                 {{"in", 6}, {"out", 1}, {"weight", b64(std::vector<float>(6, -1))},
+                  {"bias", b64({0})}}}}};
+  absl::StatusOr<Policy> p = Policy::Parse(j.dump());
+  EXPECT_TRUE(p.ok()) << p.status();
+  return *std::move(p);
+}
+
+// The cost model's score of a fake state's key ("knobs 5 2 7").
+double DistanceScore(const std::string& key) {
+  const std::vector<int> target = FakeWorld().target;
+  std::vector<std::string> parts = absl::StrSplit(key, ' ');
+  double score = 0;
+  for (int i = 0; i < 3; ++i) {
+    int k = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(parts[i + 1], &k));
+    score -= std::abs(k - target[i]);
+  }
+  return score;
+}
+
+TEST(SearchAlgorithms, ALoopSetPolicyTimesTheEpisodeItsCostModelRanksFirst) {
+  const Policy policy = LoopSetWithDistanceCost();
+  const auto trial = [&policy](const std::string& search, double limit) {
+    Trial t(search, limit);
+    t.world->loop_set = true;
+    t.options.policy = &policy;
+    return t;
+  };
+  // One candidate: the greedy episode, its final state the only one timed.
+  Trial greedy = trial("policy", 5);
+  greedy.options.policy_candidates = 1;
+  absl::StatusOr<SearchResult> g = greedy.Go();
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(greedy.world->measured.size(), 1u);
+  EXPECT_FALSE(g->actions.empty());  // one action at least
+  // Sixteen: still one state timed, and one the cost model ranks at least as high as the greedy
+  // episode's (which is among the candidates).
+  Trial ranked = trial("policy", 5);
+  ranked.options.policy_candidates = 16;
+  absl::StatusOr<SearchResult> r = ranked.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(ranked.world->measured.size(), 1u);
+  EXPECT_EQ(r->states_evaluated, 1);
+  EXPECT_GE(DistanceScore(ranked.world->measured[0]), DistanceScore(greedy.world->measured[0]));
+  EXPECT_EQ(r->ir, ranked.world->measured[0]);
+  // policy_guided over the same sixteen episodes: timed in the cost model's order (the first
+  // the one `policy` timed), distinct, the fastest the result.
+  Trial guided = trial("policy_guided", 60);
+  guided.options.guided_candidates = 16;
+  absl::StatusOr<SearchResult> best = guided.Go();
+  ASSERT_TRUE(best.ok()) << best.status();
+  const std::vector<std::string>& timed = guided.world->measured;
+  ASSERT_GE(timed.size(), 2u);
+  EXPECT_LE(timed.size(), 16u);
+  EXPECT_EQ(best->states_evaluated, static_cast<int64_t>(timed.size()));
+  EXPECT_EQ(std::set<std::string>(timed.begin(), timed.end()).size(), timed.size());
+  EXPECT_EQ(DistanceScore(timed[0]), DistanceScore(ranked.world->measured[0]));
+  double fastest = 0;
+  for (size_t i = 0; i < timed.size(); ++i) {
+    if (i > 0) EXPECT_LE(DistanceScore(timed[i]), DistanceScore(timed[i - 1])) << i;
+    std::vector<int> knobs;
+    for (absl::string_view part : absl::StrSplit(timed[i].substr(6), ' ')) {
+      int k = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(part, &k));
+      knobs.push_back(k);
+    }
+    fastest = std::max(fastest, guided.world->Gflops(knobs));
+  }
+  EXPECT_DOUBLE_EQ(best->gflops, fastest);
+  // A time limit that ends before the second timing: the first is timed, nothing else.
+  Trial short_guided = trial("policy_guided", 0.012);
+  ASSERT_TRUE(short_guided.Go().ok());
+  EXPECT_EQ(short_guided.world->measured.size(), 1u);
 }
 
 // Tuning records: every kernel the world measured is reported once, in order, with actions that

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from looptool import records as records_lib
 from looptool.connection import Connection
 from looptool.env import LoopToolEnv
-from looptool.rl import loop_set, policy_file
+from looptool.rl import loop_set, plan_cost, policy_file
 
 Array = npt.NDArray[Any]
 OBSERVE = [loop_set.OBSERVATION, "action_mask"]
@@ -400,6 +400,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--samples", type=int, default=4, help="sampled episodes per program a round")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--round-epochs", type=int, default=100)
+    p.add_argument("--cost-epochs", type=int, default=80,
+                   help="the cost model (plan_cost.py) trained on every train record and kept "
+                        "in the policy file; 0: none")
+    p.add_argument("--cost-hidden", default="128,128", help="its hidden layers")
     args = p.parse_args(argv)
     import torch
     from looptool.server import LocalServer
@@ -425,14 +429,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 losses += train(net, data, args.round_epochs, args.lr / 2, seed=args.seed + r)
                 history.append(dict(stats, round=r, examples=int(len(data[2]))))
                 print(f"round {r}: {json.dumps(history[-1])}", file=sys.stderr)
+            cost: Optional[plan_cost.PlanCost] = None
+            cost_stats: Dict[str, Any] = {}
+            if args.cost_epochs > 0:
+                cost, cost_stats = plan_cost.fit_records(
+                    args.records, args.cost_epochs,
+                    [int(h) for h in args.cost_hidden.split(",")], seed=args.seed)
+                print(f"cost model: {json.dumps(cost_stats)}", file=sys.stderr)
             seconds = time.time() - t0
             policy = net.to_policy({
+                "cost": cost_stats,
                 "expert_iteration": history,
                 "command": "python3 -m looptool.rl.imitate " + " ".join(argv or sys.argv[1:]),
                 "records": os.path.basename(args.records), "seed": args.seed,
                 "demonstrations": len(demos), "examples": int(len(data[2])),
                 "epochs": args.epochs, "final_loss": losses[-1],
                 "train_seconds": round(seconds, 1)})
+            policy.cost = cost
             policy.save(args.out)
             print(f"train accuracy {accuracy(policy, data):.3f}; wrote {args.out}",
                   file=sys.stderr)

@@ -18,7 +18,9 @@ server's `action_mask`. Greedy acting: the best allowed action, or stop when sto
 
 The policy file is the format of policy_file.py with kind "loop_set", preprocess "none",
 input_size = the row width, num_actions = 560, and the layers "trunk" (list), "mix", "head",
-"query", "key", "value". client/cpp/policy.cc reads the same file and computes the same numbers.
+"query", "key", "value", and optionally "cost": a cost model over the `plan_features` of the
+states its episodes end in (plan_cost.py), which ranks them untimed. client/cpp/policy.cc reads
+the same file and computes the same numbers.
 """
 
 import json
@@ -27,7 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from looptool.rl import policy_file
+from looptool.rl import plan_cost, policy_file
 
 LEVELS = 16
 TILE_SIZES = (2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256)
@@ -75,7 +77,8 @@ class LoopSetPolicy:
 
     def __init__(self, trunk: Sequence[Tuple[Any, Any]], mix: Tuple[Any, Any],
                  head: Tuple[Any, Any], query: Tuple[Any, Any], key: Tuple[Any, Any],
-                 value: Tuple[Any, Any], meta: Optional[Dict[str, Any]] = None) -> None:
+                 value: Tuple[Any, Any], meta: Optional[Dict[str, Any]] = None,
+                 cost: Optional[plan_cost.PlanCost] = None) -> None:
         def f32(layer: Tuple[Any, Any]) -> Layer:
             return (np.asarray(layer[0], np.float32), np.asarray(layer[1], np.float32))
         self.kind = KIND
@@ -85,6 +88,7 @@ class LoopSetPolicy:
         self.mix, self.head, self.query, self.key, self.value = (
             f32(mix), f32(head), f32(query), f32(key), f32(value))
         self.meta = dict(meta or {})
+        self.cost = cost  # ranks the states episodes end in (plan_cost.py); None: none
         self.input_size = int(self.trunk[0][0].shape[1])
         self.num_actions = NUM_ACTIONS
         width = self.input_size
@@ -141,13 +145,16 @@ class LoopSetPolicy:
         def layer(t: Layer) -> Dict[str, Any]:
             return {"in": int(t[0].shape[1]), "out": int(t[0].shape[0]),
                     "weight": policy_file._encode(t[0]), "bias": policy_file._encode(t[1])}
-        return json.dumps({
+        d = {
             "format": policy_file.FORMAT, "version": policy_file.VERSION, "kind": KIND,
             "action_space": self.action_space, "observation_space": self.observation_space,
             "input_size": self.input_size, "num_actions": NUM_ACTIONS, "preprocess": "none",
             "trunk": [layer(t) for t in self.trunk], "mix": layer(self.mix),
             "head": layer(self.head), "query": layer(self.query), "key": layer(self.key),
-            "value": layer(self.value), "meta": self.meta}) + "\n"
+            "value": layer(self.value), "meta": self.meta}
+        if self.cost is not None:
+            d["cost"] = self.cost.to_dict()
+        return json.dumps(d) + "\n"
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "LoopSetPolicy":
@@ -158,7 +165,8 @@ class LoopSetPolicy:
             return (policy_file._decode(spec["weight"], (spec["out"], spec["in"])),
                     policy_file._decode(spec["bias"], (spec["out"],)))
         return cls([layer(t) for t in d["trunk"]], layer(d["mix"]), layer(d["head"]),
-                   layer(d["query"]), layer(d["key"]), layer(d["value"]), d.get("meta"))
+                   layer(d["query"]), layer(d["key"]), layer(d["value"]), d.get("meta"),
+                   plan_cost.PlanCost.from_dict(d["cost"]) if "cost" in d else None)
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:

@@ -1,0 +1,77 @@
+#include "client/cpp/plan_cost.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace looptool::client {
+
+absl::StatusOr<PlanCost> PlanCost::Create(std::vector<std::string> names,
+                                          std::vector<double> mean, std::vector<double> scale,
+                                          std::vector<DenseLayer> layers) {
+  const auto bad = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("cost model: ", what));
+  };
+  if (names.empty() || mean.size() != names.size() || scale.size() != names.size()) {
+    return bad("names, mean and scale must be non-empty and of one length");
+  }
+  if (std::any_of(scale.begin(), scale.end(), [](double s) { return !(s > 0); })) {
+    return bad("every scale must be positive");
+  }
+  int width = static_cast<int>(names.size());
+  for (const DenseLayer& l : layers) {
+    if (l.in != width || l.out < 1 || l.weight.size() != size_t(l.in) * l.out ||
+        l.bias.size() != size_t(l.out)) {
+      return bad("layer sizes do not chain");
+    }
+    width = l.out;
+  }
+  if (layers.empty() || width != 1) return bad("the last layer must give one number");
+  PlanCost c;
+  c.names_ = std::move(names);
+  c.mean_ = std::move(mean);
+  c.scale_ = std::move(scale);
+  c.layers_ = std::move(layers);
+  return c;
+}
+
+double PlanCost::Score(const std::vector<double>& features) const {
+  std::vector<double> h(features.size());
+  for (size_t i = 0; i < features.size(); ++i) h[i] = (features[i] - mean_[i]) / scale_[i];
+  for (size_t k = 0; k < layers_.size(); ++k) {
+    const DenseLayer& l = layers_[k];
+    std::vector<double> y(l.out);
+    for (int o = 0; o < l.out; ++o) {
+      const float* w = &l.weight[size_t(o) * l.in];
+      double sum = l.bias[o];
+      for (int i = 0; i < l.in; ++i) sum += double(w[i]) * h[i];
+      y[o] = k + 1 < layers_.size() ? std::max(sum, 0.0) : sum;
+    }
+    h.swap(y);
+  }
+  return h[0];
+}
+
+absl::StatusOr<double> PlanCost::ScoreJson(absl::string_view plan_features_json) const {
+  const nlohmann::json j = nlohmann::json::parse(plan_features_json.begin(),
+                                                 plan_features_json.end(), nullptr,
+                                                 /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError("plan_features is not a JSON object");
+  }
+  std::vector<double> features(names_.size(), 0.0);
+  for (size_t i = 0; i < names_.size(); ++i) {
+    const auto it = j.find(names_[i]);
+    if (it == j.end()) continue;
+    if (!it->is_number()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan_features: ", names_[i], " is not a number"));
+    }
+    features[i] = it->get<double>();
+  }
+  return Score(features);
+}
+
+}  // namespace looptool::client
