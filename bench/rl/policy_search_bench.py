@@ -4,6 +4,11 @@ its guided search against the default search, per program, on one server in one 
     bazel build //client/cpp:looptool //service:looptool-server && \\
       /usr/bin/python3 bench/rl/policy_search_bench.py [--policy=loop_set] [--sets=...]
 
+All on one server, in this order per set: the untrained network (--untrained; it pays each
+program's one-time reference run, which the server verifies kernels against), the policy, its
+greedy episode alone (--greedy), policy_guided, evolution; a kernel an earlier one timed is
+not timed again (the server's cache), so policy_guided may find the policy's kernel timed.
+
 Sets: the 25 test matmuls of mm64_256_16_range-v0 (tune_bench's choice), the 12 off-grid matmuls,
 every layer of resnet18-v0, mobilenet_v2-v0 and bert_base-v0 (never trained on), and the first
 --catalog-count test programs of each other catalog dataset. For each program, on one server (one
@@ -21,6 +26,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -118,12 +124,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "its cost model too (same sizes, untrained)")
     p.add_argument("--policy-candidates", type=int, default=16,
                    help="--search=policy: episodes ranked by the policy's cost model (1: greedy)")
+    p.add_argument("--baselines", default="",
+                   help="NAME=POLICY,...: other policies (any kind, e.g. RL from scratch) whose "
+                        "--search=policy runs on the same server after the untrained one: a "
+                        "column of ratios each, and a baselines table")
     p.add_argument("--greedy", action="store_true",
                    help="also the greedy episode alone (--policy_candidates=1)")
     args = p.parse_args(argv)
+    baselines = [tuple(x.split("=", 1)) for x in args.baselines.split(",") if x]
+    if any(len(b) != 2 for b in baselines):
+        raise SystemExit("--baselines: NAME=POLICY,...")
     if args.untrained == "auto":
-        args.untrained = untrained_like(args.policy, os.path.join(args.out,
-                                                                  args.name + "_untrained.json"))
+        args.untrained = untrained_like(args.policy, os.path.join(
+            tempfile.mkdtemp(prefix="untrained-"), "loop_set_untrained.json"))
     rows: List[Dict[str, object]] = []
     started = time.time()
     with LocalServer(args.server) as server, Connection(server.address) as conn:
@@ -133,7 +146,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for which in dict.fromkeys(w for w, _ in programs):
             uris = [u for w, u in programs if w == which]
             print(f"{which}: {len(uris)} programs", file=sys.stderr, flush=True)
+            # The untrained network first: it pays each program's one-time reference run (the
+            # interpreter's outputs the server verifies every kernel against), the others don't.
             ranked = [f"--policy_candidates={args.policy_candidates}"]
+            untrained = (tune(args.cli, server.address, uris, "policy", 60, args.untrained,
+                              ranked) if args.untrained else {})
+            others = {name: tune(args.cli, server.address, uris, "policy", 60, path, ranked)
+                      for name, path in baselines}
             policy = tune(args.cli, server.address, uris, "policy", 60, args.policy, ranked)
             greedy = (tune(args.cli, server.address, uris, "policy", 60, args.policy,
                            ["--policy_candidates=1"]) if args.greedy else {})
@@ -141,8 +160,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                           args.policy)
             search = tune(args.cli, server.address, uris, "evolution", args.search_seconds,
                           args.policy)
-            untrained = (tune(args.cli, server.address, uris, "policy", 60, args.untrained,
-                              ranked) if args.untrained else {})
             for u in uris:
                 if u not in policy or u not in search:
                     continue
@@ -161,10 +178,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     row["greedy_gflops"] = float(greedy[u]["gflops"])  # type: ignore[arg-type]
                     row["greedy_seconds"] = float(greedy[u]["seconds"])  # type: ignore
                     row["greedy_ratio"] = row["greedy_gflops"] / g_search if g_search else 0.0
+                for name, results in others.items():
+                    if u in results:
+                        g = float(results[u]["gflops"])  # type: ignore[arg-type]
+                        row[f"{name}_ratio"] = g / g_search if g_search else 0.0
                 row["policy_ratio"] = row["policy_gflops"] / g_search if g_search else 0.0
                 row["guided_ratio"] = row["guided_gflops"] / g_search if g_search else 0.0
                 if u in untrained:
                     row["untrained_gflops"] = float(untrained[u]["gflops"])  # type: ignore
+                    row["untrained_seconds"] = float(untrained[u]["seconds"])  # type: ignore
+                    row["untrained_ratio"] = (row["untrained_gflops"] / g_search  # type: ignore
+                                              if g_search else 0.0)
                     row["trained_over_untrained"] = (
                         row["policy_gflops"] / row["untrained_gflops"]  # type: ignore[operator]
                         if row["untrained_gflops"] else 0.0)
@@ -201,6 +225,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      f"{geomean(gr):.3f} | {min(gr):.3f} | "
                      f"{sum(gsecs) / len(gsecs):.2f} ({max(gsecs):.2f}) | "
                      f"{geomean([float(r.get('trained_over_untrained', 0)) for r in rs]):.2f} |")
+    columns = [("untrained", "untrained_ratio")] if args.untrained else []
+    columns += [(name, f"{name}_ratio") for name, _ in baselines]
+    columns += ([("greedy", "greedy_ratio")] if args.greedy else []) + [
+        ("policy", "policy_ratio"), (f"policy_guided {args.guided_seconds:g} s", "guided_ratio")]
+    if len(columns) > 2:
+        lines += ["", "Every policy on one harness: `--search=policy` (each kind's own episode, "
+                  "only its final state timed) over the default search, geomean per set.", "",
+                  "| set | " + " | ".join(c for c, _ in columns) + " |",
+                  "|---|" + "---:|" * len(columns)]
+        for which, rs in groups:
+            cells = []
+            for _, key in columns:
+                got = [float(r[key]) for r in rs if float(r.get(key, 0)) > 0]  # type: ignore
+                cells.append(f"{geomean(got):.3f}" + (f" ({len(got)} of {len(rs)})"
+                                                       if len(got) < len(rs) else ""))
+            lines.append(f"| {which} | " + " | ".join(cells) + " |")
     lines += ["", f"Per program: {args.name}.csv."]
     with open(os.path.join(args.out, args.name + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")

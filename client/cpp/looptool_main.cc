@@ -72,7 +72,7 @@ ABSL_FLAG(std::string, policy, "",
 ABSL_FLAG(int, policy_candidates, 16,
           "policy, with a loop_set policy that has a cost model: its likeliest episodes, untimed, "
           "and the one its cost model ranks first timed (1: the greedy episode only), 1..1024");
-ABSL_FLAG(int, guided_candidates, 64,
+ABSL_FLAG(int, guided_candidates, 256,
           "policy_guided, with a loop_set policy: its likeliest episodes, timed in the order its "
           "cost model ranks them while the time lasts, 1..1024");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");

@@ -1,6 +1,7 @@
 #include "client/cpp/plan_cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,7 +11,8 @@ namespace looptool::client {
 
 absl::StatusOr<PlanCost> PlanCost::Create(std::vector<std::string> names,
                                           std::vector<double> mean, std::vector<double> scale,
-                                          std::vector<DenseLayer> layers) {
+                                          std::vector<DenseLayer> layers,
+                                          double loss_weight) {
   const auto bad = [](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("cost model: ", what));
   };
@@ -29,11 +31,15 @@ absl::StatusOr<PlanCost> PlanCost::Create(std::vector<std::string> names,
     width = l.out;
   }
   if (layers.empty() || width != 1) return bad("the last layer must give one number");
+  if (!(loss_weight >= 0) || !std::isfinite(loss_weight)) {
+    return bad("loss_weight must be a number >= 0");
+  }
   PlanCost c;
   c.names_ = std::move(names);
   c.mean_ = std::move(mean);
   c.scale_ = std::move(scale);
   c.layers_ = std::move(layers);
+  c.loss_weight_ = loss_weight;
   return c;
 }
 

@@ -156,9 +156,14 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
         ASSIGN_OR_RETURN(Layer l, layer(c["layers"][i], absl::StrCat("cost.layers[", i, "]")));
         layers.push_back(std::move(l));
       }
+      double loss_weight = 0;
+      if (c.contains("loss_weight")) {
+        if (!c["loss_weight"].is_number()) return Bad("cost.loss_weight is not a number");
+        loss_weight = c["loss_weight"].get<double>();
+      }
       absl::StatusOr<PlanCost> cost = PlanCost::Create(
           std::move(names), std::vector<double>(mean.begin(), mean.end()),
-          std::vector<double>(scale.begin(), scale.end()), std::move(layers));
+          std::vector<double>(scale.begin(), scale.end()), std::move(layers), loss_weight);
       if (!cost.ok()) return Bad(cost.status().message());
       p.cost_ = *std::move(cost);
     }

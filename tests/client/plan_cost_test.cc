@@ -77,8 +77,11 @@ TEST(PlanCost, ALoopSetPolicyFileCarriesOne) {
   j.erase("cost");
   EXPECT_EQ(Policy::Parse(j.dump()).value().cost_model(), nullptr);
   j["cost"] = TinyCost();
+  EXPECT_EQ(Policy::Parse(j.dump()).value().cost_model()->loss_weight(), 0);
+  j["cost"]["loss_weight"] = 0.5;
   const Policy p = Policy::Parse(j.dump()).value();
   ASSERT_NE(p.cost_model(), nullptr);
+  EXPECT_EQ(p.cost_model()->loss_weight(), 0.5);
   EXPECT_THAT(p.cost_model()->names(), ::testing::ElementsAre("a", "b"));
   EXPECT_DOUBLE_EQ(p.cost_model()->Score({5, 4}), 6.5);
   // A copy of the policy carries its own.
@@ -113,6 +116,12 @@ TEST(PlanCost, APolicyFileWithABadOneIsRefusedSayingWhy) {
   c = TinyCost();
   c["layers"][1]["weight"] = "***";
   EXPECT_THAT(error(c), HasSubstr("cost.layers[1].weight is not valid base64"));
+  c = TinyCost();
+  c["loss_weight"] = "0.5";
+  EXPECT_THAT(error(c), HasSubstr("cost.loss_weight is not a number"));
+  c = TinyCost();
+  c["loss_weight"] = -1;
+  EXPECT_THAT(error(c), HasSubstr("loss_weight must be a number >= 0"));
   c = TinyCost();
   c["layers"] = json::array();
   EXPECT_THAT(error(c), HasSubstr("cost is not an object"));

@@ -19,7 +19,7 @@ import torch
 from cpp_policy_scores import POLICY_SCORES, cpp_scores
 from looptool import Connection, LocalServer, LoopToolEnv
 from looptool import records
-from looptool.rl import imitate, loop_set, plan_cost
+from looptool.rl import episodes, imitate, loop_set, plan_cost
 
 SERVER = "service/looptool-server"
 CLI = "client/cpp/looptool"
@@ -243,6 +243,34 @@ class LoopSetTest(unittest.TestCase):
             self.assertLessEqual(guided["states_evaluated"], 5)
             self.assertGreater(guided["gflops"], 0)
             self.assertTrue(guided["actions"])
+            # With a cost model: Python's ranked rollout and C++'s --search=policy choose the
+            # same episode of the same eight, each timing that one only.
+            policy.cost = plan_cost.train(plan_cost.dataset(records.load(SAMPLE)), epochs=5,
+                                          hidden=(16,), pairs_per_epoch=5_000, seed=2)
+            policy.save(path)
+            with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                             reward_space=None) as env:
+                eps = episodes.likely_episodes(env, "benchmark://user-v0/ranked", d.program,
+                                               policy, count=8)
+                try:
+                    self.assertEqual(eps[0].actions, r.actions)  # the greedy one first
+                    self.assertEqual(eps[0].loss, 0.0)
+                    self.assertEqual(len({e.features for e in eps}), len(eps))
+                    self.assertGreater(len(eps), 2)
+                    self.assertEqual([e.loss for e in eps], sorted(e.loss for e in eps))
+                finally:
+                    for e in eps:
+                        e.env.close()
+                ranked = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
+                                                 policy, count=8)
+            self.assertIn(ranked.actions, [e.actions for e in eps])
+            out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
+                                  f"--policy={path}", "--policy_candidates=8",
+                                  f"--server={self.server.address}", "--json"],
+                                 check=True, capture_output=True, text=True).stdout
+            result = json.loads(out.strip().splitlines()[-1])
+            self.assertEqual(result["actions"], ranked.actions)
+            self.assertEqual(result["states_evaluated"], 1)
 
 
 if __name__ == "__main__":

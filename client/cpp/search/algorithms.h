@@ -67,7 +67,8 @@ absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& 
                                                              const Clock& clock);
 
 // Sorts `episodes` by their score, best first: the policy's cost model on their plan_features
-// where it has one, else the server's predicted_gflops where it predicts, else likelihood.
+// less its loss_weight() times their loss where it has one, else the server's predicted_gflops
+// where it predicts, else likelihood.
 absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& episodes);
 
 // policy_guided for a loop_set policy: LikelyEpisodes (at most options.guided_candidates, in

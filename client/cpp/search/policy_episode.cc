@@ -55,7 +55,7 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
       options.policy_candidates > 1) {
     // The likeliest episodes, untimed; the one the policy's cost model ranks first is timed.
     ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
-                     LikelyEpisodes(start, policy, options.depth, options.policy_candidates,
+                     LikelyEpisodes(start, policy, options.policy_depth, options.policy_candidates,
                                     deadline, clock));
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
     PolicyEpisodeEnd& chosen = episodes.front();
@@ -71,7 +71,8 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
   // before its first action.
   std::set<std::vector<float>> visited;
   const bool stop_on_cycle = policy.kind() == Policy::Kind::kLoopSet;
-  for (int d = 0; d < options.depth; ++d) {
+  const int depth = stop_on_cycle ? options.policy_depth : options.depth;
+  for (int d = 0; d < depth; ++d) {
     const Value* features = r.Find(observation);
     if (features == nullptr) {
       return absl::FailedPreconditionError(

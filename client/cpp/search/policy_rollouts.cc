@@ -136,8 +136,12 @@ absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& e
     e.score = -e.loss;  // without a cost model's or the server's guess: the most likely first
     if (cost != nullptr) {
       absl::StatusOr<Value> features = e.source->Observe("plan_features");
-      if (!features.ok()) continue;
+      if (!features.ok()) {  // not planned (refused): the last to time
+        e.score = -std::numeric_limits<double>::infinity();
+        continue;
+      }
       ASSIGN_OR_RETURN(e.score, cost->ScoreJson(features->text));
+      e.score -= cost->loss_weight() * e.loss;
     } else {
       absl::StatusOr<Value> predicted = e.source->Observe("predicted_gflops");
       if (predicted.ok() && predicted->number > 0) e.score = std::log2(predicted->number);
@@ -158,7 +162,7 @@ absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const Sear
   // 1. Episodes, the most likely first, in at most 40% of the time; 2. ranked untimed.
   ASSIGN_OR_RETURN(
       std::vector<PolicyEpisodeEnd> episodes,
-      LikelyEpisodes(start, policy, options.depth, options.guided_candidates,
+      LikelyEpisodes(start, policy, options.policy_depth, options.guided_candidates,
                      t0 + absl::Seconds(0.4 * options.time_limit_seconds), clock));
   RETURN_IF_ERROR(RankEpisodes(policy, episodes));
   // 3. Timed in that order while time is left (the first whatever the time); the fastest wins.

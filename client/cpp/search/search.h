@@ -79,6 +79,7 @@ struct SearchOptions {
   SearchSpec search;                    // evolution
   double time_limit_seconds = 10;
   int depth = 10;                       // LoopTune's episode length
+  int policy_depth = 16;                // a loop_set policy's episodes: actions at most
   uint64_t seed = 0;                    // random's and evolution's
   // policy and policy_guided: the policy (nullptr: Policy::Default(), the sketch_value one);
   // evolution: its seed (nullptr: Policy::LoopTuneDqn()). It must act in the session's action
@@ -92,7 +93,7 @@ struct SearchOptions {
   int policy_candidates = 16;
   // policy_guided, with a loop_set policy: its likeliest episodes up to this many, timed in the
   // order its cost model (or the server's) ranks them while the time lasts.
-  int guided_candidates = 64;
+  int guided_candidates = 256;
   // evolution: the policy's greedy episode seeds the population before the random rollouts,
   // so that the search starts from a good schedule (evolution.h says how a policy of another
   // space or a sketch_value policy seeds). Skipped when nothing fits, and when two or more of

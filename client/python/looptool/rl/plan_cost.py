@@ -10,6 +10,10 @@ so the host's peak drops out. An MLP:
     x = (plan_features[names] - mean) / scale
     s = Out(relu(L_k(... relu(L_0(x)))))
 
+An episode is ranked by s - loss_weight * loss, where loss is how much less likely than the
+policy's greedy episode it is (nats): the policy's own preference tempers the model's errors
+(loss_weight is chosen on the validation programs' episodes: bench/rl/ranking_bench.py).
+
 It is trained on tuning records (every kernel a search measured: looptool.records), where the
 plan features of each kernel are kept, and stored in the policy file under "cost" (names, mean,
 scale, layers); client/cpp/policy.cc reads the same entry and computes the same number.
@@ -43,6 +47,7 @@ class PlanCost:
     mean: Array
     scale: Array
     layers: List[Layer] = field(default_factory=list)   # ReLU between, the last one to 1
+    loss_weight: float = 0.0  # an episode's rank: predict() - loss_weight * its loss
 
     def __post_init__(self) -> None:
         self.mean = np.asarray(self.mean, np.float64)
@@ -57,6 +62,8 @@ class PlanCost:
             width = w.shape[0]
         if not self.layers or width != 1:
             raise ValueError("cost: the last layer must give one number")
+        if not (self.loss_weight >= 0 and math.isfinite(self.loss_weight)):
+            raise ValueError("cost: loss_weight must be a number >= 0")
 
     def matrix(self, features: Sequence[Mapping[str, float]]) -> Array:
         """Rows of plan features (by name; a missing name is 0) -> the model's input matrix."""
@@ -78,6 +85,7 @@ class PlanCost:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"observation_space": OBSERVATION, "names": list(self.names),
+                "loss_weight": float(self.loss_weight),
                 "mean": policy_file._encode(self.mean.astype(np.float32)),
                 "scale": policy_file._encode(self.scale.astype(np.float32)),
                 "layers": [{"in": int(w.shape[1]), "out": int(w.shape[0]),
@@ -93,7 +101,8 @@ class PlanCost:
         layers = [(policy_file._decode(s["weight"], (s["out"], s["in"])),
                    policy_file._decode(s["bias"], (s["out"],))) for s in d["layers"]]
         return cls(names, policy_file._decode(d["mean"], (n,)).astype(np.float64),
-                   policy_file._decode(d["scale"], (n,)).astype(np.float64), layers)
+                   policy_file._decode(d["scale"], (n,)).astype(np.float64), layers,
+                   float(d.get("loss_weight", 0.0)))
 
 
 # --- training ---------------------------------------------------------------------------------
@@ -217,7 +226,7 @@ def top1_regret(model: PlanCost, data: Dataset) -> List[float]:
 
 
 def fit_records(path: str, epochs: int = 80, hidden: Sequence[int] = (128, 128), seed: int = 0,
-                log: Any = None) -> Tuple[PlanCost, Dict[str, Any]]:
+                log: Any = None, loss_weight: float = 0.5) -> Tuple[PlanCost, Dict[str, Any]]:
     """A cost model trained on the train split of the records at `path`, and how well it ranks
     the validation split's runs (Spearman's rho per run; the first-ranked kernel's GFLOPS over
     the run's best)."""
@@ -228,6 +237,7 @@ def fit_records(path: str, epochs: int = 80, hidden: Sequence[int] = (128, 128),
         raise ValueError(f"{path}: no train records")
     data = dataset(train_rows)
     model = train(data, epochs, hidden, seed=seed, log=log)
+    model.loss_weight = loss_weight
     val = dataset(records_lib.load(path, split="validation"), data.names)
     rho = spearman_per_run(model, val) if len(val.y) else []
     regret = top1_regret(model, val) if len(val.y) else []
@@ -237,6 +247,7 @@ def fit_records(path: str, epochs: int = 80, hidden: Sequence[int] = (128, 128),
                    "top1_over_best_geomean":
                        float(2.0 ** np.mean(np.log2(regret))) if regret else 0.0,
                    "epochs": epochs, "hidden": list(hidden), "seed": seed,
+                   "loss_weight": loss_weight,
                    "seconds": round(time.time() - t0, 1)}
 
 
@@ -250,11 +261,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--epochs", type=int, default=80)
     p.add_argument("--hidden", default="128,128")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--loss-weight", type=float, default=0.5,
+                   help="an episode's rank: the model's score minus this times its loss")
     args = p.parse_args(argv)
     policy = loop_set.load(args.policy)
     model, stats = fit_records(args.records, args.epochs,
                                [int(h) for h in args.hidden.split(",")], args.seed,
-                               log=lambda m: print(m, file=sys.stderr))
+                               log=lambda m: print(m, file=sys.stderr),
+                               loss_weight=args.loss_weight)
     policy.cost = model
     policy.meta["cost"] = dict(stats, command="python3 -m looptool.rl.plan_cost " +
                                " ".join(argv if argv is not None else sys.argv[1:]))

@@ -1,0 +1,137 @@
+"""A loop_set policy's episodes from Python, as `looptool tune --search=policy` plays them in C++
+(client/cpp/search/policy_rollouts.cc): the likeliest episodes, untimed, and the one the
+policy's cost model ranks first timed.
+
+    from looptool.rl import episodes, loop_set
+    policy = loop_set.load("datasets/policies/loop_set.json")
+    with LoopToolEnv(conn, action_space="loop_nest", observation_space=None,
+                     reward_space=None) as env:
+        r = episodes.ranked_rollout(env, uri, program, policy, count=16)
+        r.actions, r.gflops
+
+`likely_episodes` plays the greedy episode, then the episodes that leave it (or each other) for
+one of the next three choices at a step (an action the mask allows, or stop) and go on
+greedily, the most likely first (by the log-probability given up, under the softmax of the
+policy's scores), each ending in a state no other ended in. Like the greedy episode: one action
+at least, at most `max_steps`, stopping where a state comes back.
+"""
+
+import heapq
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from looptool.env import LoopToolEnv
+from looptool.rl import loop_set
+from looptool.rl.imitate import OBSERVE, Rollout, _state
+
+ALTERNATIVES_PER_STEP = 3
+
+
+@dataclass
+class Episode:
+    actions: List[str]
+    loss: float            # nats below the greedy episode's log-probability (0: greedy)
+    env: LoopToolEnv       # a fork in the final state (the caller closes it)
+    features: bytes        # the final state's loop_features
+
+
+def _observed(env: LoopToolEnv) -> List[Any]:
+    got = env.observe(OBSERVE)
+    return [got[n] for n in OBSERVE]
+
+
+def choices(policy: loop_set.LoopSetPolicy, obs: Any, mask: Any,
+            must_act: bool) -> List[Tuple[Optional[int], float]]:
+    """The allowed choices (action index, or None for stop unless `must_act`), most likely first
+    (ties: the lower index; stop after the actions scoring as much), with log-probabilities."""
+    s = policy.scores(obs).astype(np.float64)
+    allowed = np.flatnonzero(np.asarray(mask, bool)[:loop_set.NUM_ACTIONS])
+    ranked = sorted(allowed.tolist(), key=lambda a: (-s[a], a))
+    out: List[Tuple[Optional[int], float]] = [(int(a), float(s[a])) for a in ranked]
+    if not must_act:
+        stop = float(s[loop_set.STOP])
+        at = next((i for i, (_, v) in enumerate(out) if v < stop), len(out))
+        out.insert(at, (None, stop))
+    if out:
+        top = out[0][1]
+        log_z = top + float(np.log(sum(np.exp(v - top) for _, v in out)))
+        out = [(a, v - log_z) for a, v in out]
+    return out
+
+
+def likely_episodes(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
+                    count: int = 16, max_steps: int = 16) -> List[Episode]:
+    """Up to `count` episodes from the untiled nest, the greedy one first, then the likeliest
+    others (none timed); each Episode holds a fork of `env` in its final state."""
+    names = env.action_space.names
+    branches: List[Tuple[float, int, List[int], Optional[int]]] = []
+    tie = itertools.count()
+
+    def go_on(e: LoopToolEnv, path: List[int], loss: float, values: Sequence[Any]) -> bytes:
+        visited: Set[bytes] = set()
+        while True:
+            obs, mask = _state(values)
+            key = obs.tobytes()
+            if len(path) >= max_steps or key in visited:
+                return key
+            visited.add(key)
+            cs = choices(policy, obs, mask, must_act=not path)
+            if not cs:
+                return key
+            for a, logp in cs[1:ALTERNATIVES_PER_STEP + 1]:
+                heapq.heappush(branches, (loss + cs[0][1] - logp, next(tie), list(path), a))
+            best = cs[0][0]
+            if best is None:
+                return key
+            values, _, _, _ = e.step(best, observation_spaces=OBSERVE)
+            path.append(best)
+
+    out: List[Episode] = []
+    env.reset(uri, program=program, observation_spaces=[])
+    finals: Set[bytes] = set()
+    greedy = env.fork()
+    path: List[int] = []
+    key = go_on(greedy, path, 0.0, _observed(greedy))
+    out.append(Episode([names[a] for a in path], 0.0, greedy, key))
+    finals.add(key)
+    while len(out) < count and branches:
+        loss, _, prefix, action = heapq.heappop(branches)
+        path = prefix + ([action] if action is not None else [])
+        e = env.fork()
+        if path:
+            e.multistep([names[a] for a in path], observation_spaces=[])
+        values = _observed(e)
+        key = _state(values)[0].tobytes() if action is None else go_on(e, path, loss, values)
+        if key in finals:
+            e.close()
+            continue
+        finals.add(key)
+        out.append(Episode([names[a] for a in path], loss, e, key))
+    return out
+
+
+def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
+                   count: int = 16, max_steps: int = 16) -> Rollout:
+    """The likeliest `count` episodes, the one the policy's cost model ranks first timed (its
+    score less loss_weight times the episode's loss; the greedy one when the policy has no cost
+    model)."""
+    t0 = time.perf_counter()
+    eps = likely_episodes(env, uri, program, policy, count if policy.cost else 1, max_steps)
+    try:
+        chosen = eps[0]
+        if policy.cost is not None and len(eps) > 1:
+            features = [json.loads(str(e.env.observe(["plan_features"])["plan_features"]))
+                        for e in eps]
+            scores = policy.cost.predict(features) - policy.cost.loss_weight * np.array(
+                [e.loss for e in eps])
+            chosen = eps[int(np.argmax(scores))]  # (the first on ties, as C++'s stable sort)
+        gflops = float(chosen.env.observe(["flops"])["flops"])
+        return Rollout(chosen.actions, gflops, time.perf_counter() - t0)
+    finally:
+        for e in eps:
+            e.env.close()
