@@ -553,6 +553,7 @@ TEST_F(ClientTest, EvolutionInLoopNestStartsFromTheTranslatedPolicyEpisode) {
   o.search = *ParseSearch("evolution");
   o.time_limit_seconds = 0.5;
   o.sketches = false;  // (sketches would replace the policy's seed)
+  o.retime_top = 0;     // the search's own best (re-timing may pick a runner-up of the top few)
   double first_best = -1;
   o.on_progress = [&](const SearchProgress& progress) {
     if (progress.states_evaluated == 1) first_best = progress.best_gflops;

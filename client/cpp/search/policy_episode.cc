@@ -53,10 +53,12 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
   }
   if (policy.kind() == Policy::Kind::kLoopSet && policy.cost_model() != nullptr &&
       options.policy_candidates > 1) {
-    // The likeliest episodes, untimed; the one the policy's cost model ranks first is timed.
-    ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
-                     LikelyEpisodes(start, policy, options.policy_depth, options.policy_candidates,
-                                    deadline, clock));
+    // The likeliest episodes, untimed, in half the time limit (the greedy one whatever the
+    // limit); the one the policy's cost model ranks first is timed.
+    ASSIGN_OR_RETURN(
+        std::vector<PolicyEpisodeEnd> episodes,
+        LikelyEpisodes(start, policy, options.policy_depth, options.policy_candidates,
+                       t0 + absl::Seconds(0.5 * options.time_limit_seconds), clock));
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
     PolicyEpisodeEnd& chosen = episodes.front();
     chosen.source->set_deadline(deadline);

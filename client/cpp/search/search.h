@@ -89,7 +89,8 @@ struct SearchOptions {
   // policy_guided: the policy's top actions expanded at each state.
   int policy_width = 3;
   // policy, with a loop_set policy that has a cost model: its likeliest episodes, up to this
-  // many, untimed, and the one the cost model ranks best timed (1: the greedy episode only).
+  // many in half the time limit, untimed, and the one the cost model ranks best timed (1: the
+  // greedy episode only).
   int policy_candidates = 16;
   // policy_guided, with a loop_set policy: its likeliest episodes up to this many, timed in the
   // order its cost model (or the server's) ranks them while the time lasts.

@@ -334,7 +334,9 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheEpisodeItsCostModelRanksFirst) {
   EXPECT_EQ(DistanceScore(timed[0]), DistanceScore(ranked.world->measured[0]));
   double fastest = 0;
   for (size_t i = 0; i < timed.size(); ++i) {
-    if (i > 0) EXPECT_LE(DistanceScore(timed[i]), DistanceScore(timed[i - 1])) << i;
+    if (i > 0) {
+      EXPECT_LE(DistanceScore(timed[i]), DistanceScore(timed[i - 1])) << i;
+    }
     std::vector<int> knobs;
     for (absl::string_view part : absl::StrSplit(timed[i].substr(6), ' ')) {
       int k = 0;

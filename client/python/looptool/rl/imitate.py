@@ -264,6 +264,7 @@ class Rollout:
     actions: List[str]
     gflops: float
     seconds: float
+    schedule: str = ""  # the final state's compute lines (as Demo.schedule)
 
 
 def _sample(policy: loop_set.LoopSetPolicy, obs: Array, mask: Array, temperature: float,
@@ -308,8 +309,9 @@ def rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPo
         actions.append(names[a])
         values, _, _, _ = env.step(a, observation_spaces=OBSERVE)
         obs, mask = _state(values)
-    gflops = float(env.observe(["flops"])["flops"])
-    return Rollout(actions, gflops, time.perf_counter() - t0)
+    final = env.observe(["flops", "ir"])
+    return Rollout(actions, float(final["flops"]), time.perf_counter() - t0,
+                   _schedule_lines(str(final["ir"]), ("compute ",)))
 
 
 def timed(env: LoopToolEnv, uri: str, program: str, actions: Sequence[str]) -> float:
@@ -367,7 +369,9 @@ def expert_round(conn: Connection, demos: Sequence[Demo], policy: loop_set.LoopS
             top = max(episodes, key=lambda e: e.gflops)
             if top.gflops > 1.02 * best_now:  # beyond timing noise
                 improved += 1
-                out.append(Demo(pid, best.program, top.actions, top.gflops, 0))
+                # (its schedule too: replay() teaches it along the canonical path, not the
+                # sampled episode's order, which would teach noise)
+                out.append(Demo(pid, best.program, top.actions, top.gflops, 0, top.schedule))
                 out += [Demo(d.program_id, d.program, d.actions, d.gflops, d.rank + 1) for d in ds]
             else:
                 out += ds
