@@ -7,6 +7,10 @@ recorded best schedule from the untiled nest, greedily, in Python and through `l
 --search=policy` alike, and a round of expert iteration keeps every demonstration and adopts only
 the policy's own faster episodes."""
 
+import contextlib
+import copy
+import csv
+import io
 import json
 import os
 import subprocess
@@ -166,6 +170,84 @@ class LoopSetTest(unittest.TestCase):
             self.assertEqual(run.returncode, 1)
             self.assertIn("cost.mean holds", run.stderr)
 
+    def test_a_stopped_imitation_resumed_ends_with_the_weights_of_one_never_stopped(self):
+        obs, mask, target, weight = imitate.replay(self.conn, self.demos).arrays()
+        data = (obs, mask, target, weight)
+        torch.manual_seed(5)
+        whole = loop_set.network(hidden=(32,), key=8)
+        init = copy.deepcopy(whole.state_dict())
+        saved = {}
+
+        def keep(epoch, loss, state):
+            if epoch == 3:  # the state after the fourth epoch, as a checkpoint file holds it
+                buf = io.BytesIO()
+                torch.save(state(), buf)
+                saved["state"] = buf.getvalue()
+
+        losses = imitate.train(whole, data, epochs=8, lr=3e-3, batch=16, seed=1, on_epoch=keep)
+        self.assertEqual(len(losses), 8)
+        stopped = loop_set.network(hidden=(32,), key=8)
+        stopped.load_state_dict(init)
+        resume = torch.load(io.BytesIO(saved["state"]))
+        self.assertEqual(resume["epoch"], 4)
+        # (different weights at the start: the checkpoint's must win)
+        torch.nn.init.zeros_(next(stopped.parameters()))
+        epochs_run = []
+        resumed = imitate.train(stopped, data, epochs=8, lr=3e-3, batch=16, seed=1,
+                                resume=resume, on_epoch=lambda e, l, s: epochs_run.append(e))
+        self.assertEqual(epochs_run, [4, 5, 6, 7])
+        self.assertEqual(resumed, losses)
+        for (name, a), (_, b) in zip(whole.state_dict().items(), stopped.state_dict().items()):
+            self.assertTrue(torch.equal(a, b), name)
+
+    def test_the_command_writes_its_curve_and_checkpoints_and_resumes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "p.json")
+            flags = [f"--records={SAMPLE}", f"--out={out}", f"--servers={self.server.address}",
+                     "--top=1", "--epochs=4", "--hidden=16", "--cost-epochs=0",
+                     "--curve-every=2", "--checkpoint-every=2", "--no-progress"]
+            with contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                self.assertEqual(imitate.main(flags), 0)
+            with open(os.path.join(tmp, "p_curve.csv"), newline="") as f:
+                rows = list(csv.DictReader(f))
+            self.assertTrue(os.path.exists(os.path.join(tmp, "p_curve.png")))
+            with open(out) as f:
+                examples = json.load(f)["meta"]["examples"]
+            self.assertEqual([int(r["epoch"]) for r in rows], [0, 2, 4])
+            self.assertEqual([int(r["examples_seen"]) for r in rows],
+                             [0, 2 * examples, 4 * examples])
+            self.assertEqual({int(r["env_steps"]) for r in rows}, {examples})
+            self.assertEqual({int(r["records_kernels"]) for r in rows},
+                             {len(records.load(SAMPLE))})
+            self.assertEqual({r["validation_below_0.8"] for r in rows} - {"0", "1"}, set())
+            for r in rows:
+                self.assertGreater(float(r["validation_greedy_geomean"]), 0)
+            seconds = [float(r["train_seconds"]) for r in rows]
+            self.assertEqual(seconds, sorted(seconds))
+            ckpt = torch.load(out + ".checkpoint.pt")
+            self.assertEqual((ckpt["epoch"], ckpt["epochs"], ckpt["examples"]), (4, 4, examples))
+            with open(out) as f:
+                first = json.load(f)
+            # Resumed at its end: nothing left to train, the same weights written again.
+            os.remove(out)
+            with contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                self.assertEqual(imitate.main(flags + ["--resume"]), 0)
+            with open(out) as f:
+                again = json.load(f)
+            self.assertEqual({k: v for k, v in again.items() if k != "meta"},
+                             {k: v for k, v in first.items() if k != "meta"})
+            self.assertGreater(len(json.dumps(first)), 1000)
+            with open(os.path.join(tmp, "p_curve.csv"), newline="") as f:
+                self.assertEqual([int(r["epoch"]) for r in csv.DictReader(f)], [0, 2, 4])
+            # A checkpoint of another run's length is refused, saying so.
+            with contextlib.redirect_stderr(io.StringIO()), \
+                    contextlib.redirect_stdout(io.StringIO()), \
+                    self.assertRaisesRegex(SystemExit, "run of 4 epochs"):
+                imitate.main([f if f != "--epochs=4" else "--epochs=6" for f in flags]
+                             + ["--resume"])
+
     def test_canonical_paths(self):
         start = "C[m, n] += A[m, k] * B[k, n]\nm=1003 n=821 k=127\ncompute 1: m(1003) k(127) n(821)\n"
         # tiles per variable innermost first, then interchanges placing loops outermost first
@@ -209,7 +291,8 @@ class LoopSetTest(unittest.TestCase):
         # the policy's own episode where it beat the record by 2% (timed in this run).
         demos, stats = imitate.expert_round(self.conn, self.demos, policy, samples=2,
                                             temperature=1.0, seed=0)
-        self.assertEqual(set(stats), {"greedy_geomean", "improved"})
+        self.assertEqual(set(stats), {"greedy_geomean", "improved", "steps"})
+        self.assertGreaterEqual(stats["steps"], 8 * 3)  # three episodes a program, one step each
         self.assertGreater(stats["greedy_geomean"], 0)
         firsts = [x for x in demos if x.rank == 0]
         self.assertEqual(sorted(x.program_id for x in firsts),

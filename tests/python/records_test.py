@@ -70,6 +70,10 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(sum(s["kernels"].values()), len(rows))
         self.assertEqual(sum(k["kernels"] for k in s["per_kind"].values()), len(rows))
         self.assertEqual(sum(s["programs"].values()), len({x.program_id for x in rows}))
+        # the sample: 8 runs of 3 s, from one generator (33 s from first start to last end)
+        self.assertEqual(s["runs"], 8)
+        self.assertAlmostEqual(s["search_seconds"], 8 * 3.0)
+        self.assertAlmostEqual(s["span_seconds"], 32.839, places=3)
         for k in s["per_kind"].values():
             self.assertGreater(k["best_fraction_of_peak"], 0)
             self.assertLessEqual(k["best_fraction_of_peak"], 1.2)

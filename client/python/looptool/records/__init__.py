@@ -153,8 +153,10 @@ def best_per_program(records: Iterable[Record], host: Optional[str] = None) -> D
 
 
 def summary(path: str) -> Dict[str, object]:
-    """Counts (programs, runs and kernels per split, kernels per kind and host) and the best
-    fraction of peak and of the roofline per kind."""
+    """Counts (programs, runs and kernels per split, kernels per kind and host), what the runs
+    cost (search_seconds: their time limits added up; span_seconds: from the first run's start
+    to the last one's end, as the wall clock saw it when one generator wrote them all) and the
+    best fraction of peak and of the roofline per kind."""
     db = connect(path)
     try:
         out: Dict[str, object] = {
@@ -166,6 +168,11 @@ def summary(path: str) -> Dict[str, object]:
                             .fetchall()),
             "hosts": dict(db.execute("SELECT host_cpu || ' (' || isa || ')', count(*) FROM "
                                      "records GROUP BY host_cpu, isa").fetchall()),
+            "search_seconds":
+                float(db.execute("SELECT coalesce(sum(time_limit), 0) FROM runs").fetchone()[0]),
+            "span_seconds": float(db.execute(
+                "SELECT coalesce(max(started_unix + time_limit) - min(started_unix), 0) FROM runs")
+                .fetchone()[0]),
             "evaluation_programs_known":
                 db.execute("SELECT count(*) FROM evaluation_programs").fetchone()[0],
         }

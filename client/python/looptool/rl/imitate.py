@@ -14,6 +14,13 @@ With --rounds=N, N rounds of expert iteration follow: per train program the poli
 episode and --samples sampled ones (softmax at --temperature) are timed beside the recorded best
 (re-timed in the same run); an episode faster than it (by 2%) becomes the program's first
 demonstration; the network trains on the new set (--round-epochs, half the learning rate).
+
+Imitation is checkpointed every --checkpoint-every epochs (<out>.checkpoint.pt: weights, Adam's
+state, the schedule and the sampler's generator); --resume goes on from there and ends with the
+weights of a run never stopped. --curve-every=N writes the learning curve (the greedy policy on
+the validation programs every N epochs, against epochs, examples, environment steps and wall
+time with the records' generation beside it) as <out's name>_curve.csv and .png. --progress (the
+default on a terminal) shows a progress bar over the epochs.
 """
 
 import argparse
@@ -24,7 +31,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -223,16 +230,40 @@ def replay(conn: Connection, demos: Sequence[Demo], progress: bool = False,
 
 
 def train(net: Any, data: Tuple[Array, Array, Array, Array], epochs: int, lr: float = 1e-3,
-          batch: int = 256, seed: int = 0, log: Any = None) -> List[float]:
-    """Cross-entropy over the allowed actions; returns the mean loss of each epoch."""
+          batch: int = 256, seed: int = 0, log: Any = None,
+          on_epoch: Optional[Callable[[int, float, Callable[[], Dict[str, Any]]], None]] = None,
+          resume: Optional[Dict[str, Any]] = None, progress: bool = False) -> List[float]:
+    """Cross-entropy over the allowed actions; returns the mean loss of each epoch.
+
+    After each epoch, on_epoch(epoch, loss, state) where state() is everything `resume` needs to
+    go on as if never stopped: the weights, Adam's moments, the cosine schedule, the sampler's
+    generator and the losses so far (train(..., resume=state()) on a network of the same shape
+    ends with the same weights, bit for bit, as the run that was not stopped)."""
     import torch
     torch.manual_seed(seed)
     obs, mask, target, weight = (torch.from_numpy(a) for a in data)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(epochs, 1))
     gen = torch.Generator().manual_seed(seed)
-    losses = []
-    for epoch in range(epochs):
+    losses: List[float] = []
+    first = 0
+    if resume is not None:
+        net.load_state_dict(resume["net"])
+        opt.load_state_dict(resume["opt"])
+        sched.load_state_dict(resume["sched"])
+        gen.set_state(resume["gen"])
+        losses = list(resume["losses"])
+        first = int(resume["epoch"])
+
+    def state() -> Dict[str, Any]:
+        return {"epoch": len(losses), "net": net.state_dict(), "opt": opt.state_dict(),
+                "sched": sched.state_dict(), "gen": gen.get_state(), "losses": list(losses)}
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=epochs, initial=first, unit="epoch", file=sys.stderr)
+    for epoch in range(first, epochs):
         perm = torch.randperm(len(target), generator=gen)
         total, count = 0.0, 0
         for i in range(0, len(perm), batch):
@@ -247,8 +278,15 @@ def train(net: Any, data: Tuple[Array, Array, Array, Array], epochs: int, lr: fl
             count += len(idx)
         sched.step()
         losses.append(total / count)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
         if log is not None and (epoch % 25 == 0 or epoch == epochs - 1):
             log(f"epoch {epoch}: loss {losses[-1]:.4f}")
+        if on_epoch is not None:
+            on_epoch(epoch, losses[-1], state)
+    if bar is not None:
+        bar.close()
     return losses
 
 
@@ -323,14 +361,19 @@ def timed(env: LoopToolEnv, uri: str, program: str, actions: Sequence[str]) -> f
 
 
 def evaluate(conn: Connection, demos: Sequence[Demo], policy: loop_set.LoopSetPolicy,
-             max_steps: int = 16) -> List[Dict[str, Any]]:
-    """Per program: the policy's greedy schedule and the best record's, both timed now."""
+             max_steps: int = 16,
+             record_gflops: Optional[Dict[int, float]] = None) -> List[Dict[str, Any]]:
+    """Per program: the policy's greedy schedule and the best record's, both timed now (the
+    record's taken from `record_gflops` where it has the program: a curve times them once)."""
     env = LoopToolEnv(conn, action_space="loop_nest", observation_space=None, reward_space=None)
     rows = []
     try:
         for d in demos:
             r = rollout(env, _uri(d.program_id), d.program, policy, max_steps)
-            best = timed(env, _uri(d.program_id), d.program, d.actions)
+            if record_gflops is not None and d.program_id in record_gflops:
+                best = record_gflops[d.program_id]
+            else:
+                best = timed(env, _uri(d.program_id), d.program, d.actions)
             rows.append({"program_id": d.program_id, "policy_gflops": r.gflops,
                          "record_gflops": best, "ratio": r.gflops / best if best > 0 else 0.0,
                          # the record's path replayed here at under half its recorded speed:
@@ -349,14 +392,14 @@ def expert_round(conn: Connection, demos: Sequence[Demo], policy: loop_set.LoopS
     policy's greedy episode and `samples` sampled ones are timed beside the program's best demo,
     re-timed now; the fastest of them all becomes the program's rank-0 demonstration (the others
     of `demos` follow it). Returns the new demos and what happened (greedy / best ratio, the
-    share of programs where a policy episode beat the records)."""
+    share of programs where a policy episode beat the records, the episodes' steps)."""
     rng = np.random.default_rng(seed)
     env = LoopToolEnv(conn, action_space="loop_nest", observation_space=None, reward_space=None)
     by_program: Dict[int, List[Demo]] = {}
     for d in demos:
         by_program.setdefault(d.program_id, []).append(d)
     out: List[Demo] = []
-    greedy_ratios, improved = [], 0
+    greedy_ratios, improved, steps = [], 0, 0
     try:
         for pid, ds in by_program.items():
             best = ds[0]
@@ -365,6 +408,7 @@ def expert_round(conn: Connection, demos: Sequence[Demo], policy: loop_set.LoopS
             episodes = [rollout(env, uri, best.program, policy, max_steps)]
             episodes += [rollout(env, uri, best.program, policy, max_steps, temperature, rng)
                          for _ in range(samples)]
+            steps += sum(len(e.actions) for e in episodes)
             greedy_ratios.append(episodes[0].gflops / best_now if best_now > 0 else 1.0)
             top = max(episodes, key=lambda e: e.gflops)
             if top.gflops > 1.02 * best_now:  # beyond timing noise
@@ -378,12 +422,96 @@ def expert_round(conn: Connection, demos: Sequence[Demo], policy: loop_set.LoopS
     finally:
         env.close()
     return out, {"greedy_geomean": geomean(greedy_ratios),
-                 "improved": improved / max(len(by_program), 1)}
+                 "improved": improved / max(len(by_program), 1), "steps": steps}
 
 
 def geomean(xs: Sequence[float]) -> float:
     xs = [x for x in xs if x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
+
+
+def summarize(rows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """evaluate()'s rows as the validation line: geomean, min and count below 0.8 of the ratios
+    whose record reproduced."""
+    ratios = [row["ratio"] for row in rows if row["reproduced"]]
+    return {"validation_programs": len(rows), "records_not_reproduced": len(rows) - len(ratios),
+            "geomean": geomean(ratios), "min": min(ratios, default=0),
+            "below_0.8": sum(1 for x in ratios if x < 0.8),
+            "mean_seconds": float(np.mean([r["seconds"] for r in rows])) if rows else 0.0}
+
+
+class Curve:
+    """The learning curve: at chosen epochs the greedy policy on the validation programs (each
+    record timed once, at the first point), against epochs, examples seen, environment steps and
+    wall time (the records' generation and the curve's own evaluations apart), written as
+    CSV and PNG after every point."""
+
+    def __init__(self, conn: Connection, val: Sequence[Demo], records_path: str, out_dir: str,
+                 name: str, max_steps: int) -> None:
+        self.conn, self.val, self.max_steps = conn, list(val), max_steps
+        self.out_dir, self.name = out_dir, name
+        info = records_lib.summary(records_path)
+        self.records_kernels = int(sum(info["kernels"].values()))  # type: ignore[attr-defined]
+        self.records_seconds = float(info["span_seconds"])  # type: ignore[arg-type]
+        self.record_gflops: Optional[Dict[int, float]] = None
+        self.rows: List[Dict[str, Any]] = []
+        self.evaluation_seconds = 0.0
+        self.offset = 0.0
+
+    def keep_until(self, epoch: int) -> None:
+        """Resuming: the points already written up to `epoch` stay (their records' times do
+        not: the next point times the records again)."""
+        import csv
+        path = os.path.join(self.out_dir, self.name + ".csv")
+        if not os.path.exists(path):
+            return
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                if row["phase"] == "imitation" and int(row["epoch"]) <= epoch:
+                    self.rows.append({k: (v if k == "phase" else float(v))
+                                      for k, v in row.items()})
+        if self.rows:  # the stopped run's training time counts
+            self.offset = float(self.rows[-1]["train_seconds"])
+
+    def point(self, phase: str, epoch: int, examples_seen: int, env_steps: int, loss: float,
+              policy: loop_set.LoopSetPolicy, since: float) -> Dict[str, Any]:
+        t = time.time()
+        rows = evaluate(self.conn, self.val, policy, self.max_steps, self.record_gflops)
+        if self.record_gflops is None:
+            self.record_gflops = {r["program_id"]: r["record_gflops"] for r in rows}
+        v = summarize(rows)
+        row = {"phase": phase, "epoch": epoch, "examples_seen": examples_seen,
+               "env_steps": env_steps,
+               "train_seconds": round(self.offset + t - since - self.evaluation_seconds, 1),
+               "records_kernels": self.records_kernels,
+               "records_seconds": round(self.records_seconds, 1), "loss": round(loss, 5),
+               "validation_greedy_geomean": round(v["geomean"], 4),
+               "validation_below_0.8": v["below_0.8"]}
+        self.evaluation_seconds += time.time() - t
+        self.rows.append(row)
+        self.write()
+        return row
+
+    def write(self) -> None:
+        from looptool.rl import report
+        os.makedirs(self.out_dir, exist_ok=True)
+        report.write_csv(os.path.join(self.out_dir, self.name + ".csv"), self.rows)
+        plt = report.pyplot()
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+        hours = [(self.records_seconds + r["train_seconds"]) / 3600 for r in self.rows]
+        vals = [r["validation_greedy_geomean"] for r in self.rows]
+        ax1.plot([r["epoch"] for r in self.rows], vals, "o-")
+        ax1.set_xlabel("epoch")
+        ax1.set_ylabel("greedy episode / best record (geomean)")
+        ax2.plot(hours, vals, "o-")
+        ax2.set_xlabel("hours, records' generation included")
+        for ax in (ax1, ax2):
+            ax.grid(alpha=0.3)
+        fig.suptitle(f"loop_set imitation: {len(self.val)} validation programs; "
+                     f"{report.host_label()}", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(os.path.join(self.out_dir, self.name + ".png"), dpi=110)
+        plt.close(fig)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -408,7 +536,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="the cost model (plan_cost.py) trained on every train record and kept "
                         "in the policy file; 0: none")
     p.add_argument("--cost-hidden", default="128,128", help="its hidden layers")
+    p.add_argument("--curve-every", type=int, default=0,
+                   help="every N epochs (and before the first, after the last and after each "
+                        "round) the greedy policy on the validation programs: the learning "
+                        "curve, <curve-dir>/<out's name>_curve.csv and .png; 0: none")
+    p.add_argument("--curve-dir", default="", help="where the curve goes (default: beside --out)")
+    p.add_argument("--checkpoint-every", type=int, default=25,
+                   help="imitation epochs between checkpoints (<out>.checkpoint.pt); 0: none")
+    p.add_argument("--resume", action="store_true",
+                   help="continue imitation from <out>.checkpoint.pt where it stopped (the same "
+                        "weights as a run never stopped)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                   default=sys.stderr.isatty(),
+                   help="a progress bar over the epochs (default: when stderr is a terminal)")
     args = p.parse_args(argv)
+    if args.curve_every < 0 or args.checkpoint_every < 0:
+        p.error("--curve-every and --checkpoint-every take 0 or more epochs")
+    checkpoint_path = args.out + ".checkpoint.pt"
+    if args.resume and not os.path.exists(checkpoint_path):
+        p.error(f"--resume: no checkpoint at {checkpoint_path}")
     import torch
     from looptool.server import LocalServer
     torch.manual_seed(args.seed)
@@ -423,16 +569,60 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             data = replay(conn, demos, progress=True).arrays()
             print(f"{len(data[2])} examples", file=sys.stderr)
             net = loop_set.network(hidden=[int(h) for h in args.hidden.split(",")])
+            val = best_demos(args.records, "validation", 1)[:args.validate]
+            examples = int(len(data[2]))
+            env_steps = examples  # states visited replaying the demonstrations
+            curve = None
+            if args.curve_every > 0:
+                curve = Curve(conn, val, args.records,
+                              args.curve_dir or os.path.dirname(os.path.abspath(args.out)),
+                              os.path.splitext(os.path.basename(args.out))[0] + "_curve",
+                              args.max_steps)
+            resume = None
+            if args.resume:
+                import torch
+                resume = torch.load(checkpoint_path)
+                if resume.get("examples") != examples or resume.get("epochs") != args.epochs:
+                    raise SystemExit(f"{checkpoint_path} is of a run of {resume.get('epochs')} "
+                                     f"epochs over {resume.get('examples')} examples, not "
+                                     f"{args.epochs} over {examples}: resume with its flags")
+                print(f"resumed from {checkpoint_path} at epoch {resume['epoch']}",
+                      file=sys.stderr)
+                if curve is not None:
+                    curve.keep_until(int(resume["epoch"]))
+            elif curve is not None:
+                curve.point("imitation", 0, 0, env_steps, float("nan"), net.to_policy(), t0)
+
+            def on_epoch(epoch: int, loss: float, state: Callable[[], Dict[str, Any]]) -> None:
+                done = epoch + 1
+                if args.checkpoint_every and (done % args.checkpoint_every == 0
+                                              or done == args.epochs):
+                    import torch
+                    tmp = checkpoint_path + ".tmp"
+                    torch.save(dict(state(), examples=examples, epochs=args.epochs), tmp)
+                    os.replace(tmp, checkpoint_path)
+                if curve is not None and (done % args.curve_every == 0 or done == args.epochs):
+                    row = curve.point("imitation", done, done * examples, env_steps, loss,
+                                      net.to_policy(), t0)
+                    print(f"curve: {json.dumps(row)}", file=sys.stderr)
+
             losses = train(net, data, args.epochs, args.lr, seed=args.seed,
-                           log=lambda m: print(m, file=sys.stderr))
+                           log=lambda m: print(m, file=sys.stderr), on_epoch=on_epoch,
+                           resume=resume, progress=args.progress)
             history: List[Dict[str, Any]] = []
+            seen = args.epochs * examples
             for r in range(args.rounds):
                 demos, stats = expert_round(conn, demos, net.to_policy(), args.samples,
                                             args.temperature, args.seed + r, args.max_steps)
                 data = replay(conn, demos).arrays()
+                env_steps += int(stats["steps"]) + int(len(data[2]))
                 losses += train(net, data, args.round_epochs, args.lr / 2, seed=args.seed + r)
+                seen += args.round_epochs * int(len(data[2]))
                 history.append(dict(stats, round=r, examples=int(len(data[2]))))
                 print(f"round {r}: {json.dumps(history[-1])}", file=sys.stderr)
+                if curve is not None:
+                    curve.point(f"round {r}", args.epochs + (r + 1) * args.round_epochs, seen,
+                                env_steps, losses[-1], net.to_policy(), t0)
             cost: Optional[plan_cost.PlanCost] = None
             cost_stats: Dict[str, Any] = {}
             if args.cost_epochs > 0:
@@ -440,7 +630,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     args.records, args.cost_epochs,
                     [int(h) for h in args.cost_hidden.split(",")], seed=args.seed)
                 print(f"cost model: {json.dumps(cost_stats)}", file=sys.stderr)
-            seconds = time.time() - t0
+            seconds = time.time() - t0 - (curve.evaluation_seconds if curve else 0.0)
             policy = net.to_policy({
                 "cost": cost_stats,
                 "expert_iteration": history,
@@ -453,20 +643,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             policy.save(args.out)
             print(f"train accuracy {accuracy(policy, data):.3f}; wrote {args.out}",
                   file=sys.stderr)
-            val = best_demos(args.records, "validation", 1)[:args.validate]
             rows = evaluate(conn, val, policy, args.max_steps)
             for row in rows:
                 print(f"{row['program_id']:5d} {row['ratio']:.3f} {row['policy_gflops']:8.2f} "
                       f"{row['record_gflops']:8.2f} {row['seconds']:.3f}s "
                       f"{' '.join(row['actions'])}")
-            ratios = [row["ratio"] for row in rows if row["reproduced"]]
-            print(json.dumps({"validation_programs": len(rows),
-                              "records_not_reproduced": len(rows) - len(ratios),
-                              "geomean": geomean(ratios),
-                              "min": min(ratios, default=0), "below_0.8":
-                              sum(1 for x in ratios if x < 0.8),
-                              "mean_seconds": float(np.mean([r["seconds"] for r in rows]))
-                              if rows else 0.0}))
+            print(json.dumps(summarize(rows)))
     finally:
         if server is not None:
             server.close()

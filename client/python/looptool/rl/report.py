@@ -32,7 +32,8 @@ def write_csv(path: str, rows: Sequence[Dict[str, Any]]) -> None:
         w.writerows(rows)
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -45,7 +46,7 @@ def learning_curve(out_dir: str, curve: Sequence[Dict[str, Any]], title: str) ->
     write_csv(os.path.join(out_dir, "curve.csv"), curve)
     if not curve:
         return
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     steps = [r["env_steps"] for r in curve]
     ax.plot(steps, [r["train_fraction_of_peak"] for r in curve], label="training episodes "
@@ -84,7 +85,7 @@ def evaluation_table(out_dir: str, rows: Sequence[Dict[str, Any]], title: str) -
         f.write("\n".join(lines) + "\n")
     if not rows:
         return
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(7, 0.25 * len(rows)), 4))
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], [100 * r["start_gflops"] / r["peak"] for r in rows], 0.4,
