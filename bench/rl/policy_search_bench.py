@@ -125,15 +125,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--policy-candidates", type=int, default=16,
                    help="--search=policy: episodes ranked by the policy's cost model (1: greedy)")
     p.add_argument("--baselines", default="",
-                   help="NAME=POLICY,...: other policies (any kind, e.g. RL from scratch) whose "
-                        "--search=policy runs on the same server after the untrained one: a "
+                   help="NAME=POLICY[@N],...: other policies (any kind, e.g. RL from scratch) "
+                        "whose --search=policy runs on the same server after the untrained one "
+                        "(with --policy_candidates=N where given, else --policy-candidates): a "
                         "column of ratios each, and a baselines table")
     p.add_argument("--greedy", action="store_true",
                    help="also the greedy episode alone (--policy_candidates=1)")
     args = p.parse_args(argv)
-    baselines = [tuple(x.split("=", 1)) for x in args.baselines.split(",") if x]
-    if any(len(b) != 2 for b in baselines):
-        raise SystemExit("--baselines: NAME=POLICY,...")
+    baselines = []
+    for spec in (x for x in args.baselines.split(",") if x):
+        name, _, path = spec.partition("=")
+        path, at, count = path.partition("@")
+        if not name or not path or (at and not count.isdigit()):
+            raise SystemExit(f"--baselines: NAME=POLICY[@N],... (got {spec!r})")
+        baselines.append((name, path, [f"--policy_candidates={count}"] if at else None))
     if args.untrained == "auto":
         args.untrained = untrained_like(args.policy, os.path.join(
             tempfile.mkdtemp(prefix="untrained-"), "loop_set_untrained.json"))
@@ -151,8 +156,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             ranked = [f"--policy_candidates={args.policy_candidates}"]
             untrained = (tune(args.cli, server.address, uris, "policy", 60, args.untrained,
                               ranked) if args.untrained else {})
-            others = {name: tune(args.cli, server.address, uris, "policy", 60, path, ranked)
-                      for name, path in baselines}
+            others = {name: tune(args.cli, server.address, uris, "policy", 60, path,
+                                 flags or ranked)
+                      for name, path, flags in baselines}
             policy = tune(args.cli, server.address, uris, "policy", 60, args.policy, ranked)
             greedy = (tune(args.cli, server.address, uris, "policy", 60, args.policy,
                            ["--policy_candidates=1"]) if args.greedy else {})
@@ -226,7 +232,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      f"{sum(gsecs) / len(gsecs):.2f} ({max(gsecs):.2f}) | "
                      f"{geomean([float(r.get('trained_over_untrained', 0)) for r in rs]):.2f} |")
     columns = [("untrained", "untrained_ratio")] if args.untrained else []
-    columns += [(name, f"{name}_ratio") for name, _ in baselines]
+    columns += [(name, f"{name}_ratio") for name, _, _ in baselines]
     columns += ([("greedy", "greedy_ratio")] if args.greedy else []) + [
         ("policy", "policy_ratio"), (f"policy_guided {args.guided_seconds:g} s", "guided_ratio")]
     if len(columns) > 2:
