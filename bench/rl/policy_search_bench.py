@@ -35,6 +35,7 @@ sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"), os.path.join(ROOT
 
 from looptool.connection import Connection  # noqa: E402
 from looptool.rl import benchmarks as B  # noqa: E402
+from looptool.rl import report  # noqa: E402
 from looptool.server import LocalServer  # noqa: E402
 
 CATALOG = ["conv2d-v0", "pool-v0", "reduce-v0", "transpose-v0", "elementwise-v0", "mm_relu-v0"]
@@ -248,9 +249,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                        if len(got) < len(rs) else ""))
             lines.append(f"| {which} | " + " | ".join(cells) + " |")
     lines += ["", f"Per program: {args.name}.csv."]
-    with open(os.path.join(args.out, args.name + ".md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    report.write_markdown(os.path.join(args.out, args.name + ".md"), lines)
     return 0
 
 

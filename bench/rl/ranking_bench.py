@@ -26,7 +26,7 @@ sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"), os.path.join(ROOT
 
 from looptool import Connection, LocalServer, LoopToolEnv  # noqa: E402
 from looptool.errors import ServiceError  # noqa: E402
-from looptool.rl import episodes, imitate, loop_set  # noqa: E402
+from looptool.rl import episodes, imitate, loop_set, report  # noqa: E402
 
 
 def collect(server_binary: str, policy: loop_set.LoopSetPolicy, records: str, split: str,
@@ -106,9 +106,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             r = np.array(ratios)
             cells.append(f"{math.exp(np.mean(np.log(r))):.3f} ({r.min():.2f}, {(r < 0.8).sum()})")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    with open(os.path.join(args.out, args.name + ".md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    report.write_markdown(os.path.join(args.out, args.name + ".md"), lines)
     return 0
 
 

@@ -169,6 +169,19 @@ class LoopSetTest(unittest.TestCase):
             run = subprocess.run([POLICY_SCORES, path, lines], capture_output=True, text=True)
             self.assertEqual(run.returncode, 1)
             self.assertIn("cost.mean holds", run.stderr)
+            # A loss_weight that is not a number >= 0: both readers refuse it, saying so.
+            for weight, says in (("0.5", "loss_weight is not a number"),
+                                 (-1, "loss_weight must be a number >= 0")):
+                bad["cost"]["names"] = model.names
+                bad["cost"]["loss_weight"] = weight
+                with open(path, "w") as f:
+                    json.dump(bad, f)
+                with self.assertRaisesRegex(ValueError, says):
+                    loop_set.load(path)
+                run = subprocess.run([POLICY_SCORES, path, lines], capture_output=True,
+                                     text=True)
+                self.assertEqual(run.returncode, 1)
+                self.assertIn(says, run.stderr)
 
     def test_a_stopped_imitation_resumed_ends_with_the_weights_of_one_never_stopped(self):
         obs, mask, target, weight = imitate.replay(self.conn, self.demos).arrays()
@@ -247,6 +260,18 @@ class LoopSetTest(unittest.TestCase):
                     self.assertRaisesRegex(SystemExit, "run of 4 epochs"):
                 imitate.main([f if f != "--epochs=4" else "--epochs=6" for f in flags]
                              + ["--resume"])
+            # A checkpoint that is not one, or is missing: refused, saying so.
+            with open(out + ".checkpoint.pt", "wb") as f:
+                f.write(b"not a checkpoint")
+            with contextlib.redirect_stderr(io.StringIO()), \
+                    contextlib.redirect_stdout(io.StringIO()), \
+                    self.assertRaisesRegex(SystemExit, "is not an imitation checkpoint"):
+                imitate.main(flags + ["--resume"])
+            os.remove(out + ".checkpoint.pt")
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
+                imitate.main(flags + ["--resume"])
+            self.assertIn("--resume: no checkpoint at", err.getvalue())
 
     def test_canonical_paths(self):
         start = "C[m, n] += A[m, k] * B[k, n]\nm=1003 n=821 k=127\ncompute 1: m(1003) k(127) n(821)\n"
@@ -354,6 +379,22 @@ class LoopSetTest(unittest.TestCase):
             result = json.loads(out.strip().splitlines()[-1])
             self.assertEqual(result["actions"], ranked.actions)
             self.assertEqual(result["states_evaluated"], 1)
+            # loss_weight counts on both sides: the model alone (weight 0) picks another episode
+            # than the greedy one here; so heavy that no model score outweighs the likelihood,
+            # both choose the greedy episode (the only one of loss 0).
+            self.assertNotEqual(ranked.actions, r.actions)
+            policy.cost.loss_weight = 1e6
+            policy.save(path)
+            with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                             reward_space=None) as env:
+                heavy = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
+                                                policy, count=8)
+            self.assertEqual(heavy.actions, r.actions)
+            out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
+                                  f"--policy={path}", "--policy_candidates=8",
+                                  f"--server={self.server.address}", "--json"],
+                                 check=True, capture_output=True, text=True).stdout
+            self.assertEqual(json.loads(out.strip().splitlines()[-1])["actions"], r.actions)
 
 
 if __name__ == "__main__":

@@ -581,7 +581,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             resume = None
             if args.resume:
                 import torch
-                resume = torch.load(checkpoint_path)
+                try:
+                    resume = torch.load(checkpoint_path)
+                except Exception as e:  # (pickle, zip and torch errors alike)
+                    raise SystemExit(f"{checkpoint_path} is not an imitation checkpoint: {e}")
+                keys = {"epoch", "epochs", "examples", "net", "opt", "sched", "gen", "losses"}
+                if not isinstance(resume, dict) or not keys <= set(resume):
+                    raise SystemExit(f"{checkpoint_path} is not an imitation checkpoint (it "
+                                     f"lacks {sorted(keys - set(resume or {}))})")
                 if resume.get("examples") != examples or resume.get("epochs") != args.epochs:
                     raise SystemExit(f"{checkpoint_path} is of a run of {resume.get('epochs')} "
                                      f"epochs over {resume.get('examples')} examples, not "

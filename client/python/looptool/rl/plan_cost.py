@@ -23,6 +23,7 @@ scale, layers); client/cpp/policy.cc reads the same entry and computes the same 
 """
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -100,9 +101,12 @@ class PlanCost:
         n = len(names)
         layers = [(policy_file._decode(s["weight"], (s["out"], s["in"])),
                    policy_file._decode(s["bias"], (s["out"],))) for s in d["layers"]]
+        loss_weight = d.get("loss_weight", 0.0)
+        if isinstance(loss_weight, bool) or not isinstance(loss_weight, (int, float)):
+            raise ValueError("cost: loss_weight is not a number")  # (as client/cpp/policy.cc)
         return cls(names, policy_file._decode(d["mean"], (n,)).astype(np.float64),
                    policy_file._decode(d["scale"], (n,)).astype(np.float64), layers,
-                   float(d.get("loss_weight", 0.0)))
+                   float(loss_weight))
 
 
 # --- training ---------------------------------------------------------------------------------
@@ -236,8 +240,9 @@ def fit_records(path: str, epochs: int = 80, hidden: Sequence[int] = (128, 128),
     if not train_rows:
         raise ValueError(f"{path}: no train records")
     data = dataset(train_rows)
-    model = train(data, epochs, hidden, seed=seed, log=log)
-    model.loss_weight = loss_weight
+    # (replace() checks the weight as the constructor does)
+    model = dataclasses.replace(train(data, epochs, hidden, seed=seed, log=log),
+                                loss_weight=loss_weight)
     val = dataset(records_lib.load(path, split="validation"), data.names)
     rho = spearman_per_run(model, val) if len(val.y) else []
     regret = top1_regret(model, val) if len(val.y) else []
@@ -264,6 +269,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--loss-weight", type=float, default=0.5,
                    help="an episode's rank: the model's score minus this times its loss")
     args = p.parse_args(argv)
+    if not (args.loss_weight >= 0 and math.isfinite(args.loss_weight)):
+        p.error("--loss-weight must be a number >= 0")
     policy = loop_set.load(args.policy)
     model, stats = fit_records(args.records, args.epochs,
                                [int(h) for h in args.hidden.split(",")], args.seed,

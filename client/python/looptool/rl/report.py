@@ -32,6 +32,14 @@ def write_csv(path: str, rows: Sequence[Dict[str, Any]]) -> None:
         w.writerows(rows)
 
 
+def write_markdown(path: str, lines: Sequence[str]) -> None:
+    """The lines as a Markdown file, and echoed to stdout."""
+    text = "\n".join(lines) + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(text, end="")
+
+
 def pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend (no display needed)."""
     import matplotlib
