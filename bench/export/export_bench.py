@@ -31,23 +31,43 @@ BENCHMARKS = [
 ]
 
 
-def python_gflops(kernel, cpu, bound, seconds=1.0):
-    """GFLOPS of checked calls (kernel(*args, out=out)), or of a bound call (kernel.bind)."""
+def python_gflops(kernel, cpu, bound, single=False, placed=True, seconds=1.0):
+    """GFLOPS of checked calls (kernel(*args, out=out)), or of a bound call (kernel.bind).
+
+    single=False: samples of back-to-back calls lasting about 200 µs (as timeit batches), the
+    fastest sample per call. single=True: every call timed alone (perf_counter_ns around it: the
+    call's Python and ctypes cost and one clock read are charged to it), the fastest call: the
+    server's and export_timing.c's method, so that the ratio compares like with like.
+    placed=True: the arrays placed within their pages as the server placed the tensors
+    (Kernel.empty_tensors); False: kernels.empty's (a cache line, wherever numpy puts it)."""
     os.sched_setaffinity(0, {cpu})
-    import numpy as np
-    args = [kernels.empty(t.shape) for t in kernel.inputs]  # 64-byte aligned, as C's
+    if placed:
+        args, outs = kernel.empty_tensors()
+        out = outs[0] if len(outs) == 1 else outs
+    else:
+        args = [kernels.empty(t.shape) for t in kernel.inputs]
+        out = kernels.empty(kernel.outputs[0].shape) if len(kernel.outputs) == 1 else None
     for a in args:
         a[...] = 1
-    out = kernels.empty(kernel.outputs[0].shape) if len(kernel.outputs) == 1 else None
     call = kernel.bind(*args, out=out) if bound else lambda: kernel(*args, out=out)
     end = time.perf_counter() + 0.2
     calls = 0
     while time.perf_counter() < end:
         call()
         calls += 1
-    # Samples of `reps` back-to-back calls (about 200 µs of them, as timeit batches), so that
-    # Python's clock and loop are not charged to a short kernel; each call still pays its own
-    # Python and ctypes cost. The fastest sample, per call.
+    clock = time.perf_counter_ns
+    if single:
+        best_ns, spent_ns, runs = 1 << 62, 0, 0
+        while spent_ns < seconds * 1e9 or runs < 10:
+            start = clock()
+            call()
+            t = clock() - start
+            spent_ns += t
+            best_ns = min(best_ns, t)
+            runs += 1
+        return kernel.flops / best_ns
+    # Samples of `reps` back-to-back calls, so that Python's clock and loop are not charged to a
+    # short kernel; each call still pays its own Python and ctypes cost.
     reps = max(1, round(200e-6 / (0.2 / calls)))
     best, spent, runs = 1e30, 0.0, 0
     while spent < seconds or runs < 10:
@@ -88,13 +108,17 @@ def main():
             check=True, capture_output=True, text=True).stdout)
         py = python_gflops(kernel, cpu, bound=False)
         bound = python_gflops(kernel, cpu, bound=True)
-        rows.append((entry["name"], entry["gflops"], c["gflops"], py, bound,
+        single = python_gflops(kernel, cpu, bound=True, single=True)
+        anywhere = python_gflops(kernel, cpu, bound=True, single=True, placed=False)
+        rows.append((entry["name"], entry["gflops"], c["gflops"], py, bound, single, anywhere,
                      entry["peak_gflops"], entry["isa"],
                      1e6 * entry["flops"] / entry["gflops"] / 1e9))
         print(f"{entry['name']:32s} server {entry['gflops']:8.2f}  C {c['gflops']:8.2f} "
               f"({c['gflops'] / entry['gflops']:.3f}x)  Python {py:8.2f} "
               f"({py / entry['gflops']:.3f}x)  bound {bound:8.2f} "
-              f"({bound / entry['gflops']:.3f}x)", flush=True)
+              f"({bound / entry['gflops']:.3f}x)  bound single {single:8.2f} "
+              f"({single / entry['gflops']:.3f}x)  kernels.empty {anywhere:8.2f} "
+              f"({anywhere / entry['gflops']:.3f}x)", flush=True)
     host = lib.manifest["kernels"][0]["host_cpu"]
     with open(args.out, "w") as f:
         f.write("# Exported kernels against the server's own timing\n\n")
@@ -102,22 +126,31 @@ def main():
                 f" on {host}, {time.strftime('%Y-%m-%d')}: each layer tuned (evolution, "
                 f"{args.time_limit:g} s), exported with `looptool export --store`, whose server "
                 "times the kernel again (its GFLOPS below); then the exported library timed from "
-                f"C (bench/export/export_timing.c, dlopen) and from Python (`looptool.kernels`, "
-                f"numpy arguments on 64-byte boundaries (`kernels.empty`): every call checked, "
-                f"and a call checked once with "
-                f"`Kernel.bind`) on cpu {cpu}, the core the server's kernel "
+                f"C (bench/export/export_timing.c, dlopen) and from Python (`looptool.kernels`: "
+                f"every call checked, and a call checked once with `Kernel.bind`) on cpu {cpu}, "
+                "the core the server's kernel "
                 "worker used: warm-up 0.2 s, then for 1 s single runs (C, as the server's "
-                "timer) or samples of back-to-back calls lasting about 200 µs (Python, as timeit "
-                "batches: each call pays its Python and ctypes cost, the clock is read per "
-                "sample), the fastest per call. One process after another, on the same core, in "
-                "one run.\n\n")
+                "timer; and Python's bound call, `single` below: each call's Python and ctypes "
+                "cost and a clock read charged to it) or samples of back-to-back calls lasting "
+                "about 200 µs (Python, as timeit batches: each call pays its Python and ctypes "
+                "cost, the clock is read per sample), the fastest per call. The single runs "
+                "compare like with like: the fastest of single runs is never slower than the "
+                "fastest mean of a few consecutive runs, which is the batched columns' bias on "
+                "short, memory-bound kernels. C and Python place every tensor within its pages "
+                "where the server's timer does (tensor i 17 i cache lines past a page: "
+                "`Kernel.empty_tensors`), but for the `kernels.empty` column (bound, single "
+                "runs, arrays on a cache line wherever numpy puts them): a tensor's place within "
+                "its pages moves a memory-bound kernel's speed by several percent. One process "
+                "after another, on the same core, in one run.\n\n")
         f.write("| kernel | ISA | µs | server GFLOPS | C GFLOPS | C / server | Python GFLOPS | "
-                "Python / server | bound GFLOPS | bound / server | peak GFLOPS |\n"
-                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-        for name, server, c, py, bound, peak, isa, us in rows:
+                "Python / server | bound GFLOPS | bound / server | bound single GFLOPS | "
+                "single / server | kernels.empty GFLOPS | kernels.empty / server | peak GFLOPS |\n"
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+        for name, server, c, py, bound, single, anywhere, peak, isa, us in rows:
             f.write(f"| {name} | {isa} | {us:.0f} | {server:.2f} | {c:.2f} | {c / server:.3f} | "
                     f"{py:.2f} | {py / server:.3f} | {bound:.2f} | {bound / server:.3f} | "
-                    f"{peak:.1f} |\n")
+                    f"{single:.2f} | {single / server:.3f} | {anywhere:.2f} | "
+                    f"{anywhere / server:.3f} | {peak:.1f} |\n")
     print("wrote", args.out)
 
 

@@ -4,7 +4,9 @@
  *   export_timing LIB.so SYMBOL CPU FLOPS ELEMENTS...   (one element count per tensor, by id)
  *
  * Prints `{"gflops": G, "runs": N, "min_seconds": S}`. Inputs are filled with small values;
- * buffers are 64-byte aligned. SYMBOL is a kernel's raw entry (NAME_tensors). */
+ * tensor i starts 17 i cache lines past a page (modulo a page), where the server's timer places
+ * it (backend/interp AllocateTensors): a kernel's speed depends on its tensors' places within
+ * their pages. SYMBOL is a kernel's raw entry (NAME_tensors). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <sched.h>
@@ -42,8 +44,9 @@ int main(int argc, char** argv) {
   float** tensors = calloc((size_t)n, sizeof(float*));
   for (int i = 0; i < n; ++i) {
     const size_t elements = (size_t)atoll(argv[5 + i]);
-    const size_t bytes = (elements * sizeof(float) + 63) / 64 * 64;
-    tensors[i] = aligned_alloc(64, bytes);
+    const size_t offset = (size_t)i * 17 * 64 % 4096;
+    const size_t bytes = (elements * sizeof(float) + offset + 4095) / 4096 * 4096;
+    tensors[i] = (float*)((char*)aligned_alloc(4096, bytes) + offset);
     for (size_t e = 0; e < elements; ++e) tensors[i][e] = (float)((e * 7) % 5) - 2.0f;
   }
   for (double end = now() + 0.2; now() < end;) kernel(tensors);

@@ -219,6 +219,30 @@ class KernelsTest(unittest.TestCase):
         with self.assertRaisesRegex(kernels.KernelArgumentError, "input B: shape"):
             k.bind(A, B[:1], out=C)
 
+    def test_arrays_placed_as_the_server_placed_its_tensors(self):
+        for offset in (0, 64, 1088, 4032):
+            a = kernels.empty((3, 1000), page_offset=offset)
+            self.assertEqual((a.ctypes.data % 4096, a.shape, a.dtype), (offset, (3, 1000),
+                                                                           np.float32))
+        for bad in (-64, 32, 4096):
+            with self.assertRaisesRegex(ValueError, "multiple of 64"):
+                kernels.empty((4,), page_offset=bad)
+        # The server's AllocateTensors starts tensor t 17 t cache lines past a page.
+        self.assertEqual([kernels.server_page_offset(t) for t in range(5)],
+                         [0, 1088, 2176, 3264, 256])
+        k = kernels.load(self.mm).mm_tiled
+        self.assertEqual([t.name for t in k.tensors], ["C", "A", "B"])  # ids: output first
+        (A, B), (C,) = k.empty_tensors()
+        self.assertEqual([A.shape, B.shape, C.shape], [(64, 96), (96, 80), (64, 80)])
+        self.assertEqual([C.ctypes.data % 4096, A.ctypes.data % 4096, B.ctypes.data % 4096],
+                         [0, 1088, 2176])
+        rng = np.random.default_rng(5)
+        A[...] = rng.uniform(-1, 1, A.shape)
+        B[...] = rng.uniform(-1, 1, B.shape)
+        C[...] = np.nan
+        self.assertIs(k(A, B, out=C), C)
+        np.testing.assert_allclose(C, A @ B, rtol=1e-5, atol=1e-5)
+
     def test_torch_tensors_through_dlpack(self):
         import torch
         lib = kernels.load(os.path.join(self.mm, "liblooptool_kernels.so"))

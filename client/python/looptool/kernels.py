@@ -41,15 +41,34 @@ class KernelArgumentError(ValueError):
     """A kernel was called with an argument of the wrong shape, dtype, layout or number."""
 
 
-def empty(shape: Sequence[int]) -> Array:
+_PAGE = 4096
+
+
+def empty(shape: Sequence[int], page_offset: Optional[int] = None) -> Array:
     """An uninitialised float32 array of `shape` starting on a 64-byte boundary (a cache line),
     as the server's timer places tensors. Kernels accept any 4-byte aligned array, but vector
     loads of arrays off a cache line touch more lines: memory-bound kernels run slower on them
-    (numpy places large arrays 16 bytes past a page)."""
+    (numpy places large arrays 16 bytes past a page). With `page_offset` (a multiple of 64 below
+    4096), the array starts that many bytes past a page boundary: where a tensor sits within its
+    pages moves a kernel's speed by several percent (cache-set and 4 KiB aliasing between its
+    tensors); `Kernel.empty_tensors` places a kernel's tensors as the server that timed it did."""
     count = int(np.prod(shape, dtype=np.int64))
-    raw = np.empty(count + 16, dtype=np.float32)
-    start = (-raw.ctypes.data % 64) // 4
+    if page_offset is None:
+        raw = np.empty(count + 16, dtype=np.float32)
+        start = (-raw.ctypes.data % 64) // 4
+    else:
+        if page_offset < 0 or page_offset >= _PAGE or page_offset % 64:
+            raise ValueError(f"page_offset {page_offset}: a multiple of 64 in [0, {_PAGE})")
+        raw = np.empty(count + _PAGE // 4, dtype=np.float32)
+        start = ((page_offset - raw.ctypes.data) % _PAGE) // 4
     return raw[start:start + count].reshape(tuple(shape))
+
+
+def server_page_offset(tensor_id: int) -> int:
+    """Where the server's timer starts tensor `tensor_id` of a program (its id in the manifest's
+    `tensors`) within its pages: 17 cache lines per id, modulo a page (backend/interp's
+    AllocateTensors). The same place in every process, so a kernel timed there times alike."""
+    return tensor_id * 17 * 64 % _PAGE
 
 
 class TensorSpec:
@@ -199,6 +218,13 @@ class Kernel:
         pointers, outs, _ = self._prepare(args, out, named)
         self._function(pointers)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def empty_tensors(self) -> Tuple[List[Array], List[Array]]:
+        """New arrays for every input and output (in call order), each placed within its pages
+        as the server's timer placed that tensor (`server_page_offset`): the placement the
+        reported GFLOPS were measured with. Uninitialised."""
+        arrays = [empty(t.shape, server_page_offset(i)) for i, t in enumerate(self.tensors)]
+        return ([arrays[i] for i in self._input_ids], [arrays[i] for i in self._output_ids])
 
     def bind(self, *args: Any, out: Any = None, **named: Any) -> "BoundKernel":
         """The call with these arguments, checked once: calling the result runs the kernel on
