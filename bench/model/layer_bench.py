@@ -15,7 +15,16 @@ untimed; the output left in oneDNN's layout), every thread pool of the process l
 thread (OpenBLAS's too). Each time is the fastest single call within
 --ref-seconds after a warm-up, as the server times kernels. A layer's latency is FLOPs / GFLOPS;
 a model's total is the sum of weight x latency.
+
+`--layout=nhwc`: the ResNet-18 and MobileNetV2 layers as looptool.model runs them channels last
+(looptool.model.extract(rewrite=False, layout="nhwc"): the same layers, the same FLOPs, tensors
+(H, W, C) and weights W[r,s,c,k]), tuned from program files (`looptool tune --benchmark=...`);
+each layer's PyTorch time is then the faster of its NCHW call and the same call on
+channels_last tensors (PyTorch's own channels-last path), and that is the ratio's reference.
+BERT's matmuls have no layout to choose: they run as in the dataset. Results:
+bench/results/layer_bench_nhwc.md.
 """
+import tempfile
 import argparse
 import datetime
 import json
@@ -55,8 +64,10 @@ def shape(text: str) -> Tuple[int, ...]:
     return tuple(int(d) for d in text.split("x"))
 
 
-def reference_ops(ref: str) -> Tuple[Callable[[], object], Optional[Callable[[], object]]]:
-    """(PyTorch's call, oneDNN's call or None) for a reference line."""
+def reference_ops(ref: str, channels_last: bool = False
+                  ) -> Tuple[Callable[[], object], Optional[Callable[[], object]]]:
+    """(PyTorch's call, oneDNN's call or None) for a reference line; `channels_last`: PyTorch's
+    call on channels_last tensors (4-D inputs and weights), oneDNN's as without."""
     import torch
     import torch.nn.functional as F
     import torch.utils.mkldnn
@@ -71,6 +82,9 @@ def reference_ops(ref: str) -> Tuple[Callable[[], object], Optional[Callable[[],
         conv.weight.data.copy_(w)
         mk = torch.utils.mkldnn.to_mkldnn(conv)
         xm = x.to_mkldnn()
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+            w = w.contiguous(memory_format=torch.channels_last)
         return (lambda: F.conv2d(x, w, None, stride, 0, dil, groups)), (lambda: mk(xm))
     if op == "linear":
         x, w = torch.randn(shape(a["input"])), torch.randn(shape(a["weight"]))
@@ -84,12 +98,16 @@ def reference_ops(ref: str) -> Tuple[Callable[[], object], Optional[Callable[[],
         return (lambda: torch.bmm(p, q)), None
     if op in ("max_pool2d", "avg_pool2d"):
         x = torch.randn(shape(a["input"]))
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         k, s, d = int(a["kernel"]), int(a["stride"]), int(a["dilation"])
         if op == "max_pool2d":
             return (lambda: F.max_pool2d(x, k, s, 0, d)), None
         return (lambda: F.avg_pool2d(x, k, s)), None
     if op == "sum":
         x = torch.randn(shape(a["input"]))
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         return (lambda: x.sum(dim=(2, 3))), None
     if op == "add":
         x, y = torch.randn(shape(a["input"])), torch.randn(shape(a["input"]))
@@ -114,16 +132,55 @@ def fastest(call: Callable[[], object], seconds: float) -> float:
     return best
 
 
-def tune(cli: str, dataset: str, time_limit: float) -> Tuple[Dict[str, Dict], int]:
-    """Each benchmark's `looptool tune --json` result by name, and the kernel worker's core."""
-    p = subprocess.run([cli, "tune", f"--dataset={dataset}", f"--time_limit={time_limit}",
-                        "--json"], capture_output=True, text=True, check=False)
+def channels_last_programs(dataset: str) -> Dict[str, Tuple[str, str]]:
+    """For resnet18-v0 and mobilenet_v2-v0: {dataset name: (channels-last task name, its
+    program)}, layer by layer from looptool.model.extract (empty for other datasets)."""
+    model_name = {"resnet18-v0": "resnet18", "mobilenet_v2-v0": "mobilenet_v2"}.get(dataset)
+    if model_name is None:
+        return {}
+    import torch
+    import torchvision
+    sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"),
+                    os.path.join(ROOT, "client/python")]
+    from looptool.model import extract as extract_lib
+    model = getattr(torchvision.models, model_name)(weights=None).eval()
+    x = torch.zeros(1, 3, 224, 224)
+    nchw = extract_lib.extract(model, x, rewrite=False)
+    nhwc = extract_lib.extract(model, x, rewrite=False, layout="nhwc")
+    out: Dict[str, Tuple[str, str]] = {}
+    for a, b in zip(nchw.layers, nhwc.layers):
+        out.setdefault(a.task, (b.task, nhwc.tasks[b.task].program))
+    return out
+
+
+def tune(cli: str, dataset: str, time_limit: float,
+         programs: Optional[Dict[str, Tuple[str, str]]] = None) -> Tuple[Dict[str, Dict], int]:
+    """Each benchmark's `looptool tune --json` result by name, and the kernel worker's core.
+    `programs` ({name: (task, program)}): those programs tuned instead, results by name."""
+    command = [cli, "tune", f"--dataset={dataset}"]
+    tmp = None
+    if programs:
+        tmp = tempfile.TemporaryDirectory(prefix="layer_bench")
+        files = []
+        for task, program in programs.values():
+            files.append(os.path.join(tmp.name, task + ".lt"))
+            with open(files[-1], "w", encoding="utf-8") as f:
+                f.write(program)
+        command = [cli, "tune", "--benchmark=" + ",".join(files)]
+    p = subprocess.run(command + [f"--time_limit={time_limit}", "--json"], capture_output=True,
+                       text=True, check=False)
+    if tmp is not None:
+        tmp.cleanup()
     rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     if not rows:
         sys.exit(f"layer_bench: looptool tune --dataset={dataset} failed: {p.stderr.strip()}")
     m = re.search(r"kernel workers? on cpus? (\d+)", p.stderr)
     core = int(m.group(1)) if m else os.sched_getaffinity(0).pop()
-    return {r["benchmark"].rsplit("/", 1)[1]: r for r in rows}, core
+    by_name = {r["benchmark"].rsplit("/", 1)[1]: r for r in rows}
+    if programs:
+        by_name = {name: dict(by_name[task], task=task)
+                   for name, (task, _) in programs.items() if task in by_name}
+    return by_name, core
 
 
 def main() -> None:
@@ -134,18 +191,29 @@ def main() -> None:
                         help="seconds of calls per reference")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench/results/layer_bench.md"))
     parser.add_argument("--cli", default=os.path.join(ROOT, "bazel-bin/client/cpp/looptool"))
+    parser.add_argument("--layout", default="nchw", choices=("nchw", "nhwc"),
+                        help="the CNN layers as the datasets hold them (nchw) or as "
+                             "looptool.model runs them (nhwc: channels last)")
     args = parser.parse_args()
+    nhwc = args.layout == "nhwc"
+    if nhwc and args.out == parser.get_default("out"):
+        args.out = os.path.join(ROOT, "bench/results/layer_bench_nhwc.md")
     import torch
     torch.set_num_threads(1)
     lines = ["# Model layers: LoopTool against PyTorch and oneDNN, one core", "",
-             f"`/usr/bin/python3 bench/model/layer_bench.py --time-limit={args.time_limit:g}` "
+             f"`/usr/bin/python3 bench/model/layer_bench.py --time-limit={args.time_limit:g}"
+             + (" --layout=nhwc" if nhwc else "") + "` "
              f"({datetime.date.today()}, torch {torch.__version__}). Ratios are reference time "
-             "/ our time (above 1: we are faster), measured in the same run on the same core.",
+             "/ our time (above 1: we are faster), measured in the same run on the same core."
+             + (" Layers channels last (layer names: the datasets'; the tuned programs: "
+                "looptool.model's nhwc forms); PyTorch: the faster of its NCHW and "
+                "channels_last calls (`cl` marks the latter)." if nhwc else ""),
              ""]
     summary = []
     for dataset in args.dataset or DATASETS:
         layers = read_dataset(dataset)
-        tuned, core = tune(args.cli, dataset, args.time_limit)
+        programs = channels_last_programs(dataset) if nhwc else {}
+        tuned, core = tune(args.cli, dataset, args.time_limit, programs)
         os.sched_setaffinity(0, {core})
         peak = next(iter(tuned.values())).get("peak_gflops", 0)
         lines += [f"## {dataset}", "",
@@ -167,6 +235,13 @@ def main() -> None:
             ours = (flops / (r["gflops"] * 1e9)) if flops else float("nan")
             pt_call, dnn_call = reference_ops(layer["reference"])
             pt = fastest(pt_call, args.ref_seconds)
+            mark = ""
+            if programs and layer["name"] in programs and not \
+                    layer["reference"].startswith(("add", "linear", "bmm")):
+                cl = fastest(reference_ops(layer["reference"], channels_last=True)[0],
+                             args.ref_seconds)
+                if cl < pt:
+                    pt, mark = cl, " cl"
             dnn = fastest(dnn_call, args.ref_seconds) if dnn_call else None
             ours_total += layer["weight"] * ours
             torch_total += layer["weight"] * pt
@@ -177,7 +252,7 @@ def main() -> None:
             lines.append(
                 f"| {layer['name']} | {layer['weight']} | {r['gflops']:.1f} | "
                 f"{r['percent_of_peak']:.1f} | {r.get('percent_of_roofline', 0):.1f} | "
-                f"{ours * 1e3:.3f} | {pt * 1e3:.3f} | {pt / ours:.2f}x | "
+                f"{ours * 1e3:.3f} | {pt * 1e3:.3f}{mark} | {pt / ours:.2f}x | "
                 + (f"{dnn * 1e3:.3f} | {dnn / ours:.2f}x |" if dnn else "- | - |"))
             print(f"{dataset} {layer['name']}: {pt / ours:.2f}x PyTorch", file=sys.stderr)
         def geomean(ratios: List[float]) -> float:

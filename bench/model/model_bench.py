@@ -32,8 +32,12 @@ def main() -> int:
     p.add_argument("--out", default="")
     p.add_argument("--results", default="bench/results")
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--layout", default="auto", choices=("auto", "nhwc", "nchw"),
+                   help="looptool.model's layout (auto: nhwc at batch 1); a layout named here "
+                        "is in the results' file name")
     args = p.parse_args()
-    out = args.out or f"runs/model_bench_{args.model}"
+    suffix = "" if args.layout == "auto" else "_" + args.layout
+    out = args.out or f"runs/model_bench_{args.model}{suffix}"
     shape = [int(d) for d in args.input_shape.split(",")]
     model = commands.build_model(args.model, 0)
     example = commands.example_input(shape, 0)
@@ -54,17 +58,21 @@ def main() -> int:
     try:
         summary = commands.tune_model(model, example, out, time_limit=args.time_limit,
                                       servers=[s.address for s in servers], progress=False,
-                                      title=args.model, log=log, on_slice=on_slice)
+                                      title=args.model, log=log, on_slice=on_slice,
+                                      layout=args.layout)
     finally:
         for s in servers:
             s.close()
     wall = time.monotonic() - start
-    run = commands.run_model(model, example, out, repeats=args.repeats, title=args.model)
+    run = commands.run_model(model, example, out, repeats=args.repeats, title=args.model,
+                             layout=args.layout)
     report = open(os.path.join(out, "report.md")).read()
     lines = [
         f"# {args.model}: tuned over Dask on two servers, run through its kernels", "",
         f"`/usr/bin/python3 bench/model/model_bench.py --model={args.model} "
-        f"--time-limit={args.time_limit:g} --kill-after={args.kill_after:g}`", "",
+        f"--time-limit={args.time_limit:g} --kill-after={args.kill_after:g}"
+        + (f" --layout={args.layout}" if suffix else "") + "`", "",
+        f"- layout: {summary['layout']} (activations channels last: nhwc; or nchw)",
         f"- host: {os.uname().nodename}, {len(cpus)} CPUs; the servers' timing cores "
         f"{cpus[-1]} and {cpus[-2] if len(cpus) > 1 else cpus[-1]}",
         f"- time budget {summary['time_limit']:g} s in {summary['slice_seconds']:.3g} s slices; "
@@ -84,12 +92,12 @@ def main() -> int:
         "", "## Tuning report", "", report.split("\n", 2)[2],
     ]
     os.makedirs(args.results, exist_ok=True)
-    path = os.path.join(args.results, f"model_{args.model}.md")
+    path = os.path.join(args.results, f"model_{args.model}{suffix}.md")
     with open(path, "w") as f:
         f.write("\n".join(lines))
-    with open(os.path.join(args.results, f"model_{args.model}.json"), "w") as f:
+    with open(os.path.join(args.results, f"model_{args.model}{suffix}.json"), "w") as f:
         json.dump({"tune": summary, "run": run, "fault": fault, "wall_s": wall}, f, indent=1)
-    print("\n".join(lines[:9]))
+    print("\n".join(lines[:10]))
     print(log.getvalue(), file=sys.stderr)
     return 0 if run["ok"] else 1
 

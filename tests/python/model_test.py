@@ -97,6 +97,46 @@ class ExtractTest(unittest.TestCase):
             got = torch.nn.functional.conv2d(phases, torch.from_numpy(conv1.weight))
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
+    def test_the_tiny_model_channels_last(self):
+        model = tiny_models.two_convs_and_linear()
+        x = torch.randn(1, 3, 16, 16)
+        plan = extract_lib.extract(model, x, layout="nhwc")
+        self.assertEqual({n: t.program for n, t in plan.tasks.items()}, {
+            # strided as it is (lanes along k), the channel of 1s last
+            "conv_c3_k8_8x8_3x3_s2_bias_nhwc_relu":
+                "O[h,w,k] += I[2*h+r, 2*w+s, c] * W[r,s,c,k] -> relu\n"
+                "k=8 h=8 w=8 c=4 r=3 s=3\n",
+            "conv_c8_k16_8x8_3x3_s1_bias_nhwc_relu":
+                "O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k] -> relu\nk=16 h=8 w=8 c=9 r=3 s=3\n",
+            "sumpool_global_c16_8x8_nhwc": "O[c] += I[h,w,c]\nc=16 h=8 w=8\n",
+            "linear_1_16_10_bias": "y[n] += x[k] * W[k,n]\nk=17 n=10\n",
+        })
+        conv1, conv2, pool, fc = plan.layers
+        self.assertTrue(conv1.channels_last and conv2.channels_last and pool.channels_last)
+        self.assertFalse(fc.channels_last)
+        self.assertEqual((conv1.phase_stride, conv1.bias_axis, conv1.padding), (1, 2, (1, 1)))
+        self.assertEqual(conv1.kernel_input_shapes, [(17, 17, 4), (3, 3, 4, 8)])
+        self.assertEqual((conv1.kernel_output_shape, conv1.input_views), ((8, 8, 8),
+                                                                         [(16, 16, 3)]))
+        self.assertEqual((pool.kernel_input_shapes, pool.kernel_output_shape), ([(8, 8, 16)],
+                                                                               (16,)))
+        # The second convolution's weights: the nchw plan's (BatchNorm-free, bias last)
+        # transposed to W[r,s,c,k].
+        nchw = extract_lib.extract(model, x).layers[1]
+        np.testing.assert_array_equal(conv2.weight, nchw.weight.transpose(2, 3, 1, 0))
+        # The first's: BatchNorm folded, over the padded (H, W, C) input with a channel of 1s.
+        padded = torch.nn.functional.pad(x, (1, 1, 1, 1))[0].permute(1, 2, 0)[:17, :17]
+        padded = torch.cat([padded, torch.ones(17, 17, 1)], dim=2)
+        w = torch.from_numpy(conv1.weight).permute(3, 2, 0, 1)  # back to (k, c, r, s)
+        with torch.no_grad():
+            want = model.bn1(model.conv1(x))
+            got = torch.nn.functional.conv2d(padded.permute(2, 0, 1)[None], w, stride=2)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+        with self.assertRaisesRegex(extract_lib.ExtractError, "layout nhwc takes a batch of 1"):
+            extract_lib.extract(model, torch.randn(2, 3, 16, 16), layout="nhwc")
+        with self.assertRaisesRegex(extract_lib.ExtractError, "layout 'chwn': one of nchw"):
+            extract_lib.extract(model, x, layout="chwn")
+
     def test_every_kind_and_what_stays_in_pytorch(self):
         plan = extract_lib.extract(tiny_models.every_kind(), torch.randn(1, 3, 32, 32))
         self.assertEqual([(x.task, x.kernel_relu, x.epilogue()) for x in plan.layers], [
@@ -199,9 +239,10 @@ class TuneExportRunTest(unittest.TestCase):
             self.assertIn("4 layers as 4 tasks; 1 nodes left to PyTorch", p.stderr)
             summary = read_json(os.path.join(out, "tune.json"))
             self.assertEqual(sorted(r["task"] for r in summary["report"]), [
-                "conv_c3_k8_8x8_3x3_s2_phases_bias_relu", "conv_c8_k16_8x8_3x3_s1_bias_relu",
+                "conv_c3_k8_8x8_3x3_s2_bias_nhwc_relu", "conv_c8_k16_8x8_3x3_s1_bias_nhwc_relu",
                 "linear_1_16_10_bias",
-                "sumpool_global_c16_8x8"])
+                "sumpool_global_c16_8x8_nhwc"])  # batch 1: channels last by default
+            self.assertEqual(summary["layout"], "nhwc")
             self.assertEqual(len(summary["servers"]), 2)
             for r in summary["report"]:
                 self.assertGreater(r["gflops"], 0, r)
@@ -261,6 +302,28 @@ class TuneExportRunTest(unittest.TestCase):
             self.assertEqual(missing, ["maxpool_c8_8x8_3x3_s2"])
             with torch.no_grad():
                 np.testing.assert_allclose(ours(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+    def test_every_kind_channels_last_through_its_kernels(self):
+        # The same in (H, W, C): padding and the channel of 1s along the last axis, strided
+        # windows read as they are, the epilogue's bias along channels, a grouped convolution
+        # (nchw) between channels-last layers; a 15x17 image too.
+        for model, x in ((tiny_models.every_kind(), torch.randn(1, 3, 32, 32)),
+                         (tiny_models.two_convs_and_linear(), torch.randn(1, 3, 15, 17))):
+            plan = extract_lib.extract(model, x, layout="nhwc")
+            self.assertGreaterEqual(sum(layer.channels_last for layer in plan.layers), 3)
+            with tempfile.TemporaryDirectory() as out:
+                ours, missing = with_kernels(plan, self.start_schedule_library(plan, out))
+                self.assertEqual(missing, [])
+                with torch.no_grad():
+                    np.testing.assert_allclose(ours(x).numpy(), model(x).numpy(), rtol=1e-4,
+                                               atol=1e-5)
+                    # A channels-last layer hands on its output in channels_last strides (the
+                    # next one reads it without a copy).
+                    first = next(m for name, m in ours.named_children()
+                                 if name.startswith("looptool_layer_"))
+                    y = first(x)
+                    self.assertEqual(tuple(y.shape), plan.layers[0].result_shape)
+                    self.assertTrue(y.is_contiguous(memory_format=torch.channels_last))
 
     def test_a_batch_and_odd_sizes_through_their_kernels(self):
         # Batch 2 (the index n kept, no phases, the channel of 1s on axis 1) and a 15x17 image

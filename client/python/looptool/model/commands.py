@@ -17,6 +17,10 @@ magnitude (max |ours - torch| / max |torch|; exit status 1 above `--tolerance`, 
 median single-thread latency of both (PyTorch eager and ours, interleaved, on one CPU) into
 OUT/run.json and OUT/run.md.
 
+`--layout`: the activations' layout, channels last (nhwc: every convolution vectorizes along
+its channels, whatever its stride or map; looptool.model.extract's doc) or nchw; auto (the
+default) is nhwc for a batch of 1. run must be given the layout tune used.
+
 `--model` is a torchvision model name (built with random weights from `--seed`, its BatchNorm
 statistics randomized too so that folding them is exercised) or `package.module:factory` (a
 callable returning an nn.Module, used as it is). From Python, pass any nn.Module:
@@ -82,6 +86,14 @@ def build_model(spec: str, seed: int) -> torch.nn.Module:
     return net.eval()
 
 
+def resolve_layout(layout: str, example: torch.Tensor) -> str:
+    """"auto": channels last ("nhwc") for a batch of 1, else "nchw"; otherwise `layout`. tune
+    and run must extract with the same layout (their tasks' names differ)."""
+    if layout == "auto":
+        return "nhwc" if example.dim() == 4 and int(example.shape[0]) == 1 else "nchw"
+    return layout
+
+
 def example_input(shape: Sequence[int], seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 2))
 
@@ -92,7 +104,8 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
                scheduler: str = "", workers: int = 0, store: str = "",
                library: str = LIBRARY, auth_token_file: str = "", seed: int = 0,
                progress: bool = True, title: str = "model", server_flags: Sequence[str] = (),
-               log: Any = sys.stderr, on_slice: Any = None) -> Dict[str, Any]:
+               log: Any = sys.stderr, on_slice: Any = None,
+               layout: str = "auto") -> Dict[str, Any]:
     """Tunes the model's tasks and exports their kernels to OUT/kernels (module doc). Returns
     the summary written to OUT/tune.json. `on_slice(tuning.SliceResult)` sees each slice as it
     comes back; `server_flags` go to the local servers."""
@@ -101,7 +114,7 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     from looptool.model import tuning
     from looptool.rl import cluster
 
-    plan = extract_lib.extract(model, example)
+    plan = extract_lib.extract(model, example, layout=resolve_layout(layout, example))
     if not plan.tasks:
         raise ValueError("the model has no layer a kernel can compute: "
                          + "; ".join(f"{x.node}: {x.why}" for x in plan.left[:10]))
@@ -172,6 +185,7 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     table = report_lib.write(plan, run, manifest, out, title)
     summary = {
         "title": title, "input_shape": list(plan.input_shape), "layers": len(plan.layers),
+        "layout": resolve_layout(layout, example),
         "tasks": len(plan.tasks), "time_limit": time_limit, "slice_seconds": slice_seconds,
         "seconds": round(run.seconds, 2), "servers": list(srv.addresses),
         "dropped_servers": run.dropped_servers, "lost_slices": run.lost_slices,
@@ -224,13 +238,14 @@ class _OneCpu:
 
 def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
               library_dir: str = "", repeats: int = 20, warmup: int = 3,
-              tolerance: float = 1e-4, title: str = "model") -> Dict[str, Any]:
+              tolerance: float = 1e-4, title: str = "model",
+              layout: str = "auto") -> Dict[str, Any]:
     """The model through OUT/kernels against PyTorch: error and latency (module doc). Returns the
     summary written to OUT/run.json."""
     from looptool.model.replace import with_kernels
 
     library = kernels.load(library_dir or os.path.join(out, "kernels"))
-    plan = extract_lib.extract(model, example)
+    plan = extract_lib.extract(model, example, layout=resolve_layout(layout, example))
     ours, missing = with_kernels(plan, library)
     with torch.no_grad(), _OneCpu() as cpu:
         reference = model(example)
@@ -254,6 +269,7 @@ def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     summary = {
         "title": title, "input_shape": list(example.shape), "cpu": cpu,
         "max_relative_error": error, "tolerance": tolerance, "ok": error <= tolerance,
+        "layout": resolve_layout(layout, example),
         "torch_eager_ms": eager_ms, "looptool_ms": ours_ms, "speedup": eager_ms / ours_ms,
         "repeats": repeats,
         "layers": len(plan.layers), "layers_on_kernels": kernel_layers,
@@ -290,6 +306,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         s.add_argument("--input-shape", default="1,3,224,224")
         s.add_argument("--out", default="", help="default: runs/model_<model>")
         s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--layout", default="auto", choices=("auto", *extract_lib.LAYOUTS),
+                       help="activations' layout: nhwc (channels last), nchw, or auto (nhwc "
+                            "for a batch of 1); run takes the one tune used")
         if name == "tune":
             s.add_argument("--time-limit", type=float, default=0,
                            help="seconds of tuning (default: 10 per task per server)")
@@ -342,11 +361,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 servers=args.server_list, local_servers=args.local_servers,
                 scheduler=args.scheduler, workers=args.workers, store=args.store,
                 library=args.library, auth_token_file=args.auth_token_file, seed=args.seed,
-                progress=not args.no_progress, title=args.model)
+                progress=not args.no_progress, title=args.model, layout=args.layout)
             return 0 if summary["library"] and not any(r["error"] for r in summary["report"]) \
                 else 1
         summary = run_model(model, example, args.out, library_dir=args.library_dir,
-                            repeats=args.repeats, tolerance=args.tolerance, title=args.model)
+                            repeats=args.repeats, tolerance=args.tolerance, title=args.model,
+                            layout=args.layout)
         with open(os.path.join(args.out, "run.md")) as f:
             print(f.read(), end="")
         return 0 if summary["ok"] else 1

@@ -35,6 +35,21 @@ batch is 1, so a layer's program is the catalog's conv2d-v0 form):
 Convolution and pooling inputs are copied into a buffer that carries the padding (zeros, or
 -inf for max pooling) and is cropped to the rows the kernel reads (`Layer.kernel_input_shape`).
 Every other node is left to PyTorch and listed in `Plan.left` with the reason.
+
+Layouts (`extract(..., layout=)`): "nchw" (the default, the forms above) or "nhwc", batch 1:
+channels last, as oneDNN's and PyTorch's `channels_last`. Convolutions of groups 1 and depthwise
+ones, pools and 4-D adds then read and write (H, W, C) and the weights are laid out for it once,
+at extraction (not timed, as a library's weight reorder at load time):
+       groups 1               O[h,w,k] += I[S*h+D*r, S*w+D*s, c] * W[r,s,c,k]   (1x1: W[c,k])
+       depthwise              O[h,w,c] += I[S*h+D*r, S*w+D*s, c] * W[r,s,c]
+       pools                  O[h,w,c] max= I[S*h+D*r, S*w+D*s, c]; global: O[c] += I[h,w,c]
+       adds                   C[h,w,c] = A[h,w,c] + B[h,w,c]
+The vector lanes then run along the channels, whatever the stride or the map's size (strided
+convolutions need no phases; 7x7 maps leave no lanes idle). A layer's result is the kernel's
+(H, W, C) output seen as the model's (1, C, H, W) tensor in PyTorch's channels_last strides (no
+copy), so a chain of such layers passes its activations on without a repack; the first layer's
+padding copy repacks the model's NCHW input, and nodes left to PyTorch see ordinary tensors.
+Grouped convolutions and linear layers keep their forms (their inputs are copied to them).
 """
 
 import dataclasses
@@ -91,6 +106,9 @@ class Layer:
     # slot on this axis (a channel, or a feature), held at 1 by the runtime; -1: none.
     bias_axis: int = -1
     kernel_relu: bool = False        # `-> relu` in the program
+    # Channels last ("nhwc"): the kernel's tensors are (H, W, C) (global pools: (C,) out), the
+    # layer's input a (1, C, H, W) tensor read through its channels_last view.
+    channels_last: bool = False
     activation: str = ""             # epilogue: "", "relu", or "clamp"
     clamp: Tuple[float, float] = (0.0, 6.0)
 
@@ -215,10 +233,12 @@ def _sole_user(node: torch.fx.Node) -> Optional[torch.fx.Node]:
 
 
 class _Extractor:
-    def __init__(self, gm: torch.fx.GraphModule, batch: int, rewrite: bool = True) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, batch: int, rewrite: bool = True,
+                 layout: str = "nchw") -> None:
         self.gm = gm
         self.batch = batch
         self.rewrite = rewrite
+        self.nhwc = layout == "nhwc"
         self.tasks: Dict[str, Task] = {}
         self.layers: List[Layer] = []
         self.left: List[Left] = []
@@ -244,6 +264,9 @@ class _Extractor:
                 and layer.scale == 1.0):
             program = self.bias_in_kernel(layer, program)
             parts = [*parts, "bias"]
+        if layer.channels_last:
+            self.lay_out_channels_last(layer)
+            parts = [*parts, "nhwc"]
         if layer.kernel_relu:
             program = program.replace("\n", " -> relu\n", 1)
             parts = [*parts, "relu"]
@@ -276,6 +299,27 @@ class _Extractor:
         if layer.activation == "relu":
             layer.activation, layer.kernel_relu = "", True
         return "\n".join(lines)
+
+    @staticmethod
+    def lay_out_channels_last(layer: Layer) -> None:
+        """The layer's tensors from the (C, H, W) forms its weights were folded and biased in to
+        channels last: weights W[k,c,r,s] -> W[r,s,c,k] (1x1: W[k,c] -> W[c,k]), depthwise
+        W[c,r,s] -> W[r,s,c]; (C, H, W) shapes -> (H, W, C); the bias channel's axis last."""
+        def hwc(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+            return (shape[1], shape[2], shape[0]) if len(shape) == 3 else shape
+        if layer.weight is not None:
+            w = layer.weight
+            order = {("conv", 4): (2, 3, 1, 0), ("conv", 2): (1, 0),
+                     ("depthwise", 3): (1, 2, 0)}[(layer.kind, w.ndim)]
+            layer.weight = np.ascontiguousarray(w.transpose(order))
+        shapes = [hwc(s) for s in layer.kernel_input_shapes]
+        if layer.weight is not None:
+            shapes[-1] = tuple(layer.weight.shape)
+        layer.kernel_input_shapes = shapes
+        layer.kernel_output_shape = hwc(layer.kernel_output_shape)
+        layer.input_views = [hwc(v) for v in layer.input_views]
+        if layer.bias_axis == 0:
+            layer.bias_axis = 2
 
     # A layer grows by a BatchNorm (convolutions only) and an activation that alone read it.
     def grow(self, layer: Layer, last: torch.fx.Node, fold_bn: bool) -> None:
@@ -352,8 +396,9 @@ class _Extractor:
             geometry.append(f"d{dh}" if dh == dw else f"d{dh}x{dw}")
         if self.batch > 1:
             geometry.append(f"n{self.batch}")
+        channels_last = self.nhwc and (groups == 1 or (groups == c and k == c))
         phased = (self.rewrite and groups == 1 and self.batch == 1 and sh == sw and sh > 1
-                  and dh == dw == 1)
+                  and dh == dw == 1 and not channels_last)
         kin: List[Tuple[int, ...]]
         kout: Tuple[int, ...]
         views: List[Tuple[int, ...]]
@@ -391,6 +436,9 @@ class _Extractor:
             ih, iw = ("h" if sh == 1 else f"{sh}*h"), ("w" if sw == 1 else f"{sw}*w")
             program = (f"O[{bo}k,h,w] += I[{bi}c, {ih}, {iw}] * W[k,c]\n"
                        + _sizes(**bsz, k=k, h=ho, w=wo, c=c) + "\n")
+            if channels_last:
+                program = (f"O[h,w,k] += I[{ih}, {iw}, c] * W[c,k]\n"
+                           + _sizes(k=k, h=ho, w=wo, c=c) + "\n")
             parts = [f"c{c}", f"k{k}", f"{ho}x{wo}", *geometry]
             weight = weight.reshape(k, c)
             kin = [(*self.b(), c, hi, wi), (k, c)]
@@ -400,6 +448,9 @@ class _Extractor:
             kind = "conv"
             program = (f"O[{bo}k,h,w] += I[{bi}c, {ih}, {iw}] * W[k,c,r,s]\n"
                        + _sizes(**bsz, k=k, h=ho, w=wo, c=c, r=r, s=s) + "\n")
+            if channels_last:
+                program = (f"O[h,w,k] += I[{ih}, {iw}, c] * W[r,s,c,k]\n"
+                           + _sizes(k=k, h=ho, w=wo, c=c, r=r, s=s) + "\n")
             parts = [f"c{c}", f"k{k}", f"{ho}x{wo}", *geometry]
             kin = [(*self.b(), c, hi, wi), tuple(weight.shape)]
             kout = (*self.b(), k, ho, wo)
@@ -408,6 +459,9 @@ class _Extractor:
             kind = "depthwise"
             program = (f"O[{bo}c,h,w] += I[{bi}c, {ih}, {iw}] * W[c,r,s]\n"
                        + _sizes(**bsz, c=c, h=ho, w=wo, r=r, s=s) + "\n")
+            if channels_last:
+                program = (f"O[h,w,c] += I[{ih}, {iw}, c] * W[r,s,c]\n"
+                           + _sizes(c=c, h=ho, w=wo, r=r, s=s) + "\n")
             parts = [f"c{c}", f"{ho}x{wo}", *geometry]
             weight = weight.reshape(c, r, s)
             kin = [(*self.b(), c, hi, wi), (c, r, s)]
@@ -429,7 +483,8 @@ class _Extractor:
         layer = Layer(name=node.name, nodes=[node.name], inputs=[x.name], modules=[str(node.target)],
                       task="", kind=kind, kernel_input_shapes=kin, kernel_output_shape=kout,
                       result_shape=out_shape, input_views=views, padding=pad,
-                      weight=np.ascontiguousarray(weight), bias=bias)
+                      weight=np.ascontiguousarray(weight), bias=bias,
+                      channels_last=channels_last)
         if phased:
             layer.phase_stride, layer.phases_kept, layer.padded_shape = phases
         self.finish(layer, node, parts, program, fold_bn=True)
@@ -491,6 +546,9 @@ class _Extractor:
         ih, iw = _index(sh, "h", dh, "r"), _index(sw, "w", dw, "s")
         program = (f"O[{bo}c,h,w] {op} I[{bi}c, {ih}, {iw}]\n"
                    + _sizes(**bsz, c=c, h=ho, w=wo, r=r, s=s) + "\n")
+        if self.nhwc:
+            program = (f"O[h,w,c] {op} I[{ih}, {iw}, c]\n"
+                       + _sizes(c=c, h=ho, w=wo, r=r, s=s) + "\n")
         kind = "maxpool" if is_max else "sumpool"
         geometry = [f"{r}x{s}", f"s{sh}" if sh == sw else f"s{sh}x{sw}"]
         if dh != 1 or dw != 1:
@@ -502,7 +560,7 @@ class _Extractor:
                       kernel_output_shape=(*self.b(), c, ho, wo), result_shape=out_shape,
                       input_views=[(*self.b(), c, h, w)], padding=(ph, pw),
                       pad_value=-math.inf if is_max else 0.0,
-                      scale=1.0 if is_max else 1.0 / (r * s))
+                      scale=1.0 if is_max else 1.0 / (r * s), channels_last=self.nhwc)
         self.finish(layer, node, [f"c{c}", f"{ho}x{wo}", *geometry], program, fold_bn=False)
         return None
 
@@ -515,11 +573,14 @@ class _Extractor:
         n, c, h, w = in_shape
         bi, bo, bsz = self.batch_vars()
         program = f"O[{bo}c] += I[{bi}c,h,w]\n" + _sizes(**bsz, c=c, h=h, w=w) + "\n"
+        if self.nhwc:
+            program = "O[c] += I[h,w,c]\n" + _sizes(c=c, h=h, w=w) + "\n"
         parts = [f"c{c}", f"{h}x{w}"] + ([f"n{self.batch}"] if self.batch > 1 else [])
         layer = Layer(name=node.name, nodes=[node.name], inputs=[x.name], modules=[label],
                       task="", kind="sumpool", kernel_input_shapes=[(*self.b(), c, h, w)],
                       kernel_output_shape=(*self.b(), c), result_shape=out_shape,
-                      input_views=[(*self.b(), c, h, w)], scale=1.0 / (h * w))
+                      input_views=[(*self.b(), c, h, w)], scale=1.0 / (h * w),
+                      channels_last=self.nhwc)
         self.finish(layer, node, ["global", *parts], program, fold_bn=False)
         return None
 
@@ -536,7 +597,10 @@ class _Extractor:
             return "an add of tensors other than float32"
         if len(sa) > 6:
             return "an add of tensors with more than 6 dimensions"
+        channels_last = self.nhwc and len(sa) == 4
         dims = [d for d in sa if d != 1] or [1]
+        if channels_last:  # (1, C, H, W) read as (H, W, C), every axis kept
+            dims = [sa[2], sa[3], sa[1]]
         vs = [f"d{i}" for i in range(len(dims))]
         relu = False
         nxt = _sole_user(node)
@@ -550,7 +614,8 @@ class _Extractor:
         shape = tuple(dims)
         layer = Layer(name=node.name, nodes=[node.name], inputs=[a.name, b.name], modules=[],
                       task=name, kind="add", kernel_input_shapes=[shape, shape],
-                      kernel_output_shape=shape, result_shape=so, input_views=[shape, shape])
+                      kernel_output_shape=shape, result_shape=so, input_views=[shape, shape],
+                      channels_last=channels_last)
         if relu and nxt is not None:
             layer.kernel_relu = True
             layer.nodes.append(nxt.name)
@@ -627,16 +692,26 @@ def trace(model: torch.nn.Module, example: torch.Tensor) -> torch.fx.GraphModule
     return gm
 
 
-def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True) -> Plan:
+LAYOUTS = ("nchw", "nhwc")
+
+
+def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
+            layout: str = "nchw") -> Plan:
     """The model's layers, their tasks, and the nodes left to PyTorch (see the module's doc).
     `rewrite=False`: each layer's program as the model states it (strided convolutions strided,
-    biases and what follows them in the epilogue), as the model datasets hold them."""
+    biases and what follows them in the epilogue), as the model datasets hold them.
+    `layout`: "nchw", or "nhwc" (channels last; batch 1 only)."""
+    if layout not in LAYOUTS:
+        raise ExtractError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
+    if layout == "nhwc" and example.dim() >= 1 and int(example.shape[0]) != 1:
+        raise ExtractError(f"layout nhwc takes a batch of 1 (the example's is "
+                           f"{int(example.shape[0])}); use layout nchw")
     if example.dtype != torch.float32:
         raise ExtractError(f"the example input is {example.dtype}; kernels take float32")
     if example.dim() < 1:
         raise ExtractError("the example input has no batch dimension")
     gm = trace(model, example)
-    ex = _Extractor(gm, batch=int(example.shape[0]), rewrite=rewrite)
+    ex = _Extractor(gm, batch=int(example.shape[0]), rewrite=rewrite, layout=layout)
     for node in gm.graph.nodes:
         if node.name in ex.taken or node.op not in ("call_module", "call_function",
                                                     "call_method"):

@@ -7,6 +7,10 @@ phased convolution then into the kernel's phase layout; a channel of 1s carries 
 the kernel (looptool.kernels) into a new output tensor, and runs the layer's epilogue in place
 (bias, scale, relu or clamp). Layers whose task the library lacks stay in PyTorch (`missing`).
 
+A channels-last layer (`Layer.channels_last`) reads its input through the (H, W, C) view of a
+(1, C, H, W) tensor (no copy when the tensor is channels_last, as the previous such layer's
+result is) and returns its (H, W, C) output as a (1, C, H, W) tensor in channels_last strides.
+
 A KernelLayer keeps its padded buffer between calls, so one model runs one call at a time (no
 threads sharing it), and takes exactly the batch it was extracted with.
 """
@@ -38,7 +42,7 @@ class KernelLayer(torch.nn.Module):
             # Per output channel: the kernel output's first dimension after the batch (conv,
             # grouped conv: (g, k) flattened), or its last (linear).
             out = layer.kernel_output_shape
-            if layer.kind == "linear":
+            if layer.kind == "linear" or layer.channels_last:
                 view: Tuple[int, ...] = (out[-1],)
             else:
                 channel_dims = 2 if layer.kind == "grouped_conv" else 1
@@ -72,6 +76,11 @@ class KernelLayer(torch.nn.Module):
             self.core.copy_(x)
             return self.buffer
         ph, pw = self.layer.padding
+        if self.layer.channels_last:  # (H, W, C)
+            rows = min(x.shape[0], self.core.shape[0] - ph)
+            cols = min(x.shape[1], self.core.shape[1] - pw)
+            self.core[ph:ph + rows, pw:pw + cols] = x[:rows, :cols]
+            return self.buffer
         rows = min(x.shape[-2], self.core.shape[-2] - ph)
         cols = min(x.shape[-1], self.core.shape[-1] - pw)
         self.core[..., ph:ph + rows, pw:pw + cols] = x[..., :rows, :cols]
@@ -94,6 +103,8 @@ class KernelLayer(torch.nn.Module):
                     f"layer {layer.name} ({layer.task}) was extracted for float32 inputs of "
                     f"{int(np.prod(view))} elements ({view} as its kernel reads them; the model's "
                     f"example input fixes the batch and sizes); got {x.dtype} {tuple(x.shape)}")
+            if layer.channels_last and x.dim() == 4:
+                x = x.permute(0, 2, 3, 1)  # (1, H, W, C): a view of a channels_last tensor
             x = x.reshape(view)
             if self.buffer is not None and not args:
                 x = self._padded(x)
@@ -110,6 +121,8 @@ class KernelLayer(torch.nn.Module):
             out.relu_()
         elif layer.activation == "clamp":
             out.clamp_(*layer.clamp)
+        if layer.channels_last and out.dim() == 3:
+            out = out.permute(2, 0, 1)  # (C, H, W) in channels_last strides, not copied
         return out.reshape(layer.result_shape)
 
 
