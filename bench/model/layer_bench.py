@@ -16,6 +16,10 @@ thread (OpenBLAS's too). Each time is the fastest single call within
 --ref-seconds after a warm-up, as the server times kernels. A layer's latency is FLOPs / GFLOPS;
 a model's total is the sum of weight x latency.
 
+`--runs=N` tunes every layer N times (N embedded servers one after another) and reports each
+layer's spread (the slowest and fastest run's GFLOPS, and (max - min) / max) and each run's
+weighted total; the table's row is the run of median GFLOPS.
+
 `--layout=nhwc`: the ResNet-18 and MobileNetV2 layers as looptool.model runs them channels last
 (looptool.model.extract(rewrite=False, layout="nhwc"): the same layers, the same FLOPs, tensors
 (H, W, C) and weights W[r,s,c,k]), tuned from program files (`looptool tune --benchmark=...`);
@@ -194,7 +198,11 @@ def main() -> None:
     parser.add_argument("--layout", default="nchw", choices=("nchw", "nhwc"),
                         help="the CNN layers as the datasets hold them (nchw) or as "
                              "looptool.model runs them (nhwc: channels last)")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="tuning runs per dataset (spread per layer)")
     args = parser.parse_args()
+    if not 1 <= args.runs <= 10:
+        parser.error("--runs: 1..10")
     nhwc = args.layout == "nhwc"
     if nhwc and args.out == parser.get_default("out"):
         args.out = os.path.join(ROOT, "bench/results/layer_bench_nhwc.md")
@@ -202,7 +210,8 @@ def main() -> None:
     torch.set_num_threads(1)
     lines = ["# Model layers: LoopTool against PyTorch and oneDNN, one core", "",
              f"`/usr/bin/python3 bench/model/layer_bench.py --time-limit={args.time_limit:g}"
-             + (" --layout=nhwc" if nhwc else "") + "` "
+             + (" --layout=nhwc" if nhwc else "")
+             + (f" --runs={args.runs}" if args.runs > 1 else "") + "` "
              f"({datetime.date.today()}, torch {torch.__version__}). Ratios are reference time "
              "/ our time (above 1: we are faster), measured in the same run on the same core."
              + (" Layers channels last (layer names: the datasets'; the tuned programs: "
@@ -213,15 +222,30 @@ def main() -> None:
     for dataset in args.dataset or DATASETS:
         layers = read_dataset(dataset)
         programs = channels_last_programs(dataset) if nhwc else {}
-        tuned, core = tune(args.cli, dataset, args.time_limit, programs)
+        runs = [tune(args.cli, dataset, args.time_limit, programs) for _ in range(args.runs)]
+        core = runs[-1][1]
+        tuned = {}
+        for layer in layers:  # each layer's run of median GFLOPS, and every run's GFLOPS
+            rs = [run[0].get(layer["name"], {"error": "not tuned"}) for run in runs]
+            bad = [r for r in rs if "error" in r]
+            if bad:
+                tuned[layer["name"]] = bad[0]
+                continue
+            in_order = [r["gflops"] for r in rs]
+            rs.sort(key=lambda r: r["gflops"])
+            tuned[layer["name"]] = dict(rs[len(rs) // 2], runs=in_order)
         os.sched_setaffinity(0, {core})
         peak = next(iter(tuned.values())).get("peak_gflops", 0)
         lines += [f"## {dataset}", "",
                   f"Kernel worker and references on cpu {core}; FMA peak {peak:.1f} GFLOPS "
                   f"({next(iter(tuned.values())).get('host_cpu', '')}).", "",
                   "| layer | x | GFLOPS | % peak | % roofline | ours ms | PyTorch ms | "
-                  "/ PyTorch | oneDNN ms | / oneDNN |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "/ PyTorch | oneDNN ms | / oneDNN |"
+                  + (f" GFLOPS over {args.runs} runs | spread |" if args.runs > 1 else ""),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                  + ("---|---:|" if args.runs > 1 else "")]
+        run_totals = [0.0] * args.runs
+        spreads: List[Tuple[float, str]] = []
         ours_total = torch_total = 0.0
         onednn_ratios: List[float] = []
         conv_ratios: List[float] = []
@@ -245,6 +269,13 @@ def main() -> None:
             dnn = fastest(dnn_call, args.ref_seconds) if dnn_call else None
             ours_total += layer["weight"] * ours
             torch_total += layer["weight"] * pt
+            spread = ""
+            if args.runs > 1 and flops:
+                g = r["runs"]
+                for i, gi in enumerate(g):
+                    run_totals[i] += layer["weight"] * flops / (gi * 1e9)
+                spreads.append(((max(g) - min(g)) / max(g), layer["name"]))
+                spread = f" {min(g):.1f}-{max(g):.1f} | {100 * spreads[-1][0]:.1f}% |"
             if dnn:
                 onednn_ratios.append(dnn / ours)
                 if layer["reference"].startswith("conv2d"):
@@ -253,7 +284,7 @@ def main() -> None:
                 f"| {layer['name']} | {layer['weight']} | {r['gflops']:.1f} | "
                 f"{r['percent_of_peak']:.1f} | {r.get('percent_of_roofline', 0):.1f} | "
                 f"{ours * 1e3:.3f} | {pt * 1e3:.3f}{mark} | {pt / ours:.2f}x | "
-                + (f"{dnn * 1e3:.3f} | {dnn / ours:.2f}x |" if dnn else "- | - |"))
+                + (f"{dnn * 1e3:.3f} | {dnn / ours:.2f}x |" if dnn else "- | - |") + spread)
             print(f"{dataset} {layer['name']}: {pt / ours:.2f}x PyTorch", file=sys.stderr)
         def geomean(ratios: List[float]) -> float:
             return float(torch.tensor(ratios).log().mean().exp()) if ratios else 0.0
@@ -264,6 +295,13 @@ def main() -> None:
                  "conv/linear layers"
                  + (f", {geomean(conv_ratios):.2f}x over the {len(conv_ratios)} convolutions"
                     if conv_ratios else ""))
+        if args.runs > 1 and spreads:
+            worst = max(spreads)
+            total += (f"; {args.runs} tuning runs' weighted totals "
+                      + ", ".join(f"{torch_total / t:.2f}x" for t in run_totals)
+                      + " PyTorch; "
+                      f"{sum(1 for sp, _ in spreads if sp <= 0.03)} of {len(spreads)} layers "
+                      f"within 3%, the widest {100 * worst[0]:.1f}% ({worst[1]})")
         lines += ["", total, ""]
         summary.append(total)
     lines = lines[:4] + summary + [""] + lines[4:]

@@ -303,41 +303,40 @@ class TuneExportRunTest(unittest.TestCase):
             with torch.no_grad():
                 np.testing.assert_allclose(ours(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
 
+    def through_kernels(self, model, x, layout="nchw"):
+        """The model through its plan's start-schedule kernels equals PyTorch's output; returns
+        (the plan, the model on kernels)."""
+        plan = extract_lib.extract(model, x, layout=layout)
+        with tempfile.TemporaryDirectory() as out:
+            ours, missing = with_kernels(plan, self.start_schedule_library(plan, out))
+            self.assertEqual(missing, [])
+            with torch.no_grad():
+                np.testing.assert_allclose(ours(x).numpy(), model(x).numpy(), rtol=1e-4,
+                                           atol=1e-5)
+        return plan, ours
+
     def test_every_kind_channels_last_through_its_kernels(self):
         # The same in (H, W, C): padding and the channel of 1s along the last axis, strided
         # windows read as they are, the epilogue's bias along channels, a grouped convolution
         # (nchw) between channels-last layers; a 15x17 image too.
         for model, x in ((tiny_models.every_kind(), torch.randn(1, 3, 32, 32)),
                          (tiny_models.two_convs_and_linear(), torch.randn(1, 3, 15, 17))):
-            plan = extract_lib.extract(model, x, layout="nhwc")
+            plan, ours = self.through_kernels(model, x, layout="nhwc")
             self.assertGreaterEqual(sum(layer.channels_last for layer in plan.layers), 3)
-            with tempfile.TemporaryDirectory() as out:
-                ours, missing = with_kernels(plan, self.start_schedule_library(plan, out))
-                self.assertEqual(missing, [])
-                with torch.no_grad():
-                    np.testing.assert_allclose(ours(x).numpy(), model(x).numpy(), rtol=1e-4,
-                                               atol=1e-5)
-                    # A channels-last layer hands on its output in channels_last strides (the
-                    # next one reads it without a copy).
-                    first = next(m for name, m in ours.named_children()
-                                 if name.startswith("looptool_layer_"))
-                    y = first(x)
-                    self.assertEqual(tuple(y.shape), plan.layers[0].result_shape)
-                    self.assertTrue(y.is_contiguous(memory_format=torch.channels_last))
+            # A channels-last layer hands on its output in channels_last strides (the next one
+            # reads it without a copy).
+            first = next(m for name, m in ours.named_children()
+                         if name.startswith("looptool_layer_"))
+            with torch.no_grad():
+                y = first(x)
+            self.assertEqual(tuple(y.shape), plan.layers[0].result_shape)
+            self.assertTrue(y.is_contiguous(memory_format=torch.channels_last))
 
     def test_a_batch_and_odd_sizes_through_their_kernels(self):
         # Batch 2 (the index n kept, no phases, the channel of 1s on axis 1) and a 15x17 image
         # (phases over a padded input of odd size, cropped and extended).
-        model = tiny_models.two_convs_and_linear()
         for shape in ((2, 3, 16, 16), (1, 3, 15, 17)):
-            x = torch.randn(*shape)
-            plan = extract_lib.extract(model, x)
-            with tempfile.TemporaryDirectory() as out:
-                ours, missing = with_kernels(plan, self.start_schedule_library(plan, out))
-                self.assertEqual(missing, [])
-                with torch.no_grad():
-                    np.testing.assert_allclose(ours(x).numpy(), model(x).numpy(), rtol=1e-4,
-                                               atol=1e-5)
+            self.through_kernels(tiny_models.two_convs_and_linear(), torch.randn(*shape))
 
     def test_bad_input_is_one_clear_line(self):
         p = model_cli("tune", "--model=no_such_net")
