@@ -224,7 +224,7 @@ class KernelsTest(unittest.TestCase):
             a = kernels.empty((3, 1000), page_offset=offset)
             self.assertEqual((a.ctypes.data % 4096, a.shape, a.dtype), (offset, (3, 1000),
                                                                            np.float32))
-        for bad in (-64, 32, 4096):
+        for bad in (-64, 32, 4096, 64.0):
             with self.assertRaisesRegex(ValueError, "multiple of 64"):
                 kernels.empty((4,), page_offset=bad)
         # The server's AllocateTensors starts tensor t 17 t cache lines past a page.

@@ -137,6 +137,22 @@ class ExtractTest(unittest.TestCase):
         with self.assertRaisesRegex(extract_lib.ExtractError, "layout 'chwn': one of nchw"):
             extract_lib.extract(model, x, layout="chwn")
 
+    def test_run_takes_the_layout_tune_recorded(self):
+        one, two = torch.zeros(1, 3, 8, 8), torch.zeros(2, 3, 8, 8)
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(commands.resolve_layout("auto", one, out), "nhwc")  # no record
+            self.assertEqual(commands.resolve_layout("auto", two, out), "nchw")
+            path = os.path.join(out, "tune.json")
+            with open(path, "w") as f:
+                json.dump({"layout": "nchw"}, f)
+            self.assertEqual(commands.resolve_layout("auto", one, out), "nchw")
+            self.assertEqual(commands.resolve_layout("auto", one), "nhwc")  # tune: no reading
+            self.assertEqual(commands.resolve_layout("nhwc", one, out), "nhwc")  # as given
+            for corrupt in ("{not json", "[1, 2]", '{"layout": "chwn"}'):
+                with open(path, "w") as f:
+                    f.write(corrupt)
+                self.assertEqual(commands.resolve_layout("auto", one, out), "nhwc", corrupt)
+
     def test_every_kind_and_what_stays_in_pytorch(self):
         plan = extract_lib.extract(tiny_models.every_kind(), torch.randn(1, 3, 32, 32))
         self.assertEqual([(x.task, x.kernel_relu, x.epilogue()) for x in plan.layers], [

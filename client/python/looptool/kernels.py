@@ -57,7 +57,7 @@ def empty(shape: Sequence[int], page_offset: Optional[int] = None) -> Array:
         raw = np.empty(count + 16, dtype=np.float32)
         start = (-raw.ctypes.data % 64) // 4
     else:
-        if page_offset < 0 or page_offset >= _PAGE or page_offset % 64:
+        if not isinstance(page_offset, int) or not 0 <= page_offset < _PAGE or page_offset % 64:
             raise ValueError(f"page_offset {page_offset}: a multiple of 64 in [0, {_PAGE})")
         raw = np.empty(count + _PAGE // 4, dtype=np.float32)
         start = ((page_offset - raw.ctypes.data) % _PAGE) // 4

@@ -19,7 +19,7 @@ OUT/run.json and OUT/run.md.
 
 `--layout`: the activations' layout, channels last (nhwc: every convolution vectorizes along
 its channels, whatever its stride or map; looptool.model.extract's doc) or nchw; auto (the
-default) is nhwc for a batch of 1. run must be given the layout tune used.
+default) is nhwc for a batch of 1; run's auto takes the layout OUT/tune.json records.
 
 `--model` is a torchvision model name (built with random weights from `--seed`, its BatchNorm
 statistics randomized too so that folding them is exercised) or `package.module:factory` (a
@@ -86,12 +86,21 @@ def build_model(spec: str, seed: int) -> torch.nn.Module:
     return net.eval()
 
 
-def resolve_layout(layout: str, example: torch.Tensor) -> str:
-    """"auto": channels last ("nhwc") for a batch of 1, else "nchw"; otherwise `layout`. tune
-    and run must extract with the same layout (their tasks' names differ)."""
-    if layout == "auto":
-        return "nhwc" if example.dim() == 4 and int(example.shape[0]) == 1 else "nchw"
-    return layout
+def resolve_layout(layout: str, example: torch.Tensor, out: str = "") -> str:
+    """"auto": the layout OUT/tune.json records (run after tune), else channels last ("nhwc")
+    for a batch of 1 and "nchw" otherwise; any other value as it is. tune and run must extract
+    with the same layout: their tasks' names differ."""
+    if layout != "auto":
+        return layout
+    if out:
+        try:
+            with open(os.path.join(out, "tune.json")) as f:
+                recorded = json.load(f).get("layout")
+            if recorded in extract_lib.LAYOUTS:
+                return str(recorded)
+        except (OSError, ValueError, AttributeError):
+            pass  # no readable record: the default below
+    return "nhwc" if example.dim() == 4 and int(example.shape[0]) == 1 else "nchw"
 
 
 def example_input(shape: Sequence[int], seed: int) -> torch.Tensor:
@@ -114,7 +123,8 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     from looptool.model import tuning
     from looptool.rl import cluster
 
-    plan = extract_lib.extract(model, example, layout=resolve_layout(layout, example))
+    layout = resolve_layout(layout, example)
+    plan = extract_lib.extract(model, example, layout=layout)
     if not plan.tasks:
         raise ValueError("the model has no layer a kernel can compute: "
                          + "; ".join(f"{x.node}: {x.why}" for x in plan.left[:10]))
@@ -185,7 +195,7 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     table = report_lib.write(plan, run, manifest, out, title)
     summary = {
         "title": title, "input_shape": list(plan.input_shape), "layers": len(plan.layers),
-        "layout": resolve_layout(layout, example),
+        "layout": layout,
         "tasks": len(plan.tasks), "time_limit": time_limit, "slice_seconds": slice_seconds,
         "seconds": round(run.seconds, 2), "servers": list(srv.addresses),
         "dropped_servers": run.dropped_servers, "lost_slices": run.lost_slices,
@@ -245,7 +255,8 @@ def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     from looptool.model.replace import with_kernels
 
     library = kernels.load(library_dir or os.path.join(out, "kernels"))
-    plan = extract_lib.extract(model, example, layout=resolve_layout(layout, example))
+    layout = resolve_layout(layout, example, out)
+    plan = extract_lib.extract(model, example, layout=layout)
     ours, missing = with_kernels(plan, library)
     with torch.no_grad(), _OneCpu() as cpu:
         reference = model(example)
@@ -269,7 +280,7 @@ def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     summary = {
         "title": title, "input_shape": list(example.shape), "cpu": cpu,
         "max_relative_error": error, "tolerance": tolerance, "ok": error <= tolerance,
-        "layout": resolve_layout(layout, example),
+        "layout": layout,
         "torch_eager_ms": eager_ms, "looptool_ms": ours_ms, "speedup": eager_ms / ours_ms,
         "repeats": repeats,
         "layers": len(plan.layers), "layers_on_kernels": kernel_layers,
@@ -307,8 +318,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         s.add_argument("--out", default="", help="default: runs/model_<model>")
         s.add_argument("--seed", type=int, default=0)
         s.add_argument("--layout", default="auto", choices=("auto", *extract_lib.LAYOUTS),
-                       help="activations' layout: nhwc (channels last), nchw, or auto (nhwc "
-                            "for a batch of 1); run takes the one tune used")
+                       help="activations' layout: nhwc (channels last), nchw, or auto (tune: "
+                            "nhwc for a batch of 1; run: the one OUT/tune.json records)")
         if name == "tune":
             s.add_argument("--time-limit", type=float, default=0,
                            help="seconds of tuning (default: 10 per task per server)")
