@@ -1,5 +1,6 @@
 #include "backend/codegen/emitter.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <utility>
@@ -248,36 +249,102 @@ class KernelEmitter {
 
     // Exit: fold lanes and earlier partial results (horizontal), relu on the last visit, store.
     if (s_->horizontal) {
-      for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
-        vec_.ReduceLanes(s_->reduction, vec_.V(i), vec_.V(tmp_));
-      }
-      if (pt.not_first) {
-        CombineTile();
-      } else if (!pt.first.empty()) {
-        Xbyak::Label combine, done;
-        JumpUnlessAll(pt.first, combine);
-        g_.jmp(done, Xbyak::CodeGenerator::T_NEAR);
-        Place(combine);
-        CombineTile();
-        Place(done);
-      }
+      EmitHorizontalExit(pt);
+      return;
     }
     if (s_->post_op == PostOp::kRelu && !pt.not_last) {
-      Xbyak::Label skip;
-      std::vector<std::pair<Counter, int64_t>> last;
-      for (const Counter& c : pt.last) last.emplace_back(c, 1);
-      if (!last.empty()) JumpUnlessAll(last, skip);
-      vec_.Zero(vec_.V(zero_));
-      for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
-        s_->horizontal ? vec_.ReluScalar(vec_.V(i), vec_.V(zero_)) : vec_.Relu(vec_.V(i), vec_.V(zero_));
-      }
-      if (!last.empty()) Place(skip);
+      OnLastVisit(pt, [&] {
+        for (int i = 0; i < static_cast<int>(tile_.size()); ++i) vec_.Relu(vec_.V(i), vec_.V(zero_));
+      });
     }
     for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
-      if (s_->horizontal) {
-        vec_.StoreScalar(OutputAt(tile_[i]), vec_.V(i));
+      vec_.Store(OutputAt(tile_[i]), vec_.V(i), tile_[i].lanes);
+    }
+  }
+
+  // Zeroes the relu register and emits `relu`, run only on the last visit of the reduction loops
+  // outside the scope.
+  template <typename F>
+  void OnLastVisit(const Point& pt, F relu) {
+    std::vector<std::pair<Counter, int64_t>> last;
+    for (const Counter& c : pt.last) last.emplace_back(c, 1);
+    Xbyak::Label skip;
+    if (!last.empty()) JumpUnlessAll(last, skip);
+    vec_.Zero(vec_.V(zero_));
+    relu();
+    if (!last.empty()) Place(skip);
+  }
+
+  // A horizontal tile's exit. The accumulators of consecutive output elements (the same row of
+  // the output, one element apart) fold together, up to a vector's width at a time, into one
+  // register whose lanes are those elements: then the partial results of earlier visits are
+  // combined, relu applied and the elements stored as one vector. A lone element folds alone.
+  struct FoldGroup {
+    int64_t disp;  // of its first element
+    int lanes;     // elements
+    int reg;       // the register holding them, lane by lane
+  };
+
+  std::vector<FoldGroup> FoldTile() {
+    std::vector<int> order(tile_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return tile_[a].disp < tile_[b].disp; });
+    std::vector<FoldGroup> groups;
+    for (size_t i = 0; i < order.size();) {
+      std::vector<int> regs = {order[i]};
+      size_t j = i + 1;
+      while (j < order.size() && static_cast<int>(regs.size()) < s_->width &&
+             tile_[order[j]].disp == tile_[order[i]].disp + static_cast<int64_t>(regs.size())) {
+        regs.push_back(order[j++]);
+      }
+      FoldGroup g{tile_[order[i]].disp, static_cast<int>(regs.size()), regs[0]};
+      if (regs.size() == 1) {
+        vec_.ReduceLanes(s_->reduction, vec_.V(regs[0]), vec_.V(tmp_));
       } else {
-        vec_.Store(OutputAt(tile_[i]), vec_.V(i), tile_[i].lanes);
+        g.reg = vec_.FoldLanes(s_->reduction, regs, tmp_);
+      }
+      groups.push_back(g);
+      i = j;
+    }
+    return groups;
+  }
+
+  void EmitHorizontalExit(const Point& pt) {
+    const std::vector<FoldGroup> groups = FoldTile();
+    auto at = [&](const FoldGroup& g) { return ptr[pointers_[0] + (g.disp + s_->output.offset) * 4]; };
+    auto combine = [&] {
+      for (const FoldGroup& g : groups) {
+        if (g.lanes == 1) {
+          vec_.CombineScalar(s_->reduction, vec_.V(g.reg), at(g));
+        } else {
+          vec_.CombineVector(s_->reduction, vec_.V(g.reg), at(g), g.lanes, vec_.V(tmp_));
+        }
+      }
+    };
+    if (pt.not_first) {
+      combine();
+    } else if (!pt.first.empty()) {
+      Xbyak::Label later, done;
+      JumpUnlessAll(pt.first, later);
+      g_.jmp(done, Xbyak::CodeGenerator::T_NEAR);
+      Place(later);
+      combine();
+      Place(done);
+    }
+    if (s_->post_op == PostOp::kRelu && !pt.not_last) {
+      OnLastVisit(pt, [&] {
+        for (const FoldGroup& g : groups) {
+          g.lanes == 1 ? vec_.ReluScalar(vec_.V(g.reg), vec_.V(zero_))
+                       : vec_.Relu(vec_.V(g.reg), vec_.V(zero_));
+        }
+      });
+    }
+    for (const FoldGroup& g : groups) {
+      if (g.lanes == 1) {
+        vec_.StoreScalar(at(g), vec_.V(g.reg));
+      } else {
+        vec_.Store(at(g), vec_.V(g.reg), g.lanes);
       }
     }
   }
@@ -295,12 +362,6 @@ class KernelEmitter {
   void LoadTile() {
     for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
       vec_.Load(vec_.V(i), OutputAt(tile_[i]), tile_[i].lanes);
-    }
-  }
-
-  void CombineTile() {
-    for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
-      vec_.CombineScalar(s_->reduction, vec_.V(i), dword[pointers_[0] + (tile_[i].disp + s_->output.offset) * 4]);
     }
   }
 

@@ -321,6 +321,69 @@ void VectorOps::ReduceLanes(Reduction reduction, const Xbyak::Xmm& acc, const Xb
   op(acc, tmp);
 }
 
+int VectorOps::FoldLanes(Reduction reduction, const std::vector<int>& regs, int tmp) {
+  const int n = static_cast<int>(regs.size());
+  LT_CHECK((width_ == 8 || width_ == 16) && n >= 1 && n <= width_);
+  auto op = [&](const Xbyak::Xmm& d, const Xbyak::Xmm& b) {
+    reduction == Reduction::kMax ? g_.vmaxps(d, d, b) : g_.vaddps(d, d, b);
+  };
+  // The tree pairs positions p and p + h at each level (h = 1, 2, 4, 8). Level by level, 16 lanes:
+  // 256-bit halves, then 128-bit chunks (each chunk of the survivor then holds one register's 4
+  // partial results), then pairs and single lanes within chunks. It leaves the register at
+  // position 4 m + k in lane 4 k + m (8 lanes: position 2 m + k), so register o goes to the
+  // position whose lane is o.
+  const int quarter = width_ / 4;
+  std::vector<int> at(width_, -1);  // position -> register, -1 where no register is
+  for (int o = 0; o < n; ++o) at[quarter * (o % 4) + o / 4] = regs[o];
+  // Shuffles want their registers typed by width (ymm or zmm; the kind travels in the Operand).
+  auto R = [&](int i) -> Xbyak::Ymm {
+    return width_ == 16 ? Xbyak::Ymm(Xbyak::Zmm(i)) : Xbyak::Ymm(i);
+  };
+  const Xbyak::Ymm t = R(tmp);
+  for (int h = 1; h < width_; h *= 2) {
+    for (int p = 0; p < width_; p += 2 * h) {
+      int a = at[p], b = at[p + h];
+      if (a < 0 && b < 0) continue;
+      if (a < 0) a = b;  // a lone register pairs with itself: only its own lanes matter
+      if (b < 0) b = a;
+      const Xbyak::Ymm x = R(a), y = R(b);
+      const int level = width_ == 16 ? h : 2 * h;  // 8 lanes start at the 128-bit level
+      if (level == 1) {         // 256-bit halves: [x.lo, y.lo] + [x.hi, y.hi]
+        g_.vshuff32x4(t, x, y, 0x44);
+        g_.vshuff32x4(x, x, y, 0xEE);
+      } else if (level == 2 && width_ == 16) {  // 128-bit chunks 0, 2 and 1, 3 of each
+        g_.vshuff32x4(t, x, y, 0x88);
+        g_.vshuff32x4(x, x, y, 0xDD);
+      } else if (level == 2) {  // 8 lanes: [x.lo, y.lo] + [x.hi, y.hi]
+        if (isa_ == Isa::kAvx512) {
+          g_.vshuff32x4(t, x, y, 0x0);
+          g_.vshuff32x4(x, x, y, 0x3);
+        } else {
+          g_.vperm2f128(t, x, y, 0x20);
+          g_.vperm2f128(x, x, y, 0x31);
+        }
+      } else if (level == 4) {  // within chunks: lanes 0, 1 and 2, 3 of each
+        g_.vshufps(t, x, y, 0x44);
+        g_.vshufps(x, x, y, 0xEE);
+      } else {                  // within chunks: lanes 0, 2 and 1, 3 of each
+        g_.vshufps(t, x, y, 0x88);
+        g_.vshufps(x, x, y, 0xDD);
+      }
+      op(x, t);
+      at[p] = a;
+      at[p + h] = -1;
+    }
+  }
+  LT_CHECK(at[0] >= 0);
+  return at[0];
+}
+
+void VectorOps::CombineVector(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Address& at,
+                              int lanes, const Xbyak::Xmm& tmp) {
+  Load(tmp, at, lanes);
+  reduction == Reduction::kMax ? Max(acc, acc, tmp) : Add(acc, acc, tmp);
+}
+
 void VectorOps::CombineScalar(Reduction reduction, const Xbyak::Xmm& acc,
                               const Xbyak::Address& at) {
   const Xbyak::Xmm x = Scalar(acc);

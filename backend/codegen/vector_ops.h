@@ -80,6 +80,15 @@ class VectorOps {
 
   // Reduces the lanes of `acc` (sum or max) into lane 0, using `tmp`.
   void ReduceLanes(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Xmm& tmp);
+  // Reduces the lanes of up to `width` accumulators at once: afterwards lane o of the register
+  // returned holds the reduction (sum or max) of all lanes of register regs[o] (its other lanes
+  // are unspecified). Two shuffles and one add per pair of registers at each of log2(width)
+  // levels (15 pairs for 16 registers, against 16 ReduceLanes' 64 shuffles and adds); `regs`
+  // and `tmp` are overwritten. Needs a vector width of 8 or 16 and 1 <= regs.size() <= width.
+  int FoldLanes(Reduction reduction, const std::vector<int>& regs, int tmp);
+  // acc = reduce(acc, the `lanes` floats at `at`) lane by lane, using `tmp`.
+  void CombineVector(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Address& at,
+                     int lanes, const Xbyak::Xmm& tmp);
   // Lane 0 of acc = reduce(lane 0 of acc, the float at `at`) / store lane 0 to `at`.
   void CombineScalar(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Address& at);
   void StoreScalar(const Xbyak::Address& at, const Xbyak::Xmm& acc);

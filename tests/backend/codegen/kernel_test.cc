@@ -95,6 +95,37 @@ TEST(Kernel, MaxReductionsOfNegativeValuesNeverSeeUnloadedLanes) {
 TEST(Kernel, HorizontalWithOuterReductionLoop) {
   ExpectExact("y[m] += A[m,k] * x[k]; m=4 k=70", "down, split_16, swap_up");
 }
+// Consecutive output elements fold together (up to a vector of them at a time, lane o holding
+// element o of the run): runs of every length up to two vectors and past them, runs broken by
+// an output stride, max of negative values, relu, and partial results of an outer reduction
+// loop combined as a vector.
+TEST(Kernel, HorizontalAccumulatorsFoldIntoOneVector) {
+  for (int m : {2, 3, 5, 7, 8, 9, 12, 15, 16, 17, 23, 24, 31, 32, 33}) {
+    const std::string ms = std::to_string(m);
+    for (const std::string& program :
+         {"y[m] += A[m,k] * x[k]; m=" + ms + " k=37", "s[m] max= A[m,n]; m=" + ms + " n=21",
+          "s[m] += A[m,n] -> relu; m=" + ms + " n=9"}) {
+      SCOPED_TRACE(program);
+      ExpectExact(program);
+      for (Isa isa : HostIsas()) {
+        EXPECT_EQ(CompareWithInterpreter(InitialTree(program), isa, true, true), "");
+      }
+    }
+  }
+}
+TEST(Kernel, HorizontalFoldsWithTheOuterReductionsPartialResults) {
+  ExpectExact("y[m] += A[m,k] * x[k]; m=13 k=70", "down, split_16, swap_up");
+  ExpectExact("y[m] += A[m,k] * x[k] -> relu; m=16 k=70", "down, split_16, swap_up");
+  ExpectExact("y[m] max= A[m,k] * x[k]; m=21 k=70", "down, split_32, swap_up");
+}
+TEST(Kernel, HorizontalRunsBrokenByTheOutputStride) {
+  // j 2 r 2 outside i: the scope holds i x j', runs of 4 (the tail's of 2) elements 10 apart.
+  ExpectExact("S[i,j] += Q[i,d] * K[j,d]; i=4 j=10 d=40", "down, split_4, swap_up");
+  // Attention scores as BERT's heads have them, tiled as the tuner tiles them: h, i, j 2 r 8,
+  // j' 8, j'' 2, d 4, d' 16 (runs of 16, then of 8 in j's tail).
+  ExpectExact("S[h,i,j] += Q[h,i,d] * K[h,j,d]; h=2 i=5 j=40 d=64",
+              "down, down, split_16, down, split_2, down, down, split_16");
+}
 
 // ---- the other primitives ----
 TEST(Kernel, Convolution) { ExpectExact("O[r,c] += I[r+kr, c+kc] * W[kr,kc]; r=6 c=20 kr=3 kc=3"); }
