@@ -261,15 +261,77 @@ void AddTwoVariableBlocks(const Program& p, const Nest& n, std::vector<Candidate
   }
 }
 
+// Copies whose input is strided along the vector variable v (transposes, layout changes such as
+// HWC to CHW), where rule 2) fails: blocks of E consecutive elements of the input's contiguous
+// variable e (an output variable) x one vector of v, which the code generator loads as rows of
+// the input and transposes in registers (backend/codegen/block_emitter.cc). The order: the
+// other output variables, e's tiles, v's tiles, e's block, v's vector (e outside v: each block
+// writes the same rows of the output, vector after vector); E a vector's lanes, then half.
+// Returns the statement, or -1 where the nest is no such copy.
+int AddTransposeBlocks(const LoopTree& tree, const SketchOptions& options,
+                       std::vector<Candidate>& out) {
+  const Program& p = tree.program();
+  if (p.num_statements() != 1) return -1;
+  const Statement& st = p.statement(0);
+  if (st.reduction != Reduction::kAssign || st.combiner != Combiner::kIdentity ||
+      st.inputs.size() != 1) {
+    return -1;
+  }
+  std::set<int> seen;
+  for (const Loop& loop : tree.schedule(0).compute) {
+    if (!seen.insert(loop.var).second) return -1;  // rule 1): untiled
+  }
+  const std::vector<int> out_vars = p.OutputVars(0);
+  if (out_vars.size() < 2) return -1;
+  const int v = out_vars.back();
+  const Access& in = st.inputs[0];
+  if (p.ElementStride(st.output, v) != 1 || p.ElementStride(in, v) <= kMaxSketchStride) return -1;
+  int e = -1;
+  for (int x : out_vars) {
+    if (x != v && p.ElementStride(in, x) == 1) e = x;
+  }
+  const int lanes = Traits(options.target).vector_width;
+  if (e < 0 || p.var(e).extent < lanes / 2 || lanes < 8) return -1;
+  const int budget = BudgetFor(options.target, lanes, st.post_op).accumulators;
+  const int64_t ee = p.var(e).extent, ev = p.var(v).extent;
+  int rank = 0;
+  for (int block : {lanes, lanes / 2}) {
+    if (block > budget) continue;
+    Plan plan;
+    const bool split_e = block < ee, split_v = lanes < ev;
+    if (split_e) plan.splits.push_back({e, block});
+    if (split_v) plan.splits.push_back({v, lanes});
+    for (int x : out_vars) {
+      if (x != e && x != v) plan.order.push_back({x, 0});
+    }
+    if (split_e) plan.order.push_back({e, 0});
+    if (split_v) plan.order.push_back({v, 0});
+    plan.order.push_back({e, split_e ? 1 : 0});
+    plan.order.push_back({v, split_v ? 1 : 0});
+    plan.description = absl::StrCat("transpose ", p.var(e).name,
+                                    split_e ? absl::StrCat("/", block) : std::string(),
+                                    ", vector ", p.var(v).name,
+                                    split_v ? absl::StrCat("/", lanes) : std::string());
+    plan.accumulators = static_cast<int>(std::min<int64_t>(block, ee));
+    out.push_back({rank++, std::move(plan)});
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
                                      const SketchOptions& options) {
-  const std::optional<Nest> nest = AnalyzeNest(tree, options);
-  if (!nest.has_value()) return {};
   std::vector<Candidate> candidates;
-  AddOneVariableBlocks(tree.program(), *nest, candidates);
-  AddTwoVariableBlocks(tree.program(), *nest, candidates);
+  int stmt = -1;
+  if (const std::optional<Nest> nest = AnalyzeNest(tree, options)) {
+    stmt = nest->stmt;
+    AddOneVariableBlocks(tree.program(), *nest, candidates);
+    AddTwoVariableBlocks(tree.program(), *nest, candidates);
+  } else {
+    stmt = AddTransposeBlocks(tree, options, candidates);
+    if (stmt < 0) return {};
+  }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate& a, const Candidate& b) { return a.rank < b.rank; });
 
@@ -277,7 +339,7 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
   std::vector<std::vector<StatementSchedule>> reached;
   for (const Candidate& c : candidates) {
     if (static_cast<int>(sketches.size()) >= options.max_sketches) break;
-    auto realized = Realize(tree, nest->stmt, c.plan, limits);
+    auto realized = Realize(tree, stmt, c.plan, limits);
     if (!realized.has_value() || realized->first.empty()) continue;
     const std::vector<StatementSchedule>& schedules = realized->second.schedules();
     if (std::find(reached.begin(), reached.end(), schedules) != reached.end()) continue;

@@ -51,6 +51,10 @@ struct SketchOptions {
 // map), blocks of 2-4 rows of u (as 3 allows) x all of x x v's block lead ("rows k/3 x h,
 // vector w"), x's loop between u's rows and v. Splits and interchanges that would exceed
 // `limits` drop the sketch.
+// A copy whose one input is strided along v by more than 4 (a transpose, a layout change), where
+// 2) fails, gets blocks of a vector's lanes (then half) of the input's contiguous variable e x
+// one vector of v instead ("transpose n/16, vector m/16"), the other output variables outside,
+// e's tile outside v's: the code generator transposes such a block in registers.
 std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
                                      const SketchOptions& options = {});
 

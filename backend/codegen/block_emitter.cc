@@ -1,8 +1,10 @@
 #include "backend/codegen/block_emitter.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include "util/check.h"
@@ -27,10 +29,138 @@ class Block {
   }
 
   void Emit() {
-    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) EmitOp(i);
+    PlanTransposes();
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+      auto group = transpose_before_.find(i);
+      if (group != transpose_before_.end() && !EmitTranspose(group->second)) {
+        for (int op : group->second.ops) transposed_[op] = false;  // strided loads after all
+      }
+      if (!transposed_[i]) EmitOp(i);
+    }
   }
 
  private:
+  // ---- transposed reads ---------------------------------------------------------------------
+  // A copy (kAssign of one input) whose input is read with a stride along the vector variable,
+  // at C >= width / 2 consecutive elements by C ops of the block (a transpose, B[n,m] = A[m,n],
+  // with a block of n in registers): instead of C strided loads (gathers), the `lanes` rows of
+  // C consecutive elements are loaded as vectors and transposed in registers, straight into the
+  // C ops' accumulators (the ops then emit nothing).
+  struct TransposeGroup {
+    std::vector<int> ops;  // by element: ops[c] reads element c of each row
+    OperandRef first;      // ops[0]'s operand
+  };
+
+  void PlanTransposes() {
+    transposed_.assign(ops_.size(), false);
+    const int w = vec_.width();
+    if (w < 8 || Binary() || s_.reduction != Reduction::kAssign) return;
+    std::map<int, int> acc_uses;
+    for (const PointOp& op : ops_) ++acc_uses[op.acc];
+    // (lanes, stride) -> byte offset -> op, for strided operands read by one op.
+    std::map<std::pair<int, int64_t>, std::map<int64_t, int>> runs;
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+      const OperandRef& x = ops_[i].x;
+      if (x.kind != AccessPlan::Kind::kStrided || uses_.at(x).size() != 1 ||
+          acc_uses[ops_[i].acc] != 1 || ops_[i].lanes != x.lanes) {
+        continue;
+      }
+      runs[{x.lanes, x.stride}][x.offset] = i;
+    }
+    // Registers besides the accumulators: load0, load1 and the cache registers empty then.
+    const int spare = 2 + static_cast<int>(regs_.cache.size());
+    for (const auto& [key, by_offset] : runs) {
+      std::vector<int> run;
+      int64_t next = 0;
+      auto close = [&] {
+        for (size_t at = 0; at < run.size(); at += w) {
+          const int c = static_cast<int>(std::min<size_t>(w, run.size() - at));
+          if (c < w / 2 || w - c > spare) continue;
+          const int64_t reach = ops_[run[at]].x.offset + (key.first - 1) * key.second * 4;
+          if (reach > (int64_t{1} << 30)) continue;  // row displacements stay 32-bit
+          TransposeGroup g;
+          g.ops.assign(run.begin() + at, run.begin() + at + c);
+          g.first = ops_[g.ops[0]].x;
+          int first_use = *std::min_element(g.ops.begin(), g.ops.end());
+          for (int op : g.ops) transposed_[op] = true;
+          transpose_before_[first_use] = g;
+        }
+        run.clear();
+      };
+      for (const auto& [offset, op] : by_offset) {
+        if (!run.empty() && offset != next) close();
+        run.push_back(op);
+        next = offset + 4;
+      }
+      close();
+    }
+  }
+
+  // Emits the group's transpose; false (nothing emitted) when too few registers are free.
+  bool EmitTranspose(const TransposeGroup& g) {
+    const int w = vec_.width(), c = static_cast<int>(g.ops.size()), rows = g.first.lanes;
+    // Rows go to the group's accumulators, then to spare registers; `free` is the renaming
+    // scratch of each step.
+    std::vector<int> slot;
+    std::set<int> accs;
+    for (int op : g.ops) {
+      slot.push_back(ops_[op].acc);
+      accs.insert(ops_[op].acc);
+    }
+    std::vector<int> spares = {regs_.load0, regs_.load1};
+    for (const auto& [reg, held] : cached_) {
+      if (!held) spares.push_back(reg);
+    }
+    if (static_cast<int>(spares.size()) < w - c) return false;
+    for (size_t k = 0; static_cast<int>(slot.size()) < w; ++k) slot.push_back(spares[k]);
+    int free = regs_.tmp;
+    for (int r = 0; r < rows; ++r) {
+      vec_.Load(vec_.V(slot[r]), ptr[At(g.first) + r * g.first.stride * 4], c);
+    }
+    for (int h = 1; h < w; h *= 2) {
+      for (int i = 0; i < w; ++i) {
+        if (i & h) continue;
+        vec_.TransposeStep(h, vec_.V(free), vec_.V(slot[i]), vec_.V(slot[i + h]));
+        std::swap(free, slot[i]);
+      }
+    }
+    // Column e is in slot[TransposedSlot(e)]; move each into its op's accumulator (a parallel
+    // move: a register is written once the column it held has moved; a cycle is broken through
+    // a register that is no accumulator of the group, of which w + 1 - c >= 1 take part).
+    std::map<int, int> pending;  // accumulator -> register holding its column
+    for (int e = 0; e < c; ++e) {
+      const int from = slot[VectorOps::TransposedSlot(e)], to = ops_[g.ops[e]].acc;
+      if (from != to) pending[to] = from;
+    }
+    int scratch = accs.count(free) ? -1 : free;
+    for (int r : slot) {
+      if (scratch < 0 && !accs.count(r)) scratch = r;
+    }
+    LT_CHECK(scratch >= 0);
+    while (!pending.empty()) {
+      bool moved = false;
+      for (auto it = pending.begin(); it != pending.end();) {
+        bool needed = false;
+        for (const auto& [to, from] : pending) needed |= from == it->first;
+        if (needed) {
+          ++it;
+          continue;
+        }
+        vec_.Copy(vec_.V(it->first), vec_.V(it->second));
+        it = pending.erase(it);
+        moved = true;
+      }
+      if (!moved) {  // only cycles left: park one source in the scratch register
+        const int parked = pending.begin()->second;
+        vec_.Copy(vec_.V(scratch), vec_.V(parked));
+        for (auto& [to, from] : pending) {
+          if (from == parked) from = scratch;
+        }
+      }
+    }
+    return true;
+  }
+
   bool Binary() const { return s_.combiner != Combiner::kIdentity; }
 
   Xbyak::RegExp At(const OperandRef& o) const { return pointers_[o.input] + o.offset; }
@@ -163,6 +293,8 @@ class Block {
   std::map<OperandRef, std::vector<int>> uses_;
   std::map<int, std::optional<std::pair<OperandRef, int>>> cached_;  // reg -> (operand, next use)
   std::map<OperandRef, int> where_;                                  // operand -> reg
+  std::vector<bool> transposed_;                    // ops whose value a transpose wrote
+  std::map<int, TransposeGroup> transpose_before_;  // first op of a group -> the group
 };
 
 }  // namespace

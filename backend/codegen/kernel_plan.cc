@@ -170,7 +170,11 @@ void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
           p.var(v).name, "': ",
           a.stride[v] == 2 ? "two loads and a permute per vector, " : "",
           isa == Isa::kAvx512 ? "a gather" : "lane by lane",
-          a.stride[v] == 2 ? " when masked" : " per vector"));
+          a.stride[v] == 2 ? " when masked" : " per vector",
+          st.reduction == Reduction::kAssign && st.combiner == Combiner::kIdentity
+              ? " (a register block of 8 or more consecutive elements: rows loaded as vectors "
+                "and transposed in registers)"
+              : ""));
     }
   }
 }

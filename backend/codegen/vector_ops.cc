@@ -378,6 +378,31 @@ int VectorOps::FoldLanes(Reduction reduction, const std::vector<int>& regs, int 
   return at[0];
 }
 
+void VectorOps::TransposeStep(int h, const Xbyak::Xmm& lo, const Xbyak::Xmm& a,
+                              const Xbyak::Xmm& b) {
+  LT_CHECK(width_ == 8 || width_ == 16);
+  auto R = [&](const Xbyak::Xmm& x) -> Xbyak::Ymm {
+    return width_ == 16 ? Xbyak::Ymm(Xbyak::Zmm(x.getIdx())) : Xbyak::Ymm(x.getIdx());
+  };
+  const Xbyak::Ymm l = R(lo), x = R(a), y = R(b);
+  if (h == 1) {
+    g_.vunpcklps(l, x, y);
+    g_.vunpckhps(y, x, y);
+  } else if (h == 2) {
+    g_.vshufps(l, x, y, 0x44);
+    g_.vshufps(y, x, y, 0xEE);
+  } else if (width_ == 16) {  // h 4 and 8: 128-bit chunks 0, 2 and 1, 3 of each
+    g_.vshuff32x4(l, x, y, 0x88);
+    g_.vshuff32x4(y, x, y, 0xDD);
+  } else if (isa_ == Isa::kAvx512) {  // 8 lanes, h 4: 128-bit halves (EVEX: ymm16-31 too)
+    g_.vshuff32x4(l, x, y, 0x0);
+    g_.vshuff32x4(y, x, y, 0x3);
+  } else {
+    g_.vperm2f128(l, x, y, 0x20);
+    g_.vperm2f128(y, x, y, 0x31);
+  }
+}
+
 void VectorOps::CombineVector(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Address& at,
                               int lanes, const Xbyak::Xmm& tmp) {
   Load(tmp, at, lanes);

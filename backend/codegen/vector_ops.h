@@ -86,6 +86,12 @@ class VectorOps {
   // levels (15 pairs for 16 registers, against 16 ReduceLanes' 64 shuffles and adds); `regs`
   // and `tmp` are overwritten. Needs a vector width of 8 or 16 and 1 <= regs.size() <= width.
   int FoldLanes(Reduction reduction, const std::vector<int>& regs, int tmp);
+  // One step of an in-register transpose of `width` rows: at level h (1, 2, 4, ... below the
+  // width) rows a and b (h apart) become `lo` (written to `lo`, which may be neither) and `hi`
+  // (written over b). After every level, slot s holds column TransposedSlot(s) of the rows, row r
+  // in lane r: 32-bit interleaves, 64-bit pairs, then 128-bit (and 256-bit) chunks.
+  void TransposeStep(int h, const Xbyak::Xmm& lo, const Xbyak::Xmm& a, const Xbyak::Xmm& b);
+  static int TransposedSlot(int s) { return (s & ~3) | ((s & 1) << 1) | ((s & 2) >> 1); }
   // acc = reduce(acc, the `lanes` floats at `at`) lane by lane, using `tmp`.
   void CombineVector(Reduction reduction, const Xbyak::Xmm& acc, const Xbyak::Address& at,
                      int lanes, const Xbyak::Xmm& tmp);

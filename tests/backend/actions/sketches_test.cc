@@ -211,8 +211,38 @@ TEST(Sketches, EachReachesADistinctTree) {
 
 TEST(Sketches, NoneWhereTheVectorWouldGatherAcrossRows) {
   EXPECT_TRUE(LoopNestSketches(Initial("O[r] += I[r,c]; r=64 c=64"), Limits{}).empty());
-  EXPECT_TRUE(LoopNestSketches(Initial("B[n,m] = A[m,n]; m=64 n=64"), Limits{}).empty());
   EXPECT_TRUE(LoopNestSketches(Initial("O[c,w] += I[c, 5*w]; c=8 w=64"), Limits{}).empty());
+  // A copy that is no transpose of a block: the input's contiguous variable is not the output's.
+  EXPECT_TRUE(LoopNestSketches(Initial("B[n,m] = A[m, 2*n]; m=64 n=64"), Limits{}).empty());
+}
+
+// A transpose: blocks of the input's contiguous variable x one vector, transposed in registers.
+TEST(Sketches, TransposesGetRegisterBlocksOfTheInputsRows) {
+  const LoopTree start = Initial("B[n,m] = A[m,n]; m=512 n=1024");
+  const std::vector<Sketch> sketches = LoopNestSketches(start, Limits{});
+  ASSERT_EQ(sketches.size(), 2u);
+  EXPECT_EQ(sketches[0].description, "transpose n/16, vector m/16");
+  EXPECT_EQ(sketches[0].accumulators, 16);
+  EXPECT_EQ(sketches[1].description, "transpose n/8, vector m/16");
+  EXPECT_EQ(LoopTreeText(Built(start, sketches[0])),
+            "for n in 64 : L0\n"
+            " for m in 32 : L1\n"
+            "  for n' in 16 : L2  <<<<<< cursor (line 2 )\n"
+            "   for m' in 16 : L3\n"
+            "    %1[n, m] <- copy(%0)\n"
+            "    %2[n, m] <- write(%1)\n");
+  const KernelPlan plan = Lower(Built(start, sketches[0]), Isa::kAvx512);
+  EXPECT_EQ(plan.statements[0].accumulators, 16);
+  // HWC to CHW: h outside, then c's tiles, w's, the block of c and w's vector.
+  const std::vector<Sketch> hwc =
+      LoopNestSketches(Initial("B[c,h,w] = A[h,w,c]; h=56 w=56 c=64"), Limits{});
+  ASSERT_FALSE(hwc.empty());
+  EXPECT_EQ(hwc[0].description, "transpose c/16, vector w/16");
+  SketchOptions avx2;
+  avx2.target = Isa::kAvx2;
+  const std::vector<Sketch> narrow = LoopNestSketches(start, Limits{}, avx2);
+  ASSERT_FALSE(narrow.empty());
+  EXPECT_EQ(narrow[0].description, "transpose n/8, vector m/8");
 }
 
 // A convolution's or pooling's stride (up to 4) is a strided load along the vector variable.

@@ -3,6 +3,8 @@
 // cases in the XNNPACK style, then random schedules of every primitive of the language.
 #include <random>
 
+#include "absl/strings/str_split.h"
+
 #include "backend/actions/apply.h"
 #include "backend/actions/sketches.h"
 #include "backend/schedule/loop_tree_text.h"
@@ -166,6 +168,35 @@ TEST(Kernel, StridedConvolution) {
   ExpectExact(conv, "down, down, down, split_8");
 }
 TEST(Kernel, Transpose) { ExpectExact("B[n,m] = A[m,n]; m=11 n=21"); }
+// Transposes whose register block holds consecutive elements of the input's rows: the rows are
+// loaded as vectors and transposed in registers (groups of half a vector to a vector of them;
+// fewer stay gathers): every row count (the vector's lanes, tails included) against every group
+// size, in 16 lanes and 8, with relu, a 3-D layout change and a block split into groups.
+TEST(Kernel, TransposesInRegisters) {
+  // m 3 outside n, n' 16 (8) and m' 16 lanes in the register block (rows m', elements n').
+  const std::string block = "split_16, down, swap_down, up, split_16";
+  const std::string block8 = "split_16, down, swap_down, up, split_8";
+  for (int m : {1, 3, 8, 9, 16, 17, 40}) {
+    for (int n : {4, 7, 8, 12, 15, 16, 20, 24, 33}) {
+      const std::string sizes = "; m=" + std::to_string(m) + " n=" + std::to_string(n);
+      const std::string p = "B[n,m] = A[m,n]" + sizes;
+      SCOPED_TRACE(p);
+      for (const std::string& actions : {std::string("swap_down"), block, block8}) {
+        // A split that does not apply to so small a loop leaves the test's tree as it is.
+        LoopTree t = InitialTree(p);
+        for (absl::string_view a : absl::StrSplit(actions, ", ")) {
+          ActionResult r = Apply(t, *ActionFromName(a), Limits{});
+          if (r.had_effect()) t = r.tree;
+        }
+        ExpectExact(t);
+        for (Isa isa : HostIsas()) EXPECT_EQ(CompareWithInterpreter(t, isa, true, true), "");
+      }
+      ExpectExact(WithActions(InitialTree("B[n,m] = A[m,n] -> relu" + sizes), "swap_down"));
+    }
+  }
+  ExpectExact("O[c,h,w] = I[h,w,c]; c=24 h=3 w=21", "down, swap_down, split_16, swap_up");
+}
+
 TEST(Kernel, Broadcast) { ExpectExact("B[m,n] = a[n]; m=3 n=35"); }
 TEST(Kernel, Concatenation) { ExpectExact("C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13"); }
 TEST(Kernel, ElementwiseAddWithRelu) { ExpectExact("C[m,n] = A[m,n] + B[m,n] -> relu; m=3 n=41"); }
@@ -281,6 +312,8 @@ TEST(Kernel, EverySketchMatchesTheInterpreter) {
       "O[c] += I[r,c]; r=5 c=530",
       "O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=5 h=3 w=19 c=3 r=3 s=3",
       "O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=5 h=4 w=37 r=3 s=3",
+      "B[n,m] = A[m,n]; m=37 n=45",
+      "B[c,h,w] = A[h,w,c] -> relu; h=3 w=21 c=19",
   };
   int checked = 0;
   for (const char* text : kSketched) {
