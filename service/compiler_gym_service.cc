@@ -438,10 +438,12 @@ absl::Status LoopToolService::DoSendSessionParameter(
     } else if (key == "looptool.benchmark") {
       reply.add_reply(session->benchmark);
     } else if (key == "looptool.remeasure") {
-      // The current kernel timed again with the full budget (searches re-time their winners).
+      // The current kernel timed again with the full budget (searches re-time their winners),
+      // then the FMA peak measured on its core right after it (0 where none was measured).
       absl::MutexLock lock(&session->mu);
-      ASSIGN_OR_RETURN(double gflops, session->episode->RemeasureGflops());
-      reply.add_reply(absl::StrFormat("%.17g", gflops));
+      ASSIGN_OR_RETURN(const Measurement m, session->episode->Remeasure());
+      reply.add_reply(absl::StrFormat("%.17g", m.gflops));
+      reply.add_reply(absl::StrFormat("%.17g", m.peak_gflops));
     } else if (options_.parameter_handler) {
       absl::MutexLock lock(&session->mu);
       ASSIGN_OR_RETURN(std::string answer,

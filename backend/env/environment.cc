@@ -56,12 +56,11 @@ absl::StatusOr<Observation> Environment::Observe(absl::string_view name) const {
       ObservationInputs{tree_, history_, space_, limits_, kernels_, tenant_});
 }
 
-absl::StatusOr<double> Environment::RemeasureGflops() const {
+absl::StatusOr<Measurement> Environment::Remeasure() const {
   if (kernels_.timer == nullptr) {
     return absl::FailedPreconditionError("this environment has no kernel timer");
   }
-  ASSIGN_OR_RETURN(const Measurement m, kernels_.timer->RemeasureFor(tree_, tenant_));
-  return m.gflops;
+  return kernels_.timer->RemeasureFor(tree_, tenant_);
 }
 
 }  // namespace looptool

@@ -49,9 +49,9 @@ class Environment {
   // timer's status for a timing observation whose kernel cannot be measured.
   absl::StatusOr<Observation> Observe(absl::string_view name) const;
 
-  // The current schedule's kernel timed again (KernelTimer::RemeasureFor), in GFLOPS.
-  // FAILED_PRECONDITION without a timer.
-  absl::StatusOr<double> RemeasureGflops() const;
+  // The current schedule's kernel timed again (KernelTimer::RemeasureFor: its GFLOPS and the
+  // peak measured beside it). FAILED_PRECONDITION without a timer.
+  absl::StatusOr<Measurement> Remeasure() const;
 
  private:
   LoopTree tree_;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "backend/env/kernel_timer.h"
 #include "backend/env/observation.h"
 
 namespace looptool {
@@ -40,9 +41,9 @@ class Episode {
   // episode does not serve; the kernel timer's status for a timed one that cannot be measured.
   virtual absl::StatusOr<Observation> Observe(absl::string_view name) const = 0;
 
-  // The current kernel timed again (KernelTimer::RemeasureFor), in GFLOPS. UNIMPLEMENTED
-  // for episodes that cannot.
-  virtual absl::StatusOr<double> RemeasureGflops() const {
+  // The current kernel timed again (KernelTimer::RemeasureFor), with the peak measured beside
+  // it where the timer measures one. UNIMPLEMENTED for episodes that cannot.
+  virtual absl::StatusOr<Measurement> Remeasure() const {
     return absl::UnimplementedError("this action space's sessions cannot re-time their kernel");
   }
 

@@ -27,6 +27,10 @@ namespace looptool {
 struct Measurement {
   double seconds = 0;  // fastest single run of the kernel
   double gflops = 0;   // Program::Flops() / seconds / 1e9
+  // RemeasureFor only: the FMA peak measured on the same core right after the kernel's timing,
+  // at the clock the kernel ran at (the boost clock moves under sustained load, so a peak
+  // measured at start-up is not the one to divide by); 0 when not measured.
+  double peak_gflops = 0;
 };
 
 // One level of the host's memory hierarchy as the timed core sees it: "L1", "L2", "L3" (data or

@@ -41,7 +41,7 @@ class LoopTreeEpisode final : public Episode {
   absl::StatusOr<Observation> Observe(absl::string_view name) const override {
     return env_.Observe(name);
   }
-  absl::StatusOr<double> RemeasureGflops() const override { return env_.RemeasureGflops(); }
+  absl::StatusOr<Measurement> Remeasure() const override { return env_.Remeasure(); }
   void set_tenant(uint64_t tenant) override { env_.set_tenant(tenant); }
   uint64_t tenant() const override { return env_.tenant(); }
 

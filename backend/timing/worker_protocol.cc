@@ -63,13 +63,14 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
   return r;
 }
 
-// "<code> <seconds> <gflops> <lines>\n", then `lines` lines of the memory profile,
+// "<code> <seconds> <gflops> <peak_gflops> <lines>\n", then `lines` lines of the memory profile,
 // "level <name> <bytes>\n" for each level and "point <bytes> <gbytes_per_second>\n" for each
 // point of the curve, then the message; numbers printed exactly (%a round-trips doubles).
 std::string EncodeReply(const WorkerReply& reply) {
-  char numbers[128];
-  std::snprintf(numbers, sizeof(numbers), "%d %a %a %zu\n", static_cast<int>(reply.status.code()),
-                reply.measurement.seconds, reply.measurement.gflops,
+  char numbers[160];
+  std::snprintf(numbers, sizeof(numbers), "%d %a %a %a %zu\n",
+                static_cast<int>(reply.status.code()), reply.measurement.seconds,
+                reply.measurement.gflops, reply.measurement.peak_gflops,
                 reply.memory.levels.size() + reply.memory.bandwidth.size());
   std::string out = numbers;
   for (const MemoryLevel& level : reply.memory.levels) {
@@ -91,13 +92,14 @@ absl::StatusOr<WorkerReply> DecodeReply(absl::string_view frame) {
   std::vector<std::string> parts = absl::StrSplit(frame.substr(0, nl), ' ');
   int code = 0;
   size_t lines = 0;
-  if (parts.size() != 4 || !absl::SimpleAtoi(parts[0], &code) ||
-      !absl::SimpleAtoi(parts[3], &lines) || lines > 256) {
+  if (parts.size() != 5 || !absl::SimpleAtoi(parts[0], &code) ||
+      !absl::SimpleAtoi(parts[4], &lines) || lines > 256) {
     return malformed();
   }
   WorkerReply r;
   r.measurement.seconds = std::strtod(parts[1].c_str(), nullptr);
   r.measurement.gflops = std::strtod(parts[2].c_str(), nullptr);
+  r.measurement.peak_gflops = std::strtod(parts[3].c_str(), nullptr);
   frame.remove_prefix(nl + 1);
   for (size_t i = 0; i < lines; ++i) {
     nl = frame.find('\n');

@@ -164,7 +164,7 @@ absl::Status Env::Close() {
       /*wait_for_ready=*/false);
 }
 
-absl::StatusOr<double> Env::Remeasure() {
+absl::StatusOr<Retiming> Env::Remeasure() {
   if (!open_) return absl::FailedPreconditionError("the environment is closed");
   compiler_gym::SendSessionParameterRequest request;
   request.set_session_id(session_id_);
@@ -174,11 +174,14 @@ absl::StatusOr<double> Env::Remeasure() {
   RETURN_IF_ERROR(connection_->Invoke([&](grpc::ClientContext* ctx) {
     return connection_->stub().SendSessionParameter(ctx, request, &reply);
   }));
-  double gflops = 0;
-  if (reply.reply_size() != 1 || !absl::SimpleAtod(reply.reply(0), &gflops)) {
-    return absl::InternalError("the server's looptool.remeasure reply is not one number");
+  // The GFLOPS, then (from servers that measure it) the peak beside it.
+  Retiming r;
+  if (reply.reply_size() < 1 || reply.reply_size() > 2 ||
+      !absl::SimpleAtod(reply.reply(0), &r.gflops) ||
+      (reply.reply_size() == 2 && !absl::SimpleAtod(reply.reply(1), &r.peak_gflops))) {
+    return absl::InternalError("the server's looptool.remeasure reply is not one or two numbers");
   }
-  return gflops;
+  return r;
 }
 
 int Env::ActionIndex(const std::string& name) const {

@@ -30,6 +30,14 @@ struct StepResult {
   absl::StatusOr<Value> Get(absl::string_view name) const;
 };
 
+// A kernel timed again by the server (Env::Remeasure).
+struct Retiming {
+  double gflops = 0;
+  // The FMA peak the server measured on the same core right after the kernel, at the clock the
+  // kernel ran at; 0 from a server that does not measure one.
+  double peak_gflops = 0;
+};
+
 class Env {
  public:
   // Starts a session on `benchmark` (a URI). NOT_FOUND when the server has no such benchmark.
@@ -57,9 +65,10 @@ class Env {
                                        const std::vector<std::string>& observations = {});
   absl::StatusOr<Value> Observe(const std::string& observation);
   // The current state's kernel timed again by the server with its full fixed budget, no cache
-  // and no early stop (session parameter looptool.remeasure), in GFLOPS. Searches re-time
-  // their winners with it. Bounded by the connection's call timeout, not the deadline.
-  absl::StatusOr<double> Remeasure();
+  // and no early stop (session parameter looptool.remeasure), and the peak measured beside it.
+  // Searches re-time their winners with it. Bounded by the connection's call timeout, not the
+  // deadline.
+  absl::StatusOr<Retiming> Remeasure();
   // A new session in the current state; later steps of either never affect the other.
   absl::StatusOr<Env> Fork() const;
   // Ends the session; later calls fail. Idempotent.

@@ -134,6 +134,10 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
   ASSIGN_OR_RETURN(out.search, Search(env, search));
   RETURN_IF_ERROR(recording);
   if (options.records == nullptr) out.roofline = ObserveRoofline(env);
+  // A compute bound is the peak: the one measured beside the re-timed kernel, when there is one.
+  if (out.search.peak_beside_retimed && !out.roofline.memory_bound && out.roofline.gflops > 0) {
+    out.roofline.gflops = out.search.peak_gflops;
+  }
   out.stored_prefix = static_cast<int>(prefix.size());
   out.search.actions.insert(out.search.actions.begin(), prefix.begin(), prefix.end());
   if (options.store != nullptr && Storable(options.search, out.search)) {

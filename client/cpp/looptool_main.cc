@@ -314,6 +314,8 @@ json ResultJson(const TuneResult& t) {
             {"retimed", r.retimed},
             {"start_gflops", r.start_gflops},
             {"peak_gflops", r.peak_gflops},
+            {"server_peak_gflops", r.server_peak_gflops},
+            {"peak_measured", r.peak_beside_retimed ? "beside the re-timed kernel" : "at server start"},
             {"percent_of_peak", 100 * r.gflops / r.peak_gflops},
             {"speedup", r.start_gflops > 0 ? r.gflops / r.start_gflops : 0},
             {"seconds", r.seconds},
@@ -566,8 +568,14 @@ void PrintTuneResult(const std::string& uri, const TuneOptions& tune, const Tune
     std::printf("re-timed   the best %d states at the end; the search had measured %.2f GFLOPS\n",
                 tune.search.retime_top, r.search_gflops);
   }
-  std::printf("peak       %8.2f GFLOPS  (measured FMA peak of one core: %s)\n", r.peak_gflops,
-              t.host_cpu.c_str());
+  if (r.peak_beside_retimed) {
+    std::printf("peak       %8.2f GFLOPS  (FMA peak of the core, measured right after the re-timed "
+                "best: %s; %.2f at the server's start)\n",
+                r.peak_gflops, t.host_cpu.c_str(), r.server_peak_gflops);
+  } else {
+    std::printf("peak       %8.2f GFLOPS  (measured FMA peak of one core: %s)\n", r.peak_gflops,
+                t.host_cpu.c_str());
+  }
   PrintRoofline(t.roofline, r.gflops, "best");
   std::printf("actions    %s\n",
               r.actions.empty() ? "(none)" : absl::StrJoin(r.actions, ", ").c_str());

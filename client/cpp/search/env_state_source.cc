@@ -20,7 +20,7 @@ absl::StatusOr<StepResult> BorrowedEnvStateSource::Step(const std::vector<int>&,
   return absl::FailedPreconditionError("a search leaves the session it starts from as it is");
 }
 
-absl::StatusOr<double> BorrowedEnvStateSource::Remeasure() {
+absl::StatusOr<Retiming> BorrowedEnvStateSource::Remeasure() {
   return absl::FailedPreconditionError("a search leaves the session it starts from as it is");
 }
 

@@ -37,7 +37,7 @@ class EnvStateSource final : public SessionStateSource {
                                   const std::vector<std::string>& observations) override {
     return env_.Step(actions, observations);
   }
-  absl::StatusOr<double> Remeasure() override { return env_.Remeasure(); }
+  absl::StatusOr<Retiming> Remeasure() override { return env_.Remeasure(); }
   void set_deadline(absl::Time deadline) override { env_.set_deadline(deadline); }
 
  private:
@@ -53,7 +53,7 @@ class BorrowedEnvStateSource final : public SessionStateSource {
   // FAILED_PRECONDITION: the borrowed session is left as it is.
   absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
                                   const std::vector<std::string>& observations) override;
-  absl::StatusOr<double> Remeasure() override;
+  absl::StatusOr<Retiming> Remeasure() override;
   void set_deadline(absl::Time deadline) override {}  // forks take the search's own
 
  private:

@@ -153,12 +153,17 @@ SearchResult Finish(Searcher& s, const SearchOptions& options) {
       r.search_gflops = chosen.gflops;
       if (retimed->start_gflops > 0) r.start_gflops = retimed->start_gflops;
       r.retimed = true;
+      if (retimed->peak_gflops > 0) {
+        r.peak_gflops = retimed->peak_gflops;
+        r.peak_beside_retimed = true;
+      }
     }
   }
   for (int i : chosen.path) r.actions.push_back(s.start().action_names()[i]);
   r.loop_tree = chosen.loop_tree;
   r.ir = chosen.ir;
-  r.peak_gflops = s.peak();
+  r.server_peak_gflops = s.peak();
+  if (!r.peak_beside_retimed) r.peak_gflops = s.peak();
   r.states_evaluated = s.evaluated();
   r.seconds = s.Elapsed();
   return r;

@@ -135,7 +135,13 @@ struct SearchResult {
   std::vector<std::string> actions;  // from the start state to the best state
   std::string loop_tree;             // of the best state
   std::string ir;                    // of the best state (program and schedule)
-  double gflops = 0, peak_gflops = 0;  // gflops: re-timed when retimed
+  double gflops = 0;                 // re-timed when retimed
+  // The FMA peak to divide `gflops` by: measured on the same core right after the chosen
+  // kernel's re-timing when the server measured one there (peak_beside_retimed), else the
+  // server's peak from its start (server_peak_gflops).
+  double peak_gflops = 0;
+  double server_peak_gflops = 0;
+  bool peak_beside_retimed = false;
   double start_gflops = 0;           // 0 for policy, which times only the final state
   double search_gflops = 0;          // the best state's GFLOPS as the search measured it
   bool retimed = false;              // gflops and start_gflops come from re-timing

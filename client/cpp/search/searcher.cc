@@ -182,11 +182,13 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
     absl::StatusOr<std::unique_ptr<StateSource>> source = start_.Fork();
     if (!source.ok()) break;
     if (!n->path.empty() && !(*source)->Step(n->path, {}).ok()) continue;
-    absl::StatusOr<double> g = (*source)->Remeasure();
+    absl::StatusOr<Retiming> g = (*source)->Remeasure();
     if (!g.ok()) continue;
-    if (n == &root_) start_gflops = *g;
-    if (options_.on_retimed) options_.on_retimed(KernelKey(n->ir), *g);
-    if (!best.has_value() || *g > best->gflops) best = Retimed{*n, *g, 0};
+    if (n == &root_) start_gflops = g->gflops;
+    if (options_.on_retimed) options_.on_retimed(KernelKey(n->ir), g->gflops);
+    if (!best.has_value() || g->gflops > best->gflops) {
+      best = Retimed{*n, g->gflops, 0, g->peak_gflops};
+    }
   }
   if (best.has_value()) best->start_gflops = start_gflops;
   return best;

@@ -99,6 +99,7 @@ class Searcher {
   struct Retimed {
     Node node;
     double gflops = 0, start_gflops = 0;
+    double peak_gflops = 0;  // measured beside `node`'s re-timing (0: not measured)
   };
   std::optional<Retimed> RetimeBest(int k);
 

@@ -27,8 +27,9 @@ class StateSource {
   // measured), the step fails and the state is as it was.
   virtual absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
                                           const std::vector<std::string>& observations) = 0;
-  // The current state's kernel timed again with the full budget, in GFLOPS.
-  virtual absl::StatusOr<double> Remeasure() = 0;
+  // The current state's kernel timed again with the full budget, and the peak measured beside
+  // it (0 when not measured).
+  virtual absl::StatusOr<Retiming> Remeasure() = 0;
   // Calls (but Remeasure) end by `deadline` (DEADLINE_EXCEEDED); forks inherit it.
   virtual void set_deadline(absl::Time deadline) = 0;
 

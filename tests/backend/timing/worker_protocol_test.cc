@@ -88,11 +88,13 @@ TEST(WorkerProtocol, OkRepliesRoundTripTheirNumbersExactly) {
     WorkerReply reply;
     reply.measurement.seconds = seconds;
     reply.measurement.gflops = gflops;
+    reply.measurement.peak_gflops = gflops / 3;
     auto decoded = DecodeReply(EncodeReply(reply));
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_TRUE(decoded->status.ok()) << decoded->status;
     EXPECT_EQ(decoded->measurement.seconds, seconds);
     EXPECT_EQ(decoded->measurement.gflops, gflops);
+    EXPECT_EQ(decoded->measurement.peak_gflops, gflops / 3);
     EXPECT_EQ(std::signbit(decoded->measurement.gflops), std::signbit(gflops));
   }
 }
@@ -105,7 +107,7 @@ TEST(WorkerProtocol, MemoryProfilesRoundTripExactly) {
   reply.status = absl::Status(absl::StatusCode::kDataLoss, "a\nb");
   const std::string frame = EncodeReply(reply);
   EXPECT_EQ(frame.substr(0, frame.find("point")),
-            "15 0x0p+0 0x0p+0 6\nlevel L1 49152\nlevel L2 1048576\nlevel DRAM 0\n");
+            "15 0x0p+0 0x0p+0 0x0p+0 6\nlevel L1 49152\nlevel L2 1048576\nlevel DRAM 0\n");
   auto decoded = DecodeReply(frame);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ASSERT_EQ(decoded->memory.levels.size(), 3u);

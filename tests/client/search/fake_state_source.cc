@@ -129,10 +129,10 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
   return v;
 }
 
-absl::StatusOr<double> FakeStateSource::Remeasure() {
+absl::StatusOr<Retiming> FakeStateSource::Remeasure() {
   world_->clock.Advance(world_->measure_cost);
   ++world_->remeasured;
-  return 0.99 * world_->Gflops(knobs_);
+  return Retiming{0.99 * world_->Gflops(knobs_), world_->remeasure_peak};
 }
 
 absl::StatusOr<std::vector<std::string>> FakeStateSource::ActionNamesOf(

@@ -44,6 +44,7 @@ struct FakeWorld {
   std::vector<std::string> measured;  // states whose kernel was measured, in order
   std::map<std::string, int> times_observed;  // flops observations per state (cached or not)
   int remeasured = 0;
+  double remeasure_peak = 0;  // the peak each re-timing reports
   int predictions = 0;
 
   double Gflops(const std::vector<int>& knobs) const;
@@ -57,7 +58,7 @@ class FakeStateSource final : public StateSource {
   absl::StatusOr<std::unique_ptr<StateSource>> Fork() const override;
   absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
                                   const std::vector<std::string>& observations) override;
-  absl::StatusOr<double> Remeasure() override;
+  absl::StatusOr<Retiming> Remeasure() override;
   void set_deadline(absl::Time deadline) override { deadline_ = deadline; }
   const std::string& action_space() const override { return space_; }
   const std::vector<std::string>& action_names() const override { return names_; }

@@ -200,6 +200,22 @@ TEST(SearchAlgorithms, RetimingReportsTheRetimedBestAndStart) {
   EXPECT_DOUBLE_EQ(r->gflops, 0.99 * 90);
   EXPECT_EQ(r->search_gflops, 90);
   EXPECT_DOUBLE_EQ(r->start_gflops, 0.99 * run.world->Gflops({0, 0, 0}));
+  // A server that measures no peak beside its re-timings: the peak is the server's.
+  EXPECT_FALSE(r->peak_beside_retimed);
+  EXPECT_EQ(r->peak_gflops, r->server_peak_gflops);
+}
+
+TEST(SearchAlgorithms, RetimingReportsThePeakMeasuredBesideTheRetimedBest) {
+  Trial run("greedy1", 100);
+  run.options.depth = 20;
+  run.options.retime_top = 3;
+  run.world->remeasure_peak = 77.5;
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->peak_beside_retimed);
+  EXPECT_EQ(r->peak_gflops, 77.5);
+  EXPECT_NE(r->server_peak_gflops, 77.5);
+  EXPECT_GT(r->server_peak_gflops, 0);
 }
 
 TEST(SearchAlgorithms, BadSpecsAreRefused) {
