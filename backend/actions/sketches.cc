@@ -318,6 +318,70 @@ int AddTransposeBlocks(const LoopTree& tree, const SketchOptions& options,
   return 0;
 }
 
+// Reductions whose output's last variable v is read with a row's stride (attention scores,
+// S[h,i,j] += Q[h,i,d] * K[h,j,d], read K along j; a global pool O[c] += I[c,h,w] reads I along
+// c), where rule 2) fails: vectorize instead a reduction variable d that every input reading it
+// steps by 1 (the innermost: the last index of the inputs), and hold a block of B consecutive
+// elements of v in registers, one accumulator each, which the code generator folds into one
+// vector of the output (backend/codegen/emitter.cc). The order: the other output variables, v's
+// tiles, v's block, the other reductions, d. B a vector's lanes, then half, then 24.
+// Returns the statement, or -1 where the nest is no such reduction.
+int AddReductionVectorBlocks(const LoopTree& tree, const SketchOptions& options,
+                             std::vector<Candidate>& out) {
+  const Program& p = tree.program();
+  if (p.num_statements() != 1) return -1;
+  const Statement& st = p.statement(0);
+  if (st.reduction == Reduction::kAssign) return -1;
+  std::set<int> seen;
+  for (const Loop& loop : tree.schedule(0).compute) {
+    if (!seen.insert(loop.var).second) return -1;  // rule 1): untiled
+  }
+  const std::vector<int> out_vars = p.OutputVars(0);
+  if (out_vars.empty()) return -1;
+  const int v = out_vars.back();
+  if (p.ElementStride(st.output, v) != 1 || p.var(v).extent < 2) return -1;
+  std::vector<int> reductions;
+  for (int x : p.LoopVars(0)) {
+    if (std::find(out_vars.begin(), out_vars.end(), x) == out_vars.end()) reductions.push_back(x);
+  }
+  int d = -1;
+  for (int x : reductions) {
+    bool read = false, unit = true;
+    for (const Access& in : st.inputs) {
+      const int64_t stride = p.ElementStride(in, x);
+      read |= stride != 0;
+      unit &= stride == 0 || stride == 1;
+    }
+    if (read && unit && (d < 0 || p.var(x).extent > p.var(d).extent)) d = x;
+  }
+  if (d < 0) return -1;
+  const int lanes = Traits(options.target).vector_width;
+  const int budget = BudgetFor(options.target, lanes, st.post_op).accumulators;
+  const int64_t ev = p.var(v).extent;
+  int rank = 0;
+  for (int block : {lanes, lanes / 2, 24}) {
+    if (block > budget || (block >= ev && block != lanes)) continue;
+    Plan plan;
+    const bool split_v = block < ev;
+    if (split_v) plan.splits.push_back({v, block});
+    for (int x : out_vars) {
+      if (x != v) plan.order.push_back({x, 0});
+    }
+    if (split_v) plan.order.push_back({v, 0});
+    plan.order.push_back({v, split_v ? 1 : 0});
+    for (int r : reductions) {
+      if (r != d) plan.order.push_back({r, 0});
+    }
+    plan.order.push_back({d, 0});
+    plan.description = absl::StrCat("fold ", p.var(v).name,
+                                    split_v ? absl::StrCat("/", block) : std::string(),
+                                    ", vector ", p.var(d).name, " (reduced)");
+    plan.accumulators = static_cast<int>(std::min<int64_t>(block, ev));
+    out.push_back({rank++, std::move(plan)});
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
@@ -330,6 +394,7 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
     AddTwoVariableBlocks(tree.program(), *nest, candidates);
   } else {
     stmt = AddTransposeBlocks(tree, options, candidates);
+    if (stmt < 0) stmt = AddReductionVectorBlocks(tree, options, candidates);
     if (stmt < 0) return {};
   }
   std::stable_sort(candidates.begin(), candidates.end(),

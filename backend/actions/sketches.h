@@ -55,6 +55,11 @@ struct SketchOptions {
 // 2) fails, gets blocks of a vector's lanes (then half) of the input's contiguous variable e x
 // one vector of v instead ("transpose n/16, vector m/16"), the other output variables outside,
 // e's tile outside v's: the code generator transposes such a block in registers.
+// A reduction whose inputs read v with a larger stride (attention scores, a global pool over
+// CHW) gets, where a reduction variable d is read with stride 1 by every input that reads it,
+// blocks of a vector's lanes (then half, then 24) of consecutive elements of v, one accumulator
+// each, with d vectorized innermost and the other reductions between ("fold j/16, vector d
+// (reduced)"): the code generator folds the block into vectors of the output.
 std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
                                      const SketchOptions& options = {});
 

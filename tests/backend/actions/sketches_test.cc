@@ -210,10 +210,42 @@ TEST(Sketches, EachReachesADistinctTree) {
 }
 
 TEST(Sketches, NoneWhereTheVectorWouldGatherAcrossRows) {
-  EXPECT_TRUE(LoopNestSketches(Initial("O[r] += I[r,c]; r=64 c=64"), Limits{}).empty());
   EXPECT_TRUE(LoopNestSketches(Initial("O[c,w] += I[c, 5*w]; c=8 w=64"), Limits{}).empty());
+  // A reduction with no variable every input reads with stride 1.
+  EXPECT_TRUE(LoopNestSketches(Initial("O[r] += I[r, 2*c]; r=64 c=64"), Limits{}).empty());
   // A copy that is no transpose of a block: the input's contiguous variable is not the output's.
   EXPECT_TRUE(LoopNestSketches(Initial("B[n,m] = A[m, 2*n]; m=64 n=64"), Limits{}).empty());
+}
+
+// A reduction read along a row's stride: blocks of consecutive outputs, the reduction vectorized.
+TEST(Sketches, AttentionScoresFoldBlocksOfTheOutput) {
+  const LoopTree start = Initial("S[h,i,j] += Q[h,i,d] * K[h,j,d]; h=12 i=128 j=128 d=64");
+  const std::vector<Sketch> sketches = LoopNestSketches(start, Limits{});
+  ASSERT_EQ(sketches.size(), 3u);
+  EXPECT_EQ(sketches[0].description, "fold j/16, vector d (reduced)");
+  EXPECT_EQ(sketches[1].description, "fold j/8, vector d (reduced)");
+  EXPECT_EQ(sketches[2].description, "fold j/24, vector d (reduced)");
+  EXPECT_EQ(LoopTreeText(Built(start, sketches[0])),
+            "for h in 12 : L0\n"
+            " for i in 128 : L1\n"
+            "  for j in 8 : L2\n"
+            "   for j' in 16 : L3  <<<<<< cursor (line 3 )\n"
+            "    for d in 64 : L4\n"
+            "     %2[h, i, d, j] <- multiply(%0, %1)\n"
+            "     %3[h, i, j] <- add(%2)\n"
+            "  for j in 128 : L7\n"
+            "   %4[h, i, j] <- write(%3)\n");
+  const StatementPlan plan = Lower(Built(start, sketches[0]), Isa::kAvx512).statements[0];
+  EXPECT_TRUE(plan.horizontal);
+  EXPECT_EQ(plan.accumulators, 16);
+  // A global pool over CHW: the other reduction (h) inside the block, w vectorized.
+  const std::vector<Sketch> pool =
+      LoopNestSketches(Initial("O[c] += I[c,h,w]; c=512 h=7 w=7"), Limits{});
+  ASSERT_FALSE(pool.empty());
+  EXPECT_EQ(pool[0].description, "fold c/16, vector w (reduced)");
+  const std::vector<Sketch> rows = LoopNestSketches(Initial("O[r] += I[r,c]; r=64 c=64"), Limits{});
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows[0].description, "fold r/16, vector c (reduced)");
 }
 
 // A transpose: blocks of the input's contiguous variable x one vector, transposed in registers.

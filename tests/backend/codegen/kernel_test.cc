@@ -313,6 +313,8 @@ TEST(Kernel, EverySketchMatchesTheInterpreter) {
       "O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=5 h=3 w=19 c=3 r=3 s=3",
       "O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=5 h=4 w=37 r=3 s=3",
       "B[n,m] = A[m,n]; m=37 n=45",
+      "S[h,i,j] += Q[h,i,d] * K[h,j,d]; h=2 i=3 j=37 d=21",
+      "O[c] max= I[c,h,w] -> relu; c=29 h=3 w=7",
       "B[c,h,w] = A[h,w,c] -> relu; h=3 w=21 c=19",
   };
   int checked = 0;
