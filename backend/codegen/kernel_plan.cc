@@ -172,8 +172,8 @@ void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
           isa == Isa::kAvx512 ? "a gather" : "lane by lane",
           a.stride[v] == 2 ? " when masked" : " per vector",
           st.reduction == Reduction::kAssign && st.combiner == Combiner::kIdentity
-              ? " (a register block of 8 or more consecutive elements: rows loaded as vectors "
-                "and transposed in registers)"
+              ? " (a register block of half a vector or more of consecutive elements: rows "
+                "loaded as vectors and transposed in registers)"
               : ""));
     }
   }

@@ -27,6 +27,11 @@ each layer's PyTorch time is then the faster of its NCHW call and the same call 
 channels_last tensors (PyTorch's own channels-last path), and that is the ratio's reference.
 BERT's matmuls have no layout to choose: they run as in the dataset. Results:
 bench/results/layer_bench_nhwc.md.
+
+torch.bmm (BERT's attention) is timed both with b contiguous and with b the transposed view of a
+contiguous tensor (as BERT's matmul(q, k.transpose(-1, -2)) hands it K^T; our scores program
+reads K[h,j,d] as the key projection writes it); the faster is the reference (`t` marks the
+latter).
 """
 import tempfile
 import argparse
@@ -68,10 +73,12 @@ def shape(text: str) -> Tuple[int, ...]:
     return tuple(int(d) for d in text.split("x"))
 
 
-def reference_ops(ref: str, channels_last: bool = False
+def reference_ops(ref: str, channels_last: bool = False, transposed_b: bool = False
                   ) -> Tuple[Callable[[], object], Optional[Callable[[], object]]]:
     """(PyTorch's call, oneDNN's call or None) for a reference line; `channels_last`: PyTorch's
-    call on channels_last tensors (4-D inputs and weights), oneDNN's as without."""
+    call on channels_last tensors (4-D inputs and weights), oneDNN's as without; `transposed_b`:
+    torch.bmm's b as the transposed view of a contiguous tensor (attention's K^T as BERT's
+    matmul(q, k.transpose(-1, -2)) reads it) instead of contiguous."""
     import torch
     import torch.nn.functional as F
     import torch.utils.mkldnn
@@ -99,6 +106,8 @@ def reference_ops(ref: str, channels_last: bool = False
         return (lambda: F.linear(x, w)), (lambda: mk(xm))
     if op == "bmm":
         p, q = torch.randn(shape(a["a"])), torch.randn(shape(a["b"]))
+        if transposed_b:
+            q = q.transpose(-1, -2).contiguous().transpose(-1, -2)
         return (lambda: torch.bmm(p, q)), None
     if op in ("max_pool2d", "avg_pool2d"):
         x = torch.randn(shape(a["input"]))
@@ -158,9 +167,11 @@ def channels_last_programs(dataset: str) -> Dict[str, Tuple[str, str]]:
 
 
 def tune(cli: str, dataset: str, time_limit: float,
-         programs: Optional[Dict[str, Tuple[str, str]]] = None) -> Tuple[Dict[str, Dict], int]:
+         programs: Optional[Dict[str, Tuple[str, str]]] = None,
+         isa: str = "auto") -> Tuple[Dict[str, Dict], int]:
     """Each benchmark's `looptool tune --json` result by name, and the kernel worker's core.
-    `programs` ({name: (task, program)}): those programs tuned instead, results by name."""
+    `programs` ({name: (task, program)}): those programs tuned instead, results by name; `isa`:
+    the embedded server's --isa (the kernels' vector unit)."""
     command = [cli, "tune", f"--dataset={dataset}"]
     tmp = None
     if programs:
@@ -171,7 +182,8 @@ def tune(cli: str, dataset: str, time_limit: float,
             with open(files[-1], "w", encoding="utf-8") as f:
                 f.write(program)
         command = [cli, "tune", "--benchmark=" + ",".join(files)]
-    p = subprocess.run(command + [f"--time_limit={time_limit}", "--json"], capture_output=True,
+    p = subprocess.run(command + [f"--time_limit={time_limit}", f"--isa={isa}", "--json"],
+                       capture_output=True,
                        text=True, check=False)
     if tmp is not None:
         tmp.cleanup()
@@ -198,6 +210,12 @@ def main() -> None:
     parser.add_argument("--layout", default="nchw", choices=("nchw", "nhwc"),
                         help="the CNN layers as the datasets hold them (nchw) or as "
                              "looptool.model runs them (nhwc: channels last)")
+    parser.add_argument("--isa", default="auto", choices=("auto", "avx512", "avx2"),
+                        help="the kernels' vector unit (the server's --isa)")
+    parser.add_argument("--ref-isa", default="native", choices=("native", "avx2"),
+                        help="the references' vector unit: as PyTorch and oneDNN choose "
+                        "(native), or at most AVX2 (ONEDNN_MAX_CPU_ISA=AVX2, "
+                        "ATEN_CPU_CAPABILITY=avx2)")
     parser.add_argument("--runs", type=int, default=1,
                         help="tuning runs per dataset (spread per layer)")
     args = parser.parse_args()
@@ -206,12 +224,17 @@ def main() -> None:
     nhwc = args.layout == "nhwc"
     if nhwc and args.out == parser.get_default("out"):
         args.out = os.path.join(ROOT, "bench/results/layer_bench_nhwc.md")
+    if args.ref_isa == "avx2":  # read when oneDNN and ATen start: before torch is imported
+        os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+        os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
     import torch
     torch.set_num_threads(1)
     lines = ["# Model layers: LoopTool against PyTorch and oneDNN, one core", "",
              f"`/usr/bin/python3 bench/model/layer_bench.py --time-limit={args.time_limit:g}"
              + (" --layout=nhwc" if nhwc else "")
-             + (f" --runs={args.runs}" if args.runs > 1 else "") + "` "
+             + (f" --runs={args.runs}" if args.runs > 1 else "")
+             + (f" --isa={args.isa}" if args.isa != "auto" else "")
+             + (f" --ref-isa={args.ref_isa}" if args.ref_isa != "native" else "") + "` "
              f"({datetime.date.today()}, torch {torch.__version__}). Ratios are reference time "
              "/ our time (above 1: we are faster), measured in the same run on the same core."
              + (" Layers channels last (layer names: the datasets'; the tuned programs: "
@@ -222,7 +245,8 @@ def main() -> None:
     for dataset in args.dataset or DATASETS:
         layers = read_dataset(dataset)
         programs = channels_last_programs(dataset) if nhwc else {}
-        runs = [tune(args.cli, dataset, args.time_limit, programs) for _ in range(args.runs)]
+        runs = [tune(args.cli, dataset, args.time_limit, programs, args.isa)
+                for _ in range(args.runs)]
         core = runs[-1][1]
         tuned = {}
         for layer in layers:  # each layer's run of median GFLOPS, and every run's GFLOPS
@@ -266,6 +290,11 @@ def main() -> None:
                              args.ref_seconds)
                 if cl < pt:
                     pt, mark = cl, " cl"
+            if layer["reference"].startswith("bmm"):
+                kt = fastest(reference_ops(layer["reference"], transposed_b=True)[0],
+                             args.ref_seconds)
+                if kt < pt:
+                    pt, mark = kt, " t"
             dnn = fastest(dnn_call, args.ref_seconds) if dnn_call else None
             ours_total += layer["weight"] * ours
             torch_total += layer["weight"] * pt
