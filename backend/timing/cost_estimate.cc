@@ -9,7 +9,7 @@ double EstimateEvaluationSeconds(const Program& program) {
   }
   const double flops = static_cast<double>(program.Flops());
   return flops * (kInterpreterSecondsPerFlop + kKernelSecondsPerFlop) +
-         elements * kSecondsPerElement;
+         elements * (kSecondsPerElement + kPassesOverEachElement * kMissSecondsPerElementPass);
 }
 
 }  // namespace looptool

@@ -17,6 +17,14 @@ namespace looptool {
 inline constexpr double kInterpreterSecondsPerFlop = 1.5e-9;
 inline constexpr double kKernelSecondsPerFlop = 6 * 0.5e-9;
 inline constexpr double kSecondsPerElement = 15e-9;
+// Memory-bound programs are not bounded by their flops: a transpose's untiled kernel and the
+// interpreter touch each element of large tensors a cache line (and page) apart. Each element
+// of every tensor is charged a miss in each of 7 passes (the interpreter, verification, ~5
+// timed and warm-up runs). Measured on the 2-vCPU AMD EPYC host: a rank-6 transpose of 16^6
+// elements took 4.3 s to evaluate (0.28 s per untiled run), estimated 5.3 s (0.58 s by flops
+// and fills alone); a 4096^2 transpose 1.9 s, estimated 5.3 s.
+inline constexpr double kMissSecondsPerElementPass = 20e-9;
+inline constexpr int kPassesOverEachElement = 7;
 
 double EstimateEvaluationSeconds(const Program& program);
 
