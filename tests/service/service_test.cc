@@ -582,12 +582,13 @@ TEST_F(ServiceTest, TimingObservations) {
   const double retimed = std::stod(param.reply(0));
   EXPECT_GT(retimed, 0.5 * gflops);
   EXPECT_LT(retimed, 2.0 * gflops);
-  // Then the FMA peak measured on the kernel's core right after it: near the server's.
+  // Then the FMA peak measured on the kernel's core right after it: near the server's (within
+  // 4x either way: tests share the CI's two cores).
   cg::StepReply peak;
   ASSERT_TRUE(c.Step(id, {}, {"peak_gflops"}, &peak).ok());
   const double beside = std::stod(param.reply(1));
-  EXPECT_GT(beside, 0.5 * peak.observation(0).double_value());
-  EXPECT_LT(beside, 2.0 * peak.observation(0).double_value());
+  EXPECT_GT(beside, 0.25 * peak.observation(0).double_value());
+  EXPECT_LT(beside, 4.0 * peak.observation(0).double_value());
   cg::StepReply cached;
   ASSERT_TRUE(c.Step(id, {}, {"flops"}, &cached).ok());
   EXPECT_EQ(cached.observation(0).double_value(), gflops);

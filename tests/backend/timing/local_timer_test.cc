@@ -81,9 +81,10 @@ TEST(LocalTimer, RemeasureTimesAgainWithoutTouchingTheCache) {
     ASSERT_TRUE(r.ok());
     EXPECT_GT(r->seconds, 0);
     EXPECT_DOUBLE_EQ(r->gflops, 2.0 * 32 * 48 * 16 / r->seconds * 1e-9);
-    // The peak measured beside it, on this core: near the one measured for the timer.
-    EXPECT_GT(r->peak_gflops, 0.5 * *ev.PeakGflops());
-    EXPECT_LT(r->peak_gflops, 2.0 * *ev.PeakGflops());
+    // The peak measured beside it, on this core: near the one measured for the timer (within
+    // 4x either way: tests share the CI's two cores, and a peak round can lose its core).
+    EXPECT_GT(r->peak_gflops, 0.25 * *ev.PeakGflops());
+    EXPECT_LT(r->peak_gflops, 4.0 * *ev.PeakGflops());
     EXPECT_GT(ev.stats().timing_seconds, timed_before);
   }
   EXPECT_EQ(ev.stats().remeasured, 4);
