@@ -1,5 +1,6 @@
 #include "service/callback_front_end.h"
 
+#include <functional>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -77,7 +78,7 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::
                                                   Call call) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   ++in_flight_;
-  auto finish = [this, reactor](const grpc::Status& status) {
+  std::function<void(const grpc::Status&)> finish = [this, reactor](const grpc::Status& status) {
     reactor->Finish(status);
     --in_flight_;
   };
@@ -97,7 +98,15 @@ grpc::ServerUnaryReactor* CallbackFrontEnd::Serve(Context* context, const grpc::
     return reactor;
   }
   auto state = std::make_shared<CallState<Request, Reply>>();
-  state->call = ContextOf(*context, connections_.Identify(context->peer(), *user, absl::Now()));
+  const Caller caller = connections_.Identify(context->peer(), *user, absl::Now());
+  state->call = ContextOf(*context, caller);
+  // From here on the call runs on its connection (which is then not evicted as idle) until
+  // answered.
+  finish = [this, reactor, caller](const grpc::Status& status) {
+    connections_.CallEnded(caller, absl::Now());
+    reactor->Finish(status);
+    --in_flight_;
+  };
   {
     grpc::ByteBuffer copy(*in);  // shares the slices
     grpc::ProtoBufferReader reader(&copy);

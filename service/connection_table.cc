@@ -47,6 +47,8 @@ Caller ConnectionTable::Identify(absl::string_view peer, const std::string& user
   caller.owner = user.empty() ? caller.connection : absl::StrCat("user:", user);
   if (c != nullptr) {
     c->last_active = now;
+    ++c->running;
+    caller.serial = by_fd_.at(fd);
     if (c->owners.insert(caller.owner).second) {
       ++connections_of_[caller.owner];
       abandoned_.erase(caller.owner);  // back within its grace
@@ -69,13 +71,24 @@ std::vector<std::pair<std::string, absl::Time>> ConnectionTable::TakeAbandoned(a
   return gone;
 }
 
+void ConnectionTable::CallEnded(const Caller& caller, absl::Time now) {
+  if (caller.serial == 0) return;
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(caller.serial);
+  if (it == open_.end()) return;  // closed meanwhile
+  if (it->second.running > 0) --it->second.running;
+  it->second.last_active = now;
+}
+
 std::optional<uint64_t> ConnectionTable::LongestIdle() const {
   absl::MutexLock lock(&mu_);
+  // (busy, last active): an idle connection before any with a call running.
+  std::optional<std::pair<bool, absl::Time>> best;
   std::optional<uint64_t> idlest;
-  absl::Time oldest = absl::InfiniteFuture();
   for (const auto& [serial, c] : open_) {
-    if (c.last_active < oldest) {
-      oldest = c.last_active;
+    const std::pair<bool, absl::Time> key(c.running > 0, c.last_active);
+    if (!best.has_value() || key < *best) {
+      best = key;
       idlest = serial;
     }
   }

@@ -29,6 +29,7 @@ namespace looptool::service {
 struct Caller {
   std::string connection;  // "conn:<address>#<serial>", or "conn:<peer>" for a peer not ours
   std::string owner;       // "user:<name>" or `connection`
+  uint64_t serial = 0;     // the open connection's serial (0 for a peer not ours)
 };
 
 class ConnectionTable {
@@ -41,12 +42,17 @@ class ConnectionTable {
   // The connection `serial` has closed (or was closed); unknown serials are ignored.
   void Closed(uint64_t serial, absl::Time now);
   // The caller of a call that arrived with gRPC peer `peer`, sent with the per-client token of
-  // `user` ("" for none); notes its owner as calling on that connection at `now`. A peer that
-  // is not an open connection of this table (gRPC's own listener: "ipv4:...") is its own name.
+  // `user` ("" for none); notes its owner as calling on that connection at `now`, and the call
+  // as running on it until CallEnded. A peer that is not an open connection of this table
+  // (gRPC's own listener: "ipv4:...") is its own name.
   Caller Identify(absl::string_view peer, const std::string& user, absl::Time now);
+  // A call Identify returned `caller` for has ended (its reply sent or its failure answered).
+  void CallEnded(const Caller& caller, absl::Time now);
   // The owners abandoned at or before `now - grace`, with when, forgotten here.
   std::vector<std::pair<std::string, absl::Time>> TakeAbandoned(absl::Time now);
-  // The open connection whose last call (or opening) is oldest; nullopt when none is open.
+  // The open connection with no call running whose last call (or opening) is oldest; where
+  // every open connection has a call running, the one whose last call started earliest;
+  // nullopt when none is open.
   std::optional<uint64_t> LongestIdle() const;
   int open() const;
 
@@ -55,6 +61,7 @@ class ConnectionTable {
     int fd = -1;
     std::string name;
     absl::Time last_active;
+    int running = 0;               // calls identified on it and not yet ended
     std::set<std::string> owners;  // that called on it
   };
   const absl::Duration grace_;

@@ -1,6 +1,7 @@
 // ConnectionTable on its own, with explicit clock values: connection names, owners (a token's
 // user or the connection), descriptor numbers reused by a newer connection, abandonment exact
-// at the grace, a client that calls again within its grace, and the longest-idle connection.
+// at the grace, a client that calls again within its grace, and the longest-idle connection
+// (never one with a call running while another is idle).
 #include "service/connection_table.h"
 
 #include "gmock/gmock.h"
@@ -82,6 +83,30 @@ TEST(ConnectionTable, LongestIdleIsTheConnectionWithTheOldestCall) {
   EXPECT_EQ(t.LongestIdle(), b);
   t.Closed(b, kT0 + absl::Seconds(3));
   EXPECT_EQ(t.LongestIdle(), a);
+}
+
+// A connection with a call running is not idle, however long ago the call started: an idle one
+// goes first; among busy ones, the one whose call started earliest.
+TEST(ConnectionTable, AConnectionWithACallRunningIsNotTheLongestIdle) {
+  ConnectionTable t(absl::Seconds(30));
+  const uint64_t a = t.Opened(7, "ipv4:127.0.0.1:5000", kT0);
+  const uint64_t b = t.Opened(8, "ipv4:127.0.0.1:5001", kT0 + absl::Seconds(1));
+  const Caller long_call = t.Identify("fd:7", "", kT0 + absl::Seconds(2));
+  EXPECT_EQ(long_call.serial, a);
+  const Caller quick = t.Identify("fd:8", "", kT0 + absl::Seconds(3));
+  EXPECT_EQ(quick.serial, b);
+  EXPECT_EQ(t.LongestIdle(), a);  // both busy: a's call started first
+  t.CallEnded(quick, kT0 + absl::Seconds(4));
+  EXPECT_EQ(t.LongestIdle(), b);  // idle since 4 s, while a's 2 s call still runs
+  t.CallEnded(long_call, kT0 + absl::Seconds(5));
+  EXPECT_EQ(t.LongestIdle(), b);  // a was active until 5 s
+  const Caller x = t.Identify("fd:8", "", kT0 + absl::Seconds(6));
+  EXPECT_EQ(t.LongestIdle(), a);
+  t.Closed(a, kT0 + absl::Seconds(7));
+  t.CallEnded(x, kT0 + absl::Seconds(8));
+  t.CallEnded(long_call, kT0 + absl::Seconds(9));  // its connection closed: ignored
+  EXPECT_EQ(t.LongestIdle(), b);
+  EXPECT_EQ(t.Identify("ipv4:127.0.0.1:6000", "", kT0).serial, 0u);  // not ours
 }
 
 }  // namespace
