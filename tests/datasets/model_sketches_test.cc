@@ -89,5 +89,31 @@ TEST(ModelSketches, EveryLayerHasSketchesThatCompileAndVerify) {
   EXPECT_GT(verified, layers * 2);
 }
 
+// Every program of the hand-written catalog (convolutions, depthwise, pools, reductions, GEMV,
+// transposes and layout changes, broadcasts, concatenations, elementwise sums, matmuls with a
+// relu) has starting schedules for both vector units.
+TEST(ModelSketches, EveryCatalogProgramHasSketches) {
+  int programs = 0;
+  std::vector<std::string> without;
+  for (const CatalogDataset& d : Catalog()) {
+    if (d.evaluation_only) continue;
+    for (const CatalogBenchmark& b : d.benchmarks) {
+      auto p = ParseProgram(b.program, Limits{});
+      ASSERT_TRUE(p.ok()) << p.status();
+      const LoopTree tree = LoopTree::Initial(std::make_shared<const Program>(*p));
+      ++programs;
+      for (Isa target : {Isa::kAvx512, Isa::kAvx2}) {
+        SketchOptions options;
+        options.target = target;
+        if (LoopNestSketches(tree, Limits{}, options).empty()) {
+          without.push_back(absl::StrCat(d.name, "/", b.name, " ", Traits(target).name));
+        }
+      }
+    }
+  }
+  EXPECT_GE(programs, 40);
+  EXPECT_THAT(without, ::testing::IsEmpty());
+}
+
 }  // namespace
 }  // namespace looptool::datasets
