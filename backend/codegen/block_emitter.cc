@@ -69,7 +69,9 @@ class Block {
     }
     // Registers besides the accumulators: load0, load1 and the cache registers empty then.
     const int spare = 2 + static_cast<int>(regs_.cache.size());
-    for (const auto& [key, by_offset] : runs) {
+    for (const auto& entry : runs) {
+      const std::pair<int, int64_t> key = entry.first;  // (lanes, stride); a lambda captures it
+      const std::map<int64_t, int>& by_offset = entry.second;
       std::vector<int> run;
       int64_t next = 0;
       auto close = [&] {
