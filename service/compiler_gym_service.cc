@@ -126,20 +126,30 @@ LoopToolService::LoopToolService(ServiceOptions options,
       benchmarks_(options_.limits, options_.max_benchmark_cache_bytes,
                   options_.max_total_benchmark_bytes),
       sessions_(options_.max_sessions, options_.max_sessions_per_client),
-      requests_(/*capacity=*/1 << 16, /*ttl=*/absl::Minutes(10)) {}
+      requests_(/*capacity=*/1 << 16, /*ttl=*/absl::Minutes(10), /*wait=*/absl::Seconds(30)) {}
 
 uint64_t LoopToolService::TenantOf(const std::string& owner) {
   return absl::Hash<std::string>{}(owner);
 }
 
-std::shared_ptr<Session> LoopToolService::Repeated(const CallContext& call, int64_t* id) {
-  if (call.request_id.empty()) return nullptr;
-  const std::optional<int64_t> made = requests_.Find(call.client, call.request_id, absl::Now());
-  if (!made.has_value()) return nullptr;
-  absl::StatusOr<std::shared_ptr<Session>> session = sessions_.Find(*made, absl::Now());
-  if (!session.ok()) return nullptr;  // ended since: the call makes a new one
-  *id = *made;
-  return *std::move(session);
+absl::StatusOr<LoopToolService::Attempt> LoopToolService::BeginAttempt(const CallContext& call) {
+  Attempt attempt;
+  for (;;) {
+    ASSIGN_OR_RETURN(RequestLog::Begun begun,
+                     requests_.Begin(call.client, call.request_id, absl::Now()));
+    if (!begun.made.has_value()) {
+      attempt.claim = std::move(begun.claim);
+      return attempt;
+    }
+    absl::StatusOr<std::shared_ptr<Session>> session = sessions_.Find(*begun.made, absl::Now());
+    if (session.ok()) {
+      attempt.session = *std::move(session);
+      attempt.id = *begun.made;
+      return attempt;
+    }
+    // Ended since: this attempt makes a new one.
+    requests_.Forget(call.client, call.request_id, *begun.made);
+  }
 }
 
 absl::StatusOr<int> LoopToolService::EngineFor(const std::string& uri) const {
@@ -222,13 +232,13 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
     space_changed = true;
   }
   if (space_changed) *reply.mutable_new_action_space() = ref.proto;
-  int64_t repeated_id = 0;
-  if (std::shared_ptr<Session> repeated = Repeated(call, &repeated_id)) {
-    // Sent again (the first reply was lost): the session the first call made.
-    absl::MutexLock lock(&repeated->mu);
-    RETURN_IF_ERROR(
-        Observe(*repeated->episode, request.observation_space(), *reply.mutable_observation()));
-    reply.set_session_id(repeated_id);
+  ASSIGN_OR_RETURN(Attempt attempt, BeginAttempt(call));
+  if (attempt.session != nullptr) {
+    // Sent again (the first reply was lost): the session the first attempt made.
+    absl::MutexLock lock(&attempt.session->mu);
+    RETURN_IF_ERROR(Observe(*attempt.session->episode, request.observation_space(),
+                            *reply.mutable_observation()));
+    reply.set_session_id(attempt.id);
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(sessions_.CheckRoomFor(call.owner));  // before any work is done for it
@@ -245,7 +255,7 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
         Observe(*session->episode, request.observation_space(), *reply.mutable_observation()));
   }
   ASSIGN_OR_RETURN(const int64_t id, sessions_.Add(std::move(session), call.owner, absl::Now()));
-  if (!call.request_id.empty()) requests_.Record(call.client, call.request_id, id, absl::Now());
+  attempt.claim.Finish(id, absl::Now());
   reply.set_session_id(id);
   return absl::OkStatus();
 }
@@ -261,9 +271,9 @@ absl::Status LoopToolService::DoForkSession(const CallContext& call,
                                             compiler_gym::ForkSessionReply& reply) {
   ASSIGN_OR_RETURN(std::shared_ptr<Session> parent,
                    sessions_.Find(request.session_id(), absl::Now()));
-  int64_t repeated_id = 0;
-  if (Repeated(call, &repeated_id) != nullptr) {  // sent again: the fork the first call made
-    reply.set_session_id(repeated_id);
+  ASSIGN_OR_RETURN(Attempt attempt, BeginAttempt(call));
+  if (attempt.session != nullptr) {  // sent again: the fork the first attempt made
+    reply.set_session_id(attempt.id);
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(sessions_.CheckRoomFor(call.owner));  // before the parent is copied
@@ -276,7 +286,7 @@ absl::Status LoopToolService::DoForkSession(const CallContext& call,
   ASSIGN_OR_RETURN(const int64_t id,
                    sessions_.Add(std::make_shared<Session>(parent->benchmark, std::move(episode)),
                                  call.owner, absl::Now()));
-  if (!call.request_id.empty()) requests_.Record(call.client, call.request_id, id, absl::Now());
+  attempt.claim.Finish(id, absl::Now());
   reply.set_session_id(id);
   return absl::OkStatus();
 }

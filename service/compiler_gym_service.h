@@ -119,8 +119,14 @@ class LoopToolService {
                              compiler_gym::ForkSessionReply& reply);
   // The kernel queue of `owner`'s sessions (WorkerPool serves tenants in turn).
   static uint64_t TenantOf(const std::string& owner);
-  // The live session `call`'s request made before, when it was sent again (RequestLog).
-  std::shared_ptr<Session> Repeated(const CallContext& call, int64_t* id);
+  // What an attempt of `call`'s request found: the live session an earlier attempt made
+  // (`session`, `id`), or none, and then `claim` is this attempt's (RequestLog).
+  struct Attempt {
+    std::shared_ptr<Session> session;
+    int64_t id = 0;
+    RequestLog::Claim claim;
+  };
+  absl::StatusOr<Attempt> BeginAttempt(const CallContext& call);
   absl::Status DoStep(const compiler_gym::StepRequest& request, compiler_gym::StepReply& reply);
   absl::Status DoStepLocked(Session& session, const compiler_gym::StepRequest& request,
                             compiler_gym::StepReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(session.mu);

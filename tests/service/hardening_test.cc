@@ -12,12 +12,15 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <sstream>
 #include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
@@ -347,6 +350,59 @@ TEST_F(HardeningTest, AStartOrForkSentAgainGetsTheSessionItMade) {
   EXPECT_NE(f2, f);
   EXPECT_EQ(end(f2), remaining - 4);
   EXPECT_EQ(end(a), remaining - 5);
+}
+
+// Attempts of one request that arrive at once (a retry while the first attempt still runs on
+// the server) make one session between them, and each gets it: starts that time a kernel (so
+// that the attempts overlap), and forks.
+TEST_F(HardeningTest, ConcurrentAttemptsOfOneRequestMakeOneSession) {
+  auto& stub = server_->stub();
+  const int flops = testing::ObservationIndex(stub, "flops");
+  constexpr int kRequests = 10;
+  constexpr int kAttempts = 4;
+  // Request r < kRequests is a start, r >= kRequests a fork of the first start.
+  std::vector<std::vector<int64_t>> made(2 * kRequests, std::vector<int64_t>(kAttempts, 0));
+  const auto attempts = [&](int first, int last, const std::function<int64_t(int)>& call) {
+    std::vector<std::thread> threads;
+    for (int a = 0; a < kAttempts; ++a) {
+      threads.emplace_back([&, a] {
+        for (int r = first; r < last; ++r) made[r][a] = call(r);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  };
+  attempts(0, kRequests, [&](int r) {
+    cg::StartSessionRequest request;
+    request.mutable_benchmark()->set_uri(kMm);
+    request.add_observation_space(flops);
+    cg::StartSessionReply reply;
+    grpc::Status s =
+        stub.StartSession(Ctx("dup", "", absl::StrCat("start-", r)).get(), request, &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(reply.observation_size(), 1);
+    return reply.session_id();
+  });
+  attempts(kRequests, 2 * kRequests, [&](int r) {
+    cg::ForkSessionRequest request;
+    request.set_session_id(made[0][0]);
+    cg::ForkSessionReply reply;
+    grpc::Status s =
+        stub.ForkSession(Ctx("dup", "", absl::StrCat("fork-", r)).get(), request, &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return reply.session_id();
+  });
+  std::set<int64_t> sessions;
+  for (int r = 0; r < 2 * kRequests; ++r) {
+    for (int a = 1; a < kAttempts; ++a) EXPECT_EQ(made[r][a], made[r][0]) << "request " << r;
+    sessions.insert(made[r].begin(), made[r].end());
+  }
+  EXPECT_EQ(sessions.size(), 2 * kRequests);
+  for (int64_t id : sessions) {
+    cg::EndSessionRequest request;
+    request.set_session_id(id);
+    cg::EndSessionReply reply;
+    EXPECT_TRUE(stub.EndSession(Ctx().get(), request, &reply).ok()) << id;
+  }
 }
 
 TEST_F(HardeningTest, SessionIdsAreNotSequential) {
