@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include "backend/codegen/kernel_plan.h"
 #include "nlohmann/json.hpp"
@@ -38,6 +39,53 @@ double Footprint(const StatementPlan& s, int d) {
   return bytes;
 }
 
+// The variable `a` reads at stride 1 (-1: none): the one its consecutive elements run along.
+int UnitVar(const AccessPlan& a) {
+  for (size_t v = 0; v < a.stride.size(); ++v) {
+    if (a.stride[v] == 1) return static_cast<int>(v);
+  }
+  return -1;
+}
+
+// Bytes of consecutive elements of `a` the register block (loops[scope..]) reads or writes in
+// one run: what each cache line fetched for it serves.
+double RunBytes(const StatementPlan& s, const AccessPlan& a) {
+  const int u = UnitVar(a);
+  if (u < 0) return 4;
+  for (int i = s.scope; i < static_cast<int>(s.loops.size()); ++i) {
+    if (s.loops[i].var == u) return 4.0 * static_cast<double>(Cover(s, s.scope, u));
+  }
+  return 4;
+}
+
+// How one iteration of loop `d` (outside the block) moves the accesses: the largest jump in
+// bytes, and the fraction of accesses that stay put or go on where the block left off (their
+// stride-1 variable: a stream the prefetcher follows).
+std::pair<double, double> Movement(const StatementPlan& s, int d) {
+  if (d < 0 || d >= static_cast<int>(s.loops.size())) return {0, 1};
+  const LoopPlan& l = s.loops[d];
+  double jump = 0, sequential = 0, count = 0;
+  const auto add = [&](const AccessPlan& a) {
+    const int64_t stride = l.var < static_cast<int>(a.stride.size()) ? a.stride[l.var] : 0;
+    jump = std::max(jump, 4.0 * static_cast<double>(std::abs(stride) * l.inner));
+    sequential += stride == 0 || l.var == UnitVar(a);
+    count += 1;
+  };
+  add(s.output);
+  for (const AccessPlan& a : s.inputs) add(a);
+  return {jump, sequential / count};
+}
+
+// Whether the code generator transposes the block's input in registers (block_emitter's
+// PlanTransposes): a copy whose input is strided along the vector variable, with at least half
+// a vector of the input's consecutive elements in the block.
+bool TransposedBlock(const StatementPlan& s) {
+  if (s.width < 8 || s.reduction != Reduction::kAssign || s.inputs.size() != 1) return false;
+  const AccessPlan& a = s.inputs[0];
+  if (a.kind != AccessPlan::Kind::kStrided) return false;
+  return RunBytes(s, a) >= 4.0 * (s.width / 2);
+}
+
 }  // namespace
 
 const std::vector<std::string>& PlanFeatureNames() {
@@ -53,6 +101,14 @@ const std::vector<std::string>& PlanFeatureNames() {
     }
     n->push_back("log2_flops");
     n->push_back("loops_outside_block");
+    // How the kernel walks memory (what ranks memory-bound kernels).
+    n->push_back("log2_min_run_bytes");
+    n->push_back("log2_mean_run_bytes");
+    for (int l = 1; l <= 2; ++l) {
+      n->push_back("log2_jump_bytes_outside_" + std::to_string(l));
+      n->push_back("sequential_outside_" + std::to_string(l));
+    }
+    n->push_back("transposed_block");
     return n;
   }();
   return *names;
@@ -115,6 +171,20 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
   }
   f.push_back(std::log2(static_cast<double>(std::max<int64_t>(1, program.Flops()))) / 30);
   f.push_back(s.scope);
+  double min_run = RunBytes(s, s.output), sum_run = std::log2(min_run);
+  for (const AccessPlan& a : s.inputs) {
+    const double run = RunBytes(s, a);
+    min_run = std::min(min_run, run);
+    sum_run += std::log2(run);
+  }
+  f.push_back(std::log2(min_run) / 12);
+  f.push_back(sum_run / (1.0 + static_cast<double>(s.inputs.size())) / 12);
+  for (int l = 1; l <= 2; ++l) {
+    const auto [jump, sequential] = Movement(s, s.scope - l);
+    f.push_back(std::log2(1 + jump) / 24);
+    f.push_back(sequential);
+  }
+  f.push_back(TransposedBlock(s));
   return f;
 }
 

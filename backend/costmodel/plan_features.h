@@ -1,7 +1,9 @@
 // PlanFeatures: what a cost model sees of a schedule, read off the code generator's KernelPlan
 // (LoopNest's decisions, not the loop tree's raw numbers): vector width and lane waste, the
-// register block's size and fill, unrolling, gathers, and how much data the loops just outside
-// the register block touch (L1/L2 fit), for the statement that does the most work.
+// register block's size and fill, unrolling, gathers, how much data the loops just outside the
+// register block touch (L1/L2 fit), and how the kernel walks memory (the consecutive bytes of
+// each tensor the block touches, how far and whether in stream the two loops outside it move
+// them, a transpose in registers), for the statement that does the most work.
 #ifndef LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
 #define LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
 

@@ -22,7 +22,7 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
   const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
   ASSERT_EQ(f.size(), PlanFeatureNames().size());
-  ASSERT_EQ(f.size(), 23u);
+  ASSERT_EQ(f.size(), 30u);
   const auto at = [&](const std::string& name) {
     for (size_t i = 0; i < f.size(); ++i) {
       if (PlanFeatureNames()[i] == name) return f[i];
@@ -52,6 +52,16 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   EXPECT_EQ(at("fits_l2_outside_3"), 1);
   EXPECT_DOUBLE_EQ(at("log2_flops"), 22.0 / 30);  // 2 x 128^3
   EXPECT_EQ(at("loops_outside_block"), 3);
+  // Runs in the block: C and B 64 floats of n', A 64 floats of k': 256 bytes each.
+  EXPECT_DOUBLE_EQ(at("log2_min_run_bytes"), 8.0 / 12);
+  EXPECT_DOUBLE_EQ(at("log2_mean_run_bytes"), 8.0 / 12);
+  // n (step 64) moves C and B on by their runs (256 bytes), A not at all: all in stream.
+  EXPECT_DOUBLE_EQ(at("log2_jump_bytes_outside_1"), std::log2(257.0) / 24);
+  EXPECT_EQ(at("sequential_outside_1"), 1);
+  // m (step 4) moves C and A by 4 rows (2,048 bytes), B not at all.
+  EXPECT_DOUBLE_EQ(at("log2_jump_bytes_outside_2"), std::log2(2049.0) / 24);
+  EXPECT_DOUBLE_EQ(at("sequential_outside_2"), 1.0 / 3);
+  EXPECT_EQ(at("transposed_block"), 0);
 }
 
 TEST(PlanFeatures, LaneWasteOfATail) {
@@ -65,6 +75,22 @@ TEST(PlanFeatures, LaneWasteOfATail) {
   EXPECT_EQ(g.size(), PlanFeatureNames().size());
 }
 
+TEST(PlanFeatures, ATransposeInRegisters) {
+  // B[n,m] = A[m,n], vectorized along m (A strided), with a block of 16 n: the code generator
+  // transposes 16 x 16 tiles in registers. Without n in the block it gathers.
+  // (kernel_test's TransposesInRegisters block: m 4 outside n, n' 16 and m' 16 in the block.)
+  const auto at = [](const LoopTree& t, const std::string& name) {
+    const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
+    return f[std::find(PlanFeatureNames().begin(), PlanFeatureNames().end(), name) -
+             PlanFeatureNames().begin()];
+  };
+  const LoopTree block = WithActions(InitialTree("B[n,m] = A[m,n]; m=64 n=64"),
+                                     "split_16, down, swap_down, up, split_16");
+  EXPECT_EQ(at(block, "gathers"), 1);
+  EXPECT_EQ(at(block, "transposed_block"), 1);
+  EXPECT_EQ(at(InitialTree("B[n,m] = A[m,n]; m=64 n=64"), "transposed_block"), 0);
+}
+
 TEST(PlanFeatures, AsJsonByName) {
   // n = 50 on AVX2 again: every entry under its name, in order, with the same numbers.
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=8 n=50 k=8");
@@ -72,8 +98,8 @@ TEST(PlanFeatures, AsJsonByName) {
   EXPECT_THAT(json, ::testing::StartsWith(
                         R"({"bias":1.0,"vectorized":1.0,"horizontal":0.0,"log2_width":3.0,)"
                         R"("lane_waste":0.10714285714285714,)"));
-  EXPECT_THAT(json, ::testing::EndsWith(R"("log2_flops":0.4214618729924908,"loops_outside_block":1.0})"));
-  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 23);
+  EXPECT_THAT(json, ::testing::EndsWith(R"("transposed_block":0.0})"));
+  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 30);
 }
 
 }  // namespace
