@@ -167,6 +167,9 @@ class ProgramsTest(unittest.TestCase):
         strides = {t for p in a if p.kind == "conv" for t in ("2*h", "3*h", "4*h") if t in p.text}
         self.assertEqual(strides, {"2*h", "3*h", "4*h"})
         self.assertTrue(any("W[k,c]\n" in p.text for p in a))  # 1x1
+        bmms = [p.text for p in a if p.kind == "bmm"]
+        self.assertTrue(any("* B[b,n,k]\n" in t for t in bmms))  # batched, B transposed
+        self.assertTrue(any("* B[n,k]\n" in t for t in bmms))    # B transposed, no batch
         self.assertEqual(programs.synthetic(5, kinds=["gemv"])[0].kind, "gemv")
         with self.assertRaisesRegex(ValueError, "unknown program kinds \\['fft'\\]"):
             programs.synthetic(3, kinds=["fft"])

@@ -18,7 +18,7 @@ from typing import Callable, Dict, Iterator, List, Sequence
 
 TRAINING_MODELS = ("alexnet", "vgg16", "googlenet", "densenet121", "mnasnet1_0")
 EVALUATION_MODELS = ("resnet18", "mobilenet_v2", "bert_base")
-KINDS = ("matmul", "conv", "depthwise", "pool", "reduction", "gemv", "transpose", "elementwise")
+KINDS = ("matmul", "bmm", "conv", "depthwise", "pool", "reduction", "gemv", "transpose", "elementwise")
 DEFAULT_MAX_FLOPS = 3e8
 
 PRIMES = [p for p in range(2, 1025) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
@@ -75,6 +75,19 @@ def matmul(rng: random.Random, max_flops: float) -> Program:
     relu = " -> relu" if rng.random() < 0.15 else ""
     return Program(f"mm_{s['m']}x{s['n']}x{s['k']}{'_relu' if relu else ''}", "matmul",
                    f"C[m,n] += A[m,k] * B[k,n]{relu}\n{_sizes(s)}\n")
+
+
+def bmm(rng: random.Random, max_flops: float) -> Program:
+    """Batched matmuls, and matmuls whose B is stored transposed (C = A B^T: a product of two
+    row-major activations, as attention's scores read their keys), with or without a batch."""
+    s = _fit(rng, {"b": rng.choice([1, 1, 2, 4, 8, 12, 16]), "m": _extent(rng, 1, 512),
+                   "n": _extent(rng, 1, 512), "k": _extent(rng, 1, 512)}, 2, max_flops, ("b",))
+    nt = rng.random() < 0.6
+    batch = "b," if s["b"] > 1 else ""
+    rhs = f"B[{batch}n,k]" if nt else f"B[{batch}k,n]"
+    sizes = {k: v for k, v in s.items() if k != "b" or s["b"] > 1}
+    return Program(f"bmm_{s['b']}x{s['m']}x{s['n']}x{s['k']}_{'nt' if nt else 'nn'}", "bmm",
+                   f"C[{batch}m,n] += A[{batch}m,k] * {rhs}\n{_sizes(sizes)}\n")
 
 
 def _index(stride: int, var: str, tap: str) -> str:
@@ -185,11 +198,11 @@ def elementwise(rng: random.Random, max_flops: float) -> Program:
 
 
 GENERATORS: Dict[str, Callable[[random.Random, float], Program]] = {
-    "matmul": matmul, "conv": conv, "depthwise": depthwise, "pool": pool,
+    "matmul": matmul, "bmm": bmm, "conv": conv, "depthwise": depthwise, "pool": pool,
     "reduction": reduction, "gemv": gemv, "transpose": transpose, "elementwise": elementwise,
 }
 # How often each kind is drawn: the compute-bound kinds most, where schedules matter most.
-WEIGHTS = {"matmul": 4, "conv": 4, "depthwise": 2, "pool": 2, "reduction": 1, "gemv": 1,
+WEIGHTS = {"matmul": 4, "bmm": 2, "conv": 4, "depthwise": 2, "pool": 2, "reduction": 1, "gemv": 1,
            "transpose": 1, "elementwise": 1}
 
 
