@@ -13,8 +13,11 @@ import csv
 import io
 import json
 import os
+import signal
 import subprocess
 import tempfile
+import threading
+import time
 import unittest
 
 import numpy as np
@@ -273,6 +276,48 @@ class LoopSetTest(unittest.TestCase):
                 imitate.main(flags + ["--resume"])
             self.assertIn("--resume: no checkpoint at", err.getvalue())
 
+    def test_expert_iteration_on_dask_actors_survives_an_actor_killed_mid_round(self):
+        """The proposals of a round run a task per program on two Dask actors; one actor's
+        worker is killed (SIGKILL) while it runs one: the nanny restarts it, Dask reruns the
+        task, and every program still has its demonstrations, first one first."""
+        from looptool.rl import cluster
+        policy = loop_set.network(hidden=[32]).to_policy()
+        client, local = cluster.start_dask(2)
+        try:
+            pids = sorted(client.run(os.getpid).values())
+            killed = threading.Event()
+
+            def kill_once_busy():
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    if any(client.processing().values()):
+                        os.kill(pids[0], signal.SIGKILL)
+                        killed.set()
+                        return
+                    time.sleep(0.005)
+            thread = threading.Thread(target=kill_once_busy)
+            thread.start()
+            actors = imitate.Actors(client, self.server.address)
+            demos, stats = imitate.expert_round(self.conn, self.demos, policy, samples=1,
+                                                temperature=1.0, seed=0, actors=actors)
+            thread.join()
+            self.assertTrue(killed.is_set())
+            self.assertLessEqual(stats["lost"], 1)  # retried elsewhere, at worst lost once
+            self.assertEqual(stats["lost"], actors.lost)
+            firsts = sorted(x.program_id for x in demos if x.rank == 0)
+            self.assertEqual(firsts, sorted(x.program_id for x in self.demos))
+            for d in self.demos:  # every recorded demonstration is kept
+                self.assertTrue(any(x.actions == d.actions and x.program_id == d.program_id
+                                    for x in demos))
+            if stats["lost"] == 0:  # each proposal made: two episodes a program, a step each
+                self.assertGreaterEqual(stats["steps"], 8 * 2)
+            new_pids = sorted(client.run(os.getpid).values())
+            self.assertEqual(len(new_pids), 2)
+            self.assertNotIn(pids[0], new_pids)
+        finally:
+            client.close()
+            local.close()
+
     def test_canonical_paths(self):
         start = "C[m, n] += A[m, k] * B[k, n]\nm=1003 n=821 k=127\ncompute 1: m(1003) k(127) n(821)\n"
         # tiles per variable innermost first, then interchanges placing loops outermost first
@@ -316,7 +361,8 @@ class LoopSetTest(unittest.TestCase):
         # the policy's own episode where it beat the record by 2% (timed in this run).
         demos, stats = imitate.expert_round(self.conn, self.demos, policy, samples=2,
                                             temperature=1.0, seed=0)
-        self.assertEqual(set(stats), {"greedy_geomean", "improved", "steps"})
+        self.assertEqual(set(stats), {"greedy_geomean", "improved", "steps", "lost"})
+        self.assertEqual(stats["lost"], 0)
         self.assertGreaterEqual(stats["steps"], 8 * 3)  # three episodes a program, one step each
         self.assertGreater(stats["greedy_geomean"], 0)
         firsts = [x for x in demos if x.rank == 0]

@@ -14,6 +14,8 @@ With --rounds=N, N rounds of expert iteration follow: per train program the poli
 episode and --samples sampled ones (softmax at --temperature) are timed beside the recorded best
 (re-timed in the same run); an episode faster than it (by 2%) becomes the program's first
 demonstration; the network trains on the new set (--round-epochs, half the learning rate).
+With --actors=N the proposals run on N Dask actors (a LocalCluster, or the cluster of
+--scheduler), a task per program; a task lost for good costs only that program's proposal.
 
 Imitation is checkpointed every --checkpoint-every epochs (<out>.checkpoint.pt: weights, Adam's
 state, the schedule and the sampler's generator); --resume goes on from there and ends with the
@@ -385,44 +387,117 @@ def evaluate(conn: Connection, demos: Sequence[Demo], policy: loop_set.LoopSetPo
     return rows
 
 
+@dataclass
+class Proposal:
+    """What expert iteration's proposal step made of one program."""
+    demos: List[Demo]      # the program's demonstrations, a faster episode first if one was
+    greedy_ratio: float    # the greedy episode over the best demo, both timed now
+    improved: bool         # an episode beat the best demo (by 2%)
+    steps: int             # environment steps the episodes took
+
+
+def propose(env: LoopToolEnv, ds: Sequence[Demo], policy: loop_set.LoopSetPolicy, samples: int,
+            temperature: float, rng: np.random.Generator, max_steps: int = 16) -> Proposal:
+    """Expert iteration's proposal step for one program, whose demonstrations `ds` are ranked
+    (rank 0 first): the policy's greedy episode and `samples` sampled ones are timed beside the
+    best demo, re-timed now; the fastest of them all becomes the program's rank-0
+    demonstration (the others follow it)."""
+    best = ds[0]
+    uri = _uri(best.program_id)
+    best_now = timed(env, uri, best.program, best.actions)
+    episodes = [rollout(env, uri, best.program, policy, max_steps)]
+    episodes += [rollout(env, uri, best.program, policy, max_steps, temperature, rng)
+                 for _ in range(samples)]
+    steps = sum(len(e.actions) for e in episodes)
+    greedy = episodes[0].gflops / best_now if best_now > 0 else 1.0
+    top = max(episodes, key=lambda e: e.gflops)
+    if top.gflops <= 1.02 * best_now:  # within timing noise
+        return Proposal(list(ds), greedy, False, steps)
+    # (its schedule too: replay() teaches it along the canonical path, not the sampled
+    # episode's order, which would teach noise)
+    out = [Demo(best.program_id, best.program, top.actions, top.gflops, 0, top.schedule)]
+    out += [Demo(d.program_id, d.program, d.actions, d.gflops, d.rank + 1) for d in ds]
+    return Proposal(out, greedy, True, steps)
+
+
+def _program_seed(seed: int, program_id: int) -> int:
+    """A program's own sampling seed in a round: the same wherever its proposal runs."""
+    return (seed * 1_000_003 + program_id) % (1 << 63)
+
+
+def dask_propose(server: str, ds: Sequence[Demo], policy: loop_set.LoopSetPolicy, samples: int,
+                 temperature: float, seed: int, max_steps: int,
+                 auth_token: Optional[str] = None) -> Proposal:
+    """propose() as a Dask task, on the worker's Connection to `server`."""
+    from looptool.rl import rollout as rollout_lib
+    env = LoopToolEnv(rollout_lib.worker_connection(server, auth_token), action_space="loop_nest",
+                      observation_space=None, reward_space=None)
+    try:
+        return propose(env, ds, policy, samples, temperature, np.random.default_rng(seed),
+                       max_steps)
+    finally:
+        env.close()
+
+
+@dataclass
+class Actors:
+    """Dask actors for expert iteration's proposals: `client` (a distributed.Client) runs one
+    program's proposal per task against `server`. A task lost for good (its worker killed
+    twice, a connection lost) costs only that program's proposal: it keeps its demos."""
+    client: Any
+    server: str
+    auth_token: Optional[str] = None
+    lost: int = 0
+    last_error: str = ""
+
+
 def expert_round(conn: Connection, demos: Sequence[Demo], policy: loop_set.LoopSetPolicy,
-                 samples: int, temperature: float, seed: int,
-                 max_steps: int = 16) -> Tuple[List[Demo], Dict[str, float]]:
-    """One round of expert iteration's proposal step: per program of `demos` (rank 0 ones), the
-    policy's greedy episode and `samples` sampled ones are timed beside the program's best demo,
-    re-timed now; the fastest of them all becomes the program's rank-0 demonstration (the others
-    of `demos` follow it). Returns the new demos and what happened (greedy / best ratio, the
-    share of programs where a policy episode beat the records, the episodes' steps)."""
-    rng = np.random.default_rng(seed)
-    env = LoopToolEnv(conn, action_space="loop_nest", observation_space=None, reward_space=None)
+                 samples: int, temperature: float, seed: int, max_steps: int = 16,
+                 actors: Optional[Actors] = None) -> Tuple[List[Demo], Dict[str, float]]:
+    """One round of expert iteration's proposal step over every program of `demos` (propose()),
+    here on `conn` or, given `actors`, on Dask actors, a task per program. Returns the new demos
+    and what happened (greedy / best ratio, the share of programs where a policy episode beat
+    the records, the episodes' steps, proposals lost)."""
     by_program: Dict[int, List[Demo]] = {}
     for d in demos:
         by_program.setdefault(d.program_id, []).append(d)
+    proposals: List[Optional[Proposal]] = []
+    lost = 0
+    if actors is None:
+        env = LoopToolEnv(conn, action_space="loop_nest", observation_space=None,
+                          reward_space=None)
+        try:
+            for pid, ds in by_program.items():
+                proposals.append(propose(env, ds, policy, samples, temperature,
+                                         np.random.default_rng(_program_seed(seed, pid)),
+                                         max_steps))
+        finally:
+            env.close()
+    else:
+        futures = [actors.client.submit(dask_propose, actors.server, ds, policy, samples,
+                                        temperature, _program_seed(seed, pid), max_steps,
+                                        actors.auth_token, pure=False, retries=2)
+                   for pid, ds in by_program.items()]
+        for f in futures:
+            try:
+                proposals.append(f.result())
+            except Exception as e:  # KilledWorker, CommClosedError, a service error
+                proposals.append(None)
+                lost += 1
+                actors.lost += 1
+                actors.last_error = f"{type(e).__name__}: {e}"
     out: List[Demo] = []
     greedy_ratios, improved, steps = [], 0, 0
-    try:
-        for pid, ds in by_program.items():
-            best = ds[0]
-            uri = _uri(pid)
-            best_now = timed(env, uri, best.program, best.actions)
-            episodes = [rollout(env, uri, best.program, policy, max_steps)]
-            episodes += [rollout(env, uri, best.program, policy, max_steps, temperature, rng)
-                         for _ in range(samples)]
-            steps += sum(len(e.actions) for e in episodes)
-            greedy_ratios.append(episodes[0].gflops / best_now if best_now > 0 else 1.0)
-            top = max(episodes, key=lambda e: e.gflops)
-            if top.gflops > 1.02 * best_now:  # beyond timing noise
-                improved += 1
-                # (its schedule too: replay() teaches it along the canonical path, not the
-                # sampled episode's order, which would teach noise)
-                out.append(Demo(pid, best.program, top.actions, top.gflops, 0, top.schedule))
-                out += [Demo(d.program_id, d.program, d.actions, d.gflops, d.rank + 1) for d in ds]
-            else:
-                out += ds
-    finally:
-        env.close()
+    for ds, proposal in zip(by_program.values(), proposals):
+        if proposal is None:
+            out += ds
+            continue
+        out += proposal.demos
+        greedy_ratios.append(proposal.greedy_ratio)
+        improved += proposal.improved
+        steps += proposal.steps
     return out, {"greedy_geomean": geomean(greedy_ratios),
-                 "improved": improved / max(len(by_program), 1), "steps": steps}
+                 "improved": improved / max(len(by_program), 1), "steps": steps, "lost": lost}
 
 
 def geomean(xs: Sequence[float]) -> float:
@@ -530,6 +605,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--rounds", type=int, default=0,
                    help="expert iteration rounds after imitation (propose, time, retrain)")
     p.add_argument("--samples", type=int, default=4, help="sampled episodes per program a round")
+    p.add_argument("--actors", type=int, default=0,
+                   help="Dask actors for the rounds' proposals (0: in this process)")
+    p.add_argument("--scheduler", default="",
+                   help="a Dask scheduler's address (tcp://HOST:8786) for the actors "
+                        "(default: a LocalCluster of --actors workers)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--round-epochs", type=int, default=100)
     p.add_argument("--cost-epochs", type=int, default=80,
@@ -552,6 +632,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     if args.curve_every < 0 or args.checkpoint_every < 0:
         p.error("--curve-every and --checkpoint-every take 0 or more epochs")
+    if args.actors < 0:
+        p.error("--actors takes 0 or more")
     checkpoint_path = args.out + ".checkpoint.pt"
     if args.resume and not os.path.exists(checkpoint_path):
         p.error(f"--resume: no checkpoint at {checkpoint_path}")
@@ -618,9 +700,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                            resume=resume, progress=args.progress)
             history: List[Dict[str, Any]] = []
             seen = args.epochs * examples
+            actors: Optional[Actors] = None
+            if args.rounds > 0 and (args.actors > 0 or args.scheduler):
+                from looptool.rl import cluster
+                dask_client, dask_cluster = cluster.start_dask(max(args.actors, 1),
+                                                               args.scheduler or None)
+                actors = Actors(dask_client, address)
             for r in range(args.rounds):
                 demos, stats = expert_round(conn, demos, net.to_policy(), args.samples,
-                                            args.temperature, args.seed + r, args.max_steps)
+                                            args.temperature, args.seed + r, args.max_steps,
+                                            actors)
                 data = replay(conn, demos).arrays()
                 env_steps += int(stats["steps"]) + int(len(data[2]))
                 losses += train(net, data, args.round_epochs, args.lr / 2, seed=args.seed + r)
@@ -630,6 +719,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 if curve is not None:
                     curve.point(f"round {r}", args.epochs + (r + 1) * args.round_epochs, seen,
                                 env_steps, losses[-1], net.to_policy(), t0)
+            if actors is not None:
+                dask_client.close()
+                if dask_cluster is not None:
+                    dask_cluster.close()
             cost: Optional[plan_cost.PlanCost] = None
             cost_stats: Dict[str, Any] = {}
             if args.cost_epochs > 0:

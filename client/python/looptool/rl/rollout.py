@@ -153,6 +153,13 @@ def dask_run_episodes(server: str, benchmarks: Sequence[Benchmark], policy: poli
                       auth_token: Optional[str] = None) -> Rollouts:
     """run_episodes as a Dask task: the worker keeps one Connection per server address (sending
     `auth_token` with every call when given)."""
+    return run_episodes(worker_connection(server, auth_token), benchmarks, policy, mode, epsilon,
+                        max_steps, seed)
+
+
+def worker_connection(server: str, auth_token: Optional[str] = None) -> Connection:
+    """The Dask worker's Connection to `server` (one per address, kept by the worker; sending
+    `auth_token` with every call when given). Only inside a Dask task."""
     from distributed import get_worker  # only inside a Dask worker
 
     worker = get_worker()
@@ -162,5 +169,5 @@ def dask_run_episodes(server: str, benchmarks: Sequence[Benchmark], policy: poli
         setattr(worker, "looptool_connections", cache)
     if server not in cache:
         cache[server] = Connection(server, auth_token=auth_token)
-    return run_episodes(cache[server], benchmarks, policy, mode, epsilon, max_steps, seed)
+    return cache[server]
 
