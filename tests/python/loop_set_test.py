@@ -425,22 +425,37 @@ class LoopSetTest(unittest.TestCase):
             result = json.loads(out.strip().splitlines()[-1])
             self.assertEqual(result["actions"], ranked.actions)
             self.assertEqual(result["states_evaluated"], 1)
-            # loss_weight counts on both sides: the model alone (weight 0) picks another episode
-            # than the greedy one here; so heavy that no model score outweighs the likelihood,
-            # both choose the greedy episode (the only one of loss 0).
-            self.assertNotEqual(ranked.actions, r.actions)
+            # loss_weight counts on both sides: on some sample program the model alone (weight
+            # 0) picks another episode than the greedy one; so heavy a weight that no model
+            # score outweighs the likelihood brings Python and the CLI back to the greedy episode
+            # (the only one of loss 0).
+            self.assertEqual(policy.cost.loss_weight, 0.0)
+            differs = None
+            with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                             reward_space=None) as env:
+                for k, x in enumerate(self.demos):
+                    uri = f"benchmark://user-v0/weight{k}"
+                    greedy = episodes.ranked_rollout(env, uri, x.program, policy, count=1)
+                    alone = episodes.ranked_rollout(env, uri, x.program, policy, count=8)
+                    if alone.actions != greedy.actions:
+                        differs = (x, greedy)
+                        break
+            self.assertIsNotNone(differs, "the model alone picks the greedy episode everywhere")
+            x, greedy = differs
+            with open(program, "w") as f:
+                f.write(x.program)
             policy.cost.loss_weight = 1e6
             policy.save(path)
             with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
                              reward_space=None) as env:
-                heavy = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
+                heavy = episodes.ranked_rollout(env, "benchmark://user-v0/heavy", x.program,
                                                 policy, count=8)
-            self.assertEqual(heavy.actions, r.actions)
+            self.assertEqual(heavy.actions, greedy.actions)
             out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
                                   f"--policy={path}", "--policy_candidates=8",
                                   f"--server={self.server.address}", "--json"],
                                  check=True, capture_output=True, text=True).stdout
-            self.assertEqual(json.loads(out.strip().splitlines()[-1])["actions"], r.actions)
+            self.assertEqual(json.loads(out.strip().splitlines()[-1])["actions"], greedy.actions)
 
 
 if __name__ == "__main__":
