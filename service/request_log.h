@@ -7,7 +7,9 @@
 // connection broke mid-call; the server went on): it waits for that attempt, at most `wait`,
 // and then answers with its session, or, when the earlier attempt failed, runs in its place.
 // So however many attempts of one request arrive, and in whatever order, at most one makes a
-// session.
+// session. The wait blocks the calling thread: attempts of one request take the same path
+// through the front end (inline or the pool, decided by the request's contents), so an inline
+// attempt only ever waits for another inline one, which never blocks.
 //
 // Bounded: the last `capacity` finished requests, each remembered for `ttl` (requests still
 // running are never forgotten: there are at most as many as calls running). Thread-safe.

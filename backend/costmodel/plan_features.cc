@@ -66,7 +66,8 @@ std::pair<double, double> Movement(const StatementPlan& s, int d) {
   const LoopPlan& l = s.loops[d];
   double jump = 0, sequential = 0, count = 0;
   const auto add = [&](const AccessPlan& a) {
-    const int64_t stride = l.var < static_cast<int>(a.stride.size()) ? a.stride[l.var] : 0;
+    const int64_t stride =
+        l.var >= 0 && l.var < static_cast<int>(a.stride.size()) ? a.stride[l.var] : 0;
     jump = std::max(jump, 4.0 * static_cast<double>(std::abs(stride) * l.inner));
     sequential += stride == 0 || l.var == UnitVar(a);
     count += 1;

@@ -311,6 +311,7 @@ class LoopSetTest(unittest.TestCase):
                                     for x in demos))
             if stats["lost"] == 0:  # each proposal made: two episodes a program, a step each
                 self.assertGreaterEqual(stats["steps"], 8 * 2)
+            client.wait_for_workers(2, timeout=60)  # the nanny's restart, if still under way
             new_pids = sorted(client.run(os.getpid).values())
             self.assertEqual(len(new_pids), 2)
             self.assertNotIn(pids[0], new_pids)

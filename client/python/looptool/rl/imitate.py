@@ -634,6 +634,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.error("--curve-every and --checkpoint-every take 0 or more epochs")
     if args.actors < 0:
         p.error("--actors takes 0 or more")
+    if args.scheduler and not args.servers:
+        p.error("--scheduler needs --servers: a Dask cluster's workers cannot reach a server "
+                "started here on loopback")
     checkpoint_path = args.out + ".checkpoint.pt"
     if args.resume and not os.path.exists(checkpoint_path):
         p.error(f"--resume: no checkpoint at {checkpoint_path}")
@@ -701,26 +704,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             history: List[Dict[str, Any]] = []
             seen = args.epochs * examples
             actors: Optional[Actors] = None
+            dask_client, dask_cluster = None, None
             if args.rounds > 0 and (args.actors > 0 or args.scheduler):
                 from looptool.rl import cluster
                 dask_client, dask_cluster = cluster.start_dask(max(args.actors, 1),
                                                                args.scheduler or None)
                 actors = Actors(dask_client, address)
-            for r in range(args.rounds):
-                demos, stats = expert_round(conn, demos, net.to_policy(), args.samples,
-                                            args.temperature, args.seed + r, args.max_steps,
-                                            actors)
-                data = replay(conn, demos).arrays()
-                env_steps += int(stats["steps"]) + int(len(data[2]))
-                losses += train(net, data, args.round_epochs, args.lr / 2, seed=args.seed + r)
-                seen += args.round_epochs * int(len(data[2]))
-                history.append(dict(stats, round=r, examples=int(len(data[2]))))
-                print(f"round {r}: {json.dumps(history[-1])}", file=sys.stderr)
-                if curve is not None:
-                    curve.point(f"round {r}", args.epochs + (r + 1) * args.round_epochs, seen,
-                                env_steps, losses[-1], net.to_policy(), t0)
-            if actors is not None:
-                dask_client.close()
+            try:
+                for r in range(args.rounds):
+                    demos, stats = expert_round(conn, demos, net.to_policy(), args.samples,
+                                                args.temperature, args.seed + r, args.max_steps,
+                                                actors)
+                    if actors is not None and stats["lost"] and \
+                            stats["lost"] == len({d.program_id for d in demos}):
+                        raise SystemExit(f"round {r}: every proposal was lost on the Dask "
+                                         f"actors (the last: {actors.last_error})")
+                    data = replay(conn, demos).arrays()
+                    env_steps += int(stats["steps"]) + int(len(data[2]))
+                    losses += train(net, data, args.round_epochs, args.lr / 2,
+                                    seed=args.seed + r)
+                    seen += args.round_epochs * int(len(data[2]))
+                    history.append(dict(stats, round=r, examples=int(len(data[2]))))
+                    print(f"round {r}: {json.dumps(history[-1])}", file=sys.stderr)
+                    if curve is not None:
+                        curve.point(f"round {r}", args.epochs + (r + 1) * args.round_epochs,
+                                    seen, env_steps, losses[-1], net.to_policy(), t0)
+            finally:
+                if dask_client is not None:
+                    dask_client.close()
                 if dask_cluster is not None:
                     dask_cluster.close()
             cost: Optional[plan_cost.PlanCost] = None
