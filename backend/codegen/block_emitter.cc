@@ -30,6 +30,7 @@ class Block {
 
   void Emit() {
     PlanTransposes();
+    HoldEvenIndex();
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
       auto group = transpose_before_.find(i);
       if (group != transpose_before_.end() && !EmitTranspose(group->second)) {
@@ -37,9 +38,28 @@ class Block {
       }
       if (!transposed_[i]) EmitOp(i);
     }
+    vec_.ReleaseEvenIndex();
   }
 
  private:
+  // ---- stride 2's permute indices -------------------------------------------------------------
+  // A block that reads two or more full chunks of stride 2 (strided convolutions and pooling
+  // in CHW) holds their permute indices in its highest cache register, loaded once, instead of
+  // loading them beside every chunk; the cache is one register smaller then.
+  void HoldEvenIndex() {
+    if (!vec_.PermutesStrideTwo() || regs_.cache.empty()) return;
+    int chunks = 0;
+    for (const auto& [o, uses] : uses_) {
+      if (o.kind == AccessPlan::Kind::kStrided && o.stride == 2 && o.lanes == vec_.width()) {
+        ++chunks;
+      }
+    }
+    if (chunks < 2) return;
+    const int reg = *std::max_element(regs_.cache.begin(), regs_.cache.end());
+    cached_.erase(reg);
+    vec_.HoldEvenIndex(reg);
+  }
+
   // ---- transposed reads ---------------------------------------------------------------------
   // A copy (kAssign of one input) whose input is read with a stride along the vector variable,
   // at C >= width / 2 consecutive elements by C ops of the block (a transpose, B[n,m] = A[m,n],

@@ -63,8 +63,12 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
   const int64_t step = stride * 4;  // bytes between lanes
   if (isa_ == Isa::kAvx512) {
     if (stride == 2 && lanes == width_) {
-      even_table_used_ = true;
       g_.vmovups(dst, ptr[src]);
+      if (even_index_register_ >= 0) {
+        g_.vpermt2ps(dst, V(even_index_register_), ptr[src + (width_ - 1) * 4]);
+        return;
+      }
+      even_table_used_ = true;
       g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? 0 : 64)]);
       g_.vpermt2ps(dst, scratch, ptr[src + (width_ - 1) * 4]);
       return;
@@ -105,6 +109,13 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
     }
   }
   if (lanes > 4) g_.vinsertf128(d, d, hi, 1);
+}
+
+void VectorOps::HoldEvenIndex(int reg) {
+  LT_CHECK(PermutesStrideTwo() && reg >= 0);
+  even_table_used_ = true;
+  g_.vmovdqu32(V(reg), ptr[rip + even_table_ + (width_ == 16 ? 0 : 64)]);
+  even_index_register_ = reg;
 }
 
 Xbyak::Opmask VectorOps::Mask(int lanes) {

@@ -57,6 +57,14 @@ class VectorOps {
   // overwrites the mask register (it is reloaded on next use).
   void LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int64_t stride, int lanes,
                    const Xbyak::Xmm& scratch);
+  // Whether LoadStrided of a full chunk of stride 2 permutes with an index table (AVX-512): a
+  // block that does so often may hold the table in a register (HoldEvenIndex).
+  bool PermutesStrideTwo() const { return isa_ == Isa::kAvx512 && width_ > 1; }
+  // Loads stride 2's permute indices into register `reg` (at the current width), and makes
+  // LoadStrided read them from there instead of loading them for every chunk, until
+  // ReleaseEvenIndex. The caller keeps `reg` untouched meanwhile. Needs PermutesStrideTwo().
+  void HoldEvenIndex(int reg);
+  void ReleaseEvenIndex() { even_index_register_ = -1; }
   void Broadcast(const Xbyak::Xmm& dst, const Xbyak::Address& src);
   void Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lanes);
   void Copy(const Xbyak::Xmm& dst, const Xbyak::Xmm& src);
@@ -118,6 +126,7 @@ class VectorOps {
   Xbyak::Label mask_table_;
   Xbyak::Label even_table_;                  // stride 2's permute indices (16 dwords)
   bool even_table_used_ = false;
+  int even_index_register_ = -1;             // HoldEvenIndex's register, or -1
   std::map<int64_t, Xbyak::Label> offset_tables_;  // stride -> i * stride, 16 dwords
 };
 

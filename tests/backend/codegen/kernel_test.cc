@@ -265,29 +265,37 @@ TEST(Kernel, RandomSchedulesOfEveryPrimitiveMatchTheInterpreter) {
   EXPECT_EQ(checked, 13 * 60 * static_cast<int>(HostIsas().size()));
 }
 
+// `length` actions drawn among those loop_nest allows at each step (fewer when none is
+// allowed), each counted in `effective`.
+LoopTree RandomLoopNestSchedule(const LoopTree& initial, int length, std::mt19937& rng,
+                                int& effective) {
+  const ActionSpace& space = LoopNestActionSpace();
+  LoopTree tree = initial;
+  for (int i = 0; i < length; ++i) {
+    const std::vector<bool> mask = ActionMask(tree, space, Limits{});
+    std::vector<int> legal;
+    for (int a = 0; a < space.size(); ++a) {
+      if (mask[a]) legal.push_back(a);
+    }
+    if (legal.empty()) break;
+    ActionResult r = Apply(tree, space.actions[legal[rng() % legal.size()]], Limits{});
+    EXPECT_TRUE(r.had_effect());
+    tree = std::move(r.tree);
+    ++effective;
+  }
+  return tree;
+}
+
 // loop_nest's tiles (3, 5, 6, 7, 12, 24, ... with tails everywhere) and multi-level
 // interchanges, drawn among the legal actions so that most of them apply.
 TEST(Kernel, RandomLoopNestSchedulesMatchTheInterpreter) {
   std::mt19937 rng(1124);
-  const ActionSpace& space = LoopNestActionSpace();
   int checked = 0, effective = 0;
   for (const char* text : kPrograms) {
     const LoopTree initial = InitialTree(text);
     for (int seq = 0; seq < 40; ++seq) {
-      LoopTree tree = initial;
-      const int length = 1 + static_cast<int>(rng() % 8);
-      for (int i = 0; i < length; ++i) {
-        const std::vector<bool> mask = ActionMask(tree, space, Limits{});
-        std::vector<int> legal;
-        for (int a = 0; a < space.size(); ++a) {
-          if (mask[a]) legal.push_back(a);
-        }
-        if (legal.empty()) break;
-        ActionResult r = Apply(tree, space.actions[legal[rng() % legal.size()]], Limits{});
-        ASSERT_TRUE(r.had_effect());
-        tree = std::move(r.tree);
-        ++effective;
-      }
+      const LoopTree tree =
+          RandomLoopNestSchedule(initial, 1 + static_cast<int>(rng() % 8), rng, effective);
       for (Isa isa : HostIsas()) {
         const std::string diff = CompareWithInterpreter(tree, isa);
         ASSERT_EQ(diff, "") << text << "\n" << LoopTreeText(tree);
@@ -297,6 +305,36 @@ TEST(Kernel, RandomLoopNestSchedulesMatchTheInterpreter) {
   }
   EXPECT_EQ(checked, 13 * 40 * static_cast<int>(HostIsas().size()));
   EXPECT_GT(effective, 13 * 40 * 3);
+}
+
+// Blocks that read several full chunks of stride 2 hold the permute indices in a register
+// (AVX-512; BlockEmitter's HoldEvenIndex): CHW pooling and strided convolutions under random
+// loop_nest schedules (unrolled taps, several vectors of w in one block, tails), with negative
+// inputs (a lane permuted from the wrong place would win a max).
+TEST(Kernel, RandomScheduleOfStrideTwoReadsMatchTheInterpreter) {
+  constexpr const char* kStrideTwo[] = {
+      "O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=3 h=5 w=37 r=3 s=3",
+      "O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=2 h=4 w=48 r=2 s=2",
+      "O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=3 h=4 w=33 r=3 s=3",
+      "O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=4 h=3 w=35 c=2 r=3 s=3",
+  };
+  std::mt19937 rng(1126);
+  int checked = 0;
+  int effective = 0;
+  for (const char* text : kStrideTwo) {
+    const LoopTree initial = InitialTree(text);
+    for (int seq = 0; seq < 40; ++seq) {
+      const LoopTree tree =
+          RandomLoopNestSchedule(initial, 2 + static_cast<int>(rng() % 8), rng, effective);
+      for (Isa isa : HostIsas()) {
+        ASSERT_EQ(CompareWithInterpreter(tree, isa, true, true), "")
+            << text << "\n" << LoopTreeText(tree);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 40 * static_cast<int>(HostIsas().size()));
+  EXPECT_GT(effective, 4 * 40 * 3);
 }
 
 // Every sketch (both vector units' blocks) of shapes whose sizes leave tails in every tile: the
