@@ -156,8 +156,14 @@ class ProgramsTest(unittest.TestCase):
         self.assertEqual(len({p.text for p in a}), 200)
         self.assertEqual({p.kind for p in a}, set(programs.KINDS))
         # flops() bounds 2 x the sizes' product; the draws cap the product by the kind's
-        # operations per point (at least 1).
-        self.assertTrue(all(programs.flops(p.text) <= 2 * programs.DEFAULT_MAX_FLOPS for p in a))
+        # operations per point (at least 1); linear layers by LINEAR_FLOPS_FACTOR times it.
+        cap = programs.DEFAULT_MAX_FLOPS
+        self.assertTrue(all(programs.flops(p.text) <= 2 * cap for p in a if p.kind != "linear"))
+        linears = programs.synthetic(40, seed=3, kinds=["linear"])
+        self.assertTrue(all(programs.flops(p.text) <= programs.LINEAR_FLOPS_FACTOR * cap
+                            for p in linears))
+        self.assertTrue(any(programs.flops(p.text) > cap for p in linears))
+        self.assertTrue(all(p.text.startswith("Y[m,n] += X[m,k] * W[k,n]") for p in linears))
         self.assertTrue(all(programs.within_limits(p.text) for p in a))
         self.assertFalse(programs.within_limits("O[k,h,w] += I[c, 4*h, 4*w] * W[k,c]\n"
                                                 "k=8 h=112 w=112 c=256\n"))  # I: 50,694,400

@@ -76,7 +76,9 @@ def generate(args: argparse.Namespace) -> int:
         return 2
     models = [] if args.models in ("", "none") else args.models.split(",")
     try:
-        programs = programs_lib.synthetic(args.programs, seed=args.seed, max_flops=args.max_flops)
+        kinds = args.kinds.split(",") if args.kinds else programs_lib.KINDS
+        programs = programs_lib.synthetic(args.programs, seed=args.seed, max_flops=args.max_flops,
+                                          kinds=kinds)
         if models:
             programs += programs_lib.model_layers(models, max_flops=args.max_model_flops)
     except ValueError as e:
@@ -238,6 +240,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     g.add_argument("--out", required=True, help="the SQLite records file (created or added to)")
     g.add_argument("--programs", type=int, default=400, help="synthetic programs to draw")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--kinds", default="",
+                   help=f"comma-separated kinds to draw (default all: {','.join(programs_lib.KINDS)})")
     g.add_argument("--seconds", type=float, default=3.0, help="search time per program")
     g.add_argument("--models", default=",".join(programs_lib.TRAINING_MODELS),
                    help="torchvision models whose layers to add (comma-separated), or none")

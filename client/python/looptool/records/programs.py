@@ -18,7 +18,7 @@ from typing import Callable, Dict, Iterator, List, Sequence
 
 TRAINING_MODELS = ("alexnet", "vgg16", "googlenet", "densenet121", "mnasnet1_0")
 EVALUATION_MODELS = ("resnet18", "mobilenet_v2", "bert_base")
-KINDS = ("matmul", "bmm", "conv", "depthwise", "pool", "reduction", "gemv", "transpose", "elementwise")
+KINDS = ("matmul", "bmm", "linear", "conv", "depthwise", "pool", "reduction", "gemv", "transpose", "elementwise")
 DEFAULT_MAX_FLOPS = 3e8
 
 PRIMES = [p for p in range(2, 1025) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
@@ -75,6 +75,26 @@ def matmul(rng: random.Random, max_flops: float) -> Program:
     relu = " -> relu" if rng.random() < 0.15 else ""
     return Program(f"mm_{s['m']}x{s['n']}x{s['k']}{'_relu' if relu else ''}", "matmul",
                    f"C[m,n] += A[m,k] * B[k,n]{relu}\n{_sizes(s)}\n")
+
+
+# A linear layer's FLOPs may reach this many times --max-flops: transformer and MLP layers are
+# larger than the cap the other kinds keep, and a policy never shown one leaves them untuned.
+LINEAR_FLOPS_FACTOR = 5.0
+FEATURES = [256, 384, 512, 768, 1024, 1280, 1536, 2048, 2560, 3072, 4096]
+
+
+def linear(rng: random.Random, max_flops: float) -> Program:
+    """A transformer's or an MLP's linear layer over a few tokens: Y = X W with 16..512 rows
+    and 256..4096 features in and out (common widths, or any), up to LINEAR_FLOPS_FACTOR times
+    the cap (so its untuned start is measured in a second or two, with the longer search time
+    the generator gives programs above the cap)."""
+    def width() -> int:
+        return rng.choice(FEATURES) if rng.random() < 0.7 else _extent(rng, 256, 4096)
+    m = rng.choice([16, 32, 49, 64, 96, 128, 196, 256, 384, 512, _extent(rng, 16, 512)])
+    s = _fit(rng, {"m": m, "n": width(), "k": width()}, 2, LINEAR_FLOPS_FACTOR * max_flops)
+    relu = " -> relu" if rng.random() < 0.15 else ""
+    return Program(f"linear_{s['m']}x{s['n']}x{s['k']}{'_relu' if relu else ''}", "linear",
+                   f"Y[m,n] += X[m,k] * W[k,n]{relu}\n{_sizes(s)}\n")
 
 
 def bmm(rng: random.Random, max_flops: float) -> Program:
@@ -198,11 +218,11 @@ def elementwise(rng: random.Random, max_flops: float) -> Program:
 
 
 GENERATORS: Dict[str, Callable[[random.Random, float], Program]] = {
-    "matmul": matmul, "bmm": bmm, "conv": conv, "depthwise": depthwise, "pool": pool,
+    "matmul": matmul, "bmm": bmm, "linear": linear, "conv": conv, "depthwise": depthwise, "pool": pool,
     "reduction": reduction, "gemv": gemv, "transpose": transpose, "elementwise": elementwise,
 }
 # How often each kind is drawn: the compute-bound kinds most, where schedules matter most.
-WEIGHTS = {"matmul": 4, "bmm": 2, "conv": 4, "depthwise": 2, "pool": 2, "reduction": 1, "gemv": 1,
+WEIGHTS = {"matmul": 4, "bmm": 2, "linear": 1, "conv": 4, "depthwise": 2, "pool": 2, "reduction": 1, "gemv": 1,
            "transpose": 1, "elementwise": 1}
 
 
