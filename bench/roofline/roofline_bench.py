@@ -4,10 +4,14 @@ elementwise and broadcasts) with `looptool tune --dataset=... --json` on an embe
 prints each one's GFLOPS beside the bound the server reports for its program (the `roofline`
 observation: the smaller of the FMA peak and bytes moved x the host's read bandwidth over a
 buffer the size of its working set, backend/costmodel/roofline.h), measured in the same run on
-the same core. Writes a Markdown table (and the host's bandwidth curve).
+the same core. With --references, each benchmark's library reference (references.py: PyTorch
+one-threaded, OpenBLAS for the 2-D transposes) is timed after the tuning, pinned to the core
+the embedded server's kernel worker used, and compared. Writes a Markdown table (and the host's
+bandwidth curve).
 
-    bazel build //client/cpp:looptool && \\
-      /usr/bin/python3 bench/roofline/roofline_bench.py [--time-limit=10] [--out=FILE]
+    bazel build //client/cpp:looptool //service:looptool-server && \\
+      PYTHONPATH=bazel-bin/client/python:client/python \\
+      /usr/bin/python3 bench/roofline/roofline_bench.py [--time-limit=10] [--references] [--out=FILE]
 """
 import argparse
 import datetime
@@ -41,27 +45,62 @@ def curve(cli):
         return None
 
 
+def flop_counts(names, server_binary):
+    """benchmark name -> the server's flop_count of its program."""
+    from looptool.connection import Connection
+    from looptool.env import LoopToolEnv
+    from looptool.server import LocalServer
+    out = {}
+    with LocalServer(binary=server_binary) as server, Connection(server.address) as connection, \
+            LoopToolEnv(connection, observation_space=None, reward_space=None) as env:
+        for name in names:
+            obs = env.reset(benchmark=f"benchmark://{name}", observation_spaces=["flop_count"])
+            out[name] = float(obs[0])
+    return out
+
+
+def references(rows, server_binary):
+    """name -> references.measure(...) for each tuned benchmark, pinned to the kernel worker's
+    core (the embedded server's: the last CPU this process may run on)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import references as refs
+    names = [r["benchmark"].replace("benchmark://", "") for r in rows if "error" not in r]
+    counts = flop_counts(names, server_binary)
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+    return {name: refs.measure(name, counts[name]) for name in names}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--time-limit", type=float, default=10, help="seconds per benchmark")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench/results/roofline_bench.md"))
     parser.add_argument("--cli", default=os.path.join(ROOT, "bazel-bin/client/cpp/looptool"))
+    parser.add_argument("--server", default=os.path.join(ROOT, "bazel-bin/service/looptool-server"))
+    parser.add_argument("--references", action="store_true",
+                        help="time each benchmark's library reference too (references.py)")
     args = parser.parse_args()
     rows = []
     for dataset in DATASETS:
         rows += tune(args.cli, dataset, args.time_limit)
         print(f"{dataset}: {len(rows)} benchmarks so far", file=sys.stderr)
+    refs = references(rows, args.server) if args.references else {}
     lines = [
         "# Memory-bound kernels against their roofline bound",
         "",
-        f"`/usr/bin/python3 bench/roofline/roofline_bench.py --time-limit={args.time_limit:g}` "
+        f"`/usr/bin/python3 bench/roofline/roofline_bench.py --time-limit={args.time_limit:g}"
+        f"{' --references' if args.references else ''}` "
         f"({datetime.date.today()}); `looptool tune` (default search, {args.time_limit:g} s "
         "each, one embedded server, one kernel worker core). Bound: the smaller of the FMA peak "
         "and bytes moved (every tensor once) x the read bandwidth over a buffer the size of the "
-        "working set, measured by the server on the kernel worker's core.",
+        "working set, measured by the server on the kernel worker's core."
+        + (" Reference: the library's call timed after the tuning on the same core (PyTorch "
+           "1.13 one-threaded; for the 2-D transposes the faster of it and OpenBLAS's "
+           "cblas_somatcopy), in the program's own layout; its GFLOPS count the program's "
+           "flop_count, and its result is checked against numpy." if refs else ""),
         "",
-        "| benchmark | GFLOPS | % of peak | bound GFLOPS | bound by | data fits | % of bound |",
-        "|---|---:|---:|---:|---|---|---:|",
+        "| benchmark | GFLOPS | % of peak | bound GFLOPS | bound by | data fits | % of bound |"
+        + (" reference | its GFLOPS | its % of bound | ours / it |" if refs else ""),
+        "|---|---:|---:|---:|---|---|---:|" + ("---|---:|---:|---:|" if refs else ""),
     ]
     reached = []
     for r in rows:
@@ -72,9 +111,19 @@ def main():
         bound = r.get("roofline_gflops", 0)
         pct = r.get("percent_of_roofline", 0)
         reached.append(pct / 100)
-        lines.append(f"| {name} | {r['gflops']:.2f} | {r['percent_of_peak']:.1f} | {bound:.2f} | "
-                     f"{'memory' if r.get('memory_bound') else 'FMA peak'} | "
-                     f"{r.get('roofline_level', '')} | {pct:.1f} |")
+        line = (f"| {name} | {r['gflops']:.2f} | {r['percent_of_peak']:.1f} | {bound:.2f} | "
+                f"{'memory' if r.get('memory_bound') else 'FMA peak'} | "
+                f"{r.get('roofline_level', '')} | {pct:.1f} |")
+        ref = refs.get(name)
+        if ref:
+            if ref["relative_error"] > 1e-5:
+                sys.exit(f"roofline_bench: the reference for {name} disagrees with numpy "
+                         f"(relative error {ref['relative_error']:g})")
+            line += (f" {ref['label']} | {ref['gflops']:.2f} | "
+                     f"{100 * ref['gflops'] / bound:.1f} | {r['gflops'] / ref['gflops']:.2f}x |")
+        elif refs:
+            line += " | | | |"
+        lines.append(line)
     ok = sum(1 for f in reached if f >= TARGET)
     peak = rows[0].get("peak_gflops", 0) if rows else 0
     lines += ["", f"{ok} of {len(reached)} at >= {TARGET:.0%} of their bound; "
