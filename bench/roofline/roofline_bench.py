@@ -20,6 +20,10 @@ import os
 import subprocess
 import sys
 
+# The references' libraries one-threaded (references.py says why), before anything loads them.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATASETS = ["reduce-v0", "transpose-v0", "pool-v0", "elementwise-v0"]
 TARGET = 0.80  # issue 26: memory-bound kernels at >= 80% of their roofline bound
@@ -62,11 +66,12 @@ def flop_counts(names, server_binary):
 def references(rows, server_binary):
     """name -> references.measure(...) for each tuned benchmark, pinned to the kernel worker's
     core (the embedded server's: the last CPU this process may run on)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import references as refs
     names = [r["benchmark"].replace("benchmark://", "") for r in rows if "error" not in r]
     counts = flop_counts(names, server_binary)
+    # Pinned before torch is loaded, so that every thread it makes inherits the one core.
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import references as refs
     return {name: refs.measure(name, counts[name]) for name in names}
 
 
