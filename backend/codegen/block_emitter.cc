@@ -45,16 +45,24 @@ class Block {
   // ---- stride 2's permute indices -------------------------------------------------------------
   // A block that reads two or more full chunks of stride 2 (strided convolutions and pooling
   // in CHW) holds their permute indices in its highest cache register, loaded once, instead of
-  // loading them beside every chunk; the cache is one register smaller then.
+  // loading them beside every chunk; the cache is one register smaller then. (Decided after
+  // PlanTransposes, which counted that register as a spare: a transpose planned in the same
+  // block may then fall back to strided loads, correct but slower; copies that transpose
+  // rarely read stride-2 chunks too.)
   void HoldEvenIndex() {
     if (!vec_.PermutesStrideTwo() || regs_.cache.empty()) return;
-    int chunks = 0;
-    for (const auto& [o, uses] : uses_) {
-      if (o.kind == AccessPlan::Kind::kStrided && o.stride == 2 && o.lanes == vec_.width()) {
-        ++chunks;
+    // Distinct chunks read by ops that load (a transpose's ops read rows as vectors instead).
+    std::set<OperandRef> chunks;
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+      if (transposed_[i]) continue;
+      for (const OperandRef* o : {&ops_[i].x, &ops_[i].y}) {
+        if (o == &ops_[i].y && !Binary()) continue;
+        if (o->kind == AccessPlan::Kind::kStrided && o->stride == 2 && o->lanes == vec_.width()) {
+          chunks.insert(*o);
+        }
       }
     }
-    if (chunks < 2) return;
+    if (chunks.size() < 2) return;
     const int reg = *std::max_element(regs_.cache.begin(), regs_.cache.end());
     cached_.erase(reg);
     vec_.HoldEvenIndex(reg);

@@ -15,6 +15,7 @@ bandwidth curve).
 """
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import subprocess
@@ -68,11 +69,34 @@ def references(rows, server_binary):
     core (the embedded server's: the last CPU this process may run on)."""
     names = [r["benchmark"].replace("benchmark://", "") for r in rows if "error" not in r]
     counts = flop_counts(names, server_binary)
-    # Pinned before torch is loaded, so that every thread it makes inherits the one core.
-    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import references as refs
-    return {name: refs.measure(name, counts[name]) for name in names}
+    # Pinned before torch is loaded, so that every thread it makes inherits the one core; the
+    # pin is undone after (the servers started later must see every CPU).
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {max(allowed)})
+    try:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import references as refs
+        return {name: refs.measure(name, counts[name]) for name in names}
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def check_references_can_run(server_binary):
+    """Fails before the tuning (minutes), not after it, when --references cannot run."""
+    if not os.access(server_binary, os.X_OK):
+        sys.exit(f"roofline_bench: --references needs the server binary: {server_binary}")
+    # Found, not imported: torch must load only after the pin (references()).
+    missing = [m for m in ("looptool._proto", "torch", "numpy") if not _findable(m)]
+    if missing:
+        sys.exit(f"roofline_bench: --references needs {', '.join(missing)} "
+                 "(PYTHONPATH=bazel-bin/client/python:client/python /usr/bin/python3)")
+
+
+def _findable(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
 
 
 def main():
@@ -84,6 +108,8 @@ def main():
     parser.add_argument("--references", action="store_true",
                         help="time each benchmark's library reference too (references.py)")
     args = parser.parse_args()
+    if args.references:
+        check_references_can_run(args.server)
     rows = []
     for dataset in DATASETS:
         rows += tune(args.cli, dataset, args.time_limit)
@@ -111,9 +137,9 @@ def main():
     for r in rows:
         name = r["benchmark"].replace("benchmark://", "")
         if "error" in r:
-            lines.append(f"| {name} | error: {r['error']} | | | | | |")
+            lines.append(f"| {name} | error: {r['error']} | | | | | |" + (" | | | |" if refs else ""))
             continue
-        bound = r.get("roofline_gflops", 0)
+        bound = r.get("roofline_gflops", 0) or float("nan")
         pct = r.get("percent_of_roofline", 0)
         reached.append(pct / 100)
         line = (f"| {name} | {r['gflops']:.2f} | {r['percent_of_peak']:.1f} | {bound:.2f} | "
@@ -122,10 +148,12 @@ def main():
         ref = refs.get(name)
         if ref:
             if ref["relative_error"] > 1e-5:
-                sys.exit(f"roofline_bench: the reference for {name} disagrees with numpy "
-                         f"(relative error {ref['relative_error']:g})")
-            line += (f" {ref['label']} | {ref['gflops']:.2f} | "
-                     f"{100 * ref['gflops'] / bound:.1f} | {r['gflops'] / ref['gflops']:.2f}x |")
+                line += (f" {ref['label']}: disagrees with numpy (relative error "
+                         f"{ref['relative_error']:g}), not timed | | | |")
+            else:
+                line += (f" {ref['label']} | {ref['gflops']:.2f} | "
+                         f"{100 * ref['gflops'] / bound:.1f} | "
+                         f"{r['gflops'] / ref['gflops']:.2f}x |")
         elif refs:
             line += " | | | |"
         lines.append(line)
