@@ -212,6 +212,28 @@ class GenerateTest(unittest.TestCase):
             self.assertEqual(bad.returncode, 2)
             self.assertIn("no tuning records at", bad.stderr)
 
+    def test_generate_does_not_load_pytorch(self):
+        # Importing PyTorch costs every records call seconds (8 s of a 97 s run on one
+        # 16-core machine); generating needs only the CLI, SQLite and numpy.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        code = ("import sys, looptool.records.__main__ as m; "
+                "r = m.main(['generate', '--out=none.db', '--cli=/nonexistent/looptool']); "
+                "print(r, 'torch' in sys.modules)")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), "2 False")  # 2: no CLI there
+
+    def test_chunk_size_grows_with_servers(self):
+        from looptool.records import __main__ as generate_main
+        parse = generate_main.build_parser().parse_args
+        self.assertEqual(generate_main.chunk_size(parse(["generate", "--out=x"])), 40)
+        eight = ",".join(f"127.0.0.1:{9000 + i}" for i in range(8))
+        self.assertEqual(generate_main.chunk_size(parse(["generate", "--out=x",
+                                                         f"--servers={eight}"])), 80)
+        self.assertEqual(generate_main.chunk_size(parse(["generate", "--out=x", "--chunk=7",
+                                                         f"--servers={eight}"])), 7)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BINARY = "service/looptool-server"
 BINARY_ENV_VAR = "LOOPTOOL_SERVER"
+CLI_ENV_VAR = "LOOPTOOL_CLI"
 
 
 class ServerStartError(RuntimeError):
@@ -41,6 +42,20 @@ class ServerStartError(RuntimeError):
 def default_binary() -> str:
     """$LOOPTOOL_SERVER if set, else "service/looptool-server" (relative to the cwd)."""
     return os.environ.get(BINARY_ENV_VAR) or DEFAULT_BINARY
+
+
+def default_cli() -> str:
+    """$LOOPTOOL_CLI, else `looptool` beside $LOOPTOOL_SERVER's bazel-bin (client/cpp/looptool),
+    else "client/cpp/looptool" relative to the current directory (a Bazel runfiles root)."""
+    if os.environ.get(CLI_ENV_VAR):
+        return os.environ[CLI_ENV_VAR]
+    server = os.environ.get(BINARY_ENV_VAR, "")
+    if server:
+        guess = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(server))),
+                             "client", "cpp", "looptool")
+        if os.path.exists(guess):
+            return guess
+    return os.path.abspath("client/cpp/looptool")
 
 
 def _stop(process: "subprocess.Popen[bytes]", timeout: float) -> int:

@@ -45,7 +45,7 @@ import torch
 from looptool import kernels
 from looptool.errors import ServiceError
 from looptool.model import extract as extract_lib
-from looptool.server import ServerStartError
+from looptool.server import CLI_ENV_VAR, ServerStartError
 
 LIBRARY = "model_kernels"
 MAX_SERVERS = 64
@@ -149,7 +149,7 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
                                  if auth_token_file else "", auth_token=token, seed=seed)
     if not os.path.exists(options.cli):
         raise FileNotFoundError(f"the looptool CLI is not at {options.cli}: set "
-                                f"${tuning.CLI_ENV_VAR} (bazel-bin/client/cpp/looptool)")
+                                f"${CLI_ENV_VAR} (bazel-bin/client/cpp/looptool)")
     print(f"{title}: {len(plan.layers)} layers as {len(plan.tasks)} tasks; "
           f"{len(plan.left)} nodes left to PyTorch; {time_limit:g} s of "
           f"{slice_seconds:.3g} s slices on {count} servers", file=log)

@@ -34,23 +34,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from looptool.model.allot import Allotment
 from looptool.model.extract import Plan
+from looptool.server import default_cli
 
-CLI_ENV_VAR = "LOOPTOOL_CLI"
 MAX_SLICE_SECONDS = 64.0
-
-
-def default_cli() -> str:
-    """$LOOPTOOL_CLI, else `looptool` beside $LOOPTOOL_SERVER's bazel-bin (client/cpp/looptool),
-    else "client/cpp/looptool" relative to the current directory (a Bazel runfiles root)."""
-    if os.environ.get(CLI_ENV_VAR):
-        return os.environ[CLI_ENV_VAR]
-    server = os.environ.get("LOOPTOOL_SERVER", "")
-    if server:
-        guess = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(server))),
-                             "client", "cpp", "looptool")
-        if os.path.exists(guess):
-            return guess
-    return os.path.abspath("client/cpp/looptool")
 
 
 @dataclasses.dataclass

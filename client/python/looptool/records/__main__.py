@@ -2,7 +2,7 @@
 
     python3 -m looptool.records generate --out=records.db [--programs=400] [--seed=0]
         [--seconds=3] [--models=alexnet,vgg16,googlenet,densenet121,mnasnet1_0 | --models=none]
-        [--servers=HOST:PORT,...] [--search=evolution] [--chunk=40] [--max-flops=3e8]
+        [--servers=HOST:PORT,...] [--search=evolution] [--chunk=N] [--max-flops=3e8]
     python3 -m looptool.records summary records.db [--json]
     python3 -m looptool.records cost-model records.db [--epochs=30] [--out=model.pt]
     python3 -m looptool.records sample records.db --out=sample.db [--programs=8] [--per-run=30]
@@ -11,7 +11,8 @@
 distinct layer of the training models, then tunes each for `--seconds` (a model layer above
 --max-flops for 4x that, at least 10 s) with `looptool tune
 --records` (the CLI: $LOOPTOOL_CLI, or the one beside $LOOPTOOL_SERVER's build), `--chunk`
-programs per call: on `--servers` (spread over them, one program per server at a time, a dead
+programs per call (default: 10 per server, at least 40; each call waits for its slowest
+program): on `--servers` (spread over them, one program per server at a time, a dead
 server's program redone elsewhere), or on a server the CLI starts here. Every kernel the searches
 measure goes into `--out`, as it is measured; running it again adds new runs to the same file (a
 new --seed draws other programs). A progress bar, and a summary at the end.
@@ -67,8 +68,17 @@ def tune_chunk(cli: str, chunk: Sequence[programs_lib.Program], directory: str, 
     return results
 
 
+def chunk_size(args: argparse.Namespace) -> int:
+    """Programs per `looptool tune` call: --chunk, else 10 per server and at least 40. A call
+    ends with its slowest program, its servers idle meanwhile: more servers need longer calls."""
+    if args.chunk > 0:
+        return int(args.chunk)
+    servers = len([s for s in str(args.servers).split(",") if s])
+    return max(40, 10 * servers)
+
+
 def generate(args: argparse.Namespace) -> int:
-    from looptool.model.tuning import default_cli
+    from looptool.server import default_cli  # not looptool.model: that imports PyTorch
     cli = args.cli or default_cli()
     if not os.path.exists(cli):
         print(f"looptool.records: no looptool CLI at {cli} (set $LOOPTOOL_CLI or --cli)",
@@ -112,7 +122,7 @@ def generate(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="looptool-records-") as d:
         for seconds in sorted({seconds_for(p) for p in programs}):
             group = [p for p in programs if seconds_for(p) == seconds]
-            for chunk in programs_lib.iterate(group, args.chunk):
+            for chunk in programs_lib.iterate(group, chunk_size(args)):
                 try:
                     tune_chunk(cli, chunk, d, args.out, seconds, args.seed, args.search,
                                args.servers, on_result)
@@ -232,7 +242,7 @@ def cut_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python3 -m looptool.records",
                                      description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -247,7 +257,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="torchvision models whose layers to add (comma-separated), or none")
     g.add_argument("--servers", default="", help="HOST:PORT,... (default: one started here)")
     g.add_argument("--search", default="evolution")
-    g.add_argument("--chunk", type=int, default=40, help="programs per looptool tune call")
+    g.add_argument("--chunk", type=int, default=0,
+                   help="programs per looptool tune call (0: 10 per server, at least 40)")
     g.add_argument("--max-flops", type=float, default=programs_lib.DEFAULT_MAX_FLOPS,
                    help="synthetic programs above this many FLOPs are not drawn")
     g.add_argument("--max-model-flops", type=float, default=2e9,
@@ -270,14 +281,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     m.add_argument("--out", required=True)
     m.add_argument("--programs", type=int, default=8, help="programs (one per kind) at most")
     m.add_argument("--per-run", type=int, default=30, help="kernels per run (and its fastest)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "sample":
         return cut_sample(args)
     if args.command == "cost-model":
         return train_cost_model(args)
     if args.command == "generate":
-        if args.programs < 0 or args.seconds <= 0 or args.chunk < 1:
-            parser.error("--programs must be >= 0, --seconds > 0 and --chunk >= 1")
+        if args.programs < 0 or args.seconds <= 0 or args.chunk < 0:
+            parser.error("--programs must be >= 0, --seconds > 0 and --chunk >= 0")
         return generate(args)
     return show_summary(args)
 
