@@ -161,6 +161,15 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--dqn-seconds", type=float, default=40.0)
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
+    try:
+        record_cores = [int(x) for x in args.records.split(",") if x]
+        dqn_specs = [tuple(int(v) for v in x.split("x")) for x in args.dqn.split(",") if x]
+    except ValueError:
+        p.error("--records takes N,... and --dqn AxT,... (positive integers)")
+    if any(n < 1 for n in record_cores) or any(len(t) != 2 or min(t) < 1 for t in dqn_specs):
+        p.error("--records takes N,... and --dqn AxT,... (positive integers)")
+    if args.programs < 1 or args.seconds <= 0 or args.dqn_seconds <= 0:
+        p.error("--programs must be >= 1, --seconds and --dqn-seconds > 0")
     os.makedirs(args.out, exist_ok=True)
     cpu = ""
     try:
@@ -173,16 +182,15 @@ def main(argv: Sequence[str]) -> int:
                                  "records": [], "dqn": []}
     with tempfile.TemporaryDirectory(prefix="looptool-scaling-") as work:
         records: List[Dict[str, object]] = []
-        for n in [int(x) for x in args.records.split(",") if x]:
+        for n in record_cores:
             records.append(records_run(n, args, work))
             print(json.dumps(records[-1]), flush=True)
         if records:
             table(records, "kernels_per_s")
         report["records"] = records
         dqn: List[Dict[str, object]] = []
-        for spec in [x for x in args.dqn.split(",") if x]:
-            a, _, t = spec.partition("x")
-            dqn.append(dqn_run(int(a), int(t), args, work))
+        for a, t in dqn_specs:
+            dqn.append(dqn_run(a, t, args, work))
             print(json.dumps(dqn[-1]), flush=True)
         if dqn:
             table(dqn, "steps_per_s")

@@ -286,25 +286,39 @@ LoopTree RandomLoopNestSchedule(const LoopTree& initial, int length, std::mt1993
   return tree;
 }
 
-// loop_nest's tiles (3, 5, 6, 7, 12, 24, ... with tails everywhere) and multi-level
-// interchanges, drawn among the legal actions so that most of them apply.
-TEST(Kernel, RandomLoopNestSchedulesMatchTheInterpreter) {
-  std::mt19937 rng(1124);
-  int checked = 0, effective = 0;
-  for (const char* text : kPrograms) {
+// 40 random loop_nest schedules of each program (min_length..min_length+7 actions), each
+// compiled for every host ISA and compared with the interpreter (negative inputs: real ones
+// with both signs). Counts the kernels checked and the actions that applied.
+struct RandomCheck {
+  int checked = 0;
+  int effective = 0;
+};
+template <size_t N>
+RandomCheck CheckRandomLoopNestSchedules(const char* const (&programs)[N], uint32_t seed,
+                                         int min_length, bool negative_inputs) {
+  std::mt19937 rng(seed);
+  RandomCheck c;
+  for (const char* text : programs) {
     const LoopTree initial = InitialTree(text);
     for (int seq = 0; seq < 40; ++seq) {
-      const LoopTree tree =
-          RandomLoopNestSchedule(initial, 1 + static_cast<int>(rng() % 8), rng, effective);
+      const LoopTree tree = RandomLoopNestSchedule(
+          initial, min_length + static_cast<int>(rng() % 8), rng, c.effective);
       for (Isa isa : HostIsas()) {
-        const std::string diff = CompareWithInterpreter(tree, isa);
-        ASSERT_EQ(diff, "") << text << "\n" << LoopTreeText(tree);
-        ++checked;
+        EXPECT_EQ(CompareWithInterpreter(tree, isa, negative_inputs, negative_inputs), "")
+            << text << "\n" << LoopTreeText(tree);
+        ++c.checked;
       }
     }
   }
-  EXPECT_EQ(checked, 13 * 40 * static_cast<int>(HostIsas().size()));
-  EXPECT_GT(effective, 13 * 40 * 3);
+  return c;
+}
+
+// loop_nest's tiles (3, 5, 6, 7, 12, 24, ... with tails everywhere) and multi-level
+// interchanges, drawn among the legal actions so that most of them apply.
+TEST(Kernel, RandomLoopNestSchedulesMatchTheInterpreter) {
+  const RandomCheck c = CheckRandomLoopNestSchedules(kPrograms, 1124, 1, false);
+  EXPECT_EQ(c.checked, 13 * 40 * static_cast<int>(HostIsas().size()));
+  EXPECT_GT(c.effective, 13 * 40 * 3);
 }
 
 // Blocks that read several full chunks of stride 2 hold the permute indices in a register
@@ -318,23 +332,9 @@ TEST(Kernel, RandomScheduleOfStrideTwoReadsMatchTheInterpreter) {
       "O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=3 h=4 w=33 r=3 s=3",
       "O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=4 h=3 w=35 c=2 r=3 s=3",
   };
-  std::mt19937 rng(1126);
-  int checked = 0;
-  int effective = 0;
-  for (const char* text : kStrideTwo) {
-    const LoopTree initial = InitialTree(text);
-    for (int seq = 0; seq < 40; ++seq) {
-      const LoopTree tree =
-          RandomLoopNestSchedule(initial, 2 + static_cast<int>(rng() % 8), rng, effective);
-      for (Isa isa : HostIsas()) {
-        ASSERT_EQ(CompareWithInterpreter(tree, isa, true, true), "")
-            << text << "\n" << LoopTreeText(tree);
-        ++checked;
-      }
-    }
-  }
-  EXPECT_EQ(checked, 4 * 40 * static_cast<int>(HostIsas().size()));
-  EXPECT_GT(effective, 4 * 40 * 3);
+  const RandomCheck c = CheckRandomLoopNestSchedules(kStrideTwo, 1126, 2, true);
+  EXPECT_EQ(c.checked, 4 * 40 * static_cast<int>(HostIsas().size()));
+  EXPECT_GT(c.effective, 4 * 40 * 3);
 }
 
 // Every sketch (both vector units' blocks) of shapes whose sizes leave tails in every tile: the
