@@ -5,7 +5,7 @@ Ape-X DQN trainer's actors.
     export LOOPTOOL_SERVER=$PWD/bazel-bin/service/looptool-server
     export LOOPTOOL_CLI=$PWD/bazel-bin/client/cpp/looptool
     /usr/bin/python3 bench/rl/scaling_bench.py --records=1,2,4,8 --programs=32 --seconds=2 \
-        [--dqn=1x1,4x2,8x4] [--dqn-seconds=40] --out=DIR
+        [--dqn=1x1,2x2,4x4,8x8] [--dqn-seconds=40] --out=DIR
 
 `--records=N,...`: for each N, N servers, each timing on one CPU of its own, and
 `python3 -m looptool.records generate` (the records command of the committed policy,

@@ -10,6 +10,7 @@ the policy's own faster episodes."""
 import contextlib
 import copy
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -123,6 +124,33 @@ class LoopSetTest(unittest.TestCase):
                     with self.assertRaises(ValueError):
                         loop_set.load(path)
 
+    def test_episode_share_draws_pairs_from_episode_runs(self):
+        # 3 runs: two of a search (100 and 50 kernels), one over policy episodes (10 kernels)
+        run = np.array([1] * 100 + [2] * 50 + [3] * 10, np.int64)
+        episodes_mask = run == 3
+        data = plan_cost.Dataset(["a"], np.zeros((160, 1)), np.zeros(160), run, run,
+                                 episodes_mask)
+        self.assertIsNone(plan_cost.pair_weights(data, 0.0))
+        w = plan_cost.pair_weights(data, 0.4)
+        assert w is not None
+        self.assertAlmostEqual(float(w.sum()), 1.0)
+        self.assertAlmostEqual(float(w[episodes_mask].sum()), 0.4)
+        self.assertAlmostEqual(float(w[0]), 0.6 / 150)
+        rng = np.random.default_rng(0)
+        i, j = plan_cost._pairs(run, 20_000, rng, w)
+        np.testing.assert_array_equal(run[i], run[j])  # both of one run
+        share = float(episodes_mask[i].mean())
+        self.assertGreater(share, 0.37)   # 0.4 drawn; uniformly it would be 10 / 160
+        self.assertLess(share, 0.43)
+        i, j = plan_cost._pairs(run, 20_000, np.random.default_rng(0))
+        np.testing.assert_array_equal(run[i], run[j])
+        self.assertLess(float(episodes_mask[i].mean()), 0.08)
+        # no episode runs, or nothing else: uniform
+        only = plan_cost.subset(data, ~episodes_mask)
+        self.assertIsNone(plan_cost.pair_weights(only, 0.4))
+        self.assertEqual(len(only.y), 150)
+        self.assertIsNone(plan_cost.pair_weights(plan_cost.subset(data, episodes_mask), 0.4))
+
     def test_the_cost_model_learns_an_order_and_numpy_and_cpp_agree(self):
         rows = records.load(SAMPLE)
         data = plan_cost.dataset(rows)
@@ -185,6 +213,26 @@ class LoopSetTest(unittest.TestCase):
                                      text=True)
                 self.assertEqual(run.returncode, 1)
                 self.assertIn(says, run.stderr)
+            # An ensemble (plan_cost --seed=0,1 --with=...) is one MLP: its prediction is the mean of its
+            # members' in numpy and in C++, from the same file.
+            members = [plan_cost.train(data, epochs=2, hidden=(8, 4), pairs_per_epoch=4_000,
+                                       seed=s) for s in (1, 2, 3)]
+            # one normalized otherwise, as a model trained on other records is: folded in
+            members[2] = dataclasses.replace(members[2], mean=members[2].mean + 0.5,
+                                             scale=members[2].scale * 2)
+            mean = np.mean([m.predict(features) for m in members], axis=0)
+            ens = plan_cost.ensemble(members)
+            self.assertEqual([w.shape for w, _ in ens.layers], [(24, len(model.names)),
+                                                                (12, 24), (1, 12)])
+            np.testing.assert_allclose(ens.predict(features), mean, rtol=0, atol=1e-5)
+            self.assertGreater(np.ptp(mean - members[0].predict(features)), 1e-4)
+            policy.cost = ens
+            policy.save(path)
+            out = subprocess.run([POLICY_SCORES, path, lines], check=True, capture_output=True,
+                                 text=True).stdout
+            np.testing.assert_allclose([float(v) for v in out.split()], mean, rtol=0, atol=1e-5)
+            with self.assertRaisesRegex(ValueError, "differ"):
+                plan_cost.ensemble([members[0], model])
 
     def test_a_stopped_imitation_resumed_ends_with_the_weights_of_one_never_stopped(self):
         obs, mask, target, weight = imitate.replay(self.conn, self.demos).arrays()

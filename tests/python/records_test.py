@@ -186,14 +186,20 @@ class ProgramsTest(unittest.TestCase):
 
 
 class GenerateTest(unittest.TestCase):
+    @staticmethod
+    def generate(d: str, *flags: str) -> "tuple[str, subprocess.CompletedProcess[str]]":
+        """`looptool.records generate` of two drawn programs (seed 5) into d/r.db."""
+        out = os.path.join(d, "r.db")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        return out, subprocess.run(
+            [sys.executable, "-m", "looptool.records", "generate", f"--out={out}",
+             "--programs=2", "--seed=5", "--models=none", f"--cli={CLI}", *flags],
+            capture_output=True, text=True, timeout=300, env=env)
+
     def test_two_programs_end_to_end(self):
         with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "r.db")
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-            p = subprocess.run(
-                [sys.executable, "-m", "looptool.records", "generate", f"--out={out}",
-                 "--programs=2", "--seed=5", "--seconds=0.5", "--models=none",
-                 f"--cli={CLI}"], capture_output=True, text=True, timeout=300, env=env)
+            out, p = self.generate(d, "--seconds=0.5")
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn("generated: 2 programs tuned (0 failed)", p.stderr)
             recorded = int(p.stderr.split("(0 failed), ")[1].split(" kernels")[0])
@@ -211,6 +217,24 @@ class GenerateTest(unittest.TestCase):
                                  env=env)
             self.assertEqual(bad.returncode, 2)
             self.assertIn("no tuning records at", bad.stderr)
+
+    def test_policy_episodes_end_to_end(self):
+        # --search=policy_guided with a loop_set policy records the ends of its likeliest
+        # episodes, at most --guided-candidates per program, each once, as runs of that search
+        with tempfile.TemporaryDirectory() as d:
+            out, p = self.generate(d, "--seconds=3", "--search=policy_guided",
+                                   "--policy=loop_set", "--guided-candidates=4")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("generated: 2 programs tuned (0 failed)", p.stderr)
+            rows = records.load(out)
+            runs = {r.run_id for r in rows}
+            self.assertEqual(len(runs), 2)
+            self.assertEqual({r.search for r in rows}, {"policy_guided"})
+            for run in runs:
+                n = len([r for r in rows if r.run_id == run])
+                self.assertGreaterEqual(n, 2)
+                self.assertLessEqual(n, 4)
+            self.assertEqual(len({(r.run_id, r.schedule) for r in rows}), len(rows))
 
     def test_generate_does_not_load_pytorch(self):
         # Importing PyTorch costs every records call seconds (about 6 of 8 s of fixed cost per

@@ -3,6 +3,7 @@
     python3 -m looptool.records generate --out=records.db [--programs=400] [--seed=0]
         [--seconds=3] [--models=alexnet,vgg16,googlenet,densenet121,mnasnet1_0 | --models=none]
         [--servers=HOST:PORT,...] [--search=evolution] [--chunk=N] [--max-flops=3e8]
+        [--policy=loop_set.json [--guided-candidates=16]]
     python3 -m looptool.records summary records.db [--json]
     python3 -m looptool.records cost-model records.db [--epochs=30] [--out=model.pt]
     python3 -m looptool.records sample records.db --out=sample.db [--programs=8] [--per-run=30]
@@ -16,6 +17,10 @@ program): on `--servers` (spread over them, one program per server at a time, a 
 server's program redone elsewhere), or on a server the CLI starts here. Every kernel the searches
 measure goes into `--out`, as it is measured; running it again adds new runs to the same file (a
 new --seed draws other programs). A progress bar, and a summary at the end.
+
+With `--search=policy_guided --policy=FILE --guided-candidates=N` it records the kernels a
+policy's own episodes end in: the N likeliest episodes of each program, each timed while the
+time lasts (what the policy's cost model must rank: looptool.rl.plan_cost trains on them too).
 """
 import argparse
 import json
@@ -40,7 +45,8 @@ def _progress(total: int) -> Any:
 
 def tune_chunk(cli: str, chunk: Sequence[programs_lib.Program], directory: str, out: str,
                seconds: float, seed: int, search: str, servers: str,
-               on_result: Callable[[Dict[str, object]], None]) -> List[Dict[str, object]]:
+               on_result: Callable[[Dict[str, object]], None],
+               extra: Sequence[str] = ()) -> List[Dict[str, object]]:
     """Tunes one chunk of programs with one `looptool tune` call; returns its JSON results."""
     files = []
     for p in chunk:
@@ -49,7 +55,7 @@ def tune_chunk(cli: str, chunk: Sequence[programs_lib.Program], directory: str, 
             f.write(p.text)
         files.append(path)
     cmd = [cli, "tune", "--benchmark=" + ",".join(files), f"--time_limit={seconds}",
-           f"--seed={seed}", f"--search={search}", f"--records={out}", "--json"]
+           f"--seed={seed}", f"--search={search}", f"--records={out}", "--json", *extra]
     if servers:
         cmd.append(f"--servers={servers}")
     results: List[Dict[str, object]] = []
@@ -94,6 +100,11 @@ def generate(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"looptool.records: {e}", file=sys.stderr)
         return 2
+    extra = []
+    if args.policy:
+        extra.append(f"--policy={args.policy}")
+    if args.guided_candidates > 0:
+        extra.append(f"--guided_candidates={args.guided_candidates}")
     bar = _progress(len(programs))
     done = {"ok": 0, "failed": 0, "recorded": 0}
     failures: List[str] = []
@@ -125,7 +136,7 @@ def generate(args: argparse.Namespace) -> int:
             for chunk in programs_lib.iterate(group, chunk_size(args)):
                 try:
                     tune_chunk(cli, chunk, d, args.out, seconds, args.seed, args.search,
-                               args.servers, on_result)
+                               args.servers, on_result, extra)
                 except RuntimeError as e:
                     if bar is not None:
                         bar.close()
@@ -257,6 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torchvision models whose layers to add (comma-separated), or none")
     g.add_argument("--servers", default="", help="HOST:PORT,... (default: one started here)")
     g.add_argument("--search", default="evolution")
+    g.add_argument("--policy", default="",
+                   help="the policy file `looptool tune` searches with (policy, policy_guided)")
+    g.add_argument("--guided-candidates", type=int, default=0,
+                   help="policy_guided: a loop_set policy's episodes timed per program at most "
+                        "(0: the CLI's default)")
     g.add_argument("--chunk", type=int, default=0,
                    help="programs per looptool tune call (0: 10 per server, at least 40)")
     g.add_argument("--max-flops", type=float, default=programs_lib.DEFAULT_MAX_FLOPS,

@@ -616,6 +616,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="the cost model (plan_cost.py) trained on every train record and kept "
                         "in the policy file; 0: none")
     p.add_argument("--cost-hidden", default="128,128", help="its hidden layers")
+    p.add_argument("--cost-episode-share", type=float, default=0.0,
+                   help="its share of training pairs from runs over policy episodes "
+                        "(plan_cost.py --episode-share)")
     p.add_argument("--curve-every", type=int, default=0,
                    help="every N epochs (and before the first, after the last and after each "
                         "round) the greedy policy on the validation programs: the learning "
@@ -634,6 +637,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.error("--curve-every and --checkpoint-every take 0 or more epochs")
     if args.actors < 0:
         p.error("--actors takes 0 or more")
+    if not 0 <= args.cost_episode_share <= 1:
+        p.error("--cost-episode-share must be between 0 and 1")
     if args.scheduler and not args.servers:
         p.error("--scheduler needs --servers: a Dask cluster's workers cannot reach a server "
                 "started here on loopback")
@@ -739,7 +744,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if args.cost_epochs > 0:
                 cost, cost_stats = plan_cost.fit_records(
                     args.records, args.cost_epochs,
-                    [int(h) for h in args.cost_hidden.split(",")], seed=args.seed)
+                    [int(h) for h in args.cost_hidden.split(",")], seed=args.seed,
+                    episode_share=args.cost_episode_share)
                 print(f"cost model: {json.dumps(cost_stats)}", file=sys.stderr)
             seconds = time.time() - t0 - (curve.evaluation_seconds if curve else 0.0)
             policy = net.to_policy({

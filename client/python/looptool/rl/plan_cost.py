@@ -16,10 +16,15 @@ policy's greedy episode it is (nats): the policy's own preference tempers the mo
 
 It is trained on tuning records (every kernel a search measured: looptool.records), where the
 plan features of each kernel are kept, and stored in the policy file under "cost" (names, mean,
-scale, layers); client/cpp/policy.cc reads the same entry and computes the same number.
+scale, layers); client/cpp/policy.cc reads the same entry and computes the same number. Records
+of a policy's own episodes (runs of search policy_guided: `looptool.records generate
+--search=policy_guided --policy=...`) are what it must rank at its use; --episode-share draws that
+share of the training pairs from them. Several seeds (--seed=0,1) train one model each, and
+--with=FILE,... adds earlier models; their mean is kept as one MLP (ensemble()).
 
     PYTHONPATH=bazel-bin/client/python:client/python /usr/bin/python3 -m looptool.rl.plan_cost \\
-        --records=records.db --policy=loop_set.json --out=loop_set.json [--epochs=80]
+        --records=records.db --policy=loop_set.json --out=loop_set.json [--epochs=80] \\
+        [--seed=0,1] [--episode-share=0.6] [--with=earlier.json] [--loss-weight=0.5]
 """
 
 import argparse
@@ -109,6 +114,60 @@ class PlanCost:
                    float(loss_weight))
 
 
+def _fold_normalization(m: PlanCost) -> PlanCost:
+    """The same function with mean 0 and scale 1: (x - mean) / scale folded into the first
+    layer (to the float32 the file keeps)."""
+    w, b = m.layers[0]
+    w64 = w.astype(np.float64) / m.scale
+    b64 = b.astype(np.float64) - w64 @ m.mean
+    return PlanCost(list(m.names), np.zeros(len(m.names)), np.ones(len(m.names)),
+                    [(w64.astype(np.float32), b64.astype(np.float32)), *m.layers[1:]],
+                    m.loss_weight)
+
+
+def ensemble(models: Sequence[PlanCost]) -> PlanCost:
+    """One PlanCost that predicts the mean of `models`' predictions, exactly: their layers side
+    by side (the first ones stacked, the hidden ones block-diagonal, the last ones concatenated
+    and divided by their number), so that the file format and client/cpp/policy.cc read it as
+    one MLP. The models must share their names and depth; where their normalizations differ
+    (trained on other data) each is folded into its first layer. The first's loss_weight is
+    kept."""
+    if not models:
+        raise ValueError("ensemble: no models")
+    first = models[0]
+    for m in models[1:]:
+        if m.names != first.names or len(m.layers) != len(first.layers):
+            raise ValueError("ensemble: the models differ in their inputs or their depth")
+    if any(not np.array_equal(m.mean, first.mean) or not np.array_equal(m.scale, first.scale)
+           for m in models[1:]):
+        models = [_fold_normalization(m) for m in models]
+        first = models[0]
+    k = len(models)
+    layers: List[Layer] = []
+    for i in range(len(first.layers)):
+        ws = [m.layers[i][0].astype(np.float64) for m in models]
+        bs = [m.layers[i][1].astype(np.float64) for m in models]
+        if i == 0:
+            w = np.concatenate(ws, axis=0)
+            b = np.concatenate(bs)
+        elif i + 1 < len(first.layers):
+            w = np.zeros((sum(x.shape[0] for x in ws), sum(x.shape[1] for x in ws)))
+            r = c = 0
+            for x in ws:
+                w[r:r + x.shape[0], c:c + x.shape[1]] = x
+                r, c = r + x.shape[0], c + x.shape[1]
+            b = np.concatenate(bs)
+        else:
+            w = np.concatenate(ws, axis=1) / k
+            b = np.array([sum(float(x[0]) for x in bs) / k])
+        if len(first.layers) == 1:  # one linear layer: the mean of the rows
+            w = np.mean(ws, axis=0)
+            b = np.mean(bs, axis=0)
+        layers.append((w.astype(np.float32), b.astype(np.float32)))
+    return PlanCost(list(first.names), first.mean.copy(), first.scale.copy(), layers,
+                    first.loss_weight)
+
+
 # --- training ---------------------------------------------------------------------------------
 
 @dataclass
@@ -119,6 +178,12 @@ class Dataset:
     y: Array          # (N,) log2 GFLOPS
     run: Array        # (N,) run id
     program: Array    # (N,) program id
+    episodes: Array   # (N,) bool: of a run over a policy's episodes (EPISODE_SEARCHES)
+
+
+# Runs whose kernels are the ends of a policy's own episodes, what --search=policy ranks
+# (`looptool.records generate --search=policy_guided --policy=...`), not a search's wanderings.
+EPISODE_SEARCHES = ("policy_guided", "policy")
 
 
 def dataset(rows: Sequence[Any], names: Optional[Sequence[str]] = None) -> Dataset:
@@ -131,26 +196,51 @@ def dataset(rows: Sequence[Any], names: Optional[Sequence[str]] = None) -> Datas
     return Dataset(list(names), x.reshape(len(rows), len(names)),
                    np.log2(np.array([r.gflops for r in rows], np.float64)),
                    np.array([r.run_id for r in rows], np.int64),
-                   np.array([r.program_id for r in rows], np.int64))
+                   np.array([r.program_id for r in rows], np.int64),
+                   np.array([r.search in EPISODE_SEARCHES for r in rows], bool))
 
 
-def _pairs(run: Array, count: int, rng: np.random.Generator) -> Tuple[Array, Array]:
-    """`count` random pairs (i, j) of kernels of one run."""
+def subset(data: Dataset, mask: Array) -> Dataset:
+    """The kernels of `data` where `mask` holds."""
+    return Dataset(list(data.names), data.x[mask], data.y[mask], data.run[mask],
+                   data.program[mask], data.episodes[mask])
+
+
+def _pairs(run: Array, count: int, rng: np.random.Generator,
+           p: Optional[Array] = None) -> Tuple[Array, Array]:
+    """`count` random pairs (i, j) of kernels of one run: i drawn with probabilities `p`
+    (uniformly when None), j uniformly from i's run."""
     order = np.argsort(run, kind="stable")
     sorted_run = run[order]
     starts = np.searchsorted(sorted_run, sorted_run, side="left")
     ends = np.searchsorted(sorted_run, sorted_run, side="right")
-    pick = rng.integers(0, len(run), count)
+    if p is None:
+        pick = rng.integers(0, len(run), count)
+    else:  # the same draw, in the sorted order
+        pick = rng.choice(len(run), count, p=p[order])
     span = ends[pick] - starts[pick]
     other = starts[pick] + (rng.random(count) * span).astype(np.int64)
     return order[pick], order[other]
 
 
+def pair_weights(data: Dataset, episode_share: float) -> Optional[Array]:
+    """Per kernel, the probability it is drawn first in a pair: `episode_share` of the draws go to
+    the kernels of episode runs (uniformly among them), the rest to the others; None (uniform
+    over all) when the share is 0 or one of the two groups is empty."""
+    n_ep = int(data.episodes.sum())
+    if episode_share <= 0 or n_ep == 0 or n_ep == len(data.y):
+        return None
+    share = min(float(episode_share), 1.0)
+    return np.where(data.episodes, share / n_ep, (1.0 - share) / (len(data.y) - n_ep))
+
+
 def train(data: Dataset, epochs: int = 40, hidden: Sequence[int] = (64, 64), lr: float = 3e-3,
           pairs_per_epoch: int = 200_000, batch: int = 2048, seed: int = 0,
-          log: Any = None) -> PlanCost:
+          log: Any = None, episode_share: float = 0.0) -> PlanCost:
     """Fits the MLP to pairs of kernels of one run: (s_i - s_j) to (y_i - y_j) by squared error,
-    plus RankNet's logistic loss on their order where they differ by more than 5%."""
+    plus RankNet's logistic loss on their order where they differ by more than 5%. Pairs are
+    drawn by kernel, `episode_share` of them from episode runs when both kinds are there
+    (pair_weights)."""
     import torch
     from torch import nn
     torch.manual_seed(seed)
@@ -168,8 +258,9 @@ def train(data: Dataset, epochs: int = 40, hidden: Sequence[int] = (64, 64), lr:
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(epochs, 1))
     threshold = math.log2(1.05)
+    weights = pair_weights(data, episode_share)
     for epoch in range(epochs):
-        i, j = (torch.from_numpy(a) for a in _pairs(data.run, pairs_per_epoch, rng))
+        i, j = (torch.from_numpy(a) for a in _pairs(data.run, pairs_per_epoch, rng, weights))
         total = 0.0
         for k in range(0, pairs_per_epoch, batch):
             a, b = i[k:k + batch], j[k:k + batch]
@@ -229,11 +320,26 @@ def top1_regret(model: PlanCost, data: Dataset) -> List[float]:
     return out
 
 
-def fit_records(path: str, epochs: int = 80, hidden: Sequence[int] = (128, 128), seed: int = 0,
-                log: Any = None, loss_weight: float = 0.5) -> Tuple[PlanCost, Dict[str, Any]]:
-    """A cost model trained on the train split of the records at `path`, and how well it ranks
-    the validation split's runs (Spearman's rho per run; the first-ranked kernel's GFLOPS over
-    the run's best)."""
+def _ranking_stats(model: PlanCost, val: Dataset, prefix: str) -> Dict[str, Any]:
+    rho = spearman_per_run(model, val) if len(val.y) else []
+    regret = top1_regret(model, val) if len(val.y) else []
+    return {f"{prefix}runs": len(rho),
+            f"{prefix}spearman_mean": float(np.mean(rho)) if rho else 0.0,
+            f"{prefix}spearman_median": float(np.median(rho)) if rho else 0.0,
+            f"{prefix}top1_over_best_geomean":
+                float(2.0 ** np.mean(np.log2(regret))) if regret else 0.0}
+
+
+def fit_records(path: str, epochs: int = 80, hidden: Sequence[int] = (128, 128),
+                seed: Any = 0, log: Any = None, loss_weight: float = 0.5,
+                episode_share: float = 0.0,
+                others: Sequence[PlanCost] = ()) -> Tuple[PlanCost, Dict[str, Any]]:
+    """A cost model trained on the train split of the records at `path` (`episode_share` of its
+    pairs from episode runs: train()); with several seeds (a sequence), one per seed and their
+    ensemble(); with `others` (earlier models), the ensemble of each of them and that, as
+    equals. And how well it ranks the validation split's runs (Spearman's rho per run; the
+    first-ranked kernel's GFLOPS over the run's best), the searches' runs (validation_*) and the
+    policy episodes' runs (episodes_*) apart."""
     from looptool import records as records_lib
     t0 = time.time()
     train_rows = records_lib.load(path, split="train")
@@ -241,19 +347,24 @@ def fit_records(path: str, epochs: int = 80, hidden: Sequence[int] = (128, 128),
         raise ValueError(f"{path}: no train records")
     data = dataset(train_rows)
     # (replace() checks the weight as the constructor does)
-    model = dataclasses.replace(train(data, epochs, hidden, seed=seed, log=log),
+    seeds = [int(x) for x in seed] if isinstance(seed, (list, tuple)) else [int(seed)]
+    if not seeds:
+        raise ValueError("fit_records: no seeds")
+    members = [train(data, epochs, hidden, seed=x, log=log, episode_share=episode_share)
+               for x in seeds]
+    trained = ensemble(members) if len(members) > 1 else members[0]
+    model = dataclasses.replace(ensemble([*others, trained]) if others else trained,
                                 loss_weight=loss_weight)
     val = dataset(records_lib.load(path, split="validation"), data.names)
-    rho = spearman_per_run(model, val) if len(val.y) else []
-    regret = top1_regret(model, val) if len(val.y) else []
-    return model, {"train_kernels": int(len(data.y)), "validation_runs": len(rho),
-                   "spearman_mean": float(np.mean(rho)) if rho else 0.0,
-                   "spearman_median": float(np.median(rho)) if rho else 0.0,
-                   "top1_over_best_geomean":
-                       float(2.0 ** np.mean(np.log2(regret))) if regret else 0.0,
-                   "epochs": epochs, "hidden": list(hidden), "seed": seed,
-                   "loss_weight": loss_weight,
-                   "seconds": round(time.time() - t0, 1)}
+    stats: Dict[str, Any] = {"train_kernels": int(len(data.y)),
+                             "train_episode_kernels": int(data.episodes.sum())}
+    stats.update(_ranking_stats(model, subset(val, ~val.episodes), "validation_"))
+    stats.update(_ranking_stats(model, subset(val, val.episodes), "episodes_"))
+    stats.update({"epochs": epochs, "hidden": list(hidden), "seed": seeds[0],
+                  "loss_weight": loss_weight, "episode_share": episode_share,
+                  "seeds": seeds, "other_members": len(others),
+                  "seconds": round(time.time() - t0, 1)})
+    return model, stats
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -265,17 +376,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--epochs", type=int, default=80)
     p.add_argument("--hidden", default="128,128")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", default="0",
+                   help="a seed, or several (0,1): one model each, their mean kept (ensemble)")
+    p.add_argument("--with", dest="with_", default="",
+                   help="policy files whose cost models are averaged with the one trained here "
+                        "(it, the mean of its seeds, and each of them count as one)")
+    p.add_argument("--episode-share", type=float, default=0.0,
+                   help="the share of training pairs drawn from runs over policy episodes")
     p.add_argument("--loss-weight", type=float, default=0.5,
                    help="an episode's rank: the model's score minus this times its loss")
     args = p.parse_args(argv)
     if not (args.loss_weight >= 0 and math.isfinite(args.loss_weight)):
         p.error("--loss-weight must be a number >= 0")
+    if not 0 <= args.episode_share <= 1:
+        p.error("--episode-share must be between 0 and 1")
+    try:
+        seeds = [int(x) for x in args.seed.split(",")]
+    except ValueError:
+        p.error("--seed takes integers separated by commas")
     policy = loop_set.load(args.policy)
+    others = []
+    for f in (x for x in args.with_.split(",") if x):
+        other = loop_set.load(f).cost
+        if other is None:
+            p.error(f"--with: {f} has no cost model")
+        others.append(other)
     model, stats = fit_records(args.records, args.epochs,
-                               [int(h) for h in args.hidden.split(",")], args.seed,
+                               [int(h) for h in args.hidden.split(",")], seeds,
                                log=lambda m: print(m, file=sys.stderr),
-                               loss_weight=args.loss_weight)
+                               loss_weight=args.loss_weight,
+                               episode_share=args.episode_share, others=others)
     policy.cost = model
     policy.meta["cost"] = dict(stats, command="python3 -m looptool.rl.plan_cost " +
                                " ".join(argv if argv is not None else sys.argv[1:]))
