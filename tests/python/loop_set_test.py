@@ -125,8 +125,10 @@ class LoopSetTest(unittest.TestCase):
                         loop_set.load(path)
 
     def test_episode_share_draws_pairs_from_episode_runs(self):
-        # 3 runs: two of a search (100 and 50 kernels), one over policy episodes (10 kernels)
-        run = np.array([1] * 100 + [2] * 50 + [3] * 10, np.int64)
+        # 3 runs: two of a search (100 and 50 kernels), one over policy episodes (10 kernels),
+        # their kernels interleaved as a records file may hold them
+        run = np.random.default_rng(1).permutation(
+            np.array([1] * 100 + [2] * 50 + [3] * 10, np.int64))
         episodes_mask = run == 3
         data = plan_cost.Dataset(["a"], np.zeros((160, 1)), np.zeros(160), run, run,
                                  episodes_mask)
@@ -135,7 +137,7 @@ class LoopSetTest(unittest.TestCase):
         assert w is not None
         self.assertAlmostEqual(float(w.sum()), 1.0)
         self.assertAlmostEqual(float(w[episodes_mask].sum()), 0.4)
-        self.assertAlmostEqual(float(w[0]), 0.6 / 150)
+        self.assertAlmostEqual(float(w[np.flatnonzero(run == 1)[0]]), 0.6 / 150)
         rng = np.random.default_rng(0)
         i, j = plan_cost._pairs(run, 20_000, rng, w)
         np.testing.assert_array_equal(run[i], run[j])  # both of one run
@@ -150,6 +152,24 @@ class LoopSetTest(unittest.TestCase):
         self.assertIsNone(plan_cost.pair_weights(only, 0.4))
         self.assertEqual(len(only.y), 150)
         self.assertIsNone(plan_cost.pair_weights(plan_cost.subset(data, episodes_mask), 0.4))
+
+    def test_ensemble_is_the_mean_of_its_members_at_every_depth(self):
+        rng = np.random.default_rng(7)
+        x = rng.normal(size=(50, 5)) * 3
+        for hidden in ((), (6,), (6, 4), (5, 3, 2)):
+            members = []
+            for k in range(3):
+                sizes = [5, *[h + k for h in hidden], 1]  # other widths per member
+                layers = [(rng.normal(size=(b, a)).astype(np.float32),
+                           rng.normal(size=b).astype(np.float32))
+                          for a, b in zip(sizes, sizes[1:])]
+                mean, scale = (np.zeros(5), np.ones(5)) if k < 2 else \
+                    (rng.normal(size=5), rng.uniform(0.5, 2, size=5))  # one normalized otherwise
+                members.append(plan_cost.PlanCost(list("abcde"), mean, scale, layers))
+            want = np.mean([m.predict_matrix(x) for m in members], axis=0)
+            got = plan_cost.ensemble(members).predict_matrix(x)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(hidden))
+            self.assertGreater(np.ptp(want - members[0].predict_matrix(x)), 1e-2)
 
     def test_the_cost_model_learns_an_order_and_numpy_and_cpp_agree(self):
         rows = records.load(SAMPLE)
@@ -213,8 +233,8 @@ class LoopSetTest(unittest.TestCase):
                                      text=True)
                 self.assertEqual(run.returncode, 1)
                 self.assertIn(says, run.stderr)
-            # An ensemble (plan_cost --seed=0,1 --with=...) is one MLP: its prediction is the mean of its
-            # members' in numpy and in C++, from the same file.
+            # An ensemble (plan_cost --seed=0,1 --with=...) is one MLP: its prediction is the
+            # mean of its members' in numpy and in C++, from the same file.
             members = [plan_cost.train(data, epochs=2, hidden=(8, 4), pairs_per_epoch=4_000,
                                        seed=s) for s in (1, 2, 3)]
             # one normalized otherwise, as a model trained on other records is: folded in

@@ -1,6 +1,8 @@
 """looptool.records: the loader on the committed sample (datasets/records/sample.db), the
 program distribution, bad files, and `python3 -m looptool.records generate` end to end (two
 programs, each kernel recorded once)."""
+import contextlib
+import io
 import json
 import os
 import sqlite3
@@ -247,6 +249,16 @@ class GenerateTest(unittest.TestCase):
                            env=env, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout.strip(), "2 False")  # 2: no CLI there
+
+    def test_guided_candidates_out_of_range_is_refused(self):
+        from looptool.records import __main__ as generate_main
+        for n in ("-1", "1025"):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                code = generate_main.main(["generate", "--out=none.db", f"--guided-candidates={n}"])
+            self.assertEqual(code, 2)
+            self.assertIn("--guided-candidates takes 1..1024", err.getvalue())
+        self.assertFalse(os.path.exists("none.db"))
 
     def test_chunk_size_grows_with_servers(self):
         from looptool.records import __main__ as generate_main

@@ -85,6 +85,10 @@ def chunk_size(args: argparse.Namespace) -> int:
 
 def generate(args: argparse.Namespace) -> int:
     from looptool.server import default_cli  # not looptool.model: that imports PyTorch
+    if not 0 <= args.guided_candidates <= 1024:
+        print("looptool.records: --guided-candidates takes 1..1024 (0: the CLI's default)",
+              file=sys.stderr)
+        return 2
     cli = args.cli or default_cli()
     if not os.path.exists(cli):
         print(f"looptool.records: no looptool CLI at {cli} (set $LOOPTOOL_CLI or --cli)",

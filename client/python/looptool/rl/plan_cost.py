@@ -350,6 +350,11 @@ def fit_records(path: str, epochs: int = 80, hidden: Sequence[int] = (128, 128),
     seeds = [int(x) for x in seed] if isinstance(seed, (list, tuple)) else [int(seed)]
     if not seeds:
         raise ValueError("fit_records: no seeds")
+    for other in others:  # (before minutes of training, not after)
+        if other.names != data.names or len(other.layers) != len(hidden) + 1:
+            raise ValueError("fit_records: an earlier model reads other plan features, or has "
+                             f"another depth ({len(other.layers)} layers, not "
+                             f"{len(hidden) + 1}), than this one would")
     members = [train(data, epochs, hidden, seed=x, log=log, episode_share=episode_share)
                for x in seeds]
     trained = ensemble(members) if len(members) > 1 else members[0]
@@ -401,11 +406,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if other is None:
             p.error(f"--with: {f} has no cost model")
         others.append(other)
-    model, stats = fit_records(args.records, args.epochs,
-                               [int(h) for h in args.hidden.split(",")], seeds,
-                               log=lambda m: print(m, file=sys.stderr),
-                               loss_weight=args.loss_weight,
-                               episode_share=args.episode_share, others=others)
+    try:
+        model, stats = fit_records(args.records, args.epochs,
+                                   [int(h) for h in args.hidden.split(",")], seeds,
+                                   log=lambda m: print(m, file=sys.stderr),
+                                   loss_weight=args.loss_weight,
+                                   episode_share=args.episode_share, others=others)
+    except ValueError as e:
+        print(f"plan_cost: {e}", file=sys.stderr)
+        return 2
     policy.cost = model
     policy.meta["cost"] = dict(stats, command="python3 -m looptool.rl.plan_cost " +
                                " ".join(argv if argv is not None else sys.argv[1:]))
