@@ -224,7 +224,8 @@ class GenerateTest(unittest.TestCase):
         # --search=policy_guided with a loop_set policy records the ends of its likeliest
         # episodes, at most --guided-candidates per program, each once, as runs of that search
         with tempfile.TemporaryDirectory() as d:
-            out, p = self.generate(d, "--seconds=3", "--search=policy_guided",
+            # (the search ends when its 4 candidates are timed: the limit is a bound only)
+            out, p = self.generate(d, "--seconds=10", "--search=policy_guided",
                                    "--policy=loop_set", "--guided-candidates=4")
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn("generated: 2 programs tuned (0 failed)", p.stderr)

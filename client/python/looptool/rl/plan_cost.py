@@ -142,27 +142,23 @@ def ensemble(models: Sequence[PlanCost]) -> PlanCost:
            for m in models[1:]):
         models = [_fold_normalization(m) for m in models]
         first = models[0]
-    k = len(models)
+    depth = len(first.layers)
     layers: List[Layer] = []
-    for i in range(len(first.layers)):
+    for i in range(depth):
         ws = [m.layers[i][0].astype(np.float64) for m in models]
         bs = [m.layers[i][1].astype(np.float64) for m in models]
-        if i == 0:
-            w = np.concatenate(ws, axis=0)
-            b = np.concatenate(bs)
-        elif i + 1 < len(first.layers):
+        if i + 1 == depth:  # the output: the mean of the members' (one linear layer: of rows)
+            w = np.mean(ws, axis=0) if depth == 1 else np.concatenate(ws, axis=1) / len(ws)
+            b = np.mean(bs, axis=0)
+        elif i == 0:  # every member reads the same input
+            w, b = np.concatenate(ws, axis=0), np.concatenate(bs)
+        else:  # each member's hidden units read only its own
             w = np.zeros((sum(x.shape[0] for x in ws), sum(x.shape[1] for x in ws)))
             r = c = 0
             for x in ws:
                 w[r:r + x.shape[0], c:c + x.shape[1]] = x
                 r, c = r + x.shape[0], c + x.shape[1]
             b = np.concatenate(bs)
-        else:
-            w = np.concatenate(ws, axis=1) / k
-            b = np.array([sum(float(x[0]) for x in bs) / k])
-        if len(first.layers) == 1:  # one linear layer: the mean of the rows
-            w = np.mean(ws, axis=0)
-            b = np.mean(bs, axis=0)
         layers.append((w.astype(np.float32), b.astype(np.float32)))
     return PlanCost(list(first.names), first.mean.copy(), first.scale.copy(), layers,
                     first.loss_weight)
@@ -183,6 +179,8 @@ class Dataset:
 
 # Runs whose kernels are the ends of a policy's own episodes, what --search=policy ranks
 # (`looptool.records generate --search=policy_guided --policy=...`), not a search's wanderings.
+# The records keep the search, not the policy: policy_guided with a sketch_value policy (an
+# evolution from its sketches) would count too, so keep such runs in another records file.
 EPISODE_SEARCHES = ("policy_guided", "policy")
 
 
@@ -399,10 +397,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         seeds = [int(x) for x in args.seed.split(",")]
     except ValueError:
         p.error("--seed takes integers separated by commas")
-    policy = loop_set.load(args.policy)
+    try:
+        policy = loop_set.load(args.policy)
+    except (OSError, ValueError) as e:
+        p.error(f"--policy: {e}")
     others = []
     for f in (x for x in args.with_.split(",") if x):
-        other = loop_set.load(f).cost
+        try:
+            other = loop_set.load(f).cost
+        except (OSError, ValueError) as e:
+            p.error(f"--with: {e}")
         if other is None:
             p.error(f"--with: {f} has no cost model")
         others.append(other)
