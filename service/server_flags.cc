@@ -113,6 +113,16 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   config.manage_connections = absl::GetFlag(FLAGS_manage_connections);
   config.client_gone_grace = absl::Seconds(absl::GetFlag(FLAGS_client_gone_grace).value);
   config.transport.max_connections = absl::GetFlag(FLAGS_max_connections).value;
+  config.transport.max_streams = absl::GetFlag(FLAGS_max_streams_per_connection).value;
+  config.transport.max_connection_idle =
+      absl::Seconds(absl::GetFlag(FLAGS_max_connection_idle).value);
+  config.transport.keepalive_time = absl::Seconds(absl::GetFlag(FLAGS_keepalive_time).value);
+  config.transport.keepalive_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_keepalive_timeout).value);
+  config.transport.handshake_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_handshake_timeout).value);
+  config.max_memory_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_transport_memory_mb).value) << 20;
   config.drain = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds).value);
   config.upstream_spaces_first = absl::GetFlag(FLAGS_upstream_spaces_first);
   config.workers.cores = absl::GetFlag(FLAGS_eval_cores).cpus;
@@ -131,7 +141,9 @@ using looptool::service::CpuList;
 using looptool::service::IsaChoice;
 using looptool::service::NonNegative;
 using looptool::service::Positive;
+using looptool::service::ServerConfig;
 using looptool::service::TimingMode;
+using looptool::service::TransportLimits;
 
 ABSL_FLAG(int, port, 0, "port to listen on; 0 picks a free one");
 ABSL_FLAG(std::string, bind, "127.0.0.1",
@@ -169,6 +181,27 @@ ABSL_FLAG(NonNegative<double>, client_gone_grace, NonNegative<double>{30},
           "with --manage_connections, seconds after a client's last connection closed (a "
           "per-client token's user, else the connection) before its sessions end, unless it "
           "calls again");
+ABSL_FLAG(Positive<int>, max_streams_per_connection,
+          Positive<int>{TransportLimits{}.max_streams},
+          "HTTP/2 streams one connection may have open at once (advertised in the server's "
+          "SETTINGS); a client opening streams it never finishes holds at most this many");
+ABSL_FLAG(Positive<double>, max_connection_idle,
+          Positive<double>{absl::ToDoubleSeconds(TransportLimits{}.max_connection_idle)},
+          "seconds a connection may go without a call before the server closes it");
+ABSL_FLAG(Positive<double>, keepalive_time,
+          Positive<double>{absl::ToDoubleSeconds(TransportLimits{}.keepalive_time)},
+          "seconds a connection may be silent before the server pings it ...");
+ABSL_FLAG(Positive<double>, keepalive_timeout,
+          Positive<double>{absl::ToDoubleSeconds(TransportLimits{}.keepalive_timeout)},
+          "... and closes it if no answer comes within this many seconds");
+ABSL_FLAG(Positive<double>, handshake_timeout,
+          Positive<double>{absl::ToDoubleSeconds(TransportLimits{}.handshake_timeout)},
+          "seconds a new connection has to finish its TLS handshake (gRPC's listener)");
+ABSL_FLAG(Positive<int>, max_transport_memory_mb,
+          Positive<int>{static_cast<int>(ServerConfig{}.max_memory_bytes >> 20)},
+          "MiB gRPC's transport may hold for requests and replies in flight, all connections "
+          "together (its resource quota); under pressure it refuses new streams and shrinks "
+          "buffers");
 ABSL_FLAG(Positive<double>, session_idle_timeout, Positive<double>{3600},
           "seconds after which an unused session is ended");
 ABSL_FLAG(NonNegative<double>, drain_seconds, NonNegative<double>{5},

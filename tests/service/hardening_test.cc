@@ -2,9 +2,14 @@
 // before parsing, isolation between clients (built-in benchmarks immutable, per-client benchmark
 // caches, unguessable session ids), strict names and URIs, the shared token and TLS for
 // non-loopback binds, steps that fail changing nothing, a start or fork sent again making no
-// second session, a SIGTERM drain bounded in time, and no stale port.txt/pid.txt after exit.
+// second session, a SIGTERM drain bounded in time, no stale port.txt/pid.txt after exit, and the
+// transport's bounds set by flags (as a raw HTTP/2 client reads them).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -643,6 +648,75 @@ TEST(Transport, TheDescriptorLimitIsRaisedToTheHardLimit) {
   EXPECT_EQ(hard, expected);
   EXPECT_EQ(soft, expected);
   EXPECT_EQ(server.Terminate(), 0);
+}
+
+// The value of SETTINGS_MAX_CONCURRENT_STREAMS in the first SETTINGS frame a server on
+// 127.0.0.1:`port` sends a new HTTP/2 connection, as a raw client reads it; -1 when the frame
+// does not come within 5 s or does not hold that setting.
+int AdvertisedMaxConcurrentStreams(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int found = -1;
+  // The client's preface and an empty SETTINGS frame.
+  const std::string start = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
+                            std::string("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);
+  auto read_exactly = [fd](unsigned char* out, size_t n) {
+    for (size_t got = 0; got < n;) {
+      const ssize_t r = read(fd, out + got, n - got);
+      if (r <= 0) return false;
+      got += static_cast<size_t>(r);
+    }
+    return true;
+  };
+  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 &&
+      write(fd, start.data(), start.size()) == static_cast<ssize_t>(start.size())) {
+    for (int frames = 0; frames < 16; ++frames) {
+      unsigned char header[9];
+      if (!read_exactly(header, 9)) break;
+      const size_t length = (size_t{header[0]} << 16) | (size_t{header[1]} << 8) | header[2];
+      std::vector<unsigned char> payload(length);
+      if (length > (1 << 16) || !read_exactly(payload.data(), length)) break;
+      if (header[3] != 0x4 || (header[4] & 0x1) != 0) continue;  // not SETTINGS, or its ACK
+      for (size_t i = 0; i + 6 <= length; i += 6) {
+        if (((payload[i] << 8) | payload[i + 1]) != 0x3) continue;
+        found = static_cast<int>((uint32_t{payload[i + 2]} << 24) |
+                                 (uint32_t{payload[i + 3]} << 16) |
+                                 (uint32_t{payload[i + 4]} << 8) | payload[i + 5]);
+      }
+      break;
+    }
+  }
+  close(fd);
+  return found;
+}
+
+// The transport's limits are flags: the streams per connection a server advertises follow
+// --max_streams_per_connection (100 by default), with gRPC's listener and LoopTool's own, beside
+// the other transport flags; a server given a limit of 0 (or a negative time) does not start.
+TEST(Transport, TheStreamsPerConnectionAreAFlag) {
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.ok());
+    EXPECT_EQ(AdvertisedMaxConcurrentStreams(server.port()), 100);
+  }
+  for (const char* listener : {"--manage_connections=false", "--manage_connections=true"}) {
+    ServerProcess server({"--max_streams_per_connection=7", "--max_transport_memory_mb=64",
+                          "--max_connection_idle=30", "--keepalive_time=5",
+                          "--keepalive_timeout=2", listener});
+    ASSERT_TRUE(server.ok()) << listener;
+    EXPECT_EQ(AdvertisedMaxConcurrentStreams(server.port()), 7) << listener;
+  }
+  for (const char* refused : {"--max_streams_per_connection=0", "--max_transport_memory_mb=0",
+                              "--keepalive_timeout=-1"}) {
+    ServerProcess server({refused});
+    EXPECT_FALSE(server.ok()) << refused;
+  }
 }
 
 std::string TempFile(const std::string& name, const std::string& text) {
