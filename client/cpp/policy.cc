@@ -8,6 +8,8 @@
 #include <limits>
 #include <numeric>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -97,8 +99,47 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
     l.in = static_cast<int>(in);
     l.out = static_cast<int>(out);
     const Json none;
-    ASSIGN_OR_RETURN(l.weight, Floats(spec.contains("weight") ? spec["weight"] : none,
-                                      size_t(l.in) * l.out, absl::StrCat(name, ".weight")));
+    const Json& weight = spec.contains("weight") ? spec["weight"] : none;
+    if (!spec.contains("blocks")) {
+      ASSIGN_OR_RETURN(l.weight,
+                       Floats(weight, size_t(l.in) * l.out, absl::StrCat(name, ".weight")));
+    } else {
+      // Block-diagonal: [[out, in], ...] down the diagonal, only their numbers stored.
+      const Json& blocks = spec["blocks"];
+      std::vector<std::pair<int64_t, int64_t>> sizes;
+      int64_t rows = 0, cols = 0, count = 0;
+      for (const Json& b : blocks.is_array() ? blocks : Json::array()) {
+        if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() ||
+            !b[1].is_number_integer() || b[0].get<int64_t>() < 1 || b[1].get<int64_t>() < 1 ||
+            b[0].get<int64_t>() > l.out || b[1].get<int64_t>() > l.in) {
+          sizes.clear();
+          break;
+        }
+        sizes.emplace_back(b[0].get<int64_t>(), b[1].get<int64_t>());
+        rows += sizes.back().first;
+        cols += sizes.back().second;
+        count += sizes.back().first * sizes.back().second;
+      }
+      if (sizes.empty()) {
+        return Bad(absl::StrCat(name, ".blocks must be a list of [out, in] pairs of positive "
+                                "integers"));
+      }
+      if (rows != l.out || cols != l.in) {
+        return Bad(absl::StrCat(name, ".blocks do not add up to ", l.out, " x ", l.in));
+      }
+      ASSIGN_OR_RETURN(std::vector<float> flat,
+                       Floats(weight, size_t(count), absl::StrCat(name, ".weight")));
+      l.weight.assign(size_t(l.in) * l.out, 0.0f);
+      int64_t r = 0, c = 0, k = 0;
+      for (const auto& [o, i] : sizes) {
+        for (int64_t y = 0; y < o; ++y) {
+          std::copy_n(&flat[k + y * i], i, &l.weight[size_t(r + y) * l.in + c]);
+        }
+        r += o;
+        c += i;
+        k += o * i;
+      }
+    }
     ASSIGN_OR_RETURN(l.bias, Floats(spec.contains("bias") ? spec["bias"] : none, l.out,
                                     absl::StrCat(name, ".bias")));
     return l;

@@ -89,6 +89,40 @@ TEST(PlanCost, ALoopSetPolicyFileCarriesOne) {
   EXPECT_DOUBLE_EQ(copy.cost_model()->Score({1, 8}), 0.5);
 }
 
+// A block-diagonal layer stored as its blocks (plan_cost.ensemble's hidden layers) is the dense
+// layer with zeros outside them; blocks that do not tile the layer are refused, saying so.
+TEST(PlanCost, ABlockDiagonalLayerStoredAsItsBlocksIsTheDenseOne) {
+  const auto cost_with = [](const json& hidden) {
+    json c = TinyCost();
+    c["layers"] = {Layer(2, 3, {1, -1, 2, 0, -1, 3}, {0, -1, 0.5}), hidden,
+                   Layer(3, 1, {3, 1, -2}, {0.5})};
+    json j = json::parse(LoopSetPolicyJson());
+    j["cost"] = c;
+    return Policy::Parse(j.dump());
+  };
+  // [[2, 0, 0], [0, 1, -1], [0, 0.5, 3]]: blocks 1 x 1 and 2 x 2.
+  const Policy dense =
+      cost_with(Layer(3, 3, {2, 0, 0, 0, 1, -1, 0, 0.5, 3}, {0.25, 0, -1})).value();
+  json blocks = Layer(3, 3, {2, 1, -1, 0.5, 3}, {0.25, 0, -1});
+  blocks["blocks"] = {{1, 1}, {2, 2}};
+  const Policy compact = cost_with(blocks).value();
+  for (const std::vector<double>& x : {std::vector<double>{5, 4}, {1, 8}, {-3, 2}, {7, -6}}) {
+    EXPECT_DOUBLE_EQ(compact.cost_model()->Score(x), dense.cost_model()->Score(x));
+  }
+  EXPECT_NE(dense.cost_model()->Score({5, 4}), dense.cost_model()->Score({-3, 2}));
+  const auto error = [&](const json& b, int numbers = 5) {
+    json l = Layer(3, 3, std::vector<float>(numbers, 1.0f), {0, 0, 0});
+    l["blocks"] = b;
+    return std::string(cost_with(l).status().message());
+  };
+  EXPECT_THAT(error({{1, 1}, {2, 1}}), HasSubstr("cost.layers[1].blocks do not add up to 3 x 3"));
+  EXPECT_THAT(error({{1, 1}, {2, 0}}), HasSubstr("pairs of positive integers"));
+  EXPECT_THAT(error({{1, 1}, {2}}), HasSubstr("pairs of positive integers"));
+  EXPECT_THAT(error("1x1"), HasSubstr("pairs of positive integers"));
+  EXPECT_THAT(error({{1, 1}, {2, 2}}, 9),
+              HasSubstr("cost.layers[1].weight holds 9 numbers, not 5"));
+}
+
 TEST(PlanCost, APolicyFileWithABadOneIsRefusedSayingWhy) {
   const auto error = [](const json& cost) {
     json j = json::parse(LoopSetPolicyJson());

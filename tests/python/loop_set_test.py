@@ -7,6 +7,7 @@ recorded best schedule from the untiled nest, greedily, in Python and through `l
 --search=policy` alike, and a round of expert iteration keeps every demonstration and adopts only
 the policy's own faster episodes."""
 
+import base64
 import contextlib
 import copy
 import csv
@@ -27,7 +28,7 @@ import torch
 from cpp_policy_scores import POLICY_SCORES, cpp_scores
 from looptool import Connection, LocalServer, LoopToolEnv
 from looptool import records
-from looptool.rl import episodes, imitate, loop_set, plan_cost
+from looptool.rl import episodes, imitate, loop_set, plan_cost, policy_file
 
 SERVER = "service/looptool-server"
 CLI = "client/cpp/looptool"
@@ -171,6 +172,38 @@ class LoopSetTest(unittest.TestCase):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(hidden))
             self.assertGreater(np.ptp(want - members[0].predict_matrix(x)), 1e-2)
 
+    def test_block_diagonal_layers_are_stored_as_their_blocks_exactly(self):
+        rng = np.random.default_rng(3)
+        for _ in range(300):
+            sizes = [tuple(int(v) for v in rng.integers(1, 4, size=2))
+                     for _ in range(rng.integers(1, 4))]
+            w = np.zeros((sum(o for o, _ in sizes), sum(i for _, i in sizes)), np.float32)
+            r = c = 0
+            for o, i in sizes:  # some entries 0, whole rows and columns of zeros among them
+                w[r:r + o, c:c + i] = rng.normal(size=(o, i)) * (rng.random((o, i)) < 0.7)
+                r, c = r + o, c + i
+            spec = policy_file.encode_layer(w, np.ones(len(w), np.float32))
+            got, _ = policy_file.decode_layer(json.loads(json.dumps(spec)))
+            np.testing.assert_array_equal(got, w)
+            blocks = policy_file.diagonal_blocks(w)
+            self.assertEqual("blocks" in spec, blocks is not None)
+            if blocks is not None:  # as fine as the blocks drawn, or finer
+                self.assertGreaterEqual(len(blocks), 2)
+                self.assertLess(len(base64.b64decode(spec["weight"])), w.size * 4)
+        w = np.kron(np.eye(3), np.ones((2, 5))).astype(np.float32)
+        self.assertEqual(policy_file.diagonal_blocks(w), [(2, 5)] * 3)
+        self.assertIsNone(policy_file.diagonal_blocks(np.ones((4, 4))))
+        self.assertIsNone(policy_file.diagonal_blocks(np.zeros((4, 4))))
+        w[0, 7] = 1  # a number off the diagonal blocks joins the first two
+        self.assertEqual(policy_file.diagonal_blocks(w), [(4, 10), (2, 5)])
+        for bad, says in (([[2, 5], [2, 5]], "add up"), ([[2, 0], [4, 15]], "positive"),
+                          ("2x5", "positive")):
+            spec = policy_file.encode_layer(np.kron(np.eye(3), np.ones((2, 5))),
+                                            np.zeros(6))
+            spec["blocks"] = bad
+            with self.assertRaisesRegex(ValueError, says):
+                policy_file.decode_layer(spec)
+
     def test_the_cost_model_learns_an_order_and_numpy_and_cpp_agree(self):
         rows = records.load(SAMPLE)
         data = plan_cost.dataset(rows)
@@ -248,6 +281,11 @@ class LoopSetTest(unittest.TestCase):
             self.assertGreater(np.ptp(mean - members[0].predict(features)), 1e-4)
             policy.cost = ens
             policy.save(path)
+            with open(path) as f:  # the hidden layer stored as its blocks, one per member
+                self.assertEqual(json.load(f)["cost"]["layers"][1]["blocks"], [[4, 8]] * 3)
+            for (w, b), (w2, b2) in zip(loop_set.load(path).cost.layers, ens.layers):
+                np.testing.assert_array_equal(w, w2)
+                np.testing.assert_array_equal(b, b2)
             out = subprocess.run([POLICY_SCORES, path, lines], check=True, capture_output=True,
                                  text=True).stdout
             np.testing.assert_allclose([float(v) for v in out.split()], mean, rtol=0, atol=1e-5)

@@ -143,8 +143,7 @@ class LoopSetPolicy:
 
     def to_json(self) -> str:
         def layer(t: Layer) -> Dict[str, Any]:
-            return {"in": int(t[0].shape[1]), "out": int(t[0].shape[0]),
-                    "weight": policy_file._encode(t[0]), "bias": policy_file._encode(t[1])}
+            return policy_file.encode_layer(*t)
         d = {
             "format": policy_file.FORMAT, "version": policy_file.VERSION, "kind": KIND,
             "action_space": self.action_space, "observation_space": self.observation_space,
@@ -161,9 +160,7 @@ class LoopSetPolicy:
         if d.get("kind") != KIND or d.get("preprocess") != "none":
             raise ValueError("not a loop_set policy with preprocess none")
 
-        def layer(spec: Dict[str, Any]) -> Layer:
-            return (policy_file._decode(spec["weight"], (spec["out"], spec["in"])),
-                    policy_file._decode(spec["bias"], (spec["out"],)))
+        layer = policy_file.decode_layer
         return cls([layer(t) for t in d["trunk"]], layer(d["mix"]), layer(d["head"]),
                    layer(d["query"]), layer(d["key"]), layer(d["value"]), d.get("meta"),
                    plan_cost.PlanCost.from_dict(d["cost"]) if "cost" in d else None)

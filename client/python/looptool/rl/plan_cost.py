@@ -94,9 +94,7 @@ class PlanCost:
                 "loss_weight": float(self.loss_weight),
                 "mean": policy_file._encode(self.mean.astype(np.float32)),
                 "scale": policy_file._encode(self.scale.astype(np.float32)),
-                "layers": [{"in": int(w.shape[1]), "out": int(w.shape[0]),
-                            "weight": policy_file._encode(w), "bias": policy_file._encode(b)}
-                           for w, b in self.layers]}
+                "layers": [policy_file.encode_layer(w, b) for w, b in self.layers]}
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "PlanCost":
@@ -104,8 +102,7 @@ class PlanCost:
             raise ValueError(f"cost: observation_space must be {OBSERVATION}")
         names = [str(n) for n in d["names"]]
         n = len(names)
-        layers = [(policy_file._decode(s["weight"], (s["out"], s["in"])),
-                   policy_file._decode(s["bias"], (s["out"],))) for s in d["layers"]]
+        layers = [policy_file.decode_layer(s) for s in d["layers"]]
         loss_weight = d.get("loss_weight", 0.0)
         if isinstance(loss_weight, bool) or not isinstance(loss_weight, (int, float)):
             raise ValueError("cost: loss_weight is not a number")  # (as client/cpp/policy.cc)
@@ -129,7 +126,7 @@ def ensemble(models: Sequence[PlanCost]) -> PlanCost:
     """One PlanCost that predicts the mean of `models`' predictions, exactly: their layers side
     by side (the first ones stacked, the hidden ones block-diagonal, the last ones concatenated
     and divided by their number), so that the file format and client/cpp/policy.cc read it as
-    one MLP. The models must share their names and depth; where their normalizations differ
+    one MLP (the file keeps the hidden layers' blocks alone: policy_file.encode_layer). The models must share their names and depth; where their normalizations differ
     (trained on other data) each is folded into its first layer. The first's loss_weight is
     kept."""
     if not models:

@@ -12,7 +12,11 @@ JSON:
      "meta": {...: how it was trained: command, seed, steps, seconds, ...}}
 
 where every layer is {"in": I, "out": O, "weight": base64 of O*I little-endian float32 (row
-major, PyTorch's nn.Linear layout), "bias": base64 of O float32}. The forward pass:
+major, PyTorch's nn.Linear layout), "bias": base64 of O float32}. A block-diagonal weight (an
+ensemble's hidden layers, plan_cost.ensemble) may be stored as its blocks: "blocks": [[O_1, I_1],
+..., [O_k, I_k]] (the O_i summing to O, the I_i to I; block i at rows O_1+...+O_(i-1) and
+columns I_1+...+I_(i-1)) and "weight" holding only the blocks' numbers, each block row major,
+one after the other; every other entry is 0. The forward pass:
 
     x = log2(1 + max(obs, 0))                 # "log2p1": sizes span 1..4096, flags are 0/1
     h = relu(T_k(... relu(T_0(x))))           # every trunk layer, then ReLU
@@ -52,6 +56,80 @@ def _decode(text: str, shape: Tuple[int, ...]) -> "npt.NDArray[np.float32]":
     if data.size != int(np.prod(shape)):
         raise ValueError(f"A tensor of shape {shape} holds {data.size} numbers")
     return data.reshape(shape).astype(np.float32)
+
+
+def diagonal_blocks(w: "npt.ArrayLike") -> Optional[List[Tuple[int, int]]]:
+    """The (out, in) sizes of the diagonal blocks outside which `w` is 0, the finest such
+    partition, when there are two or more; None otherwise."""
+    nz = np.asarray(w) != 0
+    rows, cols = nz.shape
+    blocks: List[Tuple[int, int]] = []
+    r = c = 0
+    while r < rows:
+        r1, c1 = r + 1, c
+        while True:  # grow rows [r, r1) x columns [c, c1) until nothing outside touches it
+            right = np.flatnonzero(nz[r:r1, c1:].any(axis=0))
+            below = np.flatnonzero(nz[r1:, c:c1].any(axis=1))
+            if right.size:
+                c1 += int(right[-1]) + 1
+            elif below.size:
+                r1 += int(below[-1]) + 1
+            elif c1 == c and r1 < rows:  # rows of zeros so far: the next row joins
+                r1 += 1
+            else:
+                break
+        if nz[r:r1, :c].any():
+            return None
+        blocks.append((r1 - r, c1 - c))
+        r, c = r1, c1
+    if blocks and c < cols:  # columns of zeros at the end: the last block's
+        blocks[-1] = (blocks[-1][0], blocks[-1][1] + cols - c)
+    if blocks and blocks[-1][1] == 0:  # rows of zeros at the end: the block before's
+        if len(blocks) < 2:
+            return None
+        o, _ = blocks.pop()
+        blocks[-1] = (blocks[-1][0] + o, blocks[-1][1])
+    return blocks if len(blocks) >= 2 else None
+
+
+def encode_layer(w: "npt.ArrayLike", b: "npt.ArrayLike") -> Dict[str, Any]:
+    """A layer's entry in the file: its blocks alone when its weight is block-diagonal."""
+    w = np.asarray(w, np.float32)
+    spec: Dict[str, Any] = {"in": int(w.shape[1]), "out": int(w.shape[0])}
+    blocks = diagonal_blocks(w)
+    if blocks is None:
+        spec["weight"] = _encode(w)
+    else:
+        parts, r, c = [], 0, 0
+        for o, i in blocks:
+            parts.append(w[r:r + o, c:c + i].reshape(-1))
+            r, c = r + o, c + i
+        spec["blocks"] = [[o, i] for o, i in blocks]
+        spec["weight"] = _encode(np.concatenate(parts))
+    spec["bias"] = _encode(b)
+    return spec
+
+
+def decode_layer(spec: Dict[str, Any]) -> Layer:
+    """(weight, bias) of a layer's entry, dense or in blocks; ValueError saying what is wrong."""
+    out, inp = spec["out"], spec["in"]
+    if "blocks" not in spec:
+        return _decode(spec["weight"], (out, inp)), _decode(spec["bias"], (out,))
+    blocks = spec["blocks"]
+    if not isinstance(blocks, list) or not blocks or not all(
+            isinstance(x, list) and len(x) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in x)
+            for x in blocks):
+        raise ValueError("blocks must be a list of [out, in] pairs of positive integers")
+    if sum(o for o, _ in blocks) != out or sum(i for _, i in blocks) != inp:
+        raise ValueError(f"blocks do not add up to {out} x {inp}")
+    flat = _decode(spec["weight"], (sum(o * i for o, i in blocks),))
+    w = np.zeros((out, inp), np.float32)
+    r = c = k = 0
+    for o, i in blocks:
+        w[r:r + o, c:c + i] = flat[k:k + o * i].reshape(o, i)
+        r, c, k = r + o, c + i, k + o * i
+    return w, _decode(spec["bias"], (out,))
 
 
 def preprocess(obs: "npt.ArrayLike") -> "npt.NDArray[np.float32]":
@@ -119,9 +197,7 @@ class Policy:
     # --- the file -----------------------------------------------------------------------------
 
     def to_json(self) -> str:
-        def layer(w: "npt.NDArray[np.float32]", b: "npt.NDArray[np.float32]") -> Dict[str, Any]:
-            return {"in": int(w.shape[1]), "out": int(w.shape[0]),
-                    "weight": _encode(w), "bias": _encode(b)}
+        layer = encode_layer
         return json.dumps({
             "format": FORMAT, "version": VERSION, "kind": self.kind,
             "action_space": self.action_space, "observation_space": self.observation_space,
@@ -148,9 +224,7 @@ class Policy:
         if d.get("preprocess") != "log2p1":
             raise ValueError(f"Unknown preprocess {d.get('preprocess')!r}")
 
-        def layer(spec: Dict[str, Any]) -> Layer:
-            return (_decode(spec["weight"], (spec["out"], spec["in"])),
-                    _decode(spec["bias"], (spec["out"],)))
+        layer = decode_layer
         return cls(d["kind"], [layer(t) for t in d["trunk"]], layer(d["head"]),
                    layer(d["value"]), d["action_space"], d["observation_space"], d.get("meta"))
 

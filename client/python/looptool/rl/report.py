@@ -3,7 +3,7 @@
 import csv
 import os
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from looptool.rl.evaluate import geomean
 
