@@ -25,7 +25,10 @@ namespace looptool::service {
 
 // gRPC transport bounds per connection (see LoopToolServer::Start).
 struct TransportLimits {
-  int max_streams = 100;                              // concurrent streams per connection
+  // Concurrent streams per connection: few, so that a connection flooding streams it never
+  // finishes costs the server little (bench/results/adversarial_soak.md); a client with more
+  // calls at once on one connection waits for a stream in its own gRPC.
+  int max_streams = 16;
   absl::Duration handshake_timeout = absl::Seconds(10);  // TLS (gRPC's listener) only
   absl::Duration max_connection_idle = absl::Minutes(10);  // no call for this long: closed
   absl::Duration keepalive_time = absl::Minutes(1);   // ping a connection idle this long ...

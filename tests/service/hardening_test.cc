@@ -697,13 +697,13 @@ int AdvertisedMaxConcurrentStreams(int port) {
 }
 
 // The transport's limits are flags: the streams per connection a server advertises follow
-// --max_streams_per_connection (100 by default), with gRPC's listener and LoopTool's own, beside
+// --max_streams_per_connection (16 by default), with gRPC's listener and LoopTool's own, beside
 // the other transport flags; a server given a limit of 0 (or a negative time) does not start.
 TEST(Transport, TheStreamsPerConnectionAreAFlag) {
   {
     ServerProcess server;
     ASSERT_TRUE(server.ok());
-    EXPECT_EQ(AdvertisedMaxConcurrentStreams(server.port()), 100);
+    EXPECT_EQ(AdvertisedMaxConcurrentStreams(server.port()), 16);
   }
   for (const char* listener : {"--manage_connections=false", "--manage_connections=true"}) {
     ServerProcess server({"--max_streams_per_connection=7", "--max_transport_memory_mb=64",
