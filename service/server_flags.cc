@@ -1,10 +1,13 @@
 #include "service/server_flags.h"
 
+#include <utility>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "util/auth_token.h"
 #include "util/status_macros.h"
 
@@ -123,6 +126,15 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
       absl::Seconds(absl::GetFlag(FLAGS_handshake_timeout).value);
   config.max_memory_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_transport_memory_mb).value) << 20;
+  const TransportLimits& t = config.transport;
+  for (const auto& [name, d] : {std::pair{"max_connection_idle", t.max_connection_idle},
+                                {"keepalive_time", t.keepalive_time},
+                                {"keepalive_timeout", t.keepalive_timeout},
+                                {"handshake_timeout", t.handshake_timeout}}) {
+    if (d < absl::Milliseconds(1)) {  // gRPC takes milliseconds: less would be 0
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be at least 0.001 s"));
+    }
+  }
   config.drain = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds).value);
   config.upstream_spaces_first = absl::GetFlag(FLAGS_upstream_spaces_first);
   config.workers.cores = absl::GetFlag(FLAGS_eval_cores).cpus;

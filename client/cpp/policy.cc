@@ -29,6 +29,7 @@ constexpr int kTileSizes = 16;
 constexpr int kLoopSetPerRow = kTileSizes + 3;
 constexpr int kLoopSetActions = 560;
 constexpr float kAbsent = -1e9f;  // the score of an action on a level the observation lacks
+constexpr int64_t kMaxLayerWeights = int64_t{1} << 24;  // a layer's weights at most (64 MiB)
 
 absl::Status Bad(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("not a LoopTool policy file: ", what));
@@ -95,6 +96,9 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
     if (in < 1 || out < 1 || in > 1 << 16 || out > 1 << 16) {
       return Bad(absl::StrCat(name, " has no in/out sizes in 1..65536"));
     }
+    if (in * out > kMaxLayerWeights) {  // (a layer in blocks holds fewer numbers than that)
+      return Bad(absl::StrCat(name, " has more than ", kMaxLayerWeights, " weights"));
+    }
     Layer l;
     l.in = static_cast<int>(in);
     l.out = static_cast<int>(out);
@@ -119,6 +123,7 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
         rows += sizes.back().first;
         cols += sizes.back().second;
         count += sizes.back().first * sizes.back().second;
+        if (rows > l.out || cols > l.in) break;  // refused below
       }
       if (sizes.empty()) {
         return Bad(absl::StrCat(name, ".blocks must be a list of [out, in] pairs of positive "

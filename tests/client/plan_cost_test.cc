@@ -121,6 +121,12 @@ TEST(PlanCost, ABlockDiagonalLayerStoredAsItsBlocksIsTheDenseOne) {
   EXPECT_THAT(error("1x1"), HasSubstr("pairs of positive integers"));
   EXPECT_THAT(error({{1, 1}, {2, 2}}, 9),
               HasSubstr("cost.layers[1].weight holds 9 numbers, not 5"));
+  // A small file for a 16 GiB layer is refused before anything is allocated.
+  json huge = Layer(65536, 65536, {}, {});
+  huge["blocks"] = json::array();
+  for (int i = 0; i < 65536; ++i) huge["blocks"].push_back({1, 1});
+  EXPECT_THAT(std::string(cost_with(huge).status().message()),
+              HasSubstr("cost.layers[1] has more than 16777216 weights"));
 }
 
 TEST(PlanCost, APolicyFileWithABadOneIsRefusedSayingWhy) {

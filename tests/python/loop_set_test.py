@@ -196,6 +196,14 @@ class LoopSetTest(unittest.TestCase):
         self.assertIsNone(policy_file.diagonal_blocks(np.zeros((4, 4))))
         w[0, 7] = 1  # a number off the diagonal blocks joins the first two
         self.assertEqual(policy_file.diagonal_blocks(w), [(4, 10), (2, 5)])
+        w = np.zeros((3, 3), np.float32)
+        w[0, 0], w[1, 1], w[2, 2], w[0, 2] = 1.0, 2.0, 3.0, -0.0  # -0.0 is a number too
+        got, _ = policy_file.decode_layer(policy_file.encode_layer(w, np.zeros(3)))
+        self.assertTrue(np.signbit(got[0, 2]))
+        huge = {"in": 65536, "out": 65536, "blocks": [[1, 1]] * 65536, "weight": "",
+                "bias": ""}  # a small file for a 16 GiB matrix
+        with self.assertRaisesRegex(ValueError, "more than 16777216 weights"):
+            policy_file.decode_layer(huge)
         for bad, says in (([[2, 5], [2, 5]], "add up"), ([[2, 0], [4, 15]], "positive"),
                           ("2x5", "positive")):
             spec = policy_file.encode_layer(np.kron(np.eye(3), np.ones((2, 5))),

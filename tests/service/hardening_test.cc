@@ -675,7 +675,7 @@ int AdvertisedMaxConcurrentStreams(int port) {
     return true;
   };
   if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 &&
-      write(fd, start.data(), start.size()) == static_cast<ssize_t>(start.size())) {
+      send(fd, start.data(), start.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(start.size())) {
     for (int frames = 0; frames < 16; ++frames) {
       unsigned char header[9];
       if (!read_exactly(header, 9)) break;
@@ -713,7 +713,7 @@ TEST(Transport, TheStreamsPerConnectionAreAFlag) {
     EXPECT_EQ(AdvertisedMaxConcurrentStreams(server.port()), 7) << listener;
   }
   for (const char* refused : {"--max_streams_per_connection=0", "--max_transport_memory_mb=0",
-                              "--keepalive_timeout=-1"}) {
+                              "--keepalive_timeout=-1", "--keepalive_time=0.0001"}) {
     ServerProcess server({refused});
     EXPECT_FALSE(server.ok()) << refused;
   }

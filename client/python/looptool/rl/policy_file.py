@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 FORMAT = "looptool-policy"
+MAX_LAYER_WEIGHTS = 1 << 24  # a layer's weights at most, as client/cpp/policy.cc
 VERSION = 1
 KINDS = ("dueling_q", "actor_critic", "sketch_value")
 
@@ -61,7 +62,8 @@ def _decode(text: str, shape: Tuple[int, ...]) -> "npt.NDArray[np.float32]":
 def diagonal_blocks(w: "npt.ArrayLike") -> Optional[List[Tuple[int, int]]]:
     """The (out, in) sizes of the diagonal blocks outside which `w` is 0, the finest such
     partition, when there are two or more; None otherwise."""
-    nz = np.asarray(w) != 0
+    w = np.asarray(w)
+    nz = (w != 0) | np.signbit(w)  # (-0.0 kept, so that the blocks give back every bit)
     rows, cols = nz.shape
     blocks: List[Tuple[int, int]] = []
     r = c = 0
@@ -113,6 +115,11 @@ def encode_layer(w: "npt.ArrayLike", b: "npt.ArrayLike") -> Dict[str, Any]:
 def decode_layer(spec: Dict[str, Any]) -> Layer:
     """(weight, bias) of a layer's entry, dense or in blocks; ValueError saying what is wrong."""
     out, inp = spec["out"], spec["in"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1 << 16
+               for v in (out, inp)):
+        raise ValueError("a layer has no in/out sizes in 1..65536")
+    if out * inp > MAX_LAYER_WEIGHTS:
+        raise ValueError(f"a layer has more than {MAX_LAYER_WEIGHTS} weights")
     if "blocks" not in spec:
         return _decode(spec["weight"], (out, inp)), _decode(spec["bias"], (out,))
     blocks = spec["blocks"]
