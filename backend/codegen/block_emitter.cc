@@ -311,8 +311,11 @@ class Block {
   }
 
   void EmitAccumulate(const PointOp& op, const Xbyak::Operand& x, const Xbyak::Operand& y) {
-    vec_.Accumulate({s_.reduction, s_.combiner, s_.horizontal}, vec_.V(op.acc), x, y, op.lanes,
-                    vec_.V(regs_.tmp));
+    Arithmetic arithmetic{s_.reduction, s_.combiner, s_.horizontal};
+    // Masked and strided loads zero the lanes they do not read; a broadcast fills them all.
+    arithmetic.x_zero_beyond_lanes = !Binary() && op.x.kind != AccessPlan::Kind::kBroadcast &&
+                                     (x.isXMM() || x.isYMM());
+    vec_.Accumulate(arithmetic, vec_.V(op.acc), x, y, op.lanes, vec_.V(regs_.tmp));
   }
 
   const std::vector<PointOp>& ops_;

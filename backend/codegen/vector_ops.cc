@@ -258,6 +258,11 @@ void VectorOps::Accumulate(const Arithmetic& arithmetic, const Xbyak::Xmm& acc,
     return static_cast<const Xbyak::Xmm&>(o);
   };
   const bool masked = lanes < width_;
+  if (masked && arithmetic.horizontal && isa_ == Isa::kAvx2 && reduction == Reduction::kSum &&
+      combiner == Combiner::kIdentity && arithmetic.x_zero_beyond_lanes) {
+    Add(acc, acc, x);  // the inactive lanes add 0
+    return;
+  }
   if (masked && arithmetic.horizontal && isa_ == Isa::kAvx2) {
     // No merge masking on AVX2: compute the new accumulator in `tmp`, blend the active lanes.
     if (reduction == Reduction::kSum && combiner == Combiner::kMultiply) {

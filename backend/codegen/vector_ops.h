@@ -25,6 +25,10 @@ struct Arithmetic {
   Reduction reduction = Reduction::kAssign;
   Combiner combiner = Combiner::kIdentity;
   bool horizontal = false;
+  // The operand x of a kIdentity point was loaded with its inactive lanes zeroed (a masked or
+  // strided load, not a broadcast): a masked horizontal sum may then add all lanes, with no
+  // blend on AVX2.
+  bool x_zero_beyond_lanes = false;
 };
 
 class VectorOps {

@@ -81,6 +81,18 @@ TEST(Kernel, HandScheduleOfTheBenchmarks) {
 // ---- horizontal accumulators ----
 TEST(Kernel, GemvReducesAcrossLanes) { ExpectExact("y[m] += A[m,k] * x[k]; m=7 k=45"); }
 TEST(Kernel, RowReductionWithTail) { ExpectExact("s[m] += A[m,n]; m=5 n=23"); }
+// Masked horizontal sums add every lane of the zeroed partial vector (no blend on AVX2): rows of
+// 7 of 8 lanes (a global sum pool), strided rows with a masked tail, and negative inputs (a lane
+// that held anything but 0 would show in the sum).
+TEST(Kernel, MaskedHorizontalSumsAddTheirZeroedLanes) {
+  for (const char* program : {"O[c] += I[c,h,w]; c=9 h=3 w=7", "s[m] += A[m, 2*n]; m=3 n=13",
+                              "t[] += A[m,n]; m=6 n=19"}) {
+    const LoopTree tree = InitialTree(program);
+    for (Isa isa : HostIsas()) {
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "") << program;
+    }
+  }
+}
 TEST(Kernel, FullReduction) { ExpectExact("t[] += A[m,n]; m=6 n=19"); }
 TEST(Kernel, MaxReductionAcrossLanesWithTail) {
   ExpectExact("s[m] max= A[m,n] -> relu; m=6 n=13");
