@@ -11,6 +11,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "backend/actions/action_space.h"
 #include "backend/env/environment.h"
@@ -538,9 +539,9 @@ TEST_F(ClientTest, TranslatedPolicyEpisodesReachTheSameSchedule) {
 }
 
 // In loop_nest, evolution's first state after the start is the policy's episode, translated:
-// the same schedule, so the server's cached measurement of it. On mm112_208_256 the policy's
-// schedule runs ~1.5x the start's (on mm64_80_96 the two were close enough for timing noise to
-// order them either way).
+// the same schedule, so the server's cached measurement of it: after one state the best is the
+// faster of the start and the episode (on AVX-512 the policy's schedule runs ~1.5x the start's;
+// on an AVX2-only host it ran at about half).
 TEST_F(ClientTest, EvolutionInLoopNestStartsFromTheTranslatedPolicyEpisode) {
   const std::string uri = kMm;
   auto episode = BuiltInPolicyEpisode(connection_, uri);
@@ -548,7 +549,7 @@ TEST_F(ClientTest, EvolutionInLoopNestStartsFromTheTranslatedPolicyEpisode) {
   auto start = Env::Start(connection_, uri, "loop_nest");
   ASSERT_TRUE(start.ok());
   const double start_gflops = start->Observe("flops")->number;
-  ASSERT_GT(episode->gflops, start_gflops);
+  const double first_expected = std::max(start_gflops, episode->gflops);
   SearchOptions o;
   o.search = *ParseSearch("evolution");
   o.time_limit_seconds = 0.5;
@@ -560,8 +561,8 @@ TEST_F(ClientTest, EvolutionInLoopNestStartsFromTheTranslatedPolicyEpisode) {
   };
   auto r = Search(*start, o);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(first_best, episode->gflops);
-  EXPECT_GE(r->search_gflops, episode->gflops);
+  EXPECT_EQ(first_best, first_expected);
+  EXPECT_GE(r->search_gflops, first_expected);
   for (const std::string& a : r->actions) EXPECT_GE(start->ActionIndex(a), 0) << a;
 }
 
@@ -590,17 +591,19 @@ TEST(CostModelSearch, EvolutionMeasuresUntilTheModelHasLearned) {
   EXPECT_GE(r->search_gflops, r->start_gflops * 0.99);
 }
 
-// The server's sketches over the wire: the first is bench/hand_schedules.cc's "k/64 m/4 n/64
-// k m n" for a matmul. Evolution measures every one first (before anything else: the first
+// The server's sketches over the wire: the first is bench/hand_schedules.cc's "k/64 m/4 n/B
+// k m n" for a matmul, B the block of n the server's vector unit holds (4 x 4 zmm on AVX-512,
+// 4 x 3 ymm on AVX2). Evolution measures every one first (before anything else: the first
 // states it counts are theirs) and so starts a small convolution, whose untiled kernel runs at a
 // few % of peak, from blocked schedules many times faster.
 TEST_F(ClientTest, EvolutionStartsFromTheServersSketches) {
   auto mm = Env::Start(connection_, kMm, "loop_nest");
   ASSERT_TRUE(mm.ok()) << mm.status();
   const std::string sketches = mm->Observe("sketches")->text;
+  const bool avx2 = absl::StrContains(mm->Observe("kernel_plan")->text, "\n  avx2, ");
   EXPECT_EQ(sketches.substr(0, sketches.find('\n')),
-            "tile_L1_64 tile_L0_4 tile_L4_64 interchange_L2_L0 interchange_L4_L2 "
-            "interchange_L4_L3");
+            absl::StrCat("tile_L1_64 tile_L0_4 tile_L4_", avx2 ? "24" : "64",
+                         " interchange_L2_L0 interchange_L4_L2 interchange_L4_L3"));
   auto tiled = mm->Fork();
   ASSERT_TRUE(tiled.ok());
   ASSERT_TRUE(tiled->StepNamed({"tile_L0_4"}).ok());

@@ -254,10 +254,14 @@ class LoopToolEnvTest(unittest.TestCase):
         with self.assertRaises(KeyError):
             env.observation["nope"]
         self.assertGreaterEqual(env.observation["predicted_gflops"], 0)  # 0 until it has learned
-        # loop_nest names, first the hand schedule "k/64 m/4 n/64 k m n" (mm112_208_256)
+        # loop_nest names, first the hand schedule "k/64 m/4 n/B k m n" (mm112_208_256), B the
+        # block of n the server's vector unit holds in registers: 4 x 4 zmm on AVX-512, 4 x 3
+        # ymm on AVX2 (12 accumulators)
+        isa = env.observation["kernel_plan"].splitlines()[1].split(",")[0].strip()
+        block = {"avx512": 64, "avx2": 24}[isa]
         self.assertEqual(env.observation["sketches"].splitlines()[0],
-                         "tile_L1_64 tile_L0_4 tile_L4_64 interchange_L2_L0 interchange_L4_L2 "
-                         "interchange_L4_L3")
+                         f"tile_L1_64 tile_L0_4 tile_L4_{block} interchange_L2_L0 "
+                         "interchange_L4_L2 interchange_L4_L3")
         stride = env.observation["stride_tensor"]
         self.assertEqual((stride.dtype, stride.shape), (np.float32, (1, 16)))
         prev = env.observation["5_prev_actions_tensor"]
