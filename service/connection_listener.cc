@@ -22,8 +22,11 @@
 namespace looptool::service {
 namespace {
 
+// epoll tags: a connection's sides are 2 * serial (the client) and 2 * serial + 1 (gRPC's pair).
 constexpr uint64_t kStopTag = 0;  // serials start at 1
 constexpr uint64_t kListenTag = ~uint64_t{0};
+constexpr size_t kTurnBytes = 64 << 10;  // read per side per turn; the most left waiting
+constexpr uint32_t kReadable = EPOLLIN | EPOLLRDHUP;
 
 // As gRPC writes peers: "ipv4:127.0.0.1:5555", "ipv6:[::1]:5555".
 std::string AddressOf(const sockaddr_storage& addr) {
@@ -105,6 +108,7 @@ ConnectionListener::ConnectionListener(int listen_fd, int port, Options options,
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  scratch_.resize(kTurnBytes);
   epoll_event listen{};
   listen.events = EPOLLIN;
   listen.data.u64 = kListenTag;
@@ -124,17 +128,33 @@ void ConnectionListener::Start(std::function<void(int fd)> hand_over) {
   thread_ = std::thread([this] { Loop(); });
 }
 
+void ConnectionListener::StopAccepting() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!accepting_) return;
+    accepting_ = false;
+    // Not started: nothing else uses the socket.
+    if (!thread_.joinable() && listen_fd_ >= 0) {
+      close(listen_fd_);
+      listen_fd_ = -1;
+      return;
+    }
+  }
+  const uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof(one));
+}
+
 void ConnectionListener::Stop() {
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
+    accepting_ = false;
   }
   const uint64_t one = 1;
   (void)!write(stop_fd_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
-  for (const auto& [serial, watch] : watched_) close(watch);
-  watched_.clear();
+  while (!relays_.empty()) Close(relays_.begin()->first);
   for (int* fd : {&listen_fd_, &epoll_fd_, &stop_fd_, &reserve_fd_}) {
     if (*fd >= 0) close(*fd);
     *fd = -1;
@@ -158,18 +178,34 @@ void ConnectionListener::Loop() {
     }
     for (int i = 0; i < n; ++i) {
       const uint64_t tag = events[i].data.u64;
-      if (tag == kStopTag) return;
-      if (tag == kListenTag) {
-        AcceptAll();
+      if (tag == kStopTag) {
+        uint64_t count;
+        (void)!read(stop_fd_, &count, sizeof(count));
+        absl::MutexLock lock(&mu_);
+        if (stopped_) return;
+        if (!accepting_ && listen_fd_ >= 0) {
+          epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+          close(listen_fd_);
+          listen_fd_ = -1;
+        }
+      } else if (tag == kListenTag) {
+        if (listen_fd_ >= 0) AcceptAll();
       } else {
-        Forget(tag);  // hung up, or closed by gRPC
+        const uint64_t serial = tag >> 1;
+        auto it = relays_.find(serial);
+        if (it == relays_.end()) continue;  // closed earlier in this batch
+        if (Serve(it->second, (tag & 1) == 0, events[i].events)) {
+          Rearm(serial, it->second);
+        } else {
+          Close(serial);
+        }
       }
     }
   }
 }
 
 void ConnectionListener::AcceptAll() {
-  // At most 64 a turn: hang-ups (and Stop) are seen between turns under a flood of connections.
+  // At most 64 a turn: relaying (and Stop) goes on between turns under a flood of connections.
   for (int turn = 0; turn < 64; ++turn) {
     sockaddr_storage addr{};
     socklen_t length = sizeof(addr);
@@ -200,10 +236,8 @@ void ConnectionListener::AcceptAll() {
     }
     if (fd < 0) return;  // EAGAIN: none left (level-triggered: more wake the loop again)
     if (table_.open() >= options_.max_connections) EvictIdlest();
-    const int watch = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    epoll_event hangup{};
-    hangup.events = EPOLLRDHUP | EPOLLHUP | EPOLLERR;
-    if (watch < 0) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
       close(fd);
       EvictIdlest();
       absl::MutexLock lock(&mu_);
@@ -212,41 +246,121 @@ void ConnectionListener::AcceptAll() {
     }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    const uint64_t serial = table_.Opened(fd, AddressOf(addr), absl::Now());
-    hangup.data.u64 = serial;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, watch, &hangup) != 0) {
-      close(watch);
-      close(fd);
-      table_.Closed(serial, absl::Now());
+    const uint64_t serial = table_.Opened(pair[1], AddressOf(addr), absl::Now());
+    Relay& relay = relays_.emplace(serial, Relay(options_.max_streams)).first->second;
+    relay.client = fd;
+    relay.inner = pair[0];
+    epoll_event client{}, inner{};
+    client.events = relay.client_events = kReadable;
+    client.data.u64 = 2 * serial;
+    inner.events = relay.inner_events = kReadable;
+    inner.data.u64 = 2 * serial + 1;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &client) != 0 ||
+        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pair[0], &inner) != 0) {
+      close(pair[1]);
+      Close(serial);
       absl::MutexLock lock(&mu_);
       ++stats_.shed;
       continue;
     }
-    watched_[serial] = watch;
     {
       absl::MutexLock lock(&mu_);
       ++stats_.accepted;
     }
-    hand_over_(fd);
+    hand_over_(pair[1]);
+  }
+}
+
+bool ConnectionListener::Serve(Relay& relay, bool client_side, uint32_t events) {
+  if (events & (EPOLLHUP | EPOLLERR)) return false;
+  const int fd = client_side ? relay.client : relay.inner;
+  std::string& outgoing = client_side ? relay.to_client : relay.to_inner;
+  if ((events & EPOLLOUT) && !outgoing.empty()) {
+    const ssize_t sent = send(fd, outgoing.data(), outgoing.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    if (sent > 0) outgoing.erase(0, static_cast<size_t>(sent));
+    if (outgoing.empty()) std::string().swap(outgoing);  // an idle connection holds no buffer
+  }
+  const std::string& incoming = client_side ? relay.to_inner : relay.to_client;
+  if ((events & kReadable) && incoming.empty()) return Pump(relay, client_side);
+  return true;
+}
+
+bool ConnectionListener::Pump(Relay& relay, bool from_client) {
+  const int from = from_client ? relay.client : relay.inner;
+  const int to = from_client ? relay.inner : relay.client;
+  std::string& waiting = from_client ? relay.to_inner : relay.to_client;
+  const ssize_t got = read(from, scratch_.data(), scratch_.size());
+  if (got < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  if (got == 0) {
+    // gRPC closed its end (its GOAWAY, if any, was passed on before): what the client has not
+    // taken yet gets one try.
+    if (!from_client && !relay.to_client.empty()) {
+      (void)!send(to, relay.to_client.data(), relay.to_client.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    return false;
+  }
+  const absl::string_view bytes(scratch_.data(), static_cast<size_t>(got));
+  if (from_client) {
+    if (!relay.guard.FromClient(bytes)) {
+      absl::MutexLock lock(&mu_);
+      ++stats_.cut;
+      return false;
+    }
+  } else {
+    relay.guard.FromServer(bytes);
+  }
+  ssize_t sent = send(to, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (sent < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    sent = 0;
+  }
+  if (static_cast<size_t>(sent) < bytes.size()) {
+    waiting.assign(bytes.data() + sent, bytes.size() - static_cast<size_t>(sent));
+  }
+  return true;
+}
+
+void ConnectionListener::Rearm(uint64_t serial, Relay& relay) {
+  // A side is read while nothing it sent waits for the other, and written while something for
+  // it waits.
+  const uint32_t client = (relay.to_inner.empty() ? kReadable : 0) |
+                          (relay.to_client.empty() ? 0 : uint32_t{EPOLLOUT});
+  const uint32_t inner = (relay.to_client.empty() ? kReadable : 0) |
+                         (relay.to_inner.empty() ? 0 : uint32_t{EPOLLOUT});
+  if (client != relay.client_events) {
+    epoll_event e{};
+    e.events = relay.client_events = client;
+    e.data.u64 = 2 * serial;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, relay.client, &e);
+  }
+  if (inner != relay.inner_events) {
+    epoll_event e{};
+    e.events = relay.inner_events = inner;
+    e.data.u64 = 2 * serial + 1;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, relay.inner, &e);
   }
 }
 
 bool ConnectionListener::EvictIdlest() {
   const std::optional<uint64_t> victim = table_.LongestIdle();
   if (!victim.has_value()) return false;
-  if (auto it = watched_.find(*victim); it != watched_.end()) shutdown(it->second, SHUT_RDWR);
-  Forget(*victim);
+  Close(*victim);
   absl::MutexLock lock(&mu_);
   ++stats_.evicted;
   return true;
 }
 
-void ConnectionListener::Forget(uint64_t serial) {
-  auto it = watched_.find(serial);
-  if (it == watched_.end()) return;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second, nullptr);
-  close(it->second);
-  watched_.erase(it);
+void ConnectionListener::Close(uint64_t serial) {
+  auto it = relays_.find(serial);
+  if (it != relays_.end()) {
+    for (int fd : {it->second.client, it->second.inner}) {
+      if (fd < 0) continue;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+      close(fd);
+    }
+    relays_.erase(it);
+  }
   table_.Closed(serial, absl::Now());
 }
 

@@ -91,7 +91,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
 int MaxConnections(int wanted) {
   rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return wanted;
-  const int64_t allowed = (static_cast<int64_t>(limit.rlim_cur) - 256) / 2;
+  // Three descriptors a connection: the client's socket and the relay's socket pair.
+  const int64_t allowed = (static_cast<int64_t>(limit.rlim_cur) - 256) / 3;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wanted, allowed)));
 }
 
@@ -136,10 +137,8 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
         "it could use it; give --auth_token_file (and --tls_cert_file/--tls_key_file for "
         "encryption), or bind to 127.0.0.1"));
   }
-  if (config.manage_connections && !config.tls_cert_file.empty()) {
-    return absl::InvalidArgumentError(
-        "--manage_connections needs a plaintext server (TLS handshakes are gRPC's listener's)");
-  }
+  // TLS handshakes are gRPC's listener's.
+  if (!config.tls_cert_file.empty()) config.manage_connections = false;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(config);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<LoopToolServer> s(new LoopToolServer());
@@ -175,6 +174,7 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   if (config.manage_connections) {
     ConnectionListener::Options listening;
     listening.max_connections = MaxConnections(config.transport.max_connections);
+    listening.max_streams = config.transport.max_streams;
     ASSIGN_OR_RETURN(s->listener_, ConnectionListener::Listen(config.bind, config.port,
                                                               listening, *s->connections_));
     s->port_ = s->listener_->port();
@@ -259,7 +259,8 @@ void LoopToolServer::Shutdown(absl::Duration grace) {
     stopping_ = true;
   }
   if (reaper_.joinable()) reaper_.join();
-  if (listener_) listener_->Stop();  // no new connections while draining
+  // No new connections while draining; those open are relayed until gRPC has closed them.
+  if (listener_) listener_->StopAccepting();
   if (server_) {
     // gRPC's own drain also waits for idle client connections to go away, for the whole grace
     // period; wait for our calls in flight instead, then shut down without delay.
@@ -273,6 +274,7 @@ void LoopToolServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
+  if (listener_) listener_->Stop();
   if (pool_) pool_->Stop();  // (a server that never listened)
   blocking_pool_.reset();  // after the server: no call is left to schedule work
   pool_.reset();

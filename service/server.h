@@ -35,7 +35,7 @@ struct TransportLimits {
   absl::Duration keepalive_timeout = absl::Seconds(20);  // ... and close it if no answer
   // Open connections at most (with ServerConfig::manage_connections): at the cap a new one
   // closes the connection idle longest. Lowered at start to what the descriptor limit allows
-  // (two descriptors a connection, 256 kept for the rest).
+  // (three descriptors a connection, 256 kept for the rest).
   int max_connections = 4096;
 };
 
@@ -45,13 +45,14 @@ struct ServerConfig {
   ServiceOptions service;
   WorkerPool::Options workers;                   // cores empty: the last CPU we may run on
   absl::Duration session_idle_timeout = absl::Hours(1);
-  // Accept connections in a ConnectionListener (plaintext only) instead of gRPC's listener:
+  // Accept a plaintext server's connections in a ConnectionListener instead of gRPC's listener:
   // connections are capped (transport.max_connections), a descriptor shortage sheds connections
-  // instead of stopping the listener, and a client's sessions end `client_gone_grace` after its
-  // last connection closed, unless it called again meanwhile (its client is a per-client
-  // token's user, else the connection itself). Off by default: under a flood of HTTP/2 streams
-  // well-behaved clients fare worse with it (bench/results/adversarial_soak.md).
-  bool manage_connections = false;
+  // instead of stopping the listener, every client is held to transport.max_streams whether it
+  // acknowledged the server's SETTINGS or not, and a client's sessions end `client_gone_grace`
+  // after its last connection closed, unless it called again meanwhile (its client is a
+  // per-client token's user, else the connection itself). A TLS server always uses gRPC's
+  // listener (the handshake is gRPC's).
+  bool manage_connections = true;
   absl::Duration client_gone_grace = absl::Seconds(30);
   // For calls that may wait (timing, forks), queued and run per client in turn; beyond its
   // bounds: RESOURCE_EXHAUSTED.

@@ -181,11 +181,13 @@ ABSL_FLAG(Positive<int>, max_running_calls_per_client, Positive<int>{8},
 ABSL_FLAG(Positive<int>, max_queued_calls_per_client, Positive<int>{256},
           "calls of one client waiting for a thread (beyond: RESOURCE_EXHAUSTED); 1024 in all, "
           "beyond which only clients below their share (1024 over the clients waiting) queue");
-ABSL_FLAG(bool, manage_connections, false,
-          "accept connections in LoopTool's own listener (plaintext only): caps them "
-          "(--max_connections), sheds connections instead of stalling when descriptors run out, "
-          "and ends a client's sessions --client_gone_grace after it disconnects; off by default "
-          "because flooding HTTP/2 streams then hurt other clients more");
+ABSL_FLAG(bool, manage_connections, true,
+          "accept a plaintext server's connections in LoopTool's own listener (a TLS server "
+          "always uses gRPC's): caps them (--max_connections), sheds connections instead of "
+          "stalling when descriptors run out, holds every client to "
+          "--max_streams_per_connection whether it acknowledged the server's HTTP/2 SETTINGS or "
+          "not, and ends a client's sessions --client_gone_grace after it disconnects; false: "
+          "gRPC's listener, which does none of these");
 ABSL_FLAG(Positive<int>, max_connections, Positive<int>{4096},
           "with --manage_connections, open client connections at most (lowered to what the "
           "descriptor limit allows): at the cap a new connection closes the one idle longest");

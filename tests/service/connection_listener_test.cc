@@ -1,22 +1,27 @@
-// ConnectionListener with plain TCP clients (no gRPC): each connection is entered in the table
-// and handed over, a peer's hang-up marks it closed, the cap closes the longest-idle connection
-// to admit a new one, and a descriptor shortage sheds connections without stopping the
-// listener. Synchronised on the listener's own counts (polled), never on sleeps.
+// ConnectionListener with plain TCP clients (no gRPC; the test holds the ends handed over, as
+// gRPC would): each connection is entered in the table and relayed both ways, a hang-up of
+// either end closes it, a client with more streams open than allowed (acknowledged SETTINGS or
+// not) or not speaking HTTP/2 is cut, the cap closes the longest-idle connection to admit a new
+// one, and a descriptor shortage sheds connections without stopping the listener. Synchronised
+// on the listener's own counts and on reads with a deadline, never on sleeps.
 #include "service/connection_listener.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "tests/service/eventually.h"
+#include "tests/service/http2_frames.h"
 #include "gtest/gtest.h"
 
 namespace looptool::service {
@@ -45,11 +50,37 @@ bool ClosedByServer(int fd) {
   return recv(fd, &byte, 1, 0) == 0;
 }
 
+bool SendAll(int fd, const std::string& bytes) {
+  return send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+// Reads `n` bytes from `fd` (blocking or not) within 20 s; fewer if it ends first.
+std::string ReadBytes(int fd, size_t n) {
+  std::string got;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (got.size() < n && absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buffer[4096];
+    const ssize_t r = recv(fd, buffer, std::min(sizeof(buffer), n - got.size()), MSG_DONTWAIT);
+    if (r == 0) break;
+    if (r > 0) got.append(buffer, static_cast<size_t>(r));
+  }
+  return got;
+}
+
+using testing::Frame;
+const std::string& kPreface = testing::kHttp2Preface;
+
+std::string Headers(uint32_t stream) { return Frame(0x1, 0x4, stream, "hpack-block"); }
+
 // A listener whose hand-over keeps the descriptors (as gRPC would) until the test ends.
 struct Listening {
-  explicit Listening(int max_connections = 4096) : table(absl::Seconds(30)) {
+  explicit Listening(int max_connections = 4096, int max_streams = 16)
+      : table(absl::Seconds(30)) {
     ConnectionListener::Options options;
     options.max_connections = max_connections;
+    options.max_streams = max_streams;
     auto made = ConnectionListener::Listen("127.0.0.1", 0, options, table);
     EXPECT_TRUE(made.ok()) << made.status();
     listener = *std::move(made);
@@ -65,6 +96,10 @@ struct Listening {
   int handed_count() {
     absl::MutexLock lock(&mu);
     return static_cast<int>(handed.size());
+  }
+  int handed_at(int i) {
+    absl::MutexLock lock(&mu);
+    return handed.at(static_cast<size_t>(i));
   }
   ConnectionTable table;
   std::unique_ptr<ConnectionListener> listener;
@@ -88,6 +123,66 @@ TEST(ConnectionListener, EntersEachConnectionAndMarksItsHangUp) {
   EXPECT_EQ(l.listener->stats().evicted, 0);
 }
 
+TEST(ConnectionListener, RelaysBothWaysAndAClosedEndClosesTheOther) {
+  Listening l;
+  const int client = Socket();
+  ASSERT_TRUE(Connect(client, l.listener->port()));
+  ASSERT_TRUE(Eventually([&] { return l.handed_count() == 1; }));
+  const int inner = l.handed_at(0);
+  const std::string hello = kPreface + Frame(0x4, 0, 0) + Headers(1) +
+                            Frame(0x0, 0x1, 1, std::string(200000, 'x'));  // beyond one turn
+  ASSERT_TRUE(SendAll(client, hello.substr(0, 100)));
+  EXPECT_EQ(ReadBytes(inner, 100), hello.substr(0, 100));
+  ASSERT_TRUE(SendAll(client, hello.substr(100)));
+  EXPECT_EQ(ReadBytes(inner, hello.size() - 100), hello.substr(100));
+  const std::string reply = Frame(0x4, 0, 0) + Frame(0x1, 0x5, 1, std::string(150000, 'y'));
+  ASSERT_TRUE(SendAll(inner, reply));
+  EXPECT_EQ(ReadBytes(client, reply.size()), reply);
+  // gRPC closing its end closes the client's.
+  shutdown(inner, SHUT_RDWR);
+  EXPECT_TRUE(ClosedByServer(client));
+  EXPECT_TRUE(Eventually([&] { return l.table.open() == 0; }));
+  EXPECT_EQ(l.listener->stats().cut, 0);
+  close(client);
+}
+
+// gRPC 1.51 holds a client to the advertised limit only after the client acknowledged the
+// server's SETTINGS; the listener holds it either way.
+TEST(ConnectionListener, AClientWithMoreStreamsOpenThanAllowedIsCut) {
+  for (bool acknowledge : {false, true}) {
+    Listening l(/*max_connections=*/4096, /*max_streams=*/4);
+    const int client = Socket();
+    ASSERT_TRUE(Connect(client, l.listener->port()));
+    ASSERT_TRUE(Eventually([&] { return l.handed_count() == 1; }));
+    std::string streams = kPreface + Frame(0x4, 0, 0) + (acknowledge ? Frame(0x4, 0x1, 0) : "");
+    for (uint32_t id = 1; id <= 7; id += 2) streams += Headers(id);
+    ASSERT_TRUE(SendAll(client, streams));
+    EXPECT_EQ(ReadBytes(l.handed_at(0), streams.size()), streams);  // four are passed on
+    // The server answers stream 1: a fifth stream is then allowed, a sixth is not.
+    ASSERT_TRUE(SendAll(l.handed_at(0), Frame(0x1, 0x5, 1, "trailers")));
+    ASSERT_EQ(ReadBytes(client, 9 + 8).size(), 17u);
+    ASSERT_TRUE(SendAll(client, Headers(9)));
+    EXPECT_EQ(ReadBytes(l.handed_at(0), Headers(9).size()), Headers(9));
+    EXPECT_EQ(l.listener->stats().cut, 0);
+    SendAll(client, Headers(11));
+    EXPECT_TRUE(ClosedByServer(client)) << "acknowledged: " << acknowledge;
+    EXPECT_TRUE(Eventually([&] { return l.table.open() == 0; }));
+    EXPECT_EQ(l.listener->stats().cut, 1);
+    EXPECT_EQ(ReadBytes(l.handed_at(0), 1), "");  // gRPC's end sees the close
+    close(client);
+  }
+}
+
+TEST(ConnectionListener, AClientThatDoesNotSpeakHttp2IsCut) {
+  Listening l;
+  const int client = Socket();
+  ASSERT_TRUE(Connect(client, l.listener->port()));
+  ASSERT_TRUE(SendAll(client, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_TRUE(ClosedByServer(client));
+  EXPECT_EQ(l.listener->stats().cut, 1);
+  close(client);
+}
+
 TEST(ConnectionListener, AtTheCapTheLongestIdleConnectionIsClosed) {
   Listening l(/*max_connections=*/2);
   std::vector<int> clients;
@@ -107,7 +202,7 @@ TEST(ConnectionListener, RunningOutOfDescriptorsShedsConnectionsAndListeningGoes
   std::vector<int> clients;
   for (int i = 0; i < 8; ++i) clients.push_back(Socket());
   // The limit leaves exactly three descriptor numbers free: room for one connection (and its
-  // watch) at a time.
+  // relay's socket pair) at a time.
   int free_seen = 0, limit = 0;
   for (int fd = 0; free_seen < 4; ++fd) {
     if (fcntl(fd, F_GETFD) == -1) ++free_seen;

@@ -2,16 +2,27 @@
 // ConnectionTable): a client's sessions end once its connection has closed and its grace
 // passed, while other clients' go on; a per-client token's user that reconnects within its grace keeps its sessions; at
 // --max_connections the longest-idle connection is closed and its client reconnects when it
-// next calls. Synchronised on what the server answers (polled), never on sleeps.
+// next calls; a client that opens more HTTP/2 streams at once than the server advertises is cut
+// whether or not it acknowledged the server's SETTINGS, while a gRPC client with more calls in
+// flight than that is never cut. Synchronised on what the server answers (polled), never on
+// sleeps.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "tests/service/eventually.h"
+#include "tests/service/http2_frames.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -128,6 +139,72 @@ TEST(Connections, AtTheCapTheIdlestConnectionIsClosedAndItsClientReconnects) {
   // Its client reconnects when it next calls (closing channels[1]'s connection, the idlest).
   EXPECT_TRUE(stubs[0]->GetVersion(Ctx().get(), {}, &version).ok());
   EXPECT_TRUE(channels[1]->WaitForStateChange(GRPC_CHANNEL_READY, deadline));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+using testing::Frame;
+
+// Opens `streams` streams of headers and no body on a new connection to `port`, acknowledging
+// the server's SETTINGS or not (reading nothing the server sends); whether the server closed
+// the connection (a read sees its end or a reset within 20 s).
+bool ClosedAfterOpening(int port, int streams, bool acknowledge) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    close(fd);
+    return false;
+  }
+  std::string bytes = testing::kHttp2Preface + Frame(0x4, 0, 0, "");
+  if (acknowledge) bytes += Frame(0x4, 0x1, 0, "");  // before the server's SETTINGS arrive
+  for (int i = 0; i < streams; ++i) {
+    bytes += Frame(0x1, 0x4, static_cast<uint32_t>(2 * i + 1),
+                   testing::StepRequestHeaders("127.0.0.1"));
+  }
+  send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  timeval wait{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  bool closed = false;
+  char buffer[4096];
+  while (true) {
+    const ssize_t r = recv(fd, buffer, sizeof(buffer), 0);
+    if (r > 0) continue;
+    closed = r == 0 || errno == ECONNRESET;
+    break;
+  }
+  close(fd);
+  return closed;
+}
+
+TEST(Connections, AClientOverTheStreamLimitIsCutAcknowledgedOrNot) {
+  ServerProcess server({"--manage_connections", "--max_streams_per_connection=8"});
+  ASSERT_TRUE(server.ok());
+  EXPECT_TRUE(ClosedAfterOpening(server.port(), 500, /*acknowledge=*/false));
+  EXPECT_TRUE(ClosedAfterOpening(server.port(), 500, /*acknowledge=*/true));
+  // Within the limit, a connection is kept (its streams wait for their messages).
+  EXPECT_FALSE(ClosedAfterOpening(server.port(), 8, /*acknowledge=*/false));
+  cg::GetVersionReply version;
+  EXPECT_TRUE(server.stub().GetVersion(Ctx().get(), {}, &version).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(Connections, AGrpcClientWithMoreCallsThanStreamsIsNeverCut) {
+  ServerProcess server({"--manage_connections", "--max_streams_per_connection=2"});
+  ASSERT_TRUE(server.ok());
+  std::atomic<int> failed{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 16; ++t) {  // one channel, 16 calls at a time against 2 streams
+    callers.emplace_back([&] {
+      for (int i = 0; i < 25; ++i) {
+        cg::GetVersionReply version;
+        if (!server.stub().GetVersion(Ctx().get(), {}, &version).ok()) ++failed;
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(server.Terminate(), 0);
 }
 

@@ -49,7 +49,7 @@ TEST_F(ServerFlags, EveryTransportFlagReachesTheConfig) {
   ASSERT_EQ(Set("keepalive_timeout", "0.25"), "");
   ASSERT_EQ(Set("handshake_timeout", "4"), "");
   ASSERT_EQ(Set("max_transport_memory_mb", "64"), "");
-  ASSERT_EQ(Set("manage_connections", "true"), "");
+  ASSERT_EQ(Set("manage_connections", "false"), "");
   ASSERT_EQ(Set("client_gone_grace", "0"), "");
   absl::StatusOr<ServerConfig> config = ServerConfigFromFlags();
   ASSERT_TRUE(config.ok()) << config.status();
@@ -60,7 +60,7 @@ TEST_F(ServerFlags, EveryTransportFlagReachesTheConfig) {
   EXPECT_EQ(config->transport.keepalive_timeout, absl::Milliseconds(250));
   EXPECT_EQ(config->transport.handshake_timeout, absl::Seconds(4));
   EXPECT_EQ(config->max_memory_bytes, size_t{64} << 20);
-  EXPECT_TRUE(config->manage_connections);
+  EXPECT_FALSE(config->manage_connections);
   EXPECT_EQ(config->client_gone_grace, absl::ZeroDuration());
 }
 

@@ -26,18 +26,6 @@ TEST(ServerStart, ANonLoopbackBindWithoutATokenIsRefused) {
               ::testing::HasSubstr("refusing to listen on 0.0.0.0 without a shared token"));
 }
 
-TEST(ServerStart, ManagedConnectionsWithTlsAreRefused) {
-  ServerConfig config;
-  config.manage_connections = true;
-  config.tls_cert_file = "/nonexistent/cert.pem";
-  config.tls_key_file = "/nonexistent/key.pem";
-  absl::StatusOr<std::unique_ptr<LoopToolServer>> server = LoopToolServer::Start(config);
-  ASSERT_FALSE(server.ok());
-  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(server.status().message()),
-              ::testing::HasSubstr("--manage_connections needs a plaintext server"));
-}
-
 TEST(ServerStart, OnlyLoopbackAddressesAreLoopback) {
   for (const char* bind : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "::ffff:127.0.0.1",
                            "localhost"}) {
