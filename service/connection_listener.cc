@@ -15,6 +15,7 @@
 #include <cstring>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -168,8 +169,14 @@ ConnectionListener::Stats ConnectionListener::stats() const {
 
 void ConnectionListener::Loop() {
   epoll_event events[64];
+  const bool timing = options_.request_timeout != absl::InfiniteDuration();
+  absl::Time next_check = absl::Now() + absl::Seconds(1);
   while (true) {
-    const int n = epoll_wait(epoll_fd_, events, 64, -1);
+    if (timing && absl::Now() >= next_check) {
+      CloseTimedOut();
+      next_check = absl::Now() + absl::Seconds(1);
+    }
+    const int n = epoll_wait(epoll_fd_, events, 64, timing ? 1000 : -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       std::fprintf(stderr, "looptool-server: connection listener stopped: epoll_wait: %s\n",
@@ -302,7 +309,7 @@ bool ConnectionListener::Pump(Relay& relay, bool from_client) {
   }
   const absl::string_view bytes(scratch_.data(), static_cast<size_t>(got));
   if (from_client) {
-    if (!relay.guard.FromClient(bytes)) {
+    if (!relay.guard.FromClient(bytes, absl::Now())) {
       absl::MutexLock lock(&mu_);
       ++stats_.cut;
       return false;
@@ -340,6 +347,18 @@ void ConnectionListener::Rearm(uint64_t serial, Relay& relay) {
     e.data.u64 = 2 * serial + 1;
     epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, relay.inner, &e);
   }
+}
+
+void ConnectionListener::CloseTimedOut() {
+  const absl::Time opened_before = absl::Now() - options_.request_timeout;
+  std::vector<uint64_t> late;
+  for (const auto& [serial, relay] : relays_) {
+    const std::optional<absl::Time> oldest = relay.guard.OldestUnfinishedRequest();
+    if (oldest.has_value() && *oldest < opened_before) late.push_back(serial);
+  }
+  for (uint64_t serial : late) Close(serial);
+  absl::MutexLock lock(&mu_);
+  stats_.timed_out += static_cast<int64_t>(late.size());
 }
 
 bool ConnectionListener::EvictIdlest() {

@@ -17,6 +17,9 @@
 //      stops the other side being read), followed by an Http2StreamGuard: a client that holds
 //      more than `max_streams` streams open at once, acknowledged SETTINGS or not, or that does
 //      not speak HTTP/2, is closed at once (`cut`).
+//   5. A connection with a request whose message has not fully arrived `request_timeout` after
+//      its headers is closed (`timed_out`), checked about every second: gRPC keeps such a call
+//      for ever, and keepalive pings do not find a client that answers them.
 // TLS servers keep gRPC's listener (the handshake is gRPC's) and so none of the above.
 #ifndef LOOPTOOL_SERVICE_CONNECTION_LISTENER_H_
 #define LOOPTOOL_SERVICE_CONNECTION_LISTENER_H_
@@ -30,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "service/connection_table.h"
 #include "service/http2_stream_guard.h"
 
@@ -40,12 +44,14 @@ class ConnectionListener {
   struct Options {
     int max_connections = 4096;
     int max_streams = 16;  // per connection, open at once (the server's advertised limit)
+    absl::Duration request_timeout = absl::InfiniteDuration();
   };
   struct Stats {
     int64_t accepted = 0;
     int64_t evicted = 0;  // closed to make room (1.) or to free descriptors (2.)
     int64_t shed = 0;     // refused for want of descriptors (2.)
     int64_t cut = 0;      // closed for more streams than allowed or for not speaking HTTP/2 (4.)
+    int64_t timed_out = 0;  // closed for a request unfinished past request_timeout (5.)
   };
 
   // Binds `host` (an address, "localhost" or a name; IPv4 preferred when it has both) and
@@ -88,6 +94,7 @@ class ConnectionListener {
   // be closed (a side ended or failed, or the client broke the guard).
   bool Serve(Relay& relay, bool client_side, uint32_t events);
   bool Pump(Relay& relay, bool from_client);
+  void CloseTimedOut();  // 5.
   void Rearm(uint64_t serial, Relay& relay);
   // Closes the connection idle longest: gRPC sees its end closed too.
   bool EvictIdlest();  // whether there was one

@@ -36,7 +36,7 @@ void Http2StreamGuard::FrameReader::Feed(absl::string_view bytes, OnFrame on_fra
   }
 }
 
-bool Http2StreamGuard::FromClient(absl::string_view bytes) {
+bool Http2StreamGuard::FromClient(absl::string_view bytes, absl::Time now) {
   if (broken()) return false;
   if (preface_seen_ < kPreface.size()) {
     const size_t take = std::min(kPreface.size() - preface_seen_, bytes.size());
@@ -47,8 +47,8 @@ bool Http2StreamGuard::FromClient(absl::string_view bytes) {
     preface_seen_ += take;
     bytes.remove_prefix(take);
   }
-  client_.Feed(bytes, [this](uint8_t type, uint8_t flags, uint32_t stream) {
-    if (!broken()) ClientFrame(type, flags, stream);
+  client_.Feed(bytes, [this, now](uint8_t type, uint8_t flags, uint32_t stream) {
+    if (!broken()) ClientFrame(type, flags, stream, now);
   });
   return !broken();
 }
@@ -59,16 +59,25 @@ void Http2StreamGuard::FromServer(absl::string_view bytes) {
   });
 }
 
-void Http2StreamGuard::ClientFrame(uint8_t type, uint8_t /*flags*/, uint32_t stream) {
+std::optional<absl::Time> Http2StreamGuard::OldestUnfinishedRequest() const {
+  // Stream ids grow with time: the smallest opened first.
+  if (unfinished_.empty()) return std::nullopt;
+  return unfinished_.begin()->second;
+}
+
+void Http2StreamGuard::ClientFrame(uint8_t type, uint8_t flags, uint32_t stream, absl::Time now) {
   if (type == kRstStream) {
     open_.erase(stream);
+    unfinished_.erase(stream);
     return;
   }
+  if ((type == kHeaders || type == kData) && (flags & kEndStream)) unfinished_.erase(stream);
   // Only the HEADERS that start a client stream open one (trailers and continuations do not).
   if (type != kHeaders || stream % 2 == 0 || stream <= last_started_) return;
   last_started_ = stream;
   ++started_;
   open_.insert(stream);
+  if (!(flags & kEndStream)) unfinished_[stream] = now;
   if (static_cast<int>(open_.size()) > max_streams_) {
     violation_ = absl::StrCat("more than ", max_streams_, " streams open at once (stream ",
                               stream, ", ", started_, " started)");
@@ -78,6 +87,7 @@ void Http2StreamGuard::ClientFrame(uint8_t type, uint8_t /*flags*/, uint32_t str
 void Http2StreamGuard::ServerFrame(uint8_t type, uint8_t flags, uint32_t stream) {
   if (type == kRstStream || ((type == kHeaders || type == kData) && (flags & kEndStream))) {
     open_.erase(stream);
+    unfinished_.erase(stream);
   }
 }
 

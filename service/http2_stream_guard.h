@@ -14,7 +14,11 @@
 //      every one before) until either side resets it (RST_STREAM) or the server ends its side
 //      (END_STREAM on the server's HEADERS or DATA): a stream counts against the limit until
 //      the server has answered it, as in gRPC's own count.
-//   3. The client breaks the limit when a new stream would make more than `max_streams` open;
+//   3. A stream's request is unfinished from the HEADERS that open it until the client ends its
+//      side (END_STREAM on its HEADERS or DATA) or the stream closes; `OldestUnfinishedRequest`
+//      gives when the oldest such stream opened (LoopTool's calls are unary: a request whose
+//      message never completes never reaches the service, and gRPC would keep it for ever).
+//   4. The client breaks the limit when a new stream would make more than `max_streams` open;
 //      from then on (and after a broken preface) FromClient returns false, and `violation()`
 //      says why. A well-behaved gRPC client never breaks it: it reads the limit from the
 //      server's SETTINGS before it opens a stream and queues calls beyond it.
@@ -24,10 +28,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace looptool::service {
 
@@ -35,12 +42,15 @@ class Http2StreamGuard {
  public:
   explicit Http2StreamGuard(int max_streams) : max_streams_(max_streams) {}
 
-  // The next bytes the client sent. False once the client broke the protocol or the limit.
-  bool FromClient(absl::string_view bytes);
+  // The next bytes the client sent, at `now`. False once the client broke the protocol or the
+  // limit.
+  bool FromClient(absl::string_view bytes, absl::Time now = absl::UnixEpoch());
   // The next bytes the server sent.
   void FromServer(absl::string_view bytes);
 
   int open_streams() const { return static_cast<int>(open_.size()); }
+  // When the oldest stream whose request is unfinished opened; nullopt when there is none.
+  std::optional<absl::Time> OldestUnfinishedRequest() const;
   // Streams the client started, in all.
   int64_t streams_started() const { return started_; }
   bool broken() const { return !violation_.empty(); }
@@ -56,13 +66,14 @@ class Http2StreamGuard {
     template <typename OnFrame>
     void Feed(absl::string_view bytes, OnFrame on_frame);
   };
-  void ClientFrame(uint8_t type, uint8_t flags, uint32_t stream);
+  void ClientFrame(uint8_t type, uint8_t flags, uint32_t stream, absl::Time now);
   void ServerFrame(uint8_t type, uint8_t flags, uint32_t stream);
 
   const int max_streams_;
   size_t preface_seen_ = 0;
   FrameReader client_, server_;
   std::set<uint32_t> open_;  // at most max_streams_ + 1
+  std::map<uint32_t, absl::Time> unfinished_;  // open streams whose request is not complete
   uint32_t last_started_ = 0;
   int64_t started_ = 0;
   std::string violation_;

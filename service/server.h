@@ -31,6 +31,9 @@ struct TransportLimits {
   int max_streams = 16;
   absl::Duration handshake_timeout = absl::Seconds(10);  // TLS (gRPC's listener) only
   absl::Duration max_connection_idle = absl::Minutes(10);  // no call for this long: closed
+  // LoopTool's listener only: a connection with a request whose message has not all arrived
+  // this long after its headers is closed (a call gRPC would otherwise keep for ever).
+  absl::Duration request_timeout = absl::Seconds(60);
   absl::Duration keepalive_time = absl::Minutes(1);   // ping a connection idle this long ...
   absl::Duration keepalive_timeout = absl::Seconds(20);  // ... and close it if no answer
   // Open connections at most (with ServerConfig::manage_connections): at the cap a new one

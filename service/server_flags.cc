@@ -124,13 +124,15 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
       absl::Seconds(absl::GetFlag(FLAGS_keepalive_timeout).value);
   config.transport.handshake_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_handshake_timeout).value);
+  config.transport.request_timeout = absl::Seconds(absl::GetFlag(FLAGS_request_timeout).value);
   config.max_memory_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_transport_memory_mb).value) << 20;
   const TransportLimits& t = config.transport;
   for (const auto& [name, d] : {std::pair{"max_connection_idle", t.max_connection_idle},
                                 {"keepalive_time", t.keepalive_time},
                                 {"keepalive_timeout", t.keepalive_timeout},
-                                {"handshake_timeout", t.handshake_timeout}}) {
+                                {"handshake_timeout", t.handshake_timeout},
+                                {"request_timeout", t.request_timeout}}) {
     if (d < absl::Milliseconds(1)) {  // gRPC takes milliseconds: less would be 0
       return absl::InvalidArgumentError(absl::StrCat("--", name, " must be at least 0.001 s"));
     }
@@ -205,6 +207,10 @@ ABSL_FLAG(Positive<double>, max_connection_idle,
 ABSL_FLAG(Positive<double>, keepalive_time,
           Positive<double>{absl::ToDoubleSeconds(TransportLimits{}.keepalive_time)},
           "seconds a connection may be silent before the server pings it ...");
+ABSL_FLAG(Positive<double>, request_timeout,
+          Positive<double>{absl::ToDoubleSeconds(TransportLimits{}.request_timeout)},
+          "seconds a request's message may take to arrive after its headers; beyond, its "
+          "connection is closed (LoopTool's listener, see --manage_connections)");
 ABSL_FLAG(Positive<double>, keepalive_timeout,
           Positive<double>{absl::ToDoubleSeconds(TransportLimits{}.keepalive_timeout)},
           "... and closes it if no answer comes within this many seconds");

@@ -86,6 +86,7 @@ ABSL_DECLARE_FLAG(looptool::service::Positive<int>, max_streams_per_connection);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, max_connection_idle);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, keepalive_time);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, keepalive_timeout);
+ABSL_DECLARE_FLAG(looptool::service::Positive<double>, request_timeout);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, handshake_timeout);
 ABSL_DECLARE_FLAG(looptool::service::Positive<int>, max_transport_memory_mb);
 ABSL_DECLARE_FLAG(looptool::service::NonNegative<double>, drain_seconds);

@@ -76,11 +76,13 @@ std::string Headers(uint32_t stream) { return Frame(0x1, 0x4, stream, "hpack-blo
 
 // A listener whose hand-over keeps the descriptors (as gRPC would) until the test ends.
 struct Listening {
-  explicit Listening(int max_connections = 4096, int max_streams = 16)
+  explicit Listening(int max_connections = 4096, int max_streams = 16,
+                     absl::Duration request_timeout = absl::InfiniteDuration())
       : table(absl::Seconds(30)) {
     ConnectionListener::Options options;
     options.max_connections = max_connections;
     options.max_streams = max_streams;
+    options.request_timeout = request_timeout;
     auto made = ConnectionListener::Listen("127.0.0.1", 0, options, table);
     EXPECT_TRUE(made.ok()) << made.status();
     listener = *std::move(made);
@@ -171,6 +173,26 @@ TEST(ConnectionListener, AClientWithMoreStreamsOpenThanAllowedIsCut) {
     EXPECT_EQ(ReadBytes(l.handed_at(0), 1), "");  // gRPC's end sees the close
     close(client);
   }
+}
+
+TEST(ConnectionListener, AConnectionWithARequestUnfinishedPastTheTimeoutIsClosed) {
+  Listening l(4096, 16, /*request_timeout=*/absl::Milliseconds(200));
+  const int finished = Socket(), unfinished = Socket();
+  ASSERT_TRUE(Connect(finished, l.listener->port()));
+  ASSERT_TRUE(Eventually([&] { return l.handed_count() == 1; }));
+  ASSERT_TRUE(Connect(unfinished, l.listener->port()));
+  ASSERT_TRUE(Eventually([&] { return l.handed_count() == 2; }));
+  const std::string start = kPreface + Frame(0x4, 0, 0);
+  ASSERT_TRUE(SendAll(finished, start + Headers(1) + Frame(0x0, 0x1, 1, "message")));
+  ASSERT_TRUE(SendAll(unfinished, start + Headers(1) + Frame(0x0, 0x0, 1, "half a mess")));
+  EXPECT_TRUE(ClosedByServer(unfinished));
+  EXPECT_TRUE(Eventually([&] { return l.listener->stats().timed_out == 1; }));
+  // The finished request (its answer still owed) keeps its connection.
+  EXPECT_TRUE(Eventually([&] { return l.table.open() == 1; }));
+  const std::string expected = start + Headers(1) + Frame(0x0, 0x1, 1, "message");
+  EXPECT_EQ(ReadBytes(l.handed_at(0), expected.size()), expected);
+  close(finished);
+  close(unfinished);
 }
 
 TEST(ConnectionListener, AClientThatDoesNotSpeakHttp2IsCut) {

@@ -4,7 +4,8 @@
 // --max_connections the longest-idle connection is closed and its client reconnects when it
 // next calls; a client that opens more HTTP/2 streams at once than the server advertises is cut
 // whether or not it acknowledged the server's SETTINGS, while a gRPC client with more calls in
-// flight than that is never cut. Synchronised on what the server answers (polled), never on
+// flight than that is never cut, and a request whose message never arrives closes its
+// connection after --request_timeout. Synchronised on what the server answers (polled), never on
 // sleeps.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -185,6 +186,15 @@ TEST(Connections, AClientOverTheStreamLimitIsCutAcknowledgedOrNot) {
   EXPECT_TRUE(ClosedAfterOpening(server.port(), 500, /*acknowledge=*/true));
   // Within the limit, a connection is kept (its streams wait for their messages).
   EXPECT_FALSE(ClosedAfterOpening(server.port(), 8, /*acknowledge=*/false));
+  cg::GetVersionReply version;
+  EXPECT_TRUE(server.stub().GetVersion(Ctx().get(), {}, &version).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(Connections, ARequestThatNeverFinishesClosesItsConnection) {
+  ServerProcess server({"--request_timeout=1"});  // LoopTool's listener is the default
+  ASSERT_TRUE(server.ok());
+  EXPECT_TRUE(ClosedAfterOpening(server.port(), 1, /*acknowledge=*/true));
   cg::GetVersionReply version;
   EXPECT_TRUE(server.stub().GetVersion(Ctx().get(), {}, &version).ok());
   EXPECT_EQ(server.Terminate(), 0);

@@ -4,8 +4,10 @@
 #include "service/http2_stream_guard.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/service/http2_frames.h"
 
@@ -98,6 +100,23 @@ TEST(Http2StreamGuard, VerdictsDoNotDependOnHowTheBytesArriveInPieces) {
     EXPECT_EQ(guard.open_streams(), 3) << "pieces of " << piece;
     EXPECT_FALSE(guard.FromClient(Open(9))) << "pieces of " << piece;
   }
+}
+
+TEST(Http2StreamGuard, ARequestIsUnfinishedUntilTheClientEndsItsSide) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  Http2StreamGuard guard(8);
+  ASSERT_TRUE(guard.FromClient(Start(), t0));
+  EXPECT_EQ(guard.OldestUnfinishedRequest(), std::nullopt);
+  ASSERT_TRUE(guard.FromClient(Open(1), t0));
+  ASSERT_TRUE(guard.FromClient(Open(3) + Frame(kData, 0, 3, "part"), t0 + absl::Seconds(1)));
+  ASSERT_TRUE(guard.FromClient(Frame(kHeaders, kEndHeaders | kEndStream, 5, "get"),
+                               t0 + absl::Seconds(2)));  // a request of headers alone
+  EXPECT_EQ(guard.OldestUnfinishedRequest(), t0);
+  ASSERT_TRUE(guard.FromClient(Frame(kData, kEndStream, 1, "rest"), t0 + absl::Seconds(3)));
+  EXPECT_EQ(guard.OldestUnfinishedRequest(), t0 + absl::Seconds(1));
+  guard.FromServer(Frame(kRst, 0, 3, std::string(4, '\0')));  // the server gave up on it
+  EXPECT_EQ(guard.OldestUnfinishedRequest(), std::nullopt);
+  EXPECT_EQ(guard.open_streams(), 2);  // 1 and 5 wait for their answers
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ TEST_F(ServerFlags, DefaultsAreTheConfigsDefaults) {
   EXPECT_EQ(config->transport.max_connection_idle, defaults.max_connection_idle);
   EXPECT_EQ(config->transport.keepalive_time, defaults.keepalive_time);
   EXPECT_EQ(config->transport.keepalive_timeout, defaults.keepalive_timeout);
+  EXPECT_EQ(config->transport.request_timeout, defaults.request_timeout);
   EXPECT_EQ(config->transport.handshake_timeout, defaults.handshake_timeout);
   EXPECT_EQ(config->max_memory_bytes, ServerConfig{}.max_memory_bytes);
   EXPECT_EQ(config->manage_connections, ServerConfig{}.manage_connections);
@@ -47,6 +48,7 @@ TEST_F(ServerFlags, EveryTransportFlagReachesTheConfig) {
   ASSERT_EQ(Set("max_connection_idle", "12.5"), "");
   ASSERT_EQ(Set("keepalive_time", "3"), "");
   ASSERT_EQ(Set("keepalive_timeout", "0.25"), "");
+  ASSERT_EQ(Set("request_timeout", "7.5"), "");
   ASSERT_EQ(Set("handshake_timeout", "4"), "");
   ASSERT_EQ(Set("max_transport_memory_mb", "64"), "");
   ASSERT_EQ(Set("manage_connections", "false"), "");
@@ -58,6 +60,7 @@ TEST_F(ServerFlags, EveryTransportFlagReachesTheConfig) {
   EXPECT_EQ(config->transport.max_connection_idle, absl::Milliseconds(12500));
   EXPECT_EQ(config->transport.keepalive_time, absl::Seconds(3));
   EXPECT_EQ(config->transport.keepalive_timeout, absl::Milliseconds(250));
+  EXPECT_EQ(config->transport.request_timeout, absl::Milliseconds(7500));
   EXPECT_EQ(config->transport.handshake_timeout, absl::Seconds(4));
   EXPECT_EQ(config->max_memory_bytes, size_t{64} << 20);
   EXPECT_FALSE(config->manage_connections);
@@ -66,7 +69,8 @@ TEST_F(ServerFlags, EveryTransportFlagReachesTheConfig) {
 
 TEST_F(ServerFlags, ValuesOutOfRangeAreRefusedNamingWhatIsWrong) {
   for (const char* name : {"max_streams_per_connection", "max_connections",
-                           "max_transport_memory_mb", "keepalive_time", "handshake_timeout"}) {
+                           "max_transport_memory_mb", "keepalive_time", "handshake_timeout",
+                           "request_timeout"}) {
     EXPECT_THAT(Set(name, "0"), ::testing::Not(::testing::IsEmpty())) << name;
     EXPECT_THAT(Set(name, "-3"), ::testing::Not(::testing::IsEmpty())) << name;
   }
