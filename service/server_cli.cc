@@ -88,8 +88,10 @@ int RunServerMain(int argc, char** argv, const ServerExtensions& extensions) {
   if (!working_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(working_dir) / "logs", ec);
-    if (ec || !WriteAtomically(port_file, std::to_string((*server)->port()) + "\n") ||
-        !WriteAtomically(pid_file, std::to_string(getpid()) + "\n")) {
+    // pid.txt first: clients take port.txt as the sign the server is ready, so both are there
+    // once it appears.
+    if (ec || !WriteAtomically(pid_file, std::to_string(getpid()) + "\n") ||
+        !WriteAtomically(port_file, std::to_string((*server)->port()) + "\n")) {
       std::cerr << "looptool-server: cannot write port.txt/pid.txt in " << working_dir << "\n";
       return 1;
     }

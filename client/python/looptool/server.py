@@ -3,7 +3,7 @@
     with LocalServer() as server:              # runs looptool-server --port=0 --working_dir=...
         env = LoopToolEnv(server.address, benchmark=...)
 
-The server picks a free port and, once listening, writes port.txt and pid.txt into its working
+The server picks a free port and, once listening, writes pid.txt and then port.txt into its working
 directory (atomically); `LocalServer` waits for port.txt (at most `startup_timeout` seconds) and
 fails early if the process exits first. `close()` sends SIGTERM (the server drains running calls
 and exits 0), waits, and returns the exit status; a server that does not stop within
