@@ -169,11 +169,12 @@ ConnectionListener::Stats ConnectionListener::stats() const {
 
 void ConnectionListener::Loop() {
   epoll_event events[64];
-  const bool timing = options_.request_timeout != absl::InfiniteDuration();
+  const bool timing = options_.request_timeout != absl::InfiniteDuration() ||
+                      options_.handshake_timeout != absl::InfiniteDuration();
   absl::Time next_check = absl::Now() + absl::Seconds(1);
   while (true) {
     if (timing && absl::Now() >= next_check) {
-      CloseTimedOut();
+      CloseLate();
       next_check = absl::Now() + absl::Seconds(1);
     }
     const int n = epoll_wait(epoll_fd_, events, 64, timing ? 1000 : -1);
@@ -254,7 +255,7 @@ void ConnectionListener::AcceptAll() {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     const uint64_t serial = table_.Opened(pair[1], AddressOf(addr), absl::Now());
-    Relay& relay = relays_.emplace(serial, Relay(options_.max_streams)).first->second;
+    Relay& relay = relays_.emplace(serial, Relay(options_.max_streams, absl::Now())).first->second;
     relay.client = fd;
     relay.inner = pair[0];
     epoll_event client{}, inner{};
@@ -349,16 +350,24 @@ void ConnectionListener::Rearm(uint64_t serial, Relay& relay) {
   }
 }
 
-void ConnectionListener::CloseTimedOut() {
-  const absl::Time opened_before = absl::Now() - options_.request_timeout;
-  std::vector<uint64_t> late;
+void ConnectionListener::CloseLate() {
+  const absl::Time now = absl::Now();
+  const absl::Time opened_before = now - options_.request_timeout;
+  const absl::Time accepted_before = now - options_.handshake_timeout;
+  std::vector<uint64_t> late, silent;
   for (const auto& [serial, relay] : relays_) {
+    if (!relay.guard.preface_complete()) {
+      if (relay.accepted < accepted_before) silent.push_back(serial);
+      continue;
+    }
     const std::optional<absl::Time> oldest = relay.guard.OldestUnfinishedRequest();
     if (oldest.has_value() && *oldest < opened_before) late.push_back(serial);
   }
   for (uint64_t serial : late) Close(serial);
+  for (uint64_t serial : silent) Close(serial);
   absl::MutexLock lock(&mu_);
   stats_.timed_out += static_cast<int64_t>(late.size());
+  stats_.handshake_timed_out += static_cast<int64_t>(silent.size());
 }
 
 bool ConnectionListener::EvictIdlest() {

@@ -19,7 +19,9 @@
 //      not speak HTTP/2, is closed at once (`cut`).
 //   5. A connection with a request whose message has not fully arrived `request_timeout` after
 //      its headers is closed (`timed_out`), checked about every second: gRPC keeps such a call
-//      for ever, and keepalive pings do not find a client that answers them.
+//      for ever, and keepalive pings do not find a client that answers them. So is one whose
+//      client has not sent HTTP/2's whole connection preface `handshake_timeout` after it was
+//      accepted (gRPC's own handshake deadline does not apply to a connection handed over).
 // TLS servers keep gRPC's listener (the handshake is gRPC's) and so none of the above.
 #ifndef LOOPTOOL_SERVICE_CONNECTION_LISTENER_H_
 #define LOOPTOOL_SERVICE_CONNECTION_LISTENER_H_
@@ -45,6 +47,7 @@ class ConnectionListener {
     int max_connections = 4096;
     int max_streams = 16;  // per connection, open at once (the server's advertised limit)
     absl::Duration request_timeout = absl::InfiniteDuration();
+    absl::Duration handshake_timeout = absl::InfiniteDuration();
   };
   struct Stats {
     int64_t accepted = 0;
@@ -52,6 +55,7 @@ class ConnectionListener {
     int64_t shed = 0;     // refused for want of descriptors (2.)
     int64_t cut = 0;      // closed for more streams than allowed or for not speaking HTTP/2 (4.)
     int64_t timed_out = 0;  // closed for a request unfinished past request_timeout (5.)
+    int64_t handshake_timed_out = 0;  // closed for no preface within handshake_timeout (5.)
   };
 
   // Binds `host` (an address, "localhost" or a name; IPv4 preferred when it has both) and
@@ -79,7 +83,8 @@ class ConnectionListener {
  private:
   // One connection: the client's TCP socket and the listener's end of the pair gRPC reads.
   struct Relay {
-    explicit Relay(int max_streams) : guard(max_streams) {}
+    Relay(int max_streams, absl::Time accepted) : accepted(accepted), guard(max_streams) {}
+    absl::Time accepted;
     int client = -1;
     int inner = -1;
     std::string to_inner, to_client;  // read from one side, not yet written to the other
@@ -94,7 +99,7 @@ class ConnectionListener {
   // be closed (a side ended or failed, or the client broke the guard).
   bool Serve(Relay& relay, bool client_side, uint32_t events);
   bool Pump(Relay& relay, bool from_client);
-  void CloseTimedOut();  // 5.
+  void CloseLate();  // 5.
   void Rearm(uint64_t serial, Relay& relay);
   // Closes the connection idle longest: gRPC sees its end closed too.
   bool EvictIdlest();  // whether there was one

@@ -36,6 +36,8 @@ void Http2StreamGuard::FrameReader::Feed(absl::string_view bytes, OnFrame on_fra
   }
 }
 
+bool Http2StreamGuard::preface_complete() const { return preface_seen_ == kPreface.size(); }
+
 bool Http2StreamGuard::FromClient(absl::string_view bytes, absl::Time now) {
   if (broken()) return false;
   if (preface_seen_ < kPreface.size()) {

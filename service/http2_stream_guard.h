@@ -49,6 +49,8 @@ class Http2StreamGuard {
   void FromServer(absl::string_view bytes);
 
   int open_streams() const { return static_cast<int>(open_.size()); }
+  // Whether the client's whole connection preface has arrived (its HTTP/2 handshake).
+  bool preface_complete() const;
   // When the oldest stream whose request is unfinished opened; nullopt when there is none.
   std::optional<absl::Time> OldestUnfinishedRequest() const;
   // Streams the client started, in all.

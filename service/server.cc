@@ -176,6 +176,7 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
     listening.max_connections = MaxConnections(config.transport.max_connections);
     listening.max_streams = config.transport.max_streams;
     listening.request_timeout = config.transport.request_timeout;
+    listening.handshake_timeout = config.transport.handshake_timeout;
     ASSIGN_OR_RETURN(s->listener_, ConnectionListener::Listen(config.bind, config.port,
                                                               listening, *s->connections_));
     s->port_ = s->listener_->port();

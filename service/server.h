@@ -29,7 +29,7 @@ struct TransportLimits {
   // finishes costs the server little (bench/results/adversarial_soak.md); a client with more
   // calls at once on one connection waits for a stream in its own gRPC.
   int max_streams = 16;
-  absl::Duration handshake_timeout = absl::Seconds(10);  // TLS (gRPC's listener) only
+  absl::Duration handshake_timeout = absl::Seconds(10);  // to the end of HTTP/2's preface
   absl::Duration max_connection_idle = absl::Minutes(10);  // no call for this long: closed
   // LoopTool's listener only: a connection with a request whose message has not all arrived
   // this long after its headers is closed (a call gRPC would otherwise keep for ever).

@@ -216,7 +216,8 @@ ABSL_FLAG(Positive<double>, keepalive_timeout,
           "... and closes it if no answer comes within this many seconds");
 ABSL_FLAG(Positive<double>, handshake_timeout,
           Positive<double>{absl::ToDoubleSeconds(TransportLimits{}.handshake_timeout)},
-          "seconds a new connection has to finish its TLS handshake (gRPC's listener)");
+          "seconds a new connection has to finish its handshake: with --manage_connections "
+          "HTTP/2's preface (checked about every second), with TLS the TLS handshake");
 ABSL_FLAG(Positive<int>, max_transport_memory_mb,
           Positive<int>{static_cast<int>(ServerConfig{}.max_memory_bytes >> 20)},
           "MiB gRPC's transport may hold for requests and replies in flight, all connections "

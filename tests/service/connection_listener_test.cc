@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -77,12 +78,14 @@ std::string Headers(uint32_t stream) { return Frame(0x1, 0x4, stream, "hpack-blo
 // A listener whose hand-over keeps the descriptors (as gRPC would) until the test ends.
 struct Listening {
   explicit Listening(int max_connections = 4096, int max_streams = 16,
-                     absl::Duration request_timeout = absl::InfiniteDuration())
+                     absl::Duration request_timeout = absl::InfiniteDuration(),
+                     absl::Duration handshake_timeout = absl::InfiniteDuration())
       : table(absl::Seconds(30)) {
     ConnectionListener::Options options;
     options.max_connections = max_connections;
     options.max_streams = max_streams;
     options.request_timeout = request_timeout;
+    options.handshake_timeout = handshake_timeout;
     auto made = ConnectionListener::Listen("127.0.0.1", 0, options, table);
     EXPECT_TRUE(made.ok()) << made.status();
     listener = *std::move(made);
@@ -193,6 +196,29 @@ TEST(ConnectionListener, AConnectionWithARequestUnfinishedPastTheTimeoutIsClosed
   EXPECT_EQ(ReadBytes(l.handed_at(0), expected.size()), expected);
   close(finished);
   close(unfinished);
+}
+
+TEST(ConnectionListener, AClientThatDoesNotFinishItsPrefaceInTimeIsClosed) {
+  Listening l(4096, 16, absl::InfiniteDuration(), /*handshake_timeout=*/absl::Milliseconds(200));
+  const int silent = Socket(), half = Socket(), greeted = Socket();
+  for (int fd : {silent, half, greeted}) ASSERT_TRUE(Connect(fd, l.listener->port()));
+  ASSERT_TRUE(Eventually([&] { return l.handed_count() == 3; }));
+  ASSERT_TRUE(SendAll(half, kPreface.substr(0, 10)));
+  ASSERT_TRUE(SendAll(greeted, kPreface));  // done with the handshake; no stream needed
+  EXPECT_TRUE(ClosedByServer(silent));
+  EXPECT_TRUE(ClosedByServer(half));
+  EXPECT_TRUE(Eventually([&] { return l.listener->stats().handshake_timed_out == 2; }));
+  EXPECT_TRUE(Eventually([&] { return l.table.open() == 1; }));
+  EXPECT_EQ(l.listener->stats().timed_out, 0);
+  // The greeted connection is still relayed; the others' ends saw what came before the close.
+  ASSERT_TRUE(SendAll(greeted, Frame(0x4, 0, 0)));
+  const std::string expected = kPreface + Frame(0x4, 0, 0);
+  std::vector<std::string> relayed;
+  for (int i = 0; i < 3; ++i) relayed.push_back(ReadBytes(l.handed_at(i), expected.size()));
+  std::sort(relayed.begin(), relayed.end());
+  EXPECT_EQ(relayed, (std::vector<std::string>{"", kPreface.substr(0, 10), expected}));
+  EXPECT_EQ(l.listener->stats().handshake_timed_out, 2);
+  for (int fd : {silent, half, greeted}) close(fd);
 }
 
 TEST(ConnectionListener, AClientThatDoesNotSpeakHttp2IsCut) {

@@ -200,6 +200,29 @@ TEST(Connections, ARequestThatNeverFinishesClosesItsConnection) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+TEST(Connections, AConnectionThatNeverGreetsIsClosed) {
+  ServerProcess server({"--handshake_timeout=1"});
+  ASSERT_TRUE(server.ok());
+  const int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server.port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval wait{20, 0};
+  setsockopt(silent, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  // The server's SETTINGS arrive, then the end: closed by the server, not by the 20 s deadline.
+  char buffer[4096];
+  ssize_t got;
+  while ((got = recv(silent, buffer, sizeof(buffer), 0)) > 0) {
+  }
+  EXPECT_EQ(got, 0);
+  close(silent);
+  cg::GetVersionReply version;
+  EXPECT_TRUE(server.stub().GetVersion(Ctx().get(), {}, &version).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(Connections, AGrpcClientWithMoreCallsThanStreamsIsNeverCut) {
   ServerProcess server({"--manage_connections", "--max_streams_per_connection=2"});
   ASSERT_TRUE(server.ok());

@@ -37,6 +37,20 @@ TEST(Http2StreamGuard, AWrongPrefaceIsNotHttp2) {
   EXPECT_FALSE(http1.FromClient("GET / HTTP/1.1\r\n\r\n"));
 }
 
+TEST(Http2StreamGuard, ThePrefaceIsCompleteOnlyOnceAllOfItArrived) {
+  Http2StreamGuard guard(4);
+  EXPECT_FALSE(guard.preface_complete());
+  ASSERT_TRUE(guard.FromClient(testing::kHttp2Preface.substr(0, 23)));
+  EXPECT_FALSE(guard.preface_complete());
+  ASSERT_TRUE(guard.FromClient(testing::kHttp2Preface.substr(23)));
+  EXPECT_TRUE(guard.preface_complete());
+  ASSERT_TRUE(guard.FromClient(Frame(kSettings, 0, 0)));
+  EXPECT_TRUE(guard.preface_complete());
+  Http2StreamGuard wrong(4);
+  EXPECT_FALSE(wrong.FromClient(std::string(24, 'x')));
+  EXPECT_FALSE(wrong.preface_complete());
+}
+
 TEST(Http2StreamGuard, OneStreamMoreThanTheLimitBreaksIt) {
   Http2StreamGuard guard(3);
   ASSERT_TRUE(guard.FromClient(Start() + Open(1) + Open(3) + Open(5)));
