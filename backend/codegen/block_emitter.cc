@@ -129,6 +129,7 @@ class Block {
   // Emits the group's transpose; false (nothing emitted) when too few registers are free.
   bool EmitTranspose(const TransposeGroup& g) {
     const int w = vec_.width(), c = static_cast<int>(g.ops.size()), rows = g.first.lanes;
+    held_.clear();  // the operand temporaries may serve as spares below
     // Rows go to the group's accumulators, then to spare registers; `free` is the renaming
     // scratch of each step.
     std::vector<int> slot;
@@ -264,7 +265,13 @@ class Block {
       }
     }
     if (need_register || MustBeRegister(o)) {
-      LoadInto(load_reg, o);
+      // An operand temporary still holding `o` (the op before read it too, e.g. a row's
+      // broadcast against each vector of the block when no cache register is free) is reused.
+      auto held = held_.find(load_reg);
+      if (held == held_.end() || !(held->second == o)) {
+        LoadInto(load_reg, o);
+        held_[load_reg] = o;
+      }
       return {true, vec_.V(load_reg)};
     }
     return {false, Xbyak::Xmm()};
@@ -326,6 +333,9 @@ class Block {
   std::map<OperandRef, std::vector<int>> uses_;
   std::map<int, std::optional<std::pair<OperandRef, int>>> cached_;  // reg -> (operand, next use)
   std::map<OperandRef, int> where_;                                  // operand -> reg
+  // What each operand temporary (load0, load1) holds since it was last loaded; only loads in
+  // Resolve and transposes write them within a block.
+  std::map<int, OperandRef> held_;
   std::vector<bool> transposed_;                    // ops whose value a transpose wrote
   std::map<int, TransposeGroup> transpose_before_;  // first op of a group -> the group
 };

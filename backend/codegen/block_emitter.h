@@ -2,6 +2,8 @@
 // unrolled loops inside the register scope), keeping operands that are read more than once in
 // vector registers. When registers run out, the cached operand whose next use is farthest away
 // is dropped (Belady); operands read once stay memory operands where the instruction allows.
+// An operand that must be in a register but finds no cache register free is loaded into an
+// operand temporary, and the next op that reads the same operand there uses it as it is.
 #ifndef LOOPTOOL_BACKEND_CODEGEN_BLOCK_EMITTER_H_
 #define LOOPTOOL_BACKEND_CODEGEN_BLOCK_EMITTER_H_
 

@@ -8,6 +8,7 @@
 #include "backend/actions/apply.h"
 #include "backend/actions/sketches.h"
 #include "backend/schedule/loop_tree_text.h"
+#include "backend/codegen/compile.h"
 #include "backend/codegen/isa.h"
 #include "gtest/gtest.h"
 #include "tests/backend/codegen/jit_check.h"
@@ -210,6 +211,40 @@ TEST(Kernel, TransposesInRegisters) {
 }
 
 TEST(Kernel, Broadcast) { ExpectExact("B[m,n] = a[n]; m=3 n=35"); }
+
+// VEX-encoded 256-bit vbroadcastss ymm, m32 and vfmadd231ps ymm in `code` (C4 escape, map 0F38,
+// the L and pp bits of each; the registers vary).
+std::pair<int, int> Avx2BroadcastsAndFmas(const std::vector<uint8_t>& code) {
+  int broadcasts = 0, fmas = 0;
+  for (size_t i = 0; i + 3 < code.size(); ++i) {
+    if (code[i] != 0xC4 || (code[i + 1] & 0x1F) != 0x02) continue;
+    if (code[i + 2] == 0x7D && code[i + 3] == 0x18) ++broadcasts;
+    if ((code[i + 2] & 0x87) == 0x05 && code[i + 3] == 0xB8) ++fmas;
+  }
+  return {broadcasts, fmas};
+}
+
+TEST(Kernel, AnAvx2RowIsBroadcastOncePerReductionStep) {
+  // A block of 3 rows (w') x 4 vectors (k' 32) fills AVX2's 12 accumulators, leaving no cache
+  // register: each row's input is broadcast into an operand temporary once and read there by
+  // the row's 4 FMAs (it was broadcast again before each).
+  const LoopTree t = WithActions(
+      InitialTree("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=64 h=2 w=6 c=8 r=3 s=3"),
+      "tile_L5_32, tile_L2_3, interchange_L1_L2, interchange_L5_L6, interchange_L4_L5, "
+      "interchange_L3_L4, interchange_L2_L3, interchange_L4_L5, interchange_L5_L6");
+  ExpectExact(t);
+  bool avx2 = false;
+  for (Isa isa : HostIsas()) avx2 |= isa == Isa::kAvx2;
+  if (!avx2) GTEST_SKIP() << "no AVX2 on this host";
+  KernelCompiler compiler(Isa::kAvx2);
+  absl::StatusOr<std::vector<uint8_t>> code = compiler.CompileCode(t);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const auto [broadcasts, fmas] = Avx2BroadcastsAndFmas(*code);
+  // The planner unrolls some of the small loops around the block: a multiple of its 12 FMAs.
+  ASSERT_GT(fmas, 0);
+  EXPECT_EQ(fmas % 12, 0);
+  EXPECT_EQ(broadcasts * 4, fmas);
+}
 TEST(Kernel, Concatenation) { ExpectExact("C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13"); }
 TEST(Kernel, ElementwiseAddWithRelu) { ExpectExact("C[m,n] = A[m,n] + B[m,n] -> relu; m=3 n=41"); }
 TEST(Kernel, GevmAndMatmulRelu) {
