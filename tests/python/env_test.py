@@ -227,6 +227,20 @@ class LoopToolEnvTest(unittest.TestCase):
                                delta=1e-6 * values["flops"])
         self.assertEqual(env.peak_gflops, values["peak_gflops"])
 
+    def test_remeasure_gives_the_gflops_and_the_peak_beside_it(self):
+        env = self.make_env()
+        env.reset()
+        gflops, peak = env.remeasure()
+        self.assertGreater(gflops, 0)
+        self.assertGreater(peak, 1)
+        self.assertLess(peak, 1000)
+        # One reply is what send_param takes; the key answers with two.
+        with self.assertRaisesRegex(ServiceError, "Expected one reply to looptool.remeasure, got 2"):
+            env.send_param("looptool.remeasure", "")
+        env.close()
+        with self.assertRaisesRegex(RuntimeError, "closed"):
+            env.remeasure()
+
     def test_graph_observations(self):
         env = self.make_env()
         env.reset()

@@ -329,16 +329,24 @@ class Connection:
 
     def send_session_parameter(self, session_id: int, key: str, value: object,
                                timeout: Optional[float] = None) -> str:
-        """SendSessionParameter with one key/value; returns the server's reply string."""
+        """SendSessionParameter with one key/value; returns the server's reply string (one:
+        `send_session_parameter_replies` takes keys that answer with several)."""
+        replies = self.send_session_parameter_replies(session_id, key, value, timeout)
+        if len(replies) != 1:
+            raise errors.ServiceError(grpc.StatusCode.INTERNAL,
+                                      f"Expected one reply to {key}, got {len(replies)}",
+                                      "SendSessionParameter")
+        return replies[0]
+
+    def send_session_parameter_replies(self, session_id: int, key: str, value: object,
+                                       timeout: Optional[float] = None) -> List[str]:
+        """SendSessionParameter with one key/value; every reply string the server sent for it
+        (`looptool.remeasure` answers with two)."""
         request = pb.SendSessionParameterRequest(
             session_id=session_id, parameter=[pb.SessionParameter(key=key, value=str(value))])
         reply = self._typed_call("SendSessionParameter", request,
                                  pb.SendSessionParameterReply, timeout)
-        if len(reply.reply) != 1:
-            raise errors.ServiceError(grpc.StatusCode.INTERNAL,
-                                      f"Expected one reply, got {len(reply.reply)}",
-                                      "SendSessionParameter")
-        return str(reply.reply[0])
+        return [str(r) for r in reply.reply]
 
     # --- datasets -------------------------------------------------------------------------------
 

@@ -316,6 +316,25 @@ class LoopToolEnv:
         return self.connection.send_session_parameter(session_id, key, value,
                                                       timeout=self.timeout)
 
+    def remeasure(self) -> Tuple[float, float]:
+        """The current state's kernel timed again by the server with its full fixed budget, no
+        cache and no early stop (session parameter `looptool.remeasure`, as the searches re-time
+        their winners), and the FMA peak measured on its core right after it (0.0 from a server
+        that measured none): (GFLOPS, peak GFLOPS). ServiceError with INTERNAL when the reply
+        is not one or two numbers."""
+        session_id = self._require_session()
+        replies = self.connection.send_session_parameter_replies(
+            session_id, "looptool.remeasure", "", timeout=self.timeout)
+        try:
+            if len(replies) not in (1, 2):
+                raise ValueError
+            numbers = [float(r) for r in replies]
+        except ValueError:
+            raise errors.ServiceError(grpc.StatusCode.INTERNAL,
+                                      f"The server's looptool.remeasure reply is not one or two "
+                                      f"numbers: {replies!r}", "SendSessionParameter") from None
+        return numbers[0], (numbers[1] if len(numbers) == 2 else 0.0)
+
     def close(self) -> None:
         """Ends the session and, if this environment owns a share of it, the connection.
         Idempotent; errors from the service are ignored (the session may already be gone)."""
