@@ -394,8 +394,35 @@ class KernelEmitter {
     regs.load0 = load0_;
     regs.load1 = load1_;
     regs.tmp = tmp_;
+    const bool lend = LendsReservedRegisters();
+    if (lend) {
+      regs.cache.push_back(tmp_);
+      regs.cache.push_back(s_->budget.lane_mask);
+    }
     EmitBlock(pending_, *s_, input_pointers_, regs, vec_);
+    if (lend) vec_.ForgetMask();  // the mask register held operands
     pending_.clear();
+  }
+
+  // Whether the pending block, on AVX2, needs neither the arithmetic temporary nor the lane
+  // mask, which then cache operands too (AVX2 has 16 registers and no broadcast memory
+  // operand: a block of 12 accumulators otherwise has no register for the vectors each row
+  // reads again). Neither is touched by an FMA, an add or max of one operand, or a copy, of
+  // full vectors read whole: masked lanes need the mask (loads, blends), strided reads and
+  // transposes the temporary, other combiners the temporary.
+  bool LendsReservedRegisters() const {
+    if (plan_.isa != Isa::kAvx2 || s_->width == 1 || s_->budget.lane_mask < 0) return false;
+    const bool binary = s_->combiner != Combiner::kIdentity;
+    const bool fma = s_->reduction == Reduction::kSum && s_->combiner == Combiner::kMultiply;
+    if (binary && !fma && s_->reduction != Reduction::kAssign) return false;
+    for (const PointOp& op : pending_) {
+      if (op.lanes < s_->width) return false;
+      for (const OperandRef* o : {&op.x, &op.y}) {
+        if (o == &op.y && !binary) continue;
+        if (o->kind == AccessPlan::Kind::kStrided || o->lanes < s_->width) return false;
+      }
+    }
+    return true;
   }
 
   // ---- counters and control flow ----------------------------------------------------------------

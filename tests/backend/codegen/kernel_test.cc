@@ -213,15 +213,29 @@ TEST(Kernel, TransposesInRegisters) {
 TEST(Kernel, Broadcast) { ExpectExact("B[m,n] = a[n]; m=3 n=35"); }
 
 // VEX-encoded 256-bit vbroadcastss ymm, m32 and vfmadd231ps ymm in `code` (C4 escape, map 0F38,
-// the L and pp bits of each; the registers vary).
-std::pair<int, int> Avx2BroadcastsAndFmas(const std::vector<uint8_t>& code) {
-  int broadcasts = 0, fmas = 0;
-  for (size_t i = 0; i + 3 < code.size(); ++i) {
+// the L and pp bits of each; the registers vary), and of the FMAs those with a memory operand
+// (ModRM's mod below 3).
+struct Avx2Counts {
+  int broadcasts = 0, fmas = 0, fmas_from_memory = 0;
+};
+Avx2Counts CountAvx2(const std::vector<uint8_t>& code) {
+  Avx2Counts n;
+  for (size_t i = 0; i + 4 < code.size(); ++i) {
     if (code[i] != 0xC4 || (code[i + 1] & 0x1F) != 0x02) continue;
-    if (code[i + 2] == 0x7D && code[i + 3] == 0x18) ++broadcasts;
-    if ((code[i + 2] & 0x87) == 0x05 && code[i + 3] == 0xB8) ++fmas;
+    if (code[i + 2] == 0x7D && code[i + 3] == 0x18) ++n.broadcasts;
+    if ((code[i + 2] & 0x87) == 0x05 && code[i + 3] == 0xB8) {
+      ++n.fmas;
+      if ((code[i + 4] >> 6) != 3) ++n.fmas_from_memory;
+    }
   }
-  return {broadcasts, fmas};
+  return n;
+}
+
+bool HostHasAvx2() {
+  for (Isa isa : HostIsas()) {
+    if (isa == Isa::kAvx2) return true;
+  }
+  return false;
 }
 
 TEST(Kernel, AnAvx2RowIsBroadcastOncePerReductionStep) {
@@ -229,21 +243,46 @@ TEST(Kernel, AnAvx2RowIsBroadcastOncePerReductionStep) {
   // register: each row's input is broadcast into an operand temporary once and read there by
   // the row's 4 FMAs (it was broadcast again before each).
   const LoopTree t = WithActions(
-      InitialTree("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=64 h=2 w=6 c=8 r=3 s=3"),
+      InitialTree("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=64 h=2 w=6 c=64 r=3 s=3"),
       "tile_L5_32, tile_L2_3, interchange_L1_L2, interchange_L5_L6, interchange_L4_L5, "
       "interchange_L3_L4, interchange_L2_L3, interchange_L4_L5, interchange_L5_L6");
   ExpectExact(t);
-  bool avx2 = false;
-  for (Isa isa : HostIsas()) avx2 |= isa == Isa::kAvx2;
-  if (!avx2) GTEST_SKIP() << "no AVX2 on this host";
+  if (!HostHasAvx2()) GTEST_SKIP() << "no AVX2 on this host";
   KernelCompiler compiler(Isa::kAvx2);
   absl::StatusOr<std::vector<uint8_t>> code = compiler.CompileCode(t);
   ASSERT_TRUE(code.ok()) << code.status();
-  const auto [broadcasts, fmas] = Avx2BroadcastsAndFmas(*code);
+  const Avx2Counts n = CountAvx2(*code);
   // The planner unrolls some of the small loops around the block: a multiple of its 12 FMAs.
-  ASSERT_GT(fmas, 0);
-  EXPECT_EQ(fmas % 12, 0);
-  EXPECT_EQ(broadcasts * 4, fmas);
+  ASSERT_GT(n.fmas, 0);
+  EXPECT_EQ(n.fmas % 12, 0);
+  EXPECT_EQ(n.broadcasts * 4, n.fmas);
+}
+
+TEST(Kernel, AnAvx2FmaBlockCachesItsVectorsInTheTemporaryAndTheMaskRegister) {
+  // 6 rows (w') x 2 vectors (k' 16): 12 accumulators, so no cache register of the budget's own;
+  // an FMA block of whole vectors needs neither the arithmetic temporary nor the lane mask,
+  // which then hold the two weight vectors each of the 6 rows reads: every FMA reads registers
+  // only (each took a weight vector from memory before).
+  const LoopTree t = WithActions(
+      InitialTree("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=32 h=2 w=12 c=64 r=3 s=3"),
+      "tile_L5_16, tile_L2_6, interchange_L1_L2, interchange_L5_L6, interchange_L4_L5, "
+      "interchange_L3_L4, interchange_L2_L3, interchange_L4_L5, interchange_L5_L6");
+  ExpectExact(t);
+  if (!HostHasAvx2()) GTEST_SKIP() << "no AVX2 on this host";
+  KernelCompiler compiler(Isa::kAvx2);
+  absl::StatusOr<std::vector<uint8_t>> code = compiler.CompileCode(t);
+  ASSERT_TRUE(code.ok()) << code.status();
+  const Avx2Counts n = CountAvx2(*code);
+  ASSERT_GT(n.fmas, 0);
+  EXPECT_EQ(n.fmas % 12, 0);
+  EXPECT_EQ(n.broadcasts * 2, n.fmas);
+  EXPECT_EQ(n.fmas_from_memory, 0);
+  // A tail of 5 lanes (k = 29) needs the mask: its blocks keep the weights in memory, and the
+  // kernel stays exact.
+  ExpectExact(WithActions(
+      InitialTree("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=29 h=2 w=12 c=8 r=3 s=3"),
+      "tile_L5_16, tile_L2_6, interchange_L1_L2, interchange_L5_L6, interchange_L4_L5, "
+      "interchange_L3_L4, interchange_L2_L3, interchange_L4_L5, interchange_L5_L6"));
 }
 TEST(Kernel, Concatenation) { ExpectExact("C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13"); }
 TEST(Kernel, ElementwiseAddWithRelu) { ExpectExact("C[m,n] = A[m,n] + B[m,n] -> relu; m=3 n=41"); }
