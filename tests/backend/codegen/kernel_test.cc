@@ -1,6 +1,7 @@
 // JIT kernels against the reference interpreter, on every ISA this host runs (AVX-512, AVX2 and
 // scalar SSE on the development machines; isa_test checks which ones the host has): named tail
 // cases in the XNNPACK style, then random schedules of every primitive of the language.
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_split.h"
@@ -238,24 +239,41 @@ bool HostHasAvx2() {
   return false;
 }
 
+// A channels-last 3x3 convolution, O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k], with a register
+// block of `rows` of w (w' innermost but one) x `lanes` of k (k', innermost), the reductions
+// r, s, c around it: loop_nest actions from its start order h r w s c k.
+LoopTree ConvBlock(int k, int w, int rows, int lanes) {
+  const std::string program = "O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=" + std::to_string(k) +
+                              " h=2 w=" + std::to_string(w) + " c=64 r=3 s=3";
+  return WithActions(InitialTree(program),
+                     "tile_L5_" + std::to_string(lanes) + ", tile_L2_" + std::to_string(rows) +
+                         ", interchange_L1_L2, interchange_L5_L6, interchange_L4_L5, "
+                         "interchange_L3_L4, interchange_L2_L3, interchange_L4_L5, "
+                         "interchange_L5_L6");
+}
+
+// The AVX2 kernel of `tree`, checked against the interpreter, counted; nullopt (and the test
+// skipped by the caller) on a host without AVX2.
+std::optional<Avx2Counts> CompiledAvx2(const LoopTree& tree) {
+  ExpectExact(tree);
+  if (!HostHasAvx2()) return std::nullopt;
+  KernelCompiler compiler(Isa::kAvx2);
+  absl::StatusOr<std::vector<uint8_t>> code = compiler.CompileCode(tree);
+  EXPECT_TRUE(code.ok()) << code.status();
+  if (!code.ok()) return Avx2Counts{};
+  return CountAvx2(*code);
+}
+
 TEST(Kernel, AnAvx2RowIsBroadcastOncePerReductionStep) {
   // A block of 3 rows (w') x 4 vectors (k' 32) fills AVX2's 12 accumulators, leaving no cache
   // register: each row's input is broadcast into an operand temporary once and read there by
   // the row's 4 FMAs (it was broadcast again before each).
-  const LoopTree t = WithActions(
-      InitialTree("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=64 h=2 w=6 c=64 r=3 s=3"),
-      "tile_L5_32, tile_L2_3, interchange_L1_L2, interchange_L5_L6, interchange_L4_L5, "
-      "interchange_L3_L4, interchange_L2_L3, interchange_L4_L5, interchange_L5_L6");
-  ExpectExact(t);
-  if (!HostHasAvx2()) GTEST_SKIP() << "no AVX2 on this host";
-  KernelCompiler compiler(Isa::kAvx2);
-  absl::StatusOr<std::vector<uint8_t>> code = compiler.CompileCode(t);
-  ASSERT_TRUE(code.ok()) << code.status();
-  const Avx2Counts n = CountAvx2(*code);
-  // The planner unrolls some of the small loops around the block: a multiple of its 12 FMAs.
-  ASSERT_GT(n.fmas, 0);
-  EXPECT_EQ(n.fmas % 12, 0);
-  EXPECT_EQ(n.broadcasts * 4, n.fmas);
+  const std::optional<Avx2Counts> n = CompiledAvx2(ConvBlock(64, 6, 3, 32));
+  if (!n.has_value()) GTEST_SKIP() << "no AVX2 on this host";
+  // The planner may unroll small loops around the block: a multiple of its 12 FMAs.
+  ASSERT_GT(n->fmas, 0);
+  EXPECT_EQ(n->fmas % 12, 0);
+  EXPECT_EQ(n->broadcasts * 4, n->fmas);
 }
 
 TEST(Kernel, AnAvx2FmaBlockCachesItsVectorsInTheTemporaryAndTheMaskRegister) {
@@ -263,27 +281,17 @@ TEST(Kernel, AnAvx2FmaBlockCachesItsVectorsInTheTemporaryAndTheMaskRegister) {
   // an FMA block of whole vectors needs neither the arithmetic temporary nor the lane mask,
   // which then hold the two weight vectors each of the 6 rows reads: every FMA reads registers
   // only (each took a weight vector from memory before).
-  const LoopTree t = WithActions(
-      InitialTree("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=32 h=2 w=12 c=64 r=3 s=3"),
-      "tile_L5_16, tile_L2_6, interchange_L1_L2, interchange_L5_L6, interchange_L4_L5, "
-      "interchange_L3_L4, interchange_L2_L3, interchange_L4_L5, interchange_L5_L6");
-  ExpectExact(t);
-  if (!HostHasAvx2()) GTEST_SKIP() << "no AVX2 on this host";
-  KernelCompiler compiler(Isa::kAvx2);
-  absl::StatusOr<std::vector<uint8_t>> code = compiler.CompileCode(t);
-  ASSERT_TRUE(code.ok()) << code.status();
-  const Avx2Counts n = CountAvx2(*code);
-  ASSERT_GT(n.fmas, 0);
-  EXPECT_EQ(n.fmas % 12, 0);
-  EXPECT_EQ(n.broadcasts * 2, n.fmas);
-  EXPECT_EQ(n.fmas_from_memory, 0);
+  const std::optional<Avx2Counts> n = CompiledAvx2(ConvBlock(32, 12, 6, 16));
+  if (!n.has_value()) GTEST_SKIP() << "no AVX2 on this host";
+  ASSERT_GT(n->fmas, 0);
+  EXPECT_EQ(n->fmas % 12, 0);
+  EXPECT_EQ(n->broadcasts * 2, n->fmas);
+  EXPECT_EQ(n->fmas_from_memory, 0);
   // A tail of 5 lanes (k = 29) needs the mask: its blocks keep the weights in memory, and the
   // kernel stays exact.
-  ExpectExact(WithActions(
-      InitialTree("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=29 h=2 w=12 c=8 r=3 s=3"),
-      "tile_L5_16, tile_L2_6, interchange_L1_L2, interchange_L5_L6, interchange_L4_L5, "
-      "interchange_L3_L4, interchange_L2_L3, interchange_L4_L5, interchange_L5_L6"));
+  ExpectExact(ConvBlock(29, 12, 6, 16));
 }
+
 TEST(Kernel, Concatenation) { ExpectExact("C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13"); }
 TEST(Kernel, ElementwiseAddWithRelu) { ExpectExact("C[m,n] = A[m,n] + B[m,n] -> relu; m=3 n=41"); }
 TEST(Kernel, GevmAndMatmulRelu) {
