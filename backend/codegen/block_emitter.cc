@@ -255,10 +255,11 @@ class Block {
       return {true, vec_.V(it->second)};
     }
     const int next = NextUse(o, i);
-    // An operand the next op reads in the same place (its x, in load0) waits there instead of
-    // taking a cache register: a row's broadcast against each vector of the block leaves the
-    // cache to the vectors every row reads.
-    const bool held_for_next = (need_register || MustBeRegister(o)) && load_reg == regs_.load0 &&
+    // Without broadcast memory operands (AVX2), an operand the next op reads in the same place
+    // (its x, in load0) waits there instead of taking a cache register: a row's broadcast
+    // against each vector of the block leaves the cache to the vectors every row reads.
+    const bool held_for_next = !vec_.CanBroadcastFromMemory() &&
+                               (need_register || MustBeRegister(o)) && load_reg == regs_.load0 &&
                                next == i + 1 && ops_[next].x == o;
     if (next != kNever && !held_for_next) {
       const int reg = CacheRegister(next);
@@ -312,9 +313,12 @@ class Block {
       return;
     }
     // Binary: x must be a register. Prefer the operand already cached as x, so that the other
-    // may be a memory operand (when it must be in a register anyway, x stays: in load0, where
-    // the next op may find it).
-    if (!where_.count(x) && where_.count(y) && !MustBeRegister(x)) std::swap(x, y);
+    // may be a memory operand (on AVX2, when it must be in a register anyway, x stays: in
+    // load0, where the next op may find it).
+    if (!where_.count(x) && where_.count(y) &&
+        (vec_.CanBroadcastFromMemory() || !MustBeRegister(x))) {
+      std::swap(x, y);
+    }
     const Resolved rx = Resolve(x, i, true, regs_.load0);
     const Resolved ry = Resolve(y, i, false, regs_.load1);
     if (ry.in_register) {
