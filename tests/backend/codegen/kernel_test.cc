@@ -264,16 +264,21 @@ std::optional<Avx2Counts> CompiledAvx2(const LoopTree& tree) {
   return CountAvx2(*code);
 }
 
+// A 12-accumulator block of rows x `vectors`, unrolled a whole number of times (the planner
+// may unroll small loops around it): one broadcast per row, read by the row's `vectors` FMAs.
+void ExpectBroadcastPerRow(const Avx2Counts& n, int vectors) {
+  ASSERT_GT(n.fmas, 0);
+  EXPECT_EQ(n.fmas % 12, 0);
+  EXPECT_EQ(n.broadcasts * vectors, n.fmas);
+}
+
 TEST(Kernel, AnAvx2RowIsBroadcastOncePerReductionStep) {
   // A block of 3 rows (w') x 4 vectors (k' 32) fills AVX2's 12 accumulators, leaving no cache
   // register: each row's input is broadcast into an operand temporary once and read there by
   // the row's 4 FMAs (it was broadcast again before each).
   const std::optional<Avx2Counts> n = CompiledAvx2(ConvBlock(64, 6, 3, 32));
   if (!n.has_value()) GTEST_SKIP() << "no AVX2 on this host";
-  // The planner may unroll small loops around the block: a multiple of its 12 FMAs.
-  ASSERT_GT(n->fmas, 0);
-  EXPECT_EQ(n->fmas % 12, 0);
-  EXPECT_EQ(n->broadcasts * 4, n->fmas);
+  ExpectBroadcastPerRow(*n, 4);
 }
 
 TEST(Kernel, AnAvx2FmaBlockCachesItsVectorsInTheTemporaryAndTheMaskRegister) {
@@ -283,9 +288,7 @@ TEST(Kernel, AnAvx2FmaBlockCachesItsVectorsInTheTemporaryAndTheMaskRegister) {
   // only (each took a weight vector from memory before).
   const std::optional<Avx2Counts> n = CompiledAvx2(ConvBlock(32, 12, 6, 16));
   if (!n.has_value()) GTEST_SKIP() << "no AVX2 on this host";
-  ASSERT_GT(n->fmas, 0);
-  EXPECT_EQ(n->fmas % 12, 0);
-  EXPECT_EQ(n->broadcasts * 2, n->fmas);
+  ExpectBroadcastPerRow(*n, 2);
   EXPECT_EQ(n->fmas_from_memory, 0);
   // A tail of 5 lanes (k = 29) needs the mask: its blocks keep the weights in memory, and the
   // kernel stays exact.
