@@ -86,6 +86,8 @@ struct Nest {
   std::vector<int> out;         // the output's variables
   std::vector<int> rows_vars;   // the others, those the vector operands do not read first; {-1}
                                 // for a 1-D output
+  std::vector<int> block_vars;  // output variables that pick a block of the vector operands
+                                // (their outermost index) and that no broadcast operand reads
   std::vector<int> reductions;  // in loop order
   int largest = -1;             // the longest reduction (-1: none)
   std::vector<int64_t> reduction_tiles;  // the largest's tile sizes tried (0: untiled)
@@ -143,6 +145,22 @@ std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& optio
   };
   std::stable_sort(n.rows_vars.begin(), n.rows_vars.end(),
                    [&](int a, int b) { return reads(a) < reads(b); });
+  // Block variables: a weight blocked by output channel, W[b,r,s,c,k'] of O[h,w,b,k'], reads
+  // b outermost and the input I[h+r,w+s,c] not at all; each b's block of W serves every row of
+  // the map, so b's loop goes outside everything (the reduction's tile included) and that block
+  // stays in cache while the rows pass (oneDNN's blocked weights, bench/results/).
+  for (int x : n.rows_vars) {
+    bool block = x >= 0 && !vector_operands.empty();
+    for (const Access& in : st.inputs) {
+      const int64_t stride = p.ElementStride(in, x);
+      if (p.ElementStride(in, n.v) == 0) {
+        block &= stride == 0;  // a broadcast operand: must not read x
+        continue;
+      }
+      for (int y : p.LoopVars(n.stmt)) block &= stride > 0 && p.ElementStride(in, y) <= stride;
+    }
+    if (block) n.block_vars.push_back(x);
+  }
   if (n.rows_vars.empty()) n.rows_vars.push_back(-1);
   // Reductions, the largest of which may be tiled.
   for (int x : p.LoopVars(n.stmt)) {
@@ -163,6 +181,19 @@ std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& optio
     n.vector_blocks.push_back({0, static_cast<int>((n.ev + lanes - 1) / lanes)});
   }
   return n;
+}
+
+bool Contains(const std::vector<int>& xs, int x) {
+  return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+// The block variables a plan puts outermost: those not among the block's own row variables.
+std::vector<int> BlockVarsOutside(const Nest& n, const std::vector<int>& rows) {
+  std::vector<int> outer;
+  for (int x : n.block_vars) {
+    if (!Contains(rows, x)) outer.push_back(x);
+  }
+  return outer;
 }
 
 // One-variable blocks: `rows` of u x v's vectors innermost, the reductions around them, the
@@ -186,11 +217,13 @@ void AddOneVariableBlocks(const Program& p, const Nest& n, std::vector<Candidate
           if (kb > 0) plan.splits.push_back({n.largest, kb});
           if (split_u) plan.splits.push_back({u, rows});
           if (split_v) plan.splits.push_back({n.v, nb});
+          const std::vector<int> outer = BlockVarsOutside(n, {u});
+          for (int x : outer) plan.order.push_back({x, 0});
           if (kb > 0) plan.order.push_back({n.largest, 0});
           if (split_u) plan.order.push_back({u, 0});
           if (split_v) plan.order.push_back({n.v, 0});
           for (int x : n.out) {
-            if (x != u && x != n.v) plan.order.push_back({x, 0});
+            if (x != u && x != n.v && !Contains(outer, x)) plan.order.push_back({x, 0});
           }
           for (int r : n.reductions) plan.order.push_back({r, r == n.largest && kb > 0 ? 1 : 0});
           if (u >= 0) plan.order.push_back({u, split_u ? 1 : 0});
@@ -239,11 +272,13 @@ void AddTwoVariableBlocks(const Program& p, const Nest& n, std::vector<Candidate
           if (kb > 0) plan.splits.push_back({n.largest, kb});
           plan.splits.push_back({u, rows});
           if (split_v) plan.splits.push_back({n.v, nb});
+          const std::vector<int> outer = BlockVarsOutside(n, {u, x2});
+          for (int x : outer) plan.order.push_back({x, 0});
           if (kb > 0) plan.order.push_back({n.largest, 0});
           plan.order.push_back({u, 0});
           if (split_v) plan.order.push_back({n.v, 0});
           for (int x : n.out) {
-            if (x != u && x != x2 && x != n.v) plan.order.push_back({x, 0});
+            if (x != u && x != x2 && x != n.v && !Contains(outer, x)) plan.order.push_back({x, 0});
           }
           for (int r : n.reductions) plan.order.push_back({r, r == n.largest && kb > 0 ? 1 : 0});
           plan.order.push_back({u, 1});

@@ -26,7 +26,9 @@ weighted total; the table's row is the run of median GFLOPS.
 each layer's PyTorch time is then the faster of its NCHW call and the same call on
 channels_last tensors (PyTorch's own channels-last path), and that is the ratio's reference.
 BERT's matmuls have no layout to choose: they run as in the dataset. Results:
-bench/results/layer_bench_nhwc.md.
+bench/results/layer_bench_nhwc.md. `--out-block=B` (with nhwc): convolutions of groups 1 with
+more than B output channels (a multiple of B) also read their weights blocked by B output
+channels, W[b,r,s,c,k], and write O[h,w,b,k] (extract(out_block=B); the same output bytes).
 
 torch.bmm (BERT's attention) is timed both with b contiguous and with b the transposed view of a
 contiguous tensor (as BERT's matmul(q, k.transpose(-1, -2)) hands it K^T; our scores program
@@ -145,9 +147,10 @@ def fastest(call: Callable[[], object], seconds: float) -> float:
     return best
 
 
-def channels_last_programs(dataset: str) -> Dict[str, Tuple[str, str]]:
+def channels_last_programs(dataset: str, out_block: int = 0) -> Dict[str, Tuple[str, str]]:
     """For resnet18-v0 and mobilenet_v2-v0: {dataset name: (channels-last task name, its
-    program)}, layer by layer from looptool.model.extract (empty for other datasets)."""
+    program)}, layer by layer from looptool.model.extract (empty for other datasets);
+    `out_block`: extract's (convolutions' weights blocked by output channel)."""
     model_name = {"resnet18-v0": "resnet18", "mobilenet_v2-v0": "mobilenet_v2"}.get(dataset)
     if model_name is None:
         return {}
@@ -159,7 +162,7 @@ def channels_last_programs(dataset: str) -> Dict[str, Tuple[str, str]]:
     model = getattr(torchvision.models, model_name)(weights=None).eval()
     x = torch.zeros(1, 3, 224, 224)
     nchw = extract_lib.extract(model, x, rewrite=False)
-    nhwc = extract_lib.extract(model, x, rewrite=False, layout="nhwc")
+    nhwc = extract_lib.extract(model, x, rewrite=False, layout="nhwc", out_block=out_block)
     out: Dict[str, Tuple[str, str]] = {}
     for a, b in zip(nchw.layers, nhwc.layers):
         out.setdefault(a.task, (b.task, nhwc.tasks[b.task].program))
@@ -216,12 +219,17 @@ def main() -> None:
                         help="the references' vector unit: as PyTorch and oneDNN choose "
                         "(native), or at most AVX2 (ONEDNN_MAX_CPU_ISA=AVX2, "
                         "ATEN_CPU_CAPABILITY=avx2)")
+    parser.add_argument("--out-block", type=int, default=0,
+                        help="with --layout=nhwc: convolutions' weights blocked by this many "
+                             "output channels (0: W[r,s,c,k])")
     parser.add_argument("--runs", type=int, default=1,
                         help="tuning runs per dataset (spread per layer)")
     args = parser.parse_args()
     if not 1 <= args.runs <= 10:
         parser.error("--runs: 1..10")
     nhwc = args.layout == "nhwc"
+    if args.out_block and not nhwc:
+        parser.error("--out-block: with --layout=nhwc")
     if nhwc and args.out == parser.get_default("out"):
         args.out = os.path.join(ROOT, "bench/results/layer_bench_nhwc.md")
     if args.ref_isa == "avx2":  # read when oneDNN and ATen start: before torch is imported
@@ -232,6 +240,7 @@ def main() -> None:
     lines = ["# Model layers: LoopTool against PyTorch and oneDNN, one core", "",
              f"`/usr/bin/python3 bench/model/layer_bench.py --time-limit={args.time_limit:g}"
              + (" --layout=nhwc" if nhwc else "")
+             + (f" --out-block={args.out_block}" if args.out_block else "")
              + (f" --runs={args.runs}" if args.runs > 1 else "")
              + (f" --isa={args.isa}" if args.isa != "auto" else "")
              + (f" --ref-isa={args.ref_isa}" if args.ref_isa != "native" else "") + "` "
@@ -244,7 +253,7 @@ def main() -> None:
     summary = []
     for dataset in args.dataset or DATASETS:
         layers = read_dataset(dataset)
-        programs = channels_last_programs(dataset) if nhwc else {}
+        programs = channels_last_programs(dataset, args.out_block) if nhwc else {}
         runs = [tune(args.cli, dataset, args.time_limit, programs, args.isa)
                 for _ in range(args.runs)]
         core = runs[-1][1]

@@ -153,6 +153,18 @@ class ExtractTest(unittest.TestCase):
                     f.write(corrupt)
                 self.assertEqual(commands.resolve_layout("auto", one, out), "nhwc", corrupt)
 
+    def test_run_takes_the_blocks_tune_recorded(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(commands.resolve_out_block(None, out), 0)  # no record
+            with open(os.path.join(out, "tune.json"), "w") as f:
+                json.dump({"layout": "nhwc", "out_block": 32}, f)
+            self.assertEqual(commands.resolve_out_block(None, out), 32)
+            self.assertEqual(commands.resolve_out_block(None), 0)  # tune: no reading
+            self.assertEqual(commands.resolve_out_block(16, out), 16)  # as given
+            with open(os.path.join(out, "tune.json"), "w") as f:
+                json.dump({"out_block": "32"}, f)
+            self.assertEqual(commands.resolve_out_block(None, out), 0)
+
     def test_every_kind_and_what_stays_in_pytorch(self):
         plan = extract_lib.extract(tiny_models.every_kind(), torch.randn(1, 3, 32, 32))
         self.assertEqual([(x.task, x.kernel_relu, x.epilogue()) for x in plan.layers], [
@@ -249,16 +261,19 @@ class TuneExportRunTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             args = ["--model=tiny_models:two_convs_and_linear", "--input-shape=1,3,16,16",
                     f"--out={out}"]
+            # The convolutions' weights blocked by 4 output channels; run (without the flag)
+            # extracts with the blocks tune.json records.
             p = model_cli("tune", *args, "--time-limit=6", "--slice=1", "--local-servers=2",
-                          "--no-progress")
+                          "--no-progress", "--out-block=4")
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn("4 layers as 4 tasks; 1 nodes left to PyTorch", p.stderr)
             summary = read_json(os.path.join(out, "tune.json"))
             self.assertEqual(sorted(r["task"] for r in summary["report"]), [
-                "conv_c3_k8_8x8_3x3_s2_bias_nhwc_relu", "conv_c8_k16_8x8_3x3_s1_bias_nhwc_relu",
+                "conv_c3_k8_8x8_3x3_s2_bias_nhwc_ob4_relu",
+                "conv_c8_k16_8x8_3x3_s1_bias_nhwc_ob4_relu",
                 "linear_1_16_10_bias",
                 "sumpool_global_c16_8x8_nhwc"])  # batch 1: channels last by default
-            self.assertEqual(summary["layout"], "nhwc")
+            self.assertEqual((summary["layout"], summary["out_block"]), ("nhwc", 4))
             self.assertEqual(len(summary["servers"]), 2)
             for r in summary["report"]:
                 self.assertGreater(r["gflops"], 0, r)
@@ -275,6 +290,7 @@ class TuneExportRunTest(unittest.TestCase):
             run = read_json(os.path.join(out, "run.json"))
             self.assertLessEqual(run["max_relative_error"], 1e-4)
             self.assertEqual((run["layers"], run["layers_on_kernels"]), (4, 4))
+            self.assertEqual(run["out_block"], 4)
             self.assertGreater(run["torch_eager_ms"], 0)
             self.assertGreater(run["looptool_ms"], 0)
             self.assertIn("max |ours - torch| / max |torch| = ", p.stdout)
@@ -319,10 +335,10 @@ class TuneExportRunTest(unittest.TestCase):
             with torch.no_grad():
                 np.testing.assert_allclose(ours(x).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
 
-    def through_kernels(self, model, x, layout="nchw"):
+    def through_kernels(self, model, x, layout="nchw", **extract_args):
         """The model through its plan's start-schedule kernels equals PyTorch's output; returns
         (the plan, the model on kernels)."""
-        plan = extract_lib.extract(model, x, layout=layout)
+        plan = extract_lib.extract(model, x, layout=layout, **extract_args)
         with tempfile.TemporaryDirectory() as out:
             ours, missing = with_kernels(plan, self.start_schedule_library(plan, out))
             self.assertEqual(missing, [])
@@ -347,6 +363,33 @@ class TuneExportRunTest(unittest.TestCase):
                 y = first(x)
             self.assertEqual(tuple(y.shape), plan.layers[0].result_shape)
             self.assertTrue(y.is_contiguous(memory_format=torch.channels_last))
+
+    def test_output_channels_blocked(self):
+        # out_block=4: every convolution of groups 1 with more than 4 output channels reads
+        # W[b,r,s,c,k] = W[r,s,c,4*b+k] and writes O[h,w,b,k]; the rest as without.
+        model, x = tiny_models.two_convs_and_linear(), torch.randn(1, 3, 16, 16)
+        flat = extract_lib.extract(model, x, layout="nhwc")
+        plan = extract_lib.extract(model, x, layout="nhwc", out_block=4)
+        self.assertEqual(plan.tasks["conv_c8_k16_8x8_3x3_s1_bias_nhwc_ob4_relu"].program,
+                         "O[h,w,b,k] += I[h+r, w+s, c] * W[b,r,s,c,k] -> relu\n"
+                         "b=4 k=4 h=8 w=8 c=9 r=3 s=3\n")
+        conv2 = plan.layers[1]
+        self.assertEqual((conv2.out_block, conv2.kernel_output_shape), (4, (8, 8, 4, 4)))
+        self.assertEqual(conv2.kernel_input_shapes[1], (4, 3, 3, 9, 4))
+        np.testing.assert_array_equal(
+            conv2.weight, flat.layers[1].weight.reshape(3, 3, 9, 4, 4).transpose(3, 0, 1, 2, 4))
+        with self.assertRaisesRegex(extract_lib.ExtractError, "out_block 4: 0, or a block"):
+            extract_lib.extract(model, x, out_block=4)
+        # Through the kernels: the stem, a plain 3x3, a strided 1x1 with its bias in the
+        # kernel blocked, and (rewrite=False) biases left to the epilogue, added per block.
+        for model, x, rewrite in ((tiny_models.every_kind(), torch.randn(1, 3, 32, 32), True),
+                                  (tiny_models.every_kind(), torch.randn(1, 3, 32, 32), False),
+                                  (tiny_models.two_convs_and_linear(), torch.randn(1, 3, 15, 17),
+                                   False)):
+            plan, _ = self.through_kernels(model, x, layout="nhwc", out_block=4, rewrite=rewrite)
+            self.assertGreaterEqual(sum(layer.out_block == 4 for layer in plan.layers), 2)
+            self.assertTrue(any(layer.out_block and layer.bias is not None
+                                for layer in plan.layers) or rewrite)
 
     def test_a_batch_and_odd_sizes_through_their_kernels(self):
         # Batch 2 (the index n kept, no phases, the channel of 1s on axis 1) and a 15x17 image

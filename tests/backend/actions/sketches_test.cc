@@ -126,6 +126,51 @@ TEST(Sketches, AShortOutputRowJoinsTheChannelRowsInTheBlock) {
   }
 }
 
+// Weights blocked by output channel (extract(out_block=32)): b picks a 32-channel block of W
+// and the input does not read it, so every sketch runs b outermost, around the reduction's
+// tile too: one block of W (3x3x64x32 floats) serves all of the 7x7 map's rows.
+TEST(Sketches, BlockedWeightsRunTheirBlockOutermost) {
+  SketchOptions avx2;
+  avx2.target = Isa::kAvx2;
+  const LoopTree start = Initial(
+      "O[h,w,b,k] += I[h+r, w+s, c] * W[b,r,s,c,k]; b=16 k=32 h=7 w=7 c=512 r=3 s=3");
+  const std::vector<Sketch> sketches = LoopNestSketches(start, Limits{}, avx2);
+  ASSERT_EQ(sketches.size(), 16u);
+  for (const Sketch& s : sketches) {
+    if (s.description.rfind("rows b/", 0) == 0) continue;  // b's own rows: b in the block
+    EXPECT_EQ(LoopTreeText(Built(start, s)).substr(0, 17), "for b in 16 : L0\n") << s.description;
+  }
+  const auto it = std::find_if(sketches.begin(), sketches.end(), [](const Sketch& s) {
+    return s.description == "rows h/3, vector k, reduction c/64";
+  });
+  ASSERT_NE(it, sketches.end());
+  EXPECT_EQ(LoopTreeText(Built(start, *it)),
+            "for b in 16 : L0\n"
+            " for c in 8 : L1\n"
+            "  for h in 2 r 1 : L2\n"
+            "   for w in 7 : L3\n"
+            "    for r in 3 : L4\n"
+            "     for s in 3 : L5\n"
+            "      for c' in 64 : L6  <<<<<< cursor (line 6 )\n"
+            "       for h' in 3 : L7\n"
+            "        for k in 32 : L8\n"
+            "         %2[h, r, w, s, c, b, k] <- multiply(%0, %1)\n"
+            "         %3[h, w, b, k] <- add(%2)\n"
+            "for h in 2 r 1 : L11\n"
+            " for h' in 3 : L12\n"
+            "  for w in 7 : L13\n"
+            "   for b in 16 : L14\n"
+            "    for k in 32 : L15\n"
+            "     %4[h, w, b, k] <- write(%3)\n");
+  // Without the blocks (W[r,s,c,k]) no variable is such a block: the first sketch's outermost
+  // loop is the reduction's tile, as before.
+  const std::vector<Sketch> flat = LoopNestSketches(
+      Initial("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=512 h=7 w=7 c=512 r=3 s=3"),
+      Limits{}, avx2);
+  ASSERT_FALSE(flat.empty());
+  EXPECT_EQ(flat[0].description.find("reduction c/64") != std::string::npos, true);
+}
+
 TEST(Sketches, Avx2BlocksFitSixteenRegisters) {
   SketchOptions avx2;
   avx2.target = Isa::kAvx2;

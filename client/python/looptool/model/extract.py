@@ -44,6 +44,13 @@ at extraction (not timed, as a library's weight reorder at load time):
        depthwise              O[h,w,c] += I[S*h+D*r, S*w+D*s, c] * W[r,s,c]
        pools                  O[h,w,c] max= I[S*h+D*r, S*w+D*s, c]; global: O[c] += I[h,w,c]
        adds                   C[h,w,c] = A[h,w,c] + B[h,w,c]
+With `out_block=B` (channels last only), a convolution of groups 1 whose K output channels are a
+multiple of B above B also reads its weights blocked by output channel, as oneDNN's blocked
+formats (OhwiXo): W[b,r,s,c,k] = W[r,s,c,B*b+k] (1x1: W[b,c,k]), and writes O[h,w,b,k], the
+same bytes as O[h,w,B*b+k]: one block of weights (all its taps and input channels, B output
+channels) is contiguous and serves the whole map, where W[r,s,c,k] puts K floats between two
+input channels. The weights are laid out once, at extraction, like the rest; the activations
+do not change. The sketches put b outside everything (backend/actions/sketches.h).
 The vector lanes then run along the channels, whatever the stride or the map's size (strided
 convolutions need no phases; 7x7 maps leave no lanes idle). A layer's result is the kernel's
 (H, W, C) output seen as the model's (1, C, H, W) tensor in PyTorch's channels_last strides (no
@@ -109,6 +116,9 @@ class Layer:
     # Channels last ("nhwc"): the kernel's tensors are (H, W, C) (global pools: (C,) out), the
     # layer's input a (1, C, H, W) tensor read through its channels_last view.
     channels_last: bool = False
+    # Output channels per weight block (`extract(out_block=)`): the kernel writes (H, W, K/B, B)
+    # and reads W[b,r,s,c,k] (1x1: W[b,c,k]); 0: not blocked.
+    out_block: int = 0
     activation: str = ""             # epilogue: "", "relu", or "clamp"
     clamp: Tuple[float, float] = (0.0, 6.0)
 
@@ -234,11 +244,12 @@ def _sole_user(node: torch.fx.Node) -> Optional[torch.fx.Node]:
 
 class _Extractor:
     def __init__(self, gm: torch.fx.GraphModule, batch: int, rewrite: bool = True,
-                 layout: str = "nchw") -> None:
+                 layout: str = "nchw", out_block: int = 0) -> None:
         self.gm = gm
         self.batch = batch
         self.rewrite = rewrite
         self.nhwc = layout == "nhwc"
+        self.out_block = out_block
         self.tasks: Dict[str, Task] = {}
         self.layers: List[Layer] = []
         self.left: List[Left] = []
@@ -267,6 +278,9 @@ class _Extractor:
         if layer.channels_last:
             self.lay_out_channels_last(layer)
             parts = [*parts, "nhwc"]
+            if self.block_output_channels(layer):
+                program = _blocked_program(program, layer.out_block)
+                parts = [*parts, f"ob{layer.out_block}"]
         if layer.kernel_relu:
             program = program.replace("\n", " -> relu\n", 1)
             parts = [*parts, "relu"]
@@ -320,6 +334,25 @@ class _Extractor:
         layer.input_views = [hwc(v) for v in layer.input_views]
         if layer.bias_axis == 0:
             layer.bias_axis = 2
+
+    def block_output_channels(self, layer: Layer) -> bool:
+        """A channels-last convolution of groups 1 whose output channels are a multiple of
+        `out_block` above it: weights W[r,s,c,k] (1x1: W[c,k]) -> W[b,r,s,c,k'] (W[b,c,k']),
+        the output (H, W, K) -> (H, W, K/B, B). Returns whether it did."""
+        b = self.out_block
+        w = layer.weight
+        if b <= 0 or layer.kind != "conv" or w is None or w.ndim not in (2, 4):
+            return False
+        k = w.shape[-1]
+        if k % b != 0 or k <= b:
+            return False
+        blocked = w.reshape(*w.shape[:-1], k // b, b)
+        layer.weight = np.ascontiguousarray(np.moveaxis(blocked, -2, 0))
+        layer.kernel_input_shapes = [*layer.kernel_input_shapes[:-1], tuple(layer.weight.shape)]
+        h, w_, _ = layer.kernel_output_shape
+        layer.kernel_output_shape = (h, w_, k // b, b)
+        layer.out_block = b
+        return True
 
     # A layer grows by a BatchNorm (convolutions only) and an activation that alone read it.
     def grow(self, layer: Layer, last: torch.fx.Node, fold_bn: bool) -> None:
@@ -695,23 +728,41 @@ def trace(model: torch.nn.Module, example: torch.Tensor) -> torch.fx.GraphModule
 LAYOUTS = ("nchw", "nhwc")
 
 
+def _blocked_program(program: str, block: int) -> str:
+    """A channels-last convolution's program, O[h,w,k] += I[...] * W[...,k], with its output
+    channels in blocks of `block`: O[h,w,b,k] += I[...] * W[b,...,k], b = K / block, k = block."""
+    lines = program.split("\n")
+    statement, sizes = lines[0], lines[1].split()
+    assert statement.startswith("O[h,w,k] += ") and "* W[" in statement, statement
+    head, weight = statement.split("* W[", 1)
+    lines[0] = head.replace("O[h,w,k]", "O[h,w,b,k]", 1) + "* W[b," + weight
+    k = next(int(t[2:]) for t in sizes if t.startswith("k="))
+    lines[1] = " ".join([f"b={k // block}", f"k={block}"]
+                        + [t for t in sizes if not t.startswith("k=")])
+    return "\n".join(lines)
+
+
 def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
-            layout: str = "nchw") -> Plan:
+            layout: str = "nchw", out_block: int = 0) -> Plan:
     """The model's layers, their tasks, and the nodes left to PyTorch (see the module's doc).
     `rewrite=False`: each layer's program as the model states it (strided convolutions strided,
     biases and what follows them in the epilogue), as the model datasets hold them.
-    `layout`: "nchw", or "nhwc" (channels last; batch 1 only)."""
+    `layout`: "nchw", or "nhwc" (channels last; batch 1 only). `out_block`: with "nhwc",
+    convolutions' output channels in blocks of this many (0: none; see the module's doc)."""
     if layout not in LAYOUTS:
         raise ExtractError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
     if layout == "nhwc" and example.dim() >= 1 and int(example.shape[0]) != 1:
         raise ExtractError(f"layout nhwc takes a batch of 1 (the example's is "
                            f"{int(example.shape[0])}); use layout nchw")
+    if out_block < 0 or (out_block and layout != "nhwc"):
+        raise ExtractError(f"out_block {out_block}: 0, or a block size with layout nhwc")
     if example.dtype != torch.float32:
         raise ExtractError(f"the example input is {example.dtype}; kernels take float32")
     if example.dim() < 1:
         raise ExtractError("the example input has no batch dimension")
     gm = trace(model, example)
-    ex = _Extractor(gm, batch=int(example.shape[0]), rewrite=rewrite, layout=layout)
+    ex = _Extractor(gm, batch=int(example.shape[0]), rewrite=rewrite, layout=layout,
+                    out_block=out_block)
     for node in gm.graph.nodes:
         if node.name in ex.taken or node.op not in ("call_module", "call_function",
                                                     "call_method"):

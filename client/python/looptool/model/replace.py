@@ -42,8 +42,10 @@ class KernelLayer(torch.nn.Module):
             # Per output channel: the kernel output's first dimension after the batch (conv,
             # grouped conv: (g, k) flattened), or its last (linear).
             out = layer.kernel_output_shape
-            if layer.kind == "linear" or layer.channels_last:
-                view: Tuple[int, ...] = (out[-1],)
+            if layer.out_block:  # (H, W, K/B, B): channel b*B+k
+                view: Tuple[int, ...] = (out[-2], out[-1])
+            elif layer.kind == "linear" or layer.channels_last:
+                view = (out[-1],)
             else:
                 channel_dims = 2 if layer.kind == "grouped_conv" else 1
                 lead = len(out) - 2 - channel_dims  # a batch dimension, if any
@@ -121,6 +123,8 @@ class KernelLayer(torch.nn.Module):
             out.relu_()
         elif layer.activation == "clamp":
             out.clamp_(*layer.clamp)
+        if layer.out_block:
+            out = out.reshape(*out.shape[:-2], -1)  # (H, W, K): the same bytes
         if layer.channels_last and out.dim() == 3:
             out = out.permute(2, 0, 1)  # (C, H, W) in channels_last strides, not copied
         return out.reshape(layer.result_shape)
