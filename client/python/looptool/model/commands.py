@@ -20,6 +20,9 @@ OUT/run.json and OUT/run.md.
 `--layout`: the activations' layout, channels last (nhwc: every convolution vectorizes along
 its channels, whatever its stride or map; looptool.model.extract's doc) or nchw; auto (the
 default) is nhwc for a batch of 1; run's auto takes the layout OUT/tune.json records.
+`--out-block=B` (nhwc): convolutions' weights blocked by B output channels (extract's
+`out_block`; bench/results/layout_blocked_weights.md measures it); tune's default is 0 (not
+blocked), run's what OUT/tune.json records.
 
 `--model` is a torchvision model name (built with random weights from `--seed`, its BatchNorm
 statistics randomized too so that folding them is exercised) or `package.module:factory` (a
@@ -103,6 +106,22 @@ def resolve_layout(layout: str, example: torch.Tensor, out: str = "") -> str:
     return "nhwc" if example.dim() == 4 and int(example.shape[0]) == 1 else "nchw"
 
 
+def resolve_out_block(out_block: Optional[int], out: str = "") -> int:
+    """None: the out_block OUT/tune.json records (run after tune), else 0; any other value as
+    it is. tune and run must extract with the same blocks: their tasks' names differ."""
+    if out_block is not None:
+        return out_block
+    if out:
+        try:
+            with open(os.path.join(out, "tune.json")) as f:
+                recorded = json.load(f).get("out_block", 0)
+            if isinstance(recorded, int) and recorded >= 0:
+                return recorded
+        except (OSError, ValueError, AttributeError):
+            pass  # no readable record: not blocked
+    return 0
+
+
 def example_input(shape: Sequence[int], seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 2))
 
@@ -114,7 +133,7 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
                library: str = LIBRARY, auth_token_file: str = "", seed: int = 0,
                progress: bool = True, title: str = "model", server_flags: Sequence[str] = (),
                log: Any = sys.stderr, on_slice: Any = None,
-               layout: str = "auto") -> Dict[str, Any]:
+               layout: str = "auto", out_block: Optional[int] = None) -> Dict[str, Any]:
     """Tunes the model's tasks and exports their kernels to OUT/kernels (module doc). Returns
     the summary written to OUT/tune.json. `on_slice(tuning.SliceResult)` sees each slice as it
     comes back; `server_flags` go to the local servers."""
@@ -124,7 +143,8 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     from looptool.rl import cluster
 
     layout = resolve_layout(layout, example)
-    plan = extract_lib.extract(model, example, layout=layout)
+    out_block = resolve_out_block(out_block)
+    plan = extract_lib.extract(model, example, layout=layout, out_block=out_block)
     if not plan.tasks:
         raise ValueError("the model has no layer a kernel can compute: "
                          + "; ".join(f"{x.node}: {x.why}" for x in plan.left[:10]))
@@ -195,7 +215,7 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     table = report_lib.write(plan, run, manifest, out, title)
     summary = {
         "title": title, "input_shape": list(plan.input_shape), "layers": len(plan.layers),
-        "layout": layout,
+        "layout": layout, "out_block": out_block,
         "tasks": len(plan.tasks), "time_limit": time_limit, "slice_seconds": slice_seconds,
         "seconds": round(run.seconds, 2), "servers": list(srv.addresses),
         "dropped_servers": run.dropped_servers, "lost_slices": run.lost_slices,
@@ -249,14 +269,15 @@ class _OneCpu:
 def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
               library_dir: str = "", repeats: int = 20, warmup: int = 3,
               tolerance: float = 1e-4, title: str = "model",
-              layout: str = "auto") -> Dict[str, Any]:
+              layout: str = "auto", out_block: Optional[int] = None) -> Dict[str, Any]:
     """The model through OUT/kernels against PyTorch: error and latency (module doc). Returns the
     summary written to OUT/run.json."""
     from looptool.model.replace import with_kernels
 
     library = kernels.load(library_dir or os.path.join(out, "kernels"))
     layout = resolve_layout(layout, example, out)
-    plan = extract_lib.extract(model, example, layout=layout)
+    out_block = resolve_out_block(out_block, out)
+    plan = extract_lib.extract(model, example, layout=layout, out_block=out_block)
     ours, missing = with_kernels(plan, library)
     with torch.no_grad(), _OneCpu() as cpu:
         reference = model(example)
@@ -280,7 +301,7 @@ def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     summary = {
         "title": title, "input_shape": list(example.shape), "cpu": cpu,
         "max_relative_error": error, "tolerance": tolerance, "ok": error <= tolerance,
-        "layout": layout,
+        "layout": layout, "out_block": out_block,
         "torch_eager_ms": eager_ms, "looptool_ms": ours_ms, "speedup": eager_ms / ours_ms,
         "repeats": repeats,
         "layers": len(plan.layers), "layers_on_kernels": kernel_layers,
@@ -320,6 +341,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         s.add_argument("--layout", default="auto", choices=("auto", *extract_lib.LAYOUTS),
                        help="activations' layout: nhwc (channels last), nchw, or auto (tune: "
                             "nhwc for a batch of 1; run: the one OUT/tune.json records)")
+        s.add_argument("--out-block", type=int, default=None,
+                       help="nhwc: convolutions' weights blocked by this many output channels "
+                            "(tune's default 0: not blocked; run's: what OUT/tune.json records)")
         if name == "tune":
             s.add_argument("--time-limit", type=float, default=0,
                            help="seconds of tuning (default: 10 per task per server)")
@@ -372,12 +396,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 servers=args.server_list, local_servers=args.local_servers,
                 scheduler=args.scheduler, workers=args.workers, store=args.store,
                 library=args.library, auth_token_file=args.auth_token_file, seed=args.seed,
-                progress=not args.no_progress, title=args.model, layout=args.layout)
+                progress=not args.no_progress, title=args.model, layout=args.layout,
+                out_block=args.out_block)
             return 0 if summary["library"] and not any(r["error"] for r in summary["report"]) \
                 else 1
         summary = run_model(model, example, args.out, library_dir=args.library_dir,
                             repeats=args.repeats, tolerance=args.tolerance, title=args.model,
-                            layout=args.layout)
+                            layout=args.layout, out_block=args.out_block)
         with open(os.path.join(args.out, "run.md")) as f:
             print(f.read(), end="")
         return 0 if summary["ok"] else 1
