@@ -40,7 +40,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -185,7 +184,12 @@ def tune(cli: str, dataset: str, time_limit: float,
             with open(files[-1], "w", encoding="utf-8") as f:
                 f.write(program)
         command = [cli, "tune", "--benchmark=" + ",".join(files)]
-    p = subprocess.run(command + [f"--time_limit={time_limit}", f"--isa={isa}", "--json"],
+    # The kernel worker's core, named (the server's default, the last allowed CPU, made
+    # explicit): the references are then pinned to it. (`--json` prints no "kernel worker on
+    # cpu N" line to read it from.)
+    core = max(os.sched_getaffinity(0))
+    p = subprocess.run(command + [f"--time_limit={time_limit}", f"--isa={isa}", "--json",
+                                  f"--eval_cores={core}"],
                        capture_output=True,
                        text=True, check=False)
     if tmp is not None:
@@ -193,8 +197,6 @@ def tune(cli: str, dataset: str, time_limit: float,
     rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     if not rows:
         sys.exit(f"layer_bench: looptool tune --dataset={dataset} failed: {p.stderr.strip()}")
-    m = re.search(r"kernel workers? on cpus? (\d+)", p.stderr)
-    core = int(m.group(1)) if m else os.sched_getaffinity(0).pop()
     by_name = {r["benchmark"].rsplit("/", 1)[1]: r for r in rows}
     if programs:
         by_name = {name: dict(by_name[task], task=task)
