@@ -261,16 +261,15 @@ class TuneExportRunTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             args = ["--model=tiny_models:two_convs_and_linear", "--input-shape=1,3,16,16",
                     f"--out={out}"]
-            # The convolutions' weights blocked by 4 output channels; run (without the flag)
-            # extracts with the blocks tune.json records.
+            # --out-block=4 (the tiny weights stay unblocked: under 512 KiB); tune.json records
+            # it and run (without the flag) extracts with it.
             p = model_cli("tune", *args, "--time-limit=6", "--slice=1", "--local-servers=2",
                           "--no-progress", "--out-block=4")
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn("4 layers as 4 tasks; 1 nodes left to PyTorch", p.stderr)
             summary = read_json(os.path.join(out, "tune.json"))
             self.assertEqual(sorted(r["task"] for r in summary["report"]), [
-                "conv_c3_k8_8x8_3x3_s2_bias_nhwc_ob4_relu",
-                "conv_c8_k16_8x8_3x3_s1_bias_nhwc_ob4_relu",
+                "conv_c3_k8_8x8_3x3_s2_bias_nhwc_relu", "conv_c8_k16_8x8_3x3_s1_bias_nhwc_relu",
                 "linear_1_16_10_bias",
                 "sumpool_global_c16_8x8_nhwc"])  # batch 1: channels last by default
             self.assertEqual((summary["layout"], summary["out_block"]), ("nhwc", 4))
@@ -365,11 +364,11 @@ class TuneExportRunTest(unittest.TestCase):
             self.assertTrue(y.is_contiguous(memory_format=torch.channels_last))
 
     def test_output_channels_blocked(self):
-        # out_block=4: every convolution of groups 1 with more than 4 output channels reads
-        # W[b,r,s,c,k] = W[r,s,c,4*b+k] and writes O[h,w,b,k]; the rest as without.
+        # out_block=4, block_min_bytes=0: every convolution of groups 1 with more than 4 output
+        # channels reads W[b,r,s,c,k] = W[r,s,c,4*b+k] and writes O[h,w,b,k]; the rest as without.
         model, x = tiny_models.two_convs_and_linear(), torch.randn(1, 3, 16, 16)
         flat = extract_lib.extract(model, x, layout="nhwc")
-        plan = extract_lib.extract(model, x, layout="nhwc", out_block=4)
+        plan = extract_lib.extract(model, x, layout="nhwc", out_block=4, block_min_bytes=0)
         self.assertEqual(plan.tasks["conv_c8_k16_8x8_3x3_s1_bias_nhwc_ob4_relu"].program,
                          "O[h,w,b,k] += I[h+r, w+s, c] * W[b,r,s,c,k] -> relu\n"
                          "b=4 k=4 h=8 w=8 c=9 r=3 s=3\n")
@@ -380,13 +379,20 @@ class TuneExportRunTest(unittest.TestCase):
             conv2.weight, flat.layers[1].weight.reshape(3, 3, 9, 4, 4).transpose(3, 0, 1, 2, 4))
         with self.assertRaisesRegex(extract_lib.ExtractError, "out_block 4: 0, or a block"):
             extract_lib.extract(model, x, out_block=4)
+        # Weights under block_min_bytes stay W[r,s,c,k]: conv2's take 9*9*16*4 = 5184 bytes.
+        sizes = {n: [layer.out_block for layer in extract_lib.extract(
+            model, x, layout="nhwc", out_block=4, block_min_bytes=n).layers] for n in
+            (5184, 5185, extract_lib.BLOCKED_WEIGHTS_MIN_BYTES)}
+        self.assertEqual(sizes, {5184: [0, 4, 0, 0], 5185: [0, 0, 0, 0],
+                                 extract_lib.BLOCKED_WEIGHTS_MIN_BYTES: [0, 0, 0, 0]})
         # Through the kernels: the stem, a plain 3x3, a strided 1x1 with its bias in the
         # kernel blocked, and (rewrite=False) biases left to the epilogue, added per block.
         for model, x, rewrite in ((tiny_models.every_kind(), torch.randn(1, 3, 32, 32), True),
                                   (tiny_models.every_kind(), torch.randn(1, 3, 32, 32), False),
                                   (tiny_models.two_convs_and_linear(), torch.randn(1, 3, 15, 17),
                                    False)):
-            plan, _ = self.through_kernels(model, x, layout="nhwc", out_block=4, rewrite=rewrite)
+            plan, _ = self.through_kernels(model, x, layout="nhwc", out_block=4, rewrite=rewrite,
+                                           block_min_bytes=0)
             self.assertGreaterEqual(sum(layer.out_block == 4 for layer in plan.layers), 2)
             self.assertTrue(any(layer.out_block and layer.bias is not None
                                 for layer in plan.layers) or rewrite)

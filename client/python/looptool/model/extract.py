@@ -44,19 +44,23 @@ at extraction (not timed, as a library's weight reorder at load time):
        depthwise              O[h,w,c] += I[S*h+D*r, S*w+D*s, c] * W[r,s,c]
        pools                  O[h,w,c] max= I[S*h+D*r, S*w+D*s, c]; global: O[c] += I[h,w,c]
        adds                   C[h,w,c] = A[h,w,c] + B[h,w,c]
-With `out_block=B` (channels last only), a convolution of groups 1 whose K output channels are a
-multiple of B above B also reads its weights blocked by output channel, as oneDNN's blocked
-formats (OhwiXo): W[b,r,s,c,k] = W[r,s,c,B*b+k] (1x1: W[b,c,k]), and writes O[h,w,b,k], the
-same bytes as O[h,w,B*b+k]: one block of weights (all its taps and input channels, B output
-channels) is contiguous and serves the whole map, where W[r,s,c,k] puts K floats between two
-input channels. The weights are laid out once, at extraction, like the rest; the activations
-do not change. The sketches put b outside everything (backend/actions/sketches.h).
 The vector lanes then run along the channels, whatever the stride or the map's size (strided
 convolutions need no phases; 7x7 maps leave no lanes idle). A layer's result is the kernel's
 (H, W, C) output seen as the model's (1, C, H, W) tensor in PyTorch's channels_last strides (no
 copy), so a chain of such layers passes its activations on without a repack; the first layer's
 padding copy repacks the model's NCHW input, and nodes left to PyTorch see ordinary tensors.
 Grouped convolutions and linear layers keep their forms (their inputs are copied to them).
+
+With `out_block=B` (channels last only), a convolution of groups 1 whose K output channels are a
+multiple of B above B, and whose weights take at least `block_min_bytes` (default 512 KiB, the
+L2 of a Zen 3 core), also reads its weights blocked by output channel, as oneDNN's blocked
+formats (OhwiXo): W[b,r,s,c,k] = W[r,s,c,B*b+k] (1x1: W[b,c,k]), and writes O[h,w,b,k], the
+same bytes as O[h,w,B*b+k]. One block of weights (all its taps and input channels, B output
+channels) is then contiguous and serves the whole map, where W[r,s,c,k] puts K floats between
+two input channels. Smaller weights stay in cache either way, and there the unblocked form was
+as fast or faster (bench/results/layout_blocked_weights.md). The weights are laid out once, at
+extraction, like the rest; the activations do not change. The sketches put b outside every
+loop (backend/actions/sketches.h).
 """
 
 import dataclasses
@@ -244,12 +248,14 @@ def _sole_user(node: torch.fx.Node) -> Optional[torch.fx.Node]:
 
 class _Extractor:
     def __init__(self, gm: torch.fx.GraphModule, batch: int, rewrite: bool = True,
-                 layout: str = "nchw", out_block: int = 0) -> None:
+                 layout: str = "nchw", out_block: int = 0,
+                 block_min_bytes: int = 0) -> None:
         self.gm = gm
         self.batch = batch
         self.rewrite = rewrite
         self.nhwc = layout == "nhwc"
         self.out_block = out_block
+        self.block_min_bytes = block_min_bytes
         self.tasks: Dict[str, Task] = {}
         self.layers: List[Layer] = []
         self.left: List[Left] = []
@@ -337,14 +343,15 @@ class _Extractor:
 
     def block_output_channels(self, layer: Layer) -> bool:
         """A channels-last convolution of groups 1 whose output channels are a multiple of
-        `out_block` above it: weights W[r,s,c,k] (1x1: W[c,k]) -> W[b,r,s,c,k'] (W[b,c,k']),
+        `out_block` above it and whose weights take `block_min_bytes` or more: weights
+        W[r,s,c,k] (1x1: W[c,k]) -> W[b,r,s,c,k'] (W[b,c,k']),
         the output (H, W, K) -> (H, W, K/B, B). Returns whether it did."""
         b = self.out_block
         w = layer.weight
         if b <= 0 or layer.kind != "conv" or w is None or w.ndim not in (2, 4):
             return False
         k = w.shape[-1]
-        if k % b != 0 or k <= b:
+        if k % b != 0 or k <= b or w.nbytes < self.block_min_bytes:
             return False
         blocked = w.reshape(*w.shape[:-1], k // b, b)
         layer.weight = np.ascontiguousarray(np.moveaxis(blocked, -2, 0))
@@ -726,6 +733,8 @@ def trace(model: torch.nn.Module, example: torch.Tensor) -> torch.fx.GraphModule
 
 
 LAYOUTS = ("nchw", "nhwc")
+# extract(out_block=B) blocks a convolution's weights from this size up (see the module's doc).
+BLOCKED_WEIGHTS_MIN_BYTES = 512 * 1024
 
 
 def _blocked_program(program: str, block: int) -> str:
@@ -743,12 +752,14 @@ def _blocked_program(program: str, block: int) -> str:
 
 
 def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
-            layout: str = "nchw", out_block: int = 0) -> Plan:
+            layout: str = "nchw", out_block: int = 0,
+            block_min_bytes: int = BLOCKED_WEIGHTS_MIN_BYTES) -> Plan:
     """The model's layers, their tasks, and the nodes left to PyTorch (see the module's doc).
     `rewrite=False`: each layer's program as the model states it (strided convolutions strided,
     biases and what follows them in the epilogue), as the model datasets hold them.
     `layout`: "nchw", or "nhwc" (channels last; batch 1 only). `out_block`: with "nhwc",
-    convolutions' output channels in blocks of this many (0: none; see the module's doc)."""
+    convolutions' output channels in blocks of this many (0: none; see the module's doc), those
+    whose weights take `block_min_bytes` or more."""
     if layout not in LAYOUTS:
         raise ExtractError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
     if layout == "nhwc" and example.dim() >= 1 and int(example.shape[0]) != 1:
@@ -762,7 +773,7 @@ def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
         raise ExtractError("the example input has no batch dimension")
     gm = trace(model, example)
     ex = _Extractor(gm, batch=int(example.shape[0]), rewrite=rewrite, layout=layout,
-                    out_block=out_block)
+                    out_block=out_block, block_min_bytes=block_min_bytes)
     for node in gm.graph.nodes:
         if node.name in ex.taken or node.op not in ("call_module", "call_function",
                                                     "call_method"):
