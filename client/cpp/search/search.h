@@ -113,10 +113,12 @@ struct SearchOptions {
   double cost_model_up_to_seconds = 2;
   // The best `retime_top` distinct kernels (and the start) are timed again at the end with the
   // server's full fixed budget (StateSource::Remeasure), in the last 5% of the time limit (at
-  // most 0.1 s; a kernel in progress may run past it, and the first re-timing happens even past
-  // the limit); the fastest re-timed one is the result and its re-timed GFLOPS what is
-  // reported, so that the number is not the luckiest of thousands of measurements. 0: report the search's own measurements. Not for policy, which
-  // measures one state only.
+  // most 0.5 s; a kernel in progress may run past it, and the first re-timing happens even past
+  // the limit), the best ones up to three times each, in turn, while that time lasts; the
+  // fastest re-timed one is the result and its fastest re-timed GFLOPS what is reported, so
+  // that the number is not the luckiest of thousands of measurements, nor one budget's runs
+  // that the host's other load slowed. 0: report the search's own measurements. Not for
+  // policy, which measures one state only.
   int retime_top = 3;
   // Called after every evaluated state (from the calling thread).
   std::function<void(const SearchProgress&)> on_progress;
@@ -126,8 +128,8 @@ struct SearchOptions {
   // and so are states reached again by another path). Kernels that could not be measured
   // (failed to compile, verify or run; cut off by the time limit) are not reported.
   std::function<void(const MeasuredKernel&)> on_measured;
-  // Once for each kernel re-timed at the end (retime_top), with its MeasuredKernel::kernel key
-  // and the re-timed GFLOPS.
+  // For each re-timing at the end (retime_top), with the kernel's MeasuredKernel::kernel key
+  // and its fastest re-timed GFLOPS so far.
   std::function<void(const std::string& kernel, double gflops)> on_retimed;
 };
 

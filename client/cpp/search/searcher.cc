@@ -13,9 +13,10 @@ namespace looptool::client::internal {
 namespace {
 
 // The time kept at the end of the limit for re-timing the best states (SearchOptions::
-// retime_top): 5% of it, at most 0.1 s.
+// retime_top): 5% of it, at most 0.5 s; in it, each is re-timed up to kRetimeRounds times.
 constexpr double kRetimeShare = 0.05;
-constexpr double kRetimeSecondsMax = 0.1;
+constexpr double kRetimeSecondsMax = 0.5;
+constexpr int kRetimeRounds = 3;
 
 std::vector<std::string> Observations(const std::string& features, bool reporting) {
   std::vector<std::string> o = {"ir", "loop_tree", "flops", "action_mask"};
@@ -173,21 +174,49 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
     if (kernels.insert(KernelKey(n->ir)).second) candidates.push_back(n);
   }
   candidates.push_back(&root_);
-  std::optional<Retimed> best;
+  // One re-timed candidate: its state, kept for the later rounds, and its fastest re-timing.
+  struct Timed {
+    const Node* node;
+    std::unique_ptr<StateSource> source;
+    double gflops = 0, peak_gflops = 0;
+  };
+  std::vector<Timed> timed;
+  const auto retime = [&](Timed& t) {
+    absl::StatusOr<Retiming> g = t.source->Remeasure();
+    if (!g.ok()) return false;
+    if (g->gflops > t.gflops) {
+      t.gflops = g->gflops;
+      t.peak_gflops = g->peak_gflops;
+    }
+    if (options_.on_retimed) options_.on_retimed(KernelKey(t.node->ir), t.gflops);
+    return true;
+  };
   double start_gflops = 0;
   for (const Node* n : candidates) {
     // The time limit stops re-timing once one kernel is re-timed: a last step that ran past it
     // does not leave the result un-re-timed.
-    if (best.has_value() && Elapsed() >= options_.time_limit_seconds) break;
+    if (!timed.empty() && Elapsed() >= options_.time_limit_seconds) break;
     absl::StatusOr<std::unique_ptr<StateSource>> source = start_.Fork();
     if (!source.ok()) break;
     if (!n->path.empty() && !(*source)->Step(n->path, {}).ok()) continue;
-    absl::StatusOr<Retiming> g = (*source)->Remeasure();
-    if (!g.ok()) continue;
-    if (n == &root_) start_gflops = g->gflops;
-    if (options_.on_retimed) options_.on_retimed(KernelKey(n->ir), g->gflops);
-    if (!best.has_value() || g->gflops > best->gflops) {
-      best = Retimed{*n, g->gflops, 0, g->peak_gflops};
+    Timed t{n, *std::move(source)};
+    if (!retime(t)) continue;
+    if (n == &root_) start_gflops = t.gflops;
+    timed.push_back(std::move(t));
+  }
+  // Later rounds, while the time lasts: each winner timed again, in turn, and its fastest
+  // re-timing kept. A host's other load (a neighbour's use of a shared cache) can slow all of
+  // one budget's runs; re-timings spread over the reserved time are not all caught by it.
+  for (int round = 1; round < kRetimeRounds; ++round) {
+    for (Timed& t : timed) {
+      if (Elapsed() >= options_.time_limit_seconds) break;
+      if (t.node != &root_) retime(t);
+    }
+  }
+  std::optional<Retimed> best;
+  for (const Timed& t : timed) {
+    if (!best.has_value() || t.gflops > best->gflops) {
+      best = Retimed{*t.node, t.gflops, 0, t.peak_gflops};
     }
   }
   if (best.has_value()) best->start_gflops = start_gflops;

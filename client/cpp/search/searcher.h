@@ -93,9 +93,10 @@ class Searcher {
 
   // The fastest of the best `k` distinct kernels visited and the start, each timed again
   // (StateSource::Remeasure; the best first and the start last) while the time limit lasts (and
-  // until one has been re-timed, past it), with its re-timed GFLOPS; nullopt when none could be
-  // re-timed. Also the start's re-timed
-  // GFLOPS (0 when it was not).
+  // until one has been re-timed, past it), then the k again, in turn, for up to two more rounds
+  // while it lasts; with its fastest re-timed GFLOPS (on_retimed hears each re-timing, with
+  // the kernel's fastest so far); nullopt when none could be re-timed. Also the start's
+  // re-timed GFLOPS (0 when it was not).
   struct Retimed {
     Node node;
     double gflops = 0, start_gflops = 0;

@@ -131,8 +131,9 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
 
 absl::StatusOr<Retiming> FakeStateSource::Remeasure() {
   world_->clock.Advance(world_->measure_cost);
-  ++world_->remeasured;
-  return Retiming{0.99 * world_->Gflops(knobs_), world_->remeasure_peak};
+  const std::vector<double>& f = world_->remeasure_factors;
+  const double factor = f[world_->remeasured++ % f.size()];
+  return Retiming{factor * world_->Gflops(knobs_), world_->remeasure_peak};
 }
 
 absl::StatusOr<std::vector<std::string>> FakeStateSource::ActionNamesOf(

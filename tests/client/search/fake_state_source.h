@@ -3,7 +3,7 @@
 // action mask says). A state's GFLOPS is 10 + 80 * prod_i (1 - |k_i - target_i| / 8): a single
 // optimum of 90 at the target, approached knob by knob. Time is the world's own clock: a call
 // costs `call_cost`, the first measurement of a state `measure_cost` (later ones come from the
-// cache, as the server's do), a re-timing `measure_cost`; a call that would end after its
+// cache, as the server's do), a re-timing `measure_cost` (its GFLOPS scaled: remeasure_factors); a call that would end after its
 // deadline advances the clock to the deadline and fails DEADLINE_EXCEEDED; a failed step changes
 // nothing, as the server's. The world counts what was measured, in order. plan_features is
 // {"knobs":"<ir>"}; with `loop_set`, the space is named loop_nest and padded to a loop_set
@@ -45,6 +45,8 @@ struct FakeWorld {
   std::map<std::string, int> times_observed;  // flops observations per state (cached or not)
   int remeasured = 0;
   double remeasure_peak = 0;  // the peak each re-timing reports
+  // The n-th re-timing (from 0) reports remeasure_factors[n % size] x the state's GFLOPS.
+  std::vector<double> remeasure_factors = {0.99};
   int predictions = 0;
 
   double Gflops(const std::vector<int>& knobs) const;
