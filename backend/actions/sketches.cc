@@ -148,9 +148,15 @@ std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& optio
   // Block variables: a weight blocked by output channel, W[b,r,s,c,k'] of O[h,w,b,k'], reads
   // b outermost and the input I[h+r,w+s,c] not at all; each b's block of W serves every row of
   // the map, so b's loop goes outside everything (the reduction's tile included) and that block
-  // stays in cache while the rows pass (oneDNN's blocked weights, bench/results/).
+  // stays in cache while the rows pass (oneDNN's blocked weights,
+  // bench/results/layout_blocked_weights.md). So: some input is a broadcast operand (reads no
+  // v) and none of those reads x; every vector operand reads x with its largest stride and no
+  // other row variable (a batch n of I[n,c,h+r,w+s] is no block: I's block is one row's).
+  const bool broadcasts = std::any_of(st.inputs.begin(), st.inputs.end(), [&](const Access& in) {
+    return p.ElementStride(in, n.v) == 0;
+  });
   for (int x : n.rows_vars) {
-    bool block = x >= 0 && !vector_operands.empty();
+    bool block = broadcasts && !vector_operands.empty();
     for (const Access& in : st.inputs) {
       const int64_t stride = p.ElementStride(in, x);
       if (p.ElementStride(in, n.v) == 0) {
@@ -158,6 +164,7 @@ std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& optio
         continue;
       }
       for (int y : p.LoopVars(n.stmt)) block &= stride > 0 && p.ElementStride(in, y) <= stride;
+      for (int y : n.rows_vars) block &= y == x || p.ElementStride(in, y) == 0;
     }
     if (block) n.block_vars.push_back(x);
   }

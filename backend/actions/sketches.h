@@ -46,8 +46,9 @@ struct SketchOptions {
 // (when tiled), the outer tiles of the row variable u and of v, the other output variables, the
 // reductions (inner tiles), u's rows, v's block; u is another output variable (none for 1-D
 // outputs), preferring one the vector operands do not read. A block variable goes outside all
-// of these: an output variable (not u) that every vector operand reads as its outermost index
-// and no other input reads, such as b in a convolution whose weights are blocked by output
+// of these: an output variable (not one of the block's row variables) that every vector
+// operand reads as its outermost index, reading no other row variable, where a broadcast
+// operand exists and reads none of it: b in a convolution whose weights are blocked by output
 // channel, O[h,w,b,k] += I[h+r,w+s,c] * W[b,r,s,c,k] (one block of W serves the whole map). Sizes come from loop_nest's tile
 // sizes: blocks of 4/3/2/1 vectors (or all of v when it is at most 64), 1-24 rows, reduction
 // tiles of 64 or none. Where a second output variable x is at most 8 long (a convolution's 7x7

@@ -27,8 +27,9 @@ each layer's PyTorch time is then the faster of its NCHW call and the same call 
 channels_last tensors (PyTorch's own channels-last path), and that is the ratio's reference.
 BERT's matmuls have no layout to choose: they run as in the dataset. Results:
 bench/results/layer_bench_nhwc.md. `--out-block=B` (with nhwc): convolutions of groups 1 with
-more than B output channels (a multiple of B) also read their weights blocked by B output
-channels, W[b,r,s,c,k], and write O[h,w,b,k] (extract(out_block=B); the same output bytes).
+more than B output channels (a multiple of B) and weights of 512 KiB or more also read their
+weights blocked by B output channels, W[b,r,s,c,k], and write O[h,w,b,k] (extract(out_block=B)
+with its default block_min_bytes; the same output bytes).
 
 torch.bmm (BERT's attention) is timed both with b contiguous and with b the transposed view of a
 contiguous tensor (as BERT's matmul(q, k.transpose(-1, -2)) hands it K^T; our scores program

@@ -161,6 +161,7 @@ class ExtractTest(unittest.TestCase):
             self.assertEqual(commands.resolve_out_block(None, out), 32)
             self.assertEqual(commands.resolve_out_block(None), 0)  # tune: no reading
             self.assertEqual(commands.resolve_out_block(16, out), 16)  # as given
+            self.assertEqual(commands.resolve_out_block(None, out, "nchw"), 0)  # no blocks there
             with open(os.path.join(out, "tune.json"), "w") as f:
                 json.dump({"out_block": "32"}, f)
             self.assertEqual(commands.resolve_out_block(None, out), 0)

@@ -201,20 +201,20 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
     if (!n->path.empty() && !(*source)->Step(n->path, {}).ok()) continue;
     Timed t{n, *std::move(source)};
     if (!retime(t)) continue;
-    if (n == &root_) start_gflops = t.gflops;
     timed.push_back(std::move(t));
   }
-  // Later rounds, while the time lasts: each winner timed again, in turn, and its fastest
-  // re-timing kept. A host's other load (a neighbour's use of a shared cache) can slow all of
+  // Later rounds, while the time lasts: each timed again, in turn (the start last), and its
+  // fastest re-timing kept. A host's other load (a neighbour's use of a shared cache) can slow all of
   // one budget's runs; re-timings spread over the reserved time are not all caught by it.
   for (int round = 1; round < kRetimeRounds; ++round) {
     for (Timed& t : timed) {
       if (Elapsed() >= options_.time_limit_seconds) break;
-      if (t.node != &root_) retime(t);
+      retime(t);
     }
   }
   std::optional<Retimed> best;
   for (const Timed& t : timed) {
+    if (t.node == &root_) start_gflops = t.gflops;
     if (!best.has_value() || t.gflops > best->gflops) {
       best = Retimed{*t.node, t.gflops, 0, t.peak_gflops};
     }

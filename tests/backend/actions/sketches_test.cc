@@ -164,11 +164,21 @@ TEST(Sketches, BlockedWeightsRunTheirBlockOutermost) {
             "     %4[h, w, b, k] <- write(%3)\n");
   // Without the blocks (W[r,s,c,k]) no variable is such a block: the first sketch's outermost
   // loop is the reduction's tile, as before.
-  const std::vector<Sketch> flat = LoopNestSketches(
-      Initial("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=512 h=7 w=7 c=512 r=3 s=3"),
-      Limits{}, avx2);
+  const LoopTree flat_start =
+      Initial("O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=512 h=7 w=7 c=512 r=3 s=3");
+  const std::vector<Sketch> flat = LoopNestSketches(flat_start, Limits{}, avx2);
   ASSERT_FALSE(flat.empty());
-  EXPECT_EQ(flat[0].description.find("reduction c/64") != std::string::npos, true);
+  EXPECT_EQ(LoopTreeText(Built(flat_start, flat[0])).substr(0, 16), "for c in 8 : L0\n");
+  // Nor is a batch: n is I's outermost index and W does not read it, but I's block for one n
+  // is one image, not one that serves every row (I reads h and w too). No sketch runs n
+  // outermost.
+  const LoopTree batched =
+      Initial("O[n,k,h,w] += I[n,c,h+r,w+s] * W[k,c,r,s]; n=2 k=64 h=56 w=56 c=128 r=3 s=3");
+  const std::vector<Sketch> per_image = LoopNestSketches(batched, Limits{});
+  ASSERT_FALSE(per_image.empty());
+  for (const Sketch& s : per_image) {
+    EXPECT_NE(LoopTreeText(Built(batched, s)).substr(0, 6), "for n ") << s.description;
+  }
 }
 
 TEST(Sketches, Avx2BlocksFitSixteenRegisters) {

@@ -106,11 +106,14 @@ def resolve_layout(layout: str, example: torch.Tensor, out: str = "") -> str:
     return "nhwc" if example.dim() == 4 and int(example.shape[0]) == 1 else "nchw"
 
 
-def resolve_out_block(out_block: Optional[int], out: str = "") -> int:
-    """None: the out_block OUT/tune.json records (run after tune), else 0; any other value as
-    it is. tune and run must extract with the same blocks: their tasks' names differ."""
+def resolve_out_block(out_block: Optional[int], out: str = "", layout: str = "nhwc") -> int:
+    """None: the out_block OUT/tune.json records (run after tune) for layout nhwc, else 0; any
+    other value as it is. tune and run must extract with the same blocks: their tasks' names
+    differ."""
     if out_block is not None:
         return out_block
+    if layout != "nhwc":
+        return 0
     if out:
         try:
             with open(os.path.join(out, "tune.json")) as f:
@@ -143,7 +146,7 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     from looptool.rl import cluster
 
     layout = resolve_layout(layout, example)
-    out_block = resolve_out_block(out_block)
+    out_block = resolve_out_block(out_block, layout=layout)
     plan = extract_lib.extract(model, example, layout=layout, out_block=out_block)
     if not plan.tasks:
         raise ValueError("the model has no layer a kernel can compute: "
@@ -276,7 +279,7 @@ def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
 
     library = kernels.load(library_dir or os.path.join(out, "kernels"))
     layout = resolve_layout(layout, example, out)
-    out_block = resolve_out_block(out_block, out)
+    out_block = resolve_out_block(out_block, out, layout)
     plan = extract_lib.extract(model, example, layout=layout, out_block=out_block)
     ours, missing = with_kernels(plan, library)
     with torch.no_grad(), _OneCpu() as cpu:
