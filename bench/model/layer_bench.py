@@ -231,6 +231,8 @@ def main() -> None:
     if not 1 <= args.runs <= 10:
         parser.error("--runs: 1..10")
     nhwc = args.layout == "nhwc"
+    if args.out_block < 0:
+        parser.error("--out-block: 0 (not blocked) or a positive number of output channels")
     if args.out_block and not nhwc:
         parser.error("--out-block: with --layout=nhwc")
     if nhwc and args.out == parser.get_default("out"):
