@@ -13,12 +13,17 @@ torch.bmm, pooling, add) and, for convolutions and linear layers, oneDNN through
 torch.utils.mkldnn (weights reordered to its blocked format once, the input reordered once,
 untimed; the output left in oneDNN's layout), every thread pool of the process limited to one
 thread (OpenBLAS's too). Each time is the fastest single call within
---ref-seconds after a warm-up, as the server times kernels. A layer's latency is FLOPs / GFLOPS;
-a model's total is the sum of weight x latency.
+--ref-seconds after a warm-up, as the server times kernels. Ours is timed the same way, in this
+process, just before the layer's references: every tuning run keeps its best schedules in a
+schedule store (`--store`), `looptool export` makes them a kernel library, and each kernel is
+called through looptool.kernels (Kernel.bind: a ctypes call, as PyTorch's calls pay Python too)
+on random inputs. The search's own figure (its winner re-timed in its last seconds, far fewer
+runs) is printed beside it. A layer's latency is FLOPs / GFLOPS; a model's total is the sum of
+weight x latency.
 
 `--runs=N` tunes every layer N times (N embedded servers one after another) and reports each
-layer's spread (the slowest and fastest run's GFLOPS, and (max - min) / max) and each run's
-weighted total; the table's row is the run of median GFLOPS.
+layer's spread (the slowest and fastest run's kernel as timed here, and (max - min) / max) and
+each run's weighted total; the table's row is the run of median GFLOPS.
 
 `--layout=nhwc`: the ResNet-18 and MobileNetV2 layers as looptool.model runs them channels last
 (looptool.model.extract(rewrite=False, layout="nhwc"): the same layers, the same FLOPs, tensors
@@ -53,6 +58,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"), os.path.join(ROOT, "client/python")]
 DATASETS = ["resnet18-v0", "mobilenet_v2-v0", "bert_base-v0"]
 
 
@@ -156,8 +162,6 @@ def channels_last_programs(dataset: str, out_block: int = 0) -> Dict[str, Tuple[
         return {}
     import torch
     import torchvision
-    sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"),
-                    os.path.join(ROOT, "client/python")]
     from looptool.model import extract as extract_lib
     model = getattr(torchvision.models, model_name)(weights=None).eval()
     x = torch.zeros(1, 3, 224, 224)
@@ -169,40 +173,56 @@ def channels_last_programs(dataset: str, out_block: int = 0) -> Dict[str, Tuple[
     return out
 
 
-def tune(cli: str, dataset: str, time_limit: float,
-         programs: Optional[Dict[str, Tuple[str, str]]] = None,
-         isa: str = "auto") -> Tuple[Dict[str, Dict], int]:
-    """Each benchmark's `looptool tune --json` result by name, and the kernel worker's core.
-    `programs` ({name: (task, program)}): those programs tuned instead, results by name; `isa`:
-    the embedded server's --isa (the kernels' vector unit)."""
+def tune(cli: str, dataset: str, time_limit: float, files: Optional[List[str]] = None,
+         isa: str = "auto", store: Optional[str] = None) -> Tuple[Dict[str, Dict], int]:
+    """Each benchmark's `looptool tune --json` result by name (the benchmark URI's last part),
+    and the kernel worker's core. `files`: these program files tuned instead of the dataset;
+    `isa`: the embedded server's --isa (the kernels' vector unit); `store`: the schedule store
+    the best schedules are kept in (for `export_kernels`)."""
     command = [cli, "tune", f"--dataset={dataset}"]
-    tmp = None
-    if programs:
-        tmp = tempfile.TemporaryDirectory(prefix="layer_bench")
-        files = []
-        for task, program in programs.values():
-            files.append(os.path.join(tmp.name, task + ".lt"))
-            with open(files[-1], "w", encoding="utf-8") as f:
-                f.write(program)
+    if files:
         command = [cli, "tune", "--benchmark=" + ",".join(files)]
     # The kernel worker's core, named (the server's default, the last allowed CPU, made
     # explicit): the references are then pinned to it. (`--json` prints no "kernel worker on
     # cpu N" line to read it from.)
     core = max(os.sched_getaffinity(0))
     p = subprocess.run(command + [f"--time_limit={time_limit}", f"--isa={isa}", "--json",
-                                  f"--eval_cores={core}"],
+                                  f"--eval_cores={core}"]
+                       + ([f"--store={store}"] if store else []),
                        capture_output=True,
                        text=True, check=False)
-    if tmp is not None:
-        tmp.cleanup()
     rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     if not rows:
         sys.exit(f"layer_bench: looptool tune --dataset={dataset} failed: {p.stderr.strip()}")
-    by_name = {r["benchmark"].rsplit("/", 1)[1]: r for r in rows}
-    if programs:
-        by_name = {name: dict(by_name[task], task=task)
-                   for name, (task, _) in programs.items() if task in by_name}
-    return by_name, core
+    return {r["benchmark"].rsplit("/", 1)[1]: r for r in rows}, core
+
+
+def export_kernels(cli: str, store: str, directory: str, isa: str, core: int,
+                   files: Optional[List[str]] = None) -> Dict[str, object]:
+    """The store's schedules exported (`looptool export`) as a library in `directory` and
+    loaded (looptool.kernels): {benchmark name: Kernel}. `files`: the program files tuned (a
+    store names no file; export needs them)."""
+    import looptool.kernels
+    p = subprocess.run([cli, "export", f"--store={store}", f"--output={directory}",
+                        "--library=layer_bench", f"--isa={isa}", f"--eval_cores={core}"]
+                       + (["--benchmark=" + ",".join(files)] if files else []),
+                       capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        sys.exit(f"layer_bench: looptool export --store={store} failed: {p.stderr.strip()}")
+    library = looptool.kernels.load(directory)
+    return {k.manifest["benchmark"].rsplit("/", 1)[1]: k for k in library.values()}
+
+
+def fresh_seconds(kernel, seconds: float) -> float:
+    """The exported kernel's fastest call within `seconds` (after a tenth of that in warm-up)
+    on random inputs placed as the server's timer placed them: the references' measure, in this
+    process."""
+    import numpy as np
+    inputs, outputs = kernel.empty_tensors()
+    rng = np.random.default_rng(0)
+    for a in inputs + outputs:
+        a[...] = rng.standard_normal(a.shape, dtype=np.float32)
+    return fastest(kernel.bind(*inputs, out=outputs), seconds)
 
 
 def main() -> None:
@@ -259,28 +279,46 @@ def main() -> None:
     for dataset in args.dataset or DATASETS:
         layers = read_dataset(dataset)
         programs = channels_last_programs(dataset, args.out_block) if nhwc else {}
-        runs = [tune(args.cli, dataset, args.time_limit, programs, args.isa)
-                for _ in range(args.runs)]
-        core = runs[-1][1]
-        tuned = {}
-        for layer in layers:  # each layer's run of median GFLOPS, and every run's GFLOPS
-            rs = [run[0].get(layer["name"], {"error": "not tuned"}) for run in runs]
-            bad = [r for r in rs if "error" in r]
-            if bad:
-                tuned[layer["name"]] = bad[0]
-                continue
-            in_order = [r["gflops"] for r in rs]
-            rs.sort(key=lambda r: r["gflops"])
-            tuned[layer["name"]] = dict(rs[len(rs) // 2], runs=in_order)
+        work = tempfile.TemporaryDirectory(prefix="layer_bench")
+        files = []
+        for task, program in programs.values():
+            files.append(os.path.join(work.name, task + ".lt"))
+            with open(files[-1], "w", encoding="utf-8") as f:
+                f.write(program)
+        runs = []  # per run: ({name: tune result}, {name: exported Kernel})
+        for i in range(args.runs):
+            store = os.path.join(work.name, f"run{i}.db")
+            by_name, core = tune(args.cli, dataset, args.time_limit, files, args.isa, store)
+            # A search that had no time to re-time its best stores nothing: not exported.
+            stored = [f for f in files
+                      if by_name.get(os.path.basename(f)[:-3], {}).get("stored")]
+            kernels = export_kernels(args.cli, store, os.path.join(work.name, f"run{i}"),
+                                     args.isa, core, stored) if stored or not files else {}
+            if programs:  # by dataset name
+                by_name = {name: dict(by_name[task], task=task)
+                           for name, (task, _) in programs.items() if task in by_name}
+                kernels = {name: kernels[task] for name, (task, _) in programs.items()
+                           if task in kernels}
+            runs.append((by_name, kernels))
         os.sched_setaffinity(0, {core})
-        peak = next(iter(tuned.values())).get("peak_gflops", 0)
+        tuned = {}
+        for layer in layers:  # every run's result of each layer (or the first error)
+            rs = [dict(run[0].get(layer["name"], {"error": "not tuned"}),
+                       kernel=run[1].get(layer["name"])) for run in runs]
+            bad = [r for r in rs if "error" in r or r["kernel"] is None or "roofline" not in r]
+            tuned[layer["name"]] = dict(bad[0], error=bad[0].get("error", "not exported")) \
+                if bad else {"runs": rs}
+        first = next(iter(runs[0][0].values()))
+        peak = first.get("peak_gflops", 0)
         lines += [f"## {dataset}", "",
                   f"Kernel worker and references on cpu {core}; FMA peak {peak:.1f} GFLOPS "
-                  f"({next(iter(tuned.values())).get('host_cpu', '')}).", "",
-                  "| layer | x | GFLOPS | % peak | % roofline | ours ms | PyTorch ms | "
+                  f"({first.get('host_cpu', '')}). GFLOPS: the tuned kernel, exported "
+                  "and timed here as the references are (fastest call of "
+                  f"{args.ref_seconds:g} s); search's: what the search reported for it.", "",
+                  "| layer | x | GFLOPS | search's | % peak | % roofline | ours ms | PyTorch ms | "
                   "/ PyTorch | oneDNN ms | / oneDNN |"
                   + (f" GFLOPS over {args.runs} runs | spread |" if args.runs > 1 else ""),
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
                   + ("---|---:|" if args.runs > 1 else "")]
         run_totals = [0.0] * args.runs
         spreads: List[Tuple[float, str]] = []
@@ -291,10 +329,18 @@ def main() -> None:
             r = tuned.get(layer["name"], {"error": "not tuned"})
             if "error" in r:
                 lines.append(f"| {layer['name']} | {layer['weight']} | error: {r['error']} |"
-                             " | | | | | | |")
+                             " | | | | | | | |")
                 continue
-            flops = r["roofline"]["flops"] if "roofline" in r else None
-            ours = (flops / (r["gflops"] * 1e9)) if flops else float("nan")
+            # Ours as the references are timed, run by run (the table's row: the median run).
+            flops = r["runs"][0]["roofline"]["flops"]
+            in_order = []
+            for run in r["runs"]:
+                run["fresh_gflops"] = flops / (fresh_seconds(run["kernel"], args.ref_seconds)
+                                               * 1e9)
+                in_order.append(run["fresh_gflops"])
+            r = dict(sorted(r["runs"], key=lambda x: x["fresh_gflops"])[len(in_order) // 2],
+                     runs=in_order)
+            ours = flops / (r["fresh_gflops"] * 1e9)
             pt_call, dnn_call = reference_ops(layer["reference"])
             pt = fastest(pt_call, args.ref_seconds)
             mark = ""
@@ -324,8 +370,9 @@ def main() -> None:
                 if layer["reference"].startswith("conv2d"):
                     conv_ratios.append(dnn / ours)
             lines.append(
-                f"| {layer['name']} | {layer['weight']} | {r['gflops']:.1f} | "
-                f"{r['percent_of_peak']:.1f} | {r.get('percent_of_roofline', 0):.1f} | "
+                f"| {layer['name']} | {layer['weight']} | {r['fresh_gflops']:.1f} | "
+                f"{r['gflops']:.1f} | {100 * r['fresh_gflops'] / r['peak_gflops']:.1f} | "
+                f"{100 * r['fresh_gflops'] / r['roofline_gflops']:.1f} | "
                 f"{ours * 1e3:.3f} | {pt * 1e3:.3f}{mark} | {pt / ours:.2f}x | "
                 + (f"{dnn * 1e3:.3f} | {dnn / ours:.2f}x |" if dnn else "- | - |") + spread)
             print(f"{dataset} {layer['name']}: {pt / ours:.2f}x PyTorch", file=sys.stderr)
@@ -347,6 +394,7 @@ def main() -> None:
                       f"within 3%, the widest {100 * worst[0]:.1f}% ({worst[1]})")
         lines += ["", total, ""]
         summary.append(total)
+        work.cleanup()
     lines = lines[:4] + summary + [""] + lines[4:]
     with open(args.out, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")

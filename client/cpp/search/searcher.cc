@@ -13,10 +13,17 @@ namespace looptool::client::internal {
 namespace {
 
 // The time kept at the end of the limit for re-timing the best states (SearchOptions::
-// retime_top): 5% of it, at most 0.5 s; in it, each is re-timed up to kRetimeRounds times.
+// retime_top): 5% of it, at most 0.5 s; in it, each is re-timed in rounds while it lasts, up to
+// kRetimeRoundsMax times. (One 10 ms re-timing on a shared VM reads anywhere from 65% to 100%
+// of a kernel's speed, in slow spells of 0.1-0.2 s: rounds spread over the reserved time catch
+// a quiet moment that three back-to-back ones miss.)
 constexpr double kRetimeShare = 0.05;
 constexpr double kRetimeSecondsMax = 0.5;
-constexpr int kRetimeRounds = 3;
+constexpr int kRetimeRoundsMax = 16;
+
+double RetimeSeconds(const SearchOptions& options) {
+  return std::min(kRetimeShare * options.time_limit_seconds, kRetimeSecondsMax);
+}
 
 std::vector<std::string> Observations(const std::string& features, bool reporting) {
   std::vector<std::string> o = {"ir", "loop_tree", "flops", "action_mask"};
@@ -27,8 +34,7 @@ std::vector<std::string> Observations(const std::string& features, bool reportin
 
 double SearchSeconds(const SearchOptions& options) {
   if (options.retime_top <= 0) return options.time_limit_seconds;
-  return options.time_limit_seconds -
-         std::min(kRetimeShare * options.time_limit_seconds, kRetimeSecondsMax);
+  return options.time_limit_seconds - RetimeSeconds(options);
 }
 
 // The node of a step that observed ir, loop_tree, action_mask and, when the kernel could be
@@ -192,6 +198,10 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
     return true;
   };
   double start_gflops = 0;
+  // The rounds end with the limit, or, for a search that ended early, once the reserved time
+  // has passed.
+  const double end =
+      std::min(options_.time_limit_seconds, Elapsed() + RetimeSeconds(options_));
   for (const Node* n : candidates) {
     // The time limit stops re-timing once one kernel is re-timed: a last step that ran past it
     // does not leave the result un-re-timed.
@@ -204,11 +214,11 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
     timed.push_back(std::move(t));
   }
   // Later rounds, while the time lasts: each timed again, in turn (the start last), and its
-  // fastest re-timing kept. A host's other load (a neighbour's use of a shared cache) can slow all of
-  // one budget's runs; re-timings spread over the reserved time are not all caught by it.
-  for (int round = 1; round < kRetimeRounds; ++round) {
+  // fastest re-timing kept. A host's other load (a neighbour's use of a shared cache) can slow
+  // all of one budget's runs; re-timings spread over the reserved time are not all caught by it.
+  for (int round = 1; round < kRetimeRoundsMax && Elapsed() < end; ++round) {
     for (Timed& t : timed) {
-      if (Elapsed() >= options_.time_limit_seconds) break;
+      if (Elapsed() >= end) break;
       retime(t);
     }
   }

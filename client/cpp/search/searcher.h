@@ -93,11 +93,11 @@ class Searcher {
 
   // The fastest of the best `k` distinct kernels visited and the start, each timed again
   // (StateSource::Remeasure; the best first and the start last) while the time limit lasts (and
-  // until one has been re-timed, past it), then all of them again, in turn, for up to two more
-  // rounds while it lasts; with its fastest re-timed GFLOPS (on_retimed hears each re-timing,
-  // with the kernel's fastest so far); nullopt when none could be re-timed. Also the start's
-  // fastest re-timed GFLOPS (0 when it was not). A search that ends early runs the rounds back
-  // to back.
+  // until one has been re-timed, past it), then all of them again, in turn, in rounds while it
+  // lasts (at most 16 in all); with its fastest re-timed GFLOPS (on_retimed hears each
+  // re-timing, with the kernel's fastest so far); nullopt when none could be re-timed. Also the
+  // start's fastest re-timed GFLOPS (0 when it was not). A search that ends early re-times for
+  // the time it would have kept (5% of the limit, at most 0.5 s).
   struct Retimed {
     Node node;
     double gflops = 0, start_gflops = 0;

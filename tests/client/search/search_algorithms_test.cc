@@ -193,12 +193,13 @@ TEST(SearchAlgorithms, RetimingReportsTheRetimedBestAndStart) {
   Trial run("greedy1", 100);
   run.options.depth = 20;
   run.options.retime_top = 3;
+  run.world->measure_cost = absl::Milliseconds(1);
   absl::StatusOr<SearchResult> r = run.Go();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->retimed);
-  // The 3 best distinct kernels and the start, three rounds: greedy ends long before the time
-  // limit.
-  EXPECT_EQ(run.world->remeasured, 3 * 4);
+  // The 3 best distinct kernels and the start, 16 rounds (the most): greedy ends long before the
+  // time limit, and 64 re-timings of 1 ms fit in the 0.5 s it would have kept.
+  EXPECT_EQ(run.world->remeasured, 16 * 4);
   EXPECT_DOUBLE_EQ(r->gflops, 0.99 * 90);
   EXPECT_EQ(r->search_gflops, 90);
   EXPECT_DOUBLE_EQ(r->start_gflops, 0.99 * run.world->Gflops({0, 0, 0}));
@@ -213,6 +214,7 @@ TEST(SearchAlgorithms, RetimingReportsEachWinnersFastestRound) {
   Trial run("greedy1", 100);
   run.options.depth = 20;
   run.options.retime_top = 3;
+  run.world->measure_cost = absl::Milliseconds(40);
   run.world->remeasure_factors = {0.5, 0.5, 0.5, 0.5, 0.97, 0.6, 0.6, 0.8, 0.9, 0.9};
   std::vector<double> heard;
   run.options.on_retimed = [&](const std::string& kernel, double gflops) {
@@ -220,12 +222,27 @@ TEST(SearchAlgorithms, RetimingReportsEachWinnersFastestRound) {
   };
   absl::StatusOr<SearchResult> r = run.Go();
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(run.world->remeasured, 12);
+  // Re-timings of 40 ms while the 0.5 s greedy would have kept lasts: 13 (the last one starts
+  // at about 0.48 s), the best's in rounds 1 to 4 (re-timings 0, 4, 8 and 12).
+  EXPECT_EQ(run.world->remeasured, 13);
   EXPECT_DOUBLE_EQ(r->gflops, 0.97 * 90);
   EXPECT_EQ(r->search_gflops, 90);
-  // The best's re-timings: rounds 1, 2 and 3 (re-timings 0, 4 and 8), each heard with the
-  // fastest so far.
-  EXPECT_THAT(heard, ElementsAre(0.5 * 90, 0.97 * 90, 0.97 * 90));
+  // Each heard with the fastest so far.
+  EXPECT_THAT(heard, ElementsAre(0.5 * 90, 0.97 * 90, 0.97 * 90, 0.97 * 90));
+}
+
+// Re-timings that outlast the reserved time end the rounds: here the first round takes 0.4 s of
+// the 0.5 s, and the best alone is re-timed again.
+TEST(SearchAlgorithms, RetimingRoundsEndWithTheReservedTime) {
+  Trial run("greedy1", 100);
+  run.options.depth = 20;
+  run.options.retime_top = 3;
+  run.world->measure_cost = absl::Milliseconds(100);
+  run.world->remeasure_factors = {0.5, 0.99, 0.99, 0.99, 0.98};
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(run.world->remeasured, 5);
+  EXPECT_DOUBLE_EQ(r->gflops, 0.98 * 90);
 }
 
 TEST(SearchAlgorithms, RetimingReportsThePeakMeasuredBesideTheRetimedBest) {
