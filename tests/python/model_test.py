@@ -295,6 +295,41 @@ class TuneExportRunTest(unittest.TestCase):
             self.assertGreater(run["looptool_ms"], 0)
             self.assertIn("max |ours - torch| / max |torch| = ", p.stdout)
 
+    def test_blocks_chosen_by_measurement(self):
+        # --choose-blocks: both forms of each convolution that can be blocked are tuned, the
+        # faster is recorded and run computes the model with it.
+        with tempfile.TemporaryDirectory() as out:
+            args = ["--model=tiny_models:two_convs_and_linear", "--input-shape=1,3,16,16",
+                    f"--out={out}"]
+            p = model_cli("tune", *args, "--time-limit=6", "--slice=1", "--no-progress",
+                          "--out-block=4", "--choose-blocks")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("4 layers as 6 tasks (2 convolutions in both forms)", p.stderr)
+            summary = read_json(os.path.join(out, "tune.json"))
+            choice = summary["block_choice"]
+            self.assertEqual([c["task"] for c in choice], [
+                "conv_c3_k8_8x8_3x3_s2_bias_nhwc_relu", "conv_c8_k16_8x8_3x3_s1_bias_nhwc_relu"])
+            for c in choice:
+                self.assertGreater(min(c["gflops"], c["blocked_gflops"]), 0, c)
+                self.assertEqual(c["blocked"], c["blocked_gflops"] > c["gflops"], c)
+            chosen = [c["layer"] for c in choice if c["blocked"]]
+            self.assertEqual(summary["blocked_layers"], sorted(chosen))
+            # The report covers the chosen form of each layer only.
+            self.assertEqual(sorted(r["task"] for r in summary["report"]), sorted(
+                [c["blocked_task"] if c["blocked"] else c["task"] for c in choice]
+                + ["linear_1_16_10_bias", "sumpool_global_c16_8x8_nhwc"]))
+            p = model_cli("run", *args, "--repeats=3")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            run = read_json(os.path.join(out, "run.json"))
+            self.assertLessEqual(run["max_relative_error"], 1e-4)
+            self.assertEqual((run["layers"], run["layers_on_kernels"]), (4, 4))
+            self.assertEqual(run["blocked_layers"], summary["blocked_layers"])
+            # Without --out-block there is nothing to choose between.
+            p = model_cli("tune", *args, "--time-limit=6", "--no-progress", "--choose-blocks")
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("--choose-blocks chooses between blocked and unblocked weights",
+                          p.stderr)
+
     @staticmethod
     def start_schedule_library(plan, out):
         """The plan's tasks exported at their start schedules (looptool export, no tuning)."""
@@ -386,6 +421,21 @@ class TuneExportRunTest(unittest.TestCase):
             (5184, 5185, extract_lib.BLOCKED_WEIGHTS_MIN_BYTES)}
         self.assertEqual(sizes, {5184: [0, 4, 0, 0], 5185: [0, 0, 0, 0],
                                  extract_lib.BLOCKED_WEIGHTS_MIN_BYTES: [0, 0, 0, 0]})
+        # block_layers names the layers to block (by first node), whatever their size; layers
+        # that cannot be blocked (the linear one) stay as they are.
+        named = {tuple(names): [layer.out_block for layer in extract_lib.extract(
+            model, x, layout="nhwc", out_block=4, block_layers=names).layers] for names in
+            ([], [plan.layers[1].nodes[0]], [layer.nodes[0] for layer in plan.layers])}
+        self.assertEqual(list(named.values()), [[0, 0, 0, 0], [0, 4, 0, 0], [4, 4, 0, 0]])
+        # tune --choose-blocks: one plan with both forms of each convolution that can be blocked.
+        both, forms = commands.both_forms(model, x, 4)
+        self.assertEqual(forms, {
+            plan.layers[0].nodes[0]: ("conv_c3_k8_8x8_3x3_s2_bias_nhwc_relu",
+                                      "conv_c3_k8_8x8_3x3_s2_bias_nhwc_ob4_relu"),
+            plan.layers[1].nodes[0]: ("conv_c8_k16_8x8_3x3_s1_bias_nhwc_relu",
+                                      "conv_c8_k16_8x8_3x3_s1_bias_nhwc_ob4_relu")})
+        self.assertEqual(len(both.tasks), 6)
+        self.assertEqual([both.weight(t) for pair in forms.values() for t in pair], [1] * 4)
         # Through the kernels: the stem, a plain 3x3, a strided 1x1 with its bias in the
         # kernel blocked, and (rewrite=False) biases left to the epilogue, added per block.
         for model, x, rewrite in ((tiny_models.every_kind(), torch.randn(1, 3, 32, 32), True),

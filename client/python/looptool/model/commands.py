@@ -22,7 +22,11 @@ its channels, whatever its stride or map; looptool.model.extract's doc) or nchw;
 default) is nhwc for a batch of 1; run's auto takes the layout OUT/tune.json records.
 `--out-block=B` (nhwc): convolutions' weights blocked by B output channels (extract's
 `out_block`; bench/results/layout_blocked_weights.md measures it); tune's default is 0 (not
-blocked), run's what OUT/tune.json records.
+blocked), run's what OUT/tune.json records. With `--choose-blocks`, tune picks the layout per
+layer by measurement instead of by extract's size threshold: every convolution that can be
+blocked is tuned in both forms (two tasks, sharing the time), the form whose tuned kernel is
+faster is kept, and OUT/tune.json records the choice ("blocked_layers", and "block_choice":
+both forms' GFLOPS per layer), which run then extracts with.
 
 `--model` is a torchvision model name (built with random weights from `--seed`, its BatchNorm
 statistics randomized too so that folding them is exercised) or `package.module:factory` (a
@@ -35,13 +39,14 @@ callable returning an nn.Module, used as it is). From Python, pass any nn.Module
 
 import argparse
 import ctypes
+import dataclasses
 import importlib
 import json
 import os
 import statistics
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -125,6 +130,39 @@ def resolve_out_block(out_block: Optional[int], out: str = "", layout: str = "nh
     return 0
 
 
+def recorded_block_layers(out: str) -> Optional[List[str]]:
+    """The layers OUT/tune.json records as blocked by measurement (tune --choose-blocks), or
+    None (none recorded: extract's size threshold decides)."""
+    try:
+        with open(os.path.join(out, "tune.json")) as f:
+            recorded = json.load(f).get("blocked_layers")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(recorded, list) and all(isinstance(n, str) for n in recorded):
+        return recorded
+    return None
+
+
+def both_forms(model: torch.nn.Module, example: torch.Tensor, out_block: int
+               ) -> Tuple[extract_lib.Plan, Dict[str, Tuple[str, str]]]:
+    """For tune --choose-blocks: one plan holding the unblocked layers and, beside them, the
+    blocked form of every convolution that can be blocked (whatever its weights' size), and
+    {layer's first node: (unblocked task, blocked task)}."""
+    plain = extract_lib.extract(model, example, layout="nhwc")
+    blocked = extract_lib.extract(model, example, layout="nhwc", out_block=out_block,
+                                  block_min_bytes=0)
+    if [x.nodes for x in plain.layers] != [x.nodes for x in blocked.layers]:
+        raise RuntimeError("the blocked and unblocked extractions found different layers")
+    forms = {a.nodes[0]: (a.task, b.task) for a, b in zip(plain.layers, blocked.layers)
+             if b.out_block}
+    tasks = dict(plain.tasks)
+    for _, task in forms.values():
+        tasks.setdefault(task, blocked.tasks[task])
+    layers = plain.layers + [b for b in blocked.layers if b.out_block]
+    return extract_lib.Plan(plain.graph_module, plain.input_shape, tasks, layers,
+                            plain.left), forms
+
+
 def example_input(shape: Sequence[int], seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 2))
 
@@ -136,10 +174,12 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
                library: str = LIBRARY, auth_token_file: str = "", seed: int = 0,
                progress: bool = True, title: str = "model", server_flags: Sequence[str] = (),
                log: Any = sys.stderr, on_slice: Any = None,
-               layout: str = "auto", out_block: Optional[int] = None) -> Dict[str, Any]:
+               layout: str = "auto", out_block: Optional[int] = None,
+               choose_blocks: bool = False) -> Dict[str, Any]:
     """Tunes the model's tasks and exports their kernels to OUT/kernels (module doc). Returns
     the summary written to OUT/tune.json. `on_slice(tuning.SliceResult)` sees each slice as it
-    comes back; `server_flags` go to the local servers."""
+    comes back; `server_flags` go to the local servers. `choose_blocks`: each convolution's
+    weights blocked by `out_block` or not, whichever form tunes faster (module doc)."""
     from looptool import auth
     from looptool.model import report as report_lib
     from looptool.model import tuning
@@ -147,7 +187,14 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
 
     layout = resolve_layout(layout, example)
     out_block = resolve_out_block(out_block, layout=layout)
-    plan = extract_lib.extract(model, example, layout=layout, out_block=out_block)
+    forms: Dict[str, Any] = {}
+    if choose_blocks:
+        if layout != "nhwc" or out_block <= 0:
+            raise ValueError("--choose-blocks chooses between blocked and unblocked weights: "
+                             "give --out-block=B (B > 0) with layout nhwc")
+        plan, forms = both_forms(model, example, out_block)
+    else:
+        plan = extract_lib.extract(model, example, layout=layout, out_block=out_block)
     if not plan.tasks:
         raise ValueError("the model has no layer a kernel can compute: "
                          + "; ".join(f"{x.node}: {x.why}" for x in plan.left[:10]))
@@ -173,7 +220,8 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     if not os.path.exists(options.cli):
         raise FileNotFoundError(f"the looptool CLI is not at {options.cli}: set "
                                 f"${CLI_ENV_VAR} (bazel-bin/client/cpp/looptool)")
-    print(f"{title}: {len(plan.layers)} layers as {len(plan.tasks)} tasks; "
+    print(f"{title}: {len(plan.layers) - len(forms)} layers as {len(plan.tasks)} tasks"
+          + (f" ({len(forms)} convolutions in both forms)" if forms else "") + "; "
           f"{len(plan.left)} nodes left to PyTorch; {time_limit:g} s of "
           f"{slice_seconds:.3g} s slices on {count} servers", file=log)
     with cluster.Servers(list(servers) or None, count=local_servers,
@@ -215,10 +263,29 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
                 export_error = str(e)
         else:
             export_error = "no server answers to export from"
+    choice: Dict[str, Any] = {}
+    if choose_blocks:
+        def gflops(task: str) -> float:
+            best = run.tasks[task].best if task in run.tasks else None
+            return best.gflops if best is not None else 0.0
+
+        blocked_layers = sorted(n for n, (a, b) in forms.items() if gflops(b) > gflops(a))
+        choice = {"blocked_layers": blocked_layers,
+                  "block_choice": [{"layer": n, "task": a, "gflops": round(gflops(a), 2),
+                                    "blocked_task": b, "blocked_gflops": round(gflops(b), 2),
+                                    "blocked": n in blocked_layers}
+                                   for n, (a, b) in forms.items()]}
+        # The report covers the layers as run will compute them.
+        plan = extract_lib.extract(model, example, layout=layout, out_block=out_block,
+                                   block_layers=blocked_layers)
+        run = dataclasses.replace(run, tasks={n: t for n, t in run.tasks.items()
+                                              if n in plan.tasks})
+        print(f"{title}: {len(blocked_layers)} of {len(forms)} convolutions faster with their "
+              f"weights blocked by {out_block}", file=log)
     table = report_lib.write(plan, run, manifest, out, title)
     summary = {
         "title": title, "input_shape": list(plan.input_shape), "layers": len(plan.layers),
-        "layout": layout, "out_block": out_block,
+        "layout": layout, "out_block": out_block, **choice,
         "tasks": len(plan.tasks), "time_limit": time_limit, "slice_seconds": slice_seconds,
         "seconds": round(run.seconds, 2), "servers": list(srv.addresses),
         "dropped_servers": run.dropped_servers, "lost_slices": run.lost_slices,
@@ -279,8 +346,12 @@ def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
 
     library = kernels.load(library_dir or os.path.join(out, "kernels"))
     layout = resolve_layout(layout, example, out)
+    # The layers tune chose to block by measurement, when it did and run takes its blocks.
+    block_layers = recorded_block_layers(out) if out_block is None and layout == "nhwc" \
+        else None
     out_block = resolve_out_block(out_block, out, layout)
-    plan = extract_lib.extract(model, example, layout=layout, out_block=out_block)
+    plan = extract_lib.extract(model, example, layout=layout, out_block=out_block,
+                               block_layers=block_layers)
     ours, missing = with_kernels(plan, library)
     with torch.no_grad(), _OneCpu() as cpu:
         reference = model(example)
@@ -304,7 +375,7 @@ def run_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
     summary = {
         "title": title, "input_shape": list(example.shape), "cpu": cpu,
         "max_relative_error": error, "tolerance": tolerance, "ok": error <= tolerance,
-        "layout": layout, "out_block": out_block,
+        "layout": layout, "out_block": out_block, "blocked_layers": block_layers,
         "torch_eager_ms": eager_ms, "looptool_ms": ours_ms, "speedup": eager_ms / ours_ms,
         "repeats": repeats,
         "layers": len(plan.layers), "layers_on_kernels": kernel_layers,
@@ -348,6 +419,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                        help="nhwc: convolutions' weights blocked by this many output channels "
                             "(tune's default 0: not blocked; run's: what OUT/tune.json records)")
         if name == "tune":
+            s.add_argument("--choose-blocks", action="store_true",
+                           help="with --out-block: tune every convolution that can be blocked "
+                                "in both forms and keep the faster (default: blocked from "
+                                "512 KiB of weights)")
             s.add_argument("--time-limit", type=float, default=0,
                            help="seconds of tuning (default: 10 per task per server)")
             s.add_argument("--slice", type=float, default=0,
@@ -400,7 +475,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 scheduler=args.scheduler, workers=args.workers, store=args.store,
                 library=args.library, auth_token_file=args.auth_token_file, seed=args.seed,
                 progress=not args.no_progress, title=args.model, layout=args.layout,
-                out_block=args.out_block)
+                out_block=args.out_block, choose_blocks=args.choose_blocks)
             return 0 if summary["library"] and not any(r["error"] for r in summary["report"]) \
                 else 1
         summary = run_model(model, example, args.out, library_dir=args.library_dir,

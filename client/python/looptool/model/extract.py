@@ -60,14 +60,16 @@ channels) is then contiguous and serves the whole map, where W[r,s,c,k] puts K f
 two input channels. Smaller weights stay in cache either way, and there the unblocked form was
 as fast or faster (bench/results/layout_blocked_weights.md). The weights are laid out once, at
 extraction, like the rest; the activations do not change. The sketches put b outside every
-loop (backend/actions/sketches.h).
+loop (backend/actions/sketches.h). `block_layers` names the layers to block instead (by their
+first node, `Layer.nodes[0]`), whatever their weights' size: `looptool.model tune
+--choose-blocks` tunes both forms of every layer that can be blocked and records the faster.
 """
 
 import dataclasses
 import hashlib
 import math
 import operator
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, cast
+from typing import Any, Collection, Dict, List, Optional, Sequence, Set, Tuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -249,13 +251,15 @@ def _sole_user(node: torch.fx.Node) -> Optional[torch.fx.Node]:
 class _Extractor:
     def __init__(self, gm: torch.fx.GraphModule, batch: int, rewrite: bool = True,
                  layout: str = "nchw", out_block: int = 0,
-                 block_min_bytes: int = 0) -> None:
+                 block_min_bytes: int = 0,
+                 block_layers: Optional[Collection[str]] = None) -> None:
         self.gm = gm
         self.batch = batch
         self.rewrite = rewrite
         self.nhwc = layout == "nhwc"
         self.out_block = out_block
         self.block_min_bytes = block_min_bytes
+        self.block_layers = None if block_layers is None else frozenset(block_layers)
         self.tasks: Dict[str, Task] = {}
         self.layers: List[Layer] = []
         self.left: List[Left] = []
@@ -343,7 +347,8 @@ class _Extractor:
 
     def block_output_channels(self, layer: Layer) -> bool:
         """A channels-last convolution of groups 1 whose output channels are a multiple of
-        `out_block` above it and whose weights take `block_min_bytes` or more: weights
+        `out_block` above it and whose weights take `block_min_bytes` or more (with
+        `block_layers`: whose first node it names): weights
         W[r,s,c,k] (1x1: W[c,k]) -> W[b,r,s,c,k'] (W[b,c,k']),
         the output (H, W, K) -> (H, W, K/B, B). Returns whether it did."""
         b = self.out_block
@@ -351,7 +356,10 @@ class _Extractor:
         if b <= 0 or layer.kind != "conv" or w is None or w.ndim not in (2, 4):
             return False
         k = w.shape[-1]
-        if k % b != 0 or k <= b or w.nbytes < self.block_min_bytes:
+        if k % b != 0 or k <= b:
+            return False
+        if (layer.nodes[0] not in self.block_layers if self.block_layers is not None
+                else w.nbytes < self.block_min_bytes):
             return False
         blocked = w.reshape(*w.shape[:-1], k // b, b)
         layer.weight = np.ascontiguousarray(np.moveaxis(blocked, -2, 0))
@@ -444,7 +452,7 @@ class _Extractor:
         views: List[Tuple[int, ...]]
         if phased and r == s == 1:  # strided pointwise: the copy subsamples, the kernel is 1x1
             kind = "conv"
-            program = f"O[k,h,w] += I[c,h,w] * W[k,c]\n" + _sizes(k=k, h=ho, w=wo, c=c) + "\n"
+            program = "O[k,h,w] += I[c,h,w] * W[k,c]\n" + _sizes(k=k, h=ho, w=wo, c=c) + "\n"
             parts = [f"c{c}", f"k{k}", f"{ho}x{wo}", *geometry, "subsampled"]
             weight = weight.reshape(k, c)
             kin = [(c, ho, wo), (k, c)]
@@ -457,7 +465,7 @@ class _Extractor:
             rp, sp = -(-r // st), -(-s // st)            # taps per phase
             y, x_ = ho + rp - 1, wo + sp - 1              # rows and columns of one phase
             cc = c * st * st
-            program = (f"O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]\n"
+            program = ("O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]\n"
                        + _sizes(k=k, h=ho, w=wo, c=cc, r=rp, s=sp) + "\n")
             parts = [f"c{c}", f"k{k}", f"{ho}x{wo}", *geometry, "phases"]
             # W'[k, c, a, b, r', s'] = W[k, c, S*r'+a, S*s'+b], zero past the window
@@ -753,13 +761,15 @@ def _blocked_program(program: str, block: int) -> str:
 
 def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
             layout: str = "nchw", out_block: int = 0,
-            block_min_bytes: int = BLOCKED_WEIGHTS_MIN_BYTES) -> Plan:
+            block_min_bytes: int = BLOCKED_WEIGHTS_MIN_BYTES,
+            block_layers: Optional[Collection[str]] = None) -> Plan:
     """The model's layers, their tasks, and the nodes left to PyTorch (see the module's doc).
     `rewrite=False`: each layer's program as the model states it (strided convolutions strided,
     biases and what follows them in the epilogue), as the model datasets hold them.
     `layout`: "nchw", or "nhwc" (channels last; batch 1 only). `out_block`: with "nhwc",
     convolutions' output channels in blocks of this many (0: none; see the module's doc), those
-    whose weights take `block_min_bytes` or more."""
+    whose weights take `block_min_bytes` or more, or, with `block_layers`, those whose first
+    node (Layer.nodes[0]) it names."""
     if layout not in LAYOUTS:
         raise ExtractError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
     if layout == "nhwc" and example.dim() >= 1 and int(example.shape[0]) != 1:
@@ -773,7 +783,8 @@ def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
         raise ExtractError("the example input has no batch dimension")
     gm = trace(model, example)
     ex = _Extractor(gm, batch=int(example.shape[0]), rewrite=rewrite, layout=layout,
-                    out_block=out_block, block_min_bytes=block_min_bytes)
+                    out_block=out_block, block_min_bytes=block_min_bytes,
+                    block_layers=block_layers)
     for node in gm.graph.nodes:
         if node.name in ex.taken or node.op not in ("call_module", "call_function",
                                                     "call_method"):
