@@ -36,6 +36,12 @@ more than B output channels (a multiple of B) and weights of 512 KiB or more als
 weights blocked by B output channels, W[b,r,s,c,k], and write O[h,w,b,k] (extract(out_block=B)
 with its default block_min_bytes; the same output bytes).
 
+`--linear-block=B`: linear layers `Y[m,n] += X[m,k] * W[k,n]` (BERT's) whose N is a multiple of
+B above it read their weights blocked by B output features, `Y[m,b,n] += X[m,k] * W[b,k,n]`
+(the same FLOPs and output bytes, tasks named `..._lbB`): one block of W is contiguous, where
+W[k,n]'s rows of 3072 floats put every k of a column block in the same L1 set. The weights are
+laid out once, untimed, as oneDNN's reorder of the mkldnn reference's weights.
+
 torch.bmm (BERT's attention) is timed both with b contiguous and with b the transposed view of a
 contiguous tensor (as BERT's matmul(q, k.transpose(-1, -2)) hands it K^T; our scores program
 reads K[h,j,d] as the key projection writes it); the faster is the reference (`t` marks the
@@ -153,6 +159,30 @@ def fastest(call: Callable[[], object], seconds: float) -> float:
     return best
 
 
+def blocked_linear_programs(dataset: str, block: int) -> Dict[str, Tuple[str, str]]:
+    """{dataset name: (task name, program)} for every layer of `dataset`, its linear layers
+    `Y[m,n] += X[m,k] * W[k,n]` whose N is a multiple of `block` above it reading their weights
+    blocked by output feature instead: `Y[m,b,n] += X[m,k] * W[b,k,n]`, b = N / block (the same
+    FLOPs and output bytes; the weights laid out once, untimed, as oneDNN's reorder). Empty when
+    no layer is such a linear layer."""
+    out: Dict[str, Tuple[str, str]] = {}
+    with open(os.path.join(ROOT, "datasets/models", f"{dataset}.txt"), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for i, line in enumerate(lines):
+        if not line.startswith("@ "):
+            continue
+        name, statement, sizes = line.split(" ")[1], lines[i + 1], lines[i + 2]
+        size = dict(t.split("=") for t in sizes.split())
+        if statement == "Y[m,n] += X[m,k] * W[k,n]" and int(size["n"]) % block == 0 and \
+                int(size["n"]) > block:
+            out[name] = (f"{name}_lb{block}",
+                         "Y[m,b,n] += X[m,k] * W[b,k,n]\n"
+                         f"b={int(size['n']) // block} n={block} m={size['m']} k={size['k']}\n")
+        else:
+            out[name] = (name, statement + "\n" + sizes + "\n")
+    return out if any(task != name for name, (task, _) in out.items()) else {}
+
+
 def channels_last_programs(dataset: str, out_block: int = 0) -> Dict[str, Tuple[str, str]]:
     """For resnet18-v0 and mobilenet_v2-v0: {dataset name: (channels-last task name, its
     program)}, layer by layer from looptool.model.extract (empty for other datasets);
@@ -245,6 +275,10 @@ def main() -> None:
     parser.add_argument("--out-block", type=int, default=0,
                         help="with --layout=nhwc: convolutions' weights blocked by this many "
                              "output channels (0: W[r,s,c,k])")
+    parser.add_argument("--linear-block", type=int, default=0,
+                        help="linear layers Y[m,n] += X[m,k] * W[k,n] (BERT's) read their "
+                             "weights blocked by this many output features, W[b,k,n] "
+                             "(0: W[k,n])")
     parser.add_argument("--runs", type=int, default=1,
                         help="tuning runs per dataset (spread per layer)")
     args = parser.parse_args()
@@ -255,6 +289,8 @@ def main() -> None:
         parser.error("--out-block: 0 (not blocked) or a positive number of output channels")
     if args.out_block and not nhwc:
         parser.error("--out-block: with --layout=nhwc")
+    if args.linear_block < 0:
+        parser.error("--linear-block: 0 (not blocked) or a positive number of output features")
     if nhwc and args.out == parser.get_default("out"):
         args.out = os.path.join(ROOT, "bench/results/layer_bench_nhwc.md")
     if args.ref_isa == "avx2":  # read when oneDNN and ATen start: before torch is imported
@@ -266,6 +302,7 @@ def main() -> None:
              f"`/usr/bin/python3 bench/model/layer_bench.py --time-limit={args.time_limit:g}"
              + (" --layout=nhwc" if nhwc else "")
              + (f" --out-block={args.out_block}" if args.out_block else "")
+             + (f" --linear-block={args.linear_block}" if args.linear_block else "")
              + (f" --runs={args.runs}" if args.runs > 1 else "")
              + (f" --isa={args.isa}" if args.isa != "auto" else "")
              + (f" --ref-isa={args.ref_isa}" if args.ref_isa != "native" else "") + "` "
@@ -279,6 +316,8 @@ def main() -> None:
     for dataset in args.dataset or DATASETS:
         layers = read_dataset(dataset)
         programs = channels_last_programs(dataset, args.out_block) if nhwc else {}
+        if not programs and args.linear_block:
+            programs = blocked_linear_programs(dataset, args.linear_block)
         work = tempfile.TemporaryDirectory(prefix="layer_bench")
         files = []
         for task, program in programs.values():
