@@ -108,7 +108,10 @@ absl::StatusOr<Node> Population::MappedPolicyEpisode(const MappedPolicy& p) {
 absl::StatusOr<size_t> Population::Seed() {
   size_t sketched = 0;
   for (const std::vector<int>& path : options_.sketches) {
-    if (s_.Elapsed() >= s_.limit() / 2 || s_.Expired()) break;
+    // Within half the time, but two at least while the time lasts: a large program's start
+    // (its untiled kernel, the reference run) can take half of it alone, and the sketches are
+    // then still the best use of the rest.
+    if ((sketched >= 2 && s_.Elapsed() >= s_.limit() / 2) || s_.Expired()) break;
     ASSIGN_OR_RETURN(Reached reached, s_.EvaluatePath(path));
     if (reached.node.gflops > 0 && reached.node.ir != s_.root().ir) {
       Admit(reached.node);

@@ -1,7 +1,9 @@
 // Evolution: a population of the best states found, each known by its path (its genome).
 //
 // Seeding, in order: the server's sketches (LoopNest-style register blocks), each measured,
-// within half the search's time; when fewer than two of them measure, the mapped policy's greedy
+// within half the search's time (two at least, while the time lasts: a start that took half of
+// it leaves the sketches the best use of the rest); when fewer than two of them measure, the
+// mapped policy's greedy
 // episode from the start (every state on it measured; the best joins) and the on-demand seed
 // path (measured); then random rollouts from the start fill the population (16, or 4 once any
 // state joined it, a single sketch included; none after two or more sketches, whose variations

@@ -101,7 +101,8 @@ struct SearchOptions {
   // the server's sketches (below) were measured.
   bool policy_seed = true;
   // evolution: the server's sketches of the start state (the `sketches` observation:
-  // backend/actions/sketches.h) are measured first, within half the time limit, and join the
+  // backend/actions/sketches.h) are measured first, within half the time limit (two at least
+  // while the time lasts), and join the
   // population; in spaces without their action names (loop_tool, loop_tune) there are none.
   bool sketches = true;
   // evolution: once the server's cost model predicts (predicted_gflops), each generation

@@ -77,7 +77,13 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
     v.text = key;
   } else if (name == "flops") {
     if (world_->times_observed[key] == 0) {
-      if (absl::Status s = Spend(world_->measure_cost); !s.ok()) return s;
+      const bool start = world_->measured.empty();
+      if (absl::Status s = Spend(start && world_->start_measure_cost > absl::ZeroDuration()
+                                     ? world_->start_measure_cost
+                                     : world_->measure_cost);
+          !s.ok()) {
+        return s;
+      }
       world_->measured.push_back(key);
     }
     ++world_->times_observed[key];

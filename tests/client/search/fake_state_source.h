@@ -36,6 +36,9 @@ struct FakeWorld {
   int max_knob = 7;
   absl::Duration call_cost = absl::Microseconds(100);
   absl::Duration measure_cost = absl::Milliseconds(10);
+  // The first measured state's (the start's) measurement instead, when positive (a large
+  // program's untiled start and its reference run).
+  absl::Duration start_measure_cost = absl::ZeroDuration();
   std::string sketches;     // the `sketches` observation
   bool cost_model = false;  // predicted_gflops: the exact GFLOPS; else UNIMPLEMENTED
   bool loop_set = false;    // a space and observations a loop_set policy fits (above)

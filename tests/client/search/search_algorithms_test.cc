@@ -142,6 +142,21 @@ TEST(SearchAlgorithms, EvolutionMeasuresTheSketchesFirstAndFindsTheOptimum) {
   EXPECT_EQ(moved, 1) << unsketched.world->measured[1];
 }
 
+// A start that takes more than half the time (a large program's untiled kernel and reference
+// run) still leaves the rest to the sketches: two at least are measured, then no more past half.
+TEST(SearchAlgorithms, EvolutionMeasuresTwoSketchesAfterASlowStart) {
+  Trial run("evolution", 10);
+  run.world->start_measure_cost = absl::Seconds(6);
+  run.world->sketches = "inc_2 inc_2 inc_0\ninc_0\ninc_1 inc_1 inc_1 inc_1\n";
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GE(run.world->measured.size(), 3u);
+  EXPECT_EQ(run.world->measured[0], "knobs 0 0 0");
+  EXPECT_EQ(run.world->measured[1], "knobs 1 0 2");
+  EXPECT_EQ(run.world->measured[2], "knobs 1 0 0");
+  for (const std::string& m : run.world->measured) EXPECT_NE(m, "knobs 0 4 0");  // past half
+}
+
 TEST(SearchAlgorithms, EvolutionWithACostModelMeasuresOnlyWhatItRanksWell) {
   Trial with("evolution", 1), without("evolution", 1);
   with.world->cost_model = true;
