@@ -165,6 +165,17 @@ class ExtractTest(unittest.TestCase):
             with open(os.path.join(out, "tune.json"), "w") as f:
                 json.dump({"out_block": "32"}, f)
             self.assertEqual(commands.resolve_out_block(None, out), 0)
+            # The layers tune --choose-blocks kept blocked: a list of names, else none recorded.
+            self.assertIsNone(commands.recorded_block_layers(out))
+            for recorded, read in ((["conv1", "layer1_0_conv2"], ["conv1", "layer1_0_conv2"]),
+                                   ([], []), ("conv1", None), ([1], None)):
+                with open(os.path.join(out, "tune.json"), "w") as f:
+                    json.dump({"blocked_layers": recorded}, f)
+                self.assertEqual(commands.recorded_block_layers(out), read, recorded)
+            with open(os.path.join(out, "tune.json"), "w") as f:
+                f.write("[not a record")
+            self.assertIsNone(commands.recorded_block_layers(out))
+            self.assertEqual(commands.resolve_out_block(None, out), 0)
 
     def test_every_kind_and_what_stays_in_pytorch(self):
         plan = extract_lib.extract(tiny_models.every_kind(), torch.randn(1, 3, 32, 32))
@@ -258,15 +269,20 @@ class AllotmentTest(unittest.TestCase):
 
 
 class TuneExportRunTest(unittest.TestCase):
+    def tune_tiny(self, out, *flags):
+        """`looptool.model tune` of the tiny model into `out` (6 s of 1 s slices), its exit
+        status checked; the process and the arguments naming the model and `out`."""
+        args = ["--model=tiny_models:two_convs_and_linear", "--input-shape=1,3,16,16",
+                f"--out={out}"]
+        p = model_cli("tune", *args, "--time-limit=6", "--slice=1", "--no-progress", *flags)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p, args
+
     def test_the_tiny_model_end_to_end(self):
         with tempfile.TemporaryDirectory() as out:
-            args = ["--model=tiny_models:two_convs_and_linear", "--input-shape=1,3,16,16",
-                    f"--out={out}"]
             # --out-block=4 (the tiny weights stay unblocked: under 512 KiB); tune.json records
             # it and run (without the flag) extracts with it.
-            p = model_cli("tune", *args, "--time-limit=6", "--slice=1", "--local-servers=2",
-                          "--no-progress", "--out-block=4")
-            self.assertEqual(p.returncode, 0, p.stderr)
+            p, args = self.tune_tiny(out, "--local-servers=2", "--out-block=4")
             self.assertIn("4 layers as 4 tasks; 1 nodes left to PyTorch", p.stderr)
             summary = read_json(os.path.join(out, "tune.json"))
             self.assertEqual(sorted(r["task"] for r in summary["report"]), [
@@ -299,11 +315,7 @@ class TuneExportRunTest(unittest.TestCase):
         # --choose-blocks: both forms of each convolution that can be blocked are tuned, the
         # faster is recorded and run computes the model with it.
         with tempfile.TemporaryDirectory() as out:
-            args = ["--model=tiny_models:two_convs_and_linear", "--input-shape=1,3,16,16",
-                    f"--out={out}"]
-            p = model_cli("tune", *args, "--time-limit=6", "--slice=1", "--no-progress",
-                          "--out-block=4", "--choose-blocks")
-            self.assertEqual(p.returncode, 0, p.stderr)
+            p, args = self.tune_tiny(out, "--out-block=4", "--choose-blocks")
             self.assertIn("4 layers as 6 tasks (2 convolutions in both forms)", p.stderr)
             summary = read_json(os.path.join(out, "tune.json"))
             choice = summary["block_choice"]

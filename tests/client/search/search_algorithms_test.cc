@@ -118,15 +118,21 @@ TEST(SearchAlgorithms, RandomIsReproducibleBySeedAndKeepsItsLimit) {
   a.ExpectEachStateCountedOnce(*ra);
 }
 
+// Evolution's first measured states with sketches "inc_2 inc_2 inc_0" and "inc_0": the start,
+// then those two.
+void ExpectTheStartThenTwoSketches(const FakeWorld& world) {
+  ASSERT_GE(world.measured.size(), 3u);
+  EXPECT_EQ(world.measured[0], "knobs 0 0 0");
+  EXPECT_EQ(world.measured[1], "knobs 1 0 2");
+  EXPECT_EQ(world.measured[2], "knobs 1 0 0");
+}
+
 TEST(SearchAlgorithms, EvolutionMeasuresTheSketchesFirstAndFindsTheOptimum) {
   Trial run("evolution", 5);
   run.world->sketches = "inc_2 inc_2 inc_0\ninc_0\n";
   absl::StatusOr<SearchResult> r = run.Go();
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_GE(run.world->measured.size(), 3u);
-  EXPECT_EQ(run.world->measured[0], "knobs 0 0 0");
-  EXPECT_EQ(run.world->measured[1], "knobs 1 0 2");
-  EXPECT_EQ(run.world->measured[2], "knobs 1 0 0");
+  ExpectTheStartThenTwoSketches(*run.world);
   EXPECT_EQ(r->ir, "knobs 5 2 7");
   EXPECT_EQ(r->gflops, 90);
   run.ExpectEachStateCountedOnce(*r);
@@ -150,10 +156,7 @@ TEST(SearchAlgorithms, EvolutionMeasuresTwoSketchesAfterASlowStart) {
   run.world->sketches = "inc_2 inc_2 inc_0\ninc_0\ninc_1 inc_1 inc_1 inc_1\n";
   absl::StatusOr<SearchResult> r = run.Go();
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_GE(run.world->measured.size(), 3u);
-  EXPECT_EQ(run.world->measured[0], "knobs 0 0 0");
-  EXPECT_EQ(run.world->measured[1], "knobs 1 0 2");
-  EXPECT_EQ(run.world->measured[2], "knobs 1 0 0");
+  ExpectTheStartThenTwoSketches(*run.world);
   for (const std::string& m : run.world->measured) EXPECT_NE(m, "knobs 0 4 0");  // past half
 }
 

@@ -94,20 +94,27 @@ def build_model(spec: str, seed: int) -> torch.nn.Module:
     return net.eval()
 
 
+def recorded_by_tune(out: str, key: str) -> Any:
+    """The value OUT/tune.json records under `key`, or None (no `out`, no readable record, or
+    no such key)."""
+    if not out:
+        return None
+    try:
+        with open(os.path.join(out, "tune.json")) as f:
+            return json.load(f).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def resolve_layout(layout: str, example: torch.Tensor, out: str = "") -> str:
     """"auto": the layout OUT/tune.json records (run after tune), else channels last ("nhwc")
     for a batch of 1 and "nchw" otherwise; any other value as it is. tune and run must extract
     with the same layout: their tasks' names differ."""
     if layout != "auto":
         return layout
-    if out:
-        try:
-            with open(os.path.join(out, "tune.json")) as f:
-                recorded = json.load(f).get("layout")
-            if recorded in extract_lib.LAYOUTS:
-                return str(recorded)
-        except (OSError, ValueError, AttributeError):
-            pass  # no readable record: the default below
+    recorded = recorded_by_tune(out, "layout")
+    if recorded in extract_lib.LAYOUTS:
+        return str(recorded)
     return "nhwc" if example.dim() == 4 and int(example.shape[0]) == 1 else "nchw"
 
 
@@ -119,25 +126,14 @@ def resolve_out_block(out_block: Optional[int], out: str = "", layout: str = "nh
         return out_block
     if layout != "nhwc":
         return 0
-    if out:
-        try:
-            with open(os.path.join(out, "tune.json")) as f:
-                recorded = json.load(f).get("out_block", 0)
-            if isinstance(recorded, int) and recorded >= 0:
-                return recorded
-        except (OSError, ValueError, AttributeError):
-            pass  # no readable record: not blocked
-    return 0
+    recorded = recorded_by_tune(out, "out_block")
+    return recorded if isinstance(recorded, int) and recorded >= 0 else 0
 
 
 def recorded_block_layers(out: str) -> Optional[List[str]]:
     """The layers OUT/tune.json records as blocked by measurement (tune --choose-blocks), or
     None (none recorded: extract's size threshold decides)."""
-    try:
-        with open(os.path.join(out, "tune.json")) as f:
-            recorded = json.load(f).get("blocked_layers")
-    except (OSError, ValueError, AttributeError):
-        return None
+    recorded = recorded_by_tune(out, "blocked_layers")
     if isinstance(recorded, list) and all(isinstance(n, str) for n in recorded):
         return recorded
     return None
