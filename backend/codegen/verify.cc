@@ -1,12 +1,15 @@
 #include "backend/codegen/verify.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "backend/ir/strides.h"
 #include "backend/schedule/ir_text.h"
+#include "util/check.h"
 
 namespace looptool {
 namespace {
@@ -39,13 +42,51 @@ double AbsoluteBound(const LoopTree& initial, const TensorData& inputs) {
   return bound;
 }
 
+// The untiled nest in the order that reads memory best: each statement's variables outermost
+// first by the largest stride they step in any of its tensors (ties in program order), so the
+// innermost loops walk rows and the nest streams through its largest tensor instead of striding
+// across it. Any order of an untiled nest computes the same sums; on the reference's inputs they
+// are exact in every order (or within its tolerance, which holds for any order).
+LoopTree ReferenceTree(const Program& program) {
+  std::vector<StatementSchedule> schedules;
+  for (int s = 0; s < program.num_statements(); ++s) {
+    const Statement& st = program.statement(s);
+    std::vector<int> vars = program.LoopVars(s);
+    std::vector<int64_t> largest(program.vars().size(), 0);
+    std::vector<const Access*> accesses = {&st.output};
+    for (const Access& in : st.inputs) accesses.push_back(&in);
+    for (const Access* access : accesses) {
+      const std::vector<int64_t> strides = RowMajorStrides(program.tensor(access->tensor).shape);
+      for (size_t d = 0; d < strides.size(); ++d) {
+        for (const auto& term : access->index[d].terms) {
+          largest[term.var] = std::max(largest[term.var], std::abs(term.coeff) * strides[d]);
+        }
+      }
+    }
+    std::stable_sort(vars.begin(), vars.end(),
+                     [&](int a, int b) { return largest[a] > largest[b]; });
+    const std::vector<int> out = program.OutputVars(s);
+    StatementSchedule sched;
+    for (int v : vars) {
+      const Loop loop{v, program.var(v).extent, 0};
+      sched.compute.push_back(loop);
+      if (std::find(out.begin(), out.end(), v) != out.end()) sched.write.push_back(loop);
+    }
+    schedules.push_back(std::move(sched));
+  }
+  absl::StatusOr<LoopTree> tree = LoopTree::Create(
+      std::make_shared<const Program>(program), std::move(schedules), Cursor{0, 0});
+  LT_CHECK(tree.ok());
+  return *std::move(tree);
+}
+
 }  // namespace
 
 ReferenceRun MakeReference(const Program& program) {
   ReferenceRun ref;
   ref.expected = AllocateTensors(program);
   FillInputs(program, 20261122, /*small_integers=*/true, ref.expected);
-  const LoopTree initial = LoopTree::Initial(std::make_shared<const Program>(program));
+  const LoopTree initial = ReferenceTree(program);
   double worst = 0;
   for (int s = 0; s < program.num_statements(); ++s) {
     if (program.statement(s).reduction == Reduction::kSum) worst = std::max(worst, MaxPartial(program, s));
@@ -76,7 +117,7 @@ ReferenceRun MakeReference(const Program& program) {
 }
 
 absl::Status VerifyKernel(const Kernel& kernel, const LoopTree& tree, const ReferenceRun& reference,
-                          TensorData& scratch) {
+                          TensorData& scratch, double* run_seconds) {
   const Program& p = tree.program();
   for (int t : p.InputTensors()) scratch[t] = reference.expected[t];
   for (int t : p.OutputTensors()) {
@@ -84,7 +125,12 @@ absl::Status VerifyKernel(const Kernel& kernel, const LoopTree& tree, const Refe
   }
   std::vector<float*> pointers;
   for (auto& buffer : scratch) pointers.push_back(buffer.data());
+  const auto start = std::chrono::steady_clock::now();
   kernel.Run(pointers.data());
+  if (run_seconds != nullptr) {
+    *run_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   for (int t : p.OutputTensors()) {
     for (size_t i = 0; i < scratch[t].size(); ++i) {
       const float got = scratch[t][i], want = reference.expected[t][i];

@@ -17,7 +17,8 @@ struct ReferenceRun {
   double tolerance = 0;   // 0: outputs must match exactly (every sum is an exact small integer)
 };
 
-// Interprets the program's initial schedule on small-integer inputs. Exact comparison needs every
+// Interprets an untiled schedule of the program (its loops ordered to stream through memory;
+// every order of an untiled nest computes the same sums) on small-integer inputs. Exact comparison needs every
 // partial result to stay below 2^24 in magnitude; for larger reductions the tolerance is the
 // float summation error bound for the reduction length.
 ReferenceRun MakeReference(const Program& program);
@@ -25,8 +26,10 @@ ReferenceRun MakeReference(const Program& program);
 // Runs `kernel` on the reference inputs in `scratch` (tensor buffers of the program's shapes,
 // overwritten) and compares every output element. INTERNAL "kernel failed verification: C[3]
 // = 5 where the reference interpreter computes 7" followed by the schedule's ir otherwise.
+// `run_seconds`, when given, receives how long the kernel's one run took (steady clock; a cold
+// run: the kernel just compiled, its inputs just copied).
 absl::Status VerifyKernel(const Kernel& kernel, const LoopTree& tree, const ReferenceRun& reference,
-                          TensorData& scratch);
+                          TensorData& scratch, double* run_seconds = nullptr);
 
 }  // namespace looptool
 

@@ -71,6 +71,7 @@ class Interpreter {
       }
     }
     children_.resize(tree.nodes().size());
+    steps_.resize(tree.nodes().size());
     leaf_parent_.assign(tree.nodes().size(), true);
     for (int ref = 0; ref < static_cast<int>(tree.nodes().size()); ++ref) {
       const TreeNode& n = tree.nodes()[ref];
@@ -89,6 +90,18 @@ class Interpreter {
   }
 
  private:
+  // One leaf of an innermost loop: its pointers at the loop's first iteration and their steps.
+  struct Step {
+    TreeNode::Leaf kind;
+    const Statement* st;
+    int statement;
+    const float* x = nullptr;
+    const float* y = nullptr;
+    float* acc = nullptr;
+    float* out = nullptr;
+    int64_t dx = 0, dy = 0, dacc = 0, dout = 0;
+  };
+
   struct StatementInfo {
     std::vector<Address> inputs;
     Address output, accumulator, iteration;
@@ -165,34 +178,45 @@ class Interpreter {
   void InnermostLoop(const TreeNode& n, int ref) {
     const int v = n.loop.var;
     const int64_t count = std::min(n.loop.size, limit_[v]);
-    struct Step {
-      TreeNode::Leaf kind;
-      const Statement* st;
-      const float* x = nullptr;
-      const float* y = nullptr;
-      float* acc = nullptr;
-      float* out = nullptr;
-      int64_t dx = 0, dy = 0, dacc = 0, dout = 0;
-    };
-    std::vector<Step> steps;
-    for (int c : children_[ref]) {
-      const TreeNode& leaf = tree_.nodes()[c];
-      const Statement& st = p_.statement(leaf.statement);
-      StatementInfo& info = stmts_[leaf.statement];
-      Step s{leaf.leaf, &st};
+    // The leaves' strides along the loop are fixed: worked out once per loop, and only their
+    // pointers at this iteration of the loops above computed here (the hot path runs once per
+    // iteration of the loops above).
+    std::vector<Step>& steps = steps_[ref];
+    if (steps.empty()) {
+      for (int c : children_[ref]) {
+        const TreeNode& leaf = tree_.nodes()[c];
+        const Statement& st = p_.statement(leaf.statement);
+        const StatementInfo& info = stmts_[leaf.statement];
+        Step s{leaf.leaf, &st, leaf.statement};
+        s.dacc = info.accumulator.stride[v];
+        s.dx = info.inputs[0].stride[v];
+        if (st.inputs.size() > 1) s.dy = info.inputs[1].stride[v];
+        if (leaf.leaf == TreeNode::Leaf::kWrite) s.dout = info.output.stride[v];
+        steps.push_back(s);
+      }
+    }
+    for (Step& s : steps) {
+      const Statement& st = *s.st;
+      StatementInfo& info = stmts_[s.statement];
       s.acc = &info.acc[info.accumulator.At(base_)];
-      s.dacc = info.accumulator.stride[v];
       s.x = &data_[st.inputs[0].tensor][info.inputs[0].At(base_)];
-      s.dx = info.inputs[0].stride[v];
-      if (st.inputs.size() > 1) {
-        s.y = &data_[st.inputs[1].tensor][info.inputs[1].At(base_)];
-        s.dy = info.inputs[1].stride[v];
+      if (st.inputs.size() > 1) s.y = &data_[st.inputs[1].tensor][info.inputs[1].At(base_)];
+      if (s.kind == TreeNode::Leaf::kWrite) s.out = &data_[st.output.tensor][info.output.At(base_)];
+    }
+    if (steps.size() == 2 && steps[0].kind == TreeNode::Leaf::kCombine &&
+        steps[1].kind == TreeNode::Leaf::kReduce && steps[0].st == steps[1].st &&
+        steps[0].st->combiner == Combiner::kMultiply && steps[0].st->reduction == Reduction::kSum) {
+      // A sum of products alone in its loop (every contraction's start): the loop below, fused.
+      const float *x = steps[0].x, *y = steps[0].y;
+      float* acc = steps[0].acc;
+      const int64_t dx = steps[0].dx, dy = steps[0].dy, dacc = steps[0].dacc;
+      float value = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        value = x[i * dx] * y[i * dy];
+        acc[i * dacc] += value;
       }
-      if (leaf.leaf == TreeNode::Leaf::kWrite) {
-        s.out = &data_[st.output.tensor][info.output.At(base_)];
-        s.dout = info.output.stride[v];
-      }
-      steps.push_back(s);
+      if (count > 0) combined_ = value;
+      return;
     }
     for (int64_t i = 0; i < count; ++i) {
       for (Step& s : steps) {
@@ -240,6 +264,7 @@ class Interpreter {
   std::vector<int> roots_;
   std::vector<int64_t> base_, limit_;  // per variable: first element and elements available
   float combined_ = 0;                 // the combine leaf's value, read by the reduce leaf
+  std::vector<std::vector<Step>> steps_;  // per innermost loop: its leaves (InnermostLoop)
 };
 
 }  // namespace

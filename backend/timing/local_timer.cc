@@ -65,12 +65,22 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
   const double t0 = MonotonicSeconds();
   absl::StatusOr<Kernel> kernel = compiler_.Compile(tree);
   const double t1 = MonotonicSeconds();
-  absl::Status verified = kernel.ok() ? VerifyKernel(*kernel, tree, program.reference, program.scratch)
+  double verify_run_seconds = 0;
+  absl::Status verified = kernel.ok() ? VerifyKernel(*kernel, tree, program.reference,
+                                                     program.scratch, &verify_run_seconds)
                                       : kernel.status();
   const double t2 = MonotonicSeconds();
   absl::StatusOr<Measurement> result = Measurement{};
+  const double flops = static_cast<double>(tree.program().Flops());
   if (!verified.ok()) {
     result = verified;
+  } else if (options_.give_up_factor > 0 &&
+             verify_run_seconds > options_.give_up_factor * program.best_seconds) {
+    // Its verification run alone was far slower than the best: not timed again. A cold run
+    // is never faster than a warm one, so its speed is reported low, never high.
+    ++stats_.given_up;
+    ++stats_.untimed;
+    result = Measurement{verify_run_seconds, flops / verify_run_seconds * 1e-9};
   } else {
     std::vector<float*> pointers;
     for (auto& buffer : program.scratch) pointers.push_back(buffer.data());
@@ -94,8 +104,7 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
       }
     }
     program.best_seconds = std::min(program.best_seconds, t.min_seconds);
-    result = Measurement{t.min_seconds,
-                         static_cast<double>(tree.program().Flops()) / t.min_seconds * 1e-9};
+    result = Measurement{t.min_seconds, flops / t.min_seconds * 1e-9};
   }
   const double t3 = MonotonicSeconds();
   ++stats_.measured;

@@ -39,6 +39,36 @@ TEST(Verify, WrongKernelIsAnInternalErrorNamingTheSchedule) {
   EXPECT_THAT(s.message(), HasSubstr("compute 1: m(9) k(7) n(20)"));
 }
 
+TEST(Verify, TheReferenceIsTheUntiledNestInProgramOrder) {
+  // MakeReference interprets the untiled nest in the order that reads memory best, not in the
+  // program's order; on its inputs every order computes the same floats, bit for bit.
+  for (const char* program : {
+           "C[m,n] += A[m,k] * B[k,n]; m=9 n=20 k=7",
+           "Y[m,b,n] += X[m,k] * W[b,k,n]; m=5 b=6 n=8 k=33",
+           "O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s] -> relu; k=5 c=3 h=6 w=7 r=3 s=3",
+           "O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=4 h=5 w=6 r=3 s=3",
+           "B[n,m] = A[m,n]; m=13 n=17",
+           "C[m] = A[m]; C[n + 4] = B[n]; m=4 n=5",
+           "s[m] += A[n,m]; t[n] max= A[n,m]; m=40 n=30",
+           "t[] += A[m,n]; m=4096 n=4096",  // thinned inputs
+       }) {
+    SCOPED_TRACE(program);
+    const LoopTree initial = InitialTree(program);
+    const Program& p = initial.program();
+    const ReferenceRun ref = MakeReference(p);
+    ASSERT_EQ(ref.tolerance, 0);
+    TensorData in_order = AllocateTensors(p);
+    for (int t : p.InputTensors()) in_order[t] = ref.expected[t];
+    Interpret(initial, in_order);
+    for (int t : p.OutputTensors()) {
+      EXPECT_EQ(in_order[t], ref.expected[t]) << p.tensor(t).name;
+      bool nonzero = false;
+      for (float x : ref.expected[t]) nonzero = nonzero || x != 0;
+      EXPECT_TRUE(nonzero) << p.tensor(t).name;
+    }
+  }
+}
+
 double ToleranceOf(const std::string& program) {
   return MakeReference(*InitialTree(program).program_ptr()).tolerance;
 }

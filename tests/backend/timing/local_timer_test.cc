@@ -175,11 +175,17 @@ TEST(LocalTimer, FarSlowerSchedulesOfAProgramAreTimedOnce) {
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
   ASSERT_TRUE(ev.Measure(t).ok());
   EXPECT_EQ(ev.stats().given_up, 0);  // nothing known yet: timed as usual
-  ASSERT_TRUE(ev.Measure(WithActions(t, "split_4")).ok());
+  const absl::StatusOr<Measurement> slow = ev.Measure(WithActions(t, "split_4"));
+  ASSERT_TRUE(slow.ok());
   EXPECT_EQ(ev.stats().given_up, 1);
+  // Its verification run was already far slower: that run's time is its measurement.
+  EXPECT_EQ(ev.stats().untimed, 1);
+  EXPECT_GT(slow->seconds, 0);
+  EXPECT_DOUBLE_EQ(slow->gflops, 2.0 * 32 * 48 * 16 / slow->seconds * 1e-9);
   // Another program has its own best.
   ASSERT_TRUE(ev.Measure(InitialTree("s[m] += A[m,n]; m=8 n=8")).ok());
   EXPECT_EQ(ev.stats().given_up, 1);
+  EXPECT_EQ(ev.stats().untimed, 1);
   // Factor 0 never gives up.
   o.give_up_factor = 0;
   LocalTimer never(o);
