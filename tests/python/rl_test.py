@@ -219,6 +219,18 @@ def real_observations(address, count=12, seed=0, action_space="loop_tool"):
     return np.asarray(obs), np.asarray(masks)
 
 
+class LocalServersTest(unittest.TestCase):
+    def test_this_process_keeps_off_the_timing_core_until_close(self):
+        before = os.sched_getaffinity(0)
+        if len(before) < 2:
+            self.skipTest("one CPU: nothing to keep off")
+        with cluster.Servers(timing_cores=1) as srv:
+            self.assertEqual(srv.timing_cores, [max(before)])
+            self.assertEqual(os.sched_getaffinity(0), before - {max(before)})
+        # Closed: its CPUs back (tune_model times kernels side by side after its servers close).
+        self.assertEqual(os.sched_getaffinity(0), before)
+
+
 class ServerTestCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

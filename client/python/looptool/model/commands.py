@@ -26,7 +26,10 @@ blocked), run's what OUT/tune.json records. With `--choose-blocks`, tune picks t
 layer by measurement instead of by extract's size threshold: every convolution that can be
 blocked is tuned in both forms (two tasks, sharing the time), the form whose tuned kernel is
 faster is kept, and OUT/tune.json records the choice ("blocked_layers", and "block_choice":
-both forms' GFLOPS per layer), which run then extracts with.
+both forms' GFLOPS per layer), which run then extracts with. "Faster" is measured after the
+export: both forms' exported kernels timed side by side in this process on one core, in
+alternating rounds (`retime_forms`), so that a slow spell of the host falls on both; the
+searches' own figures are recorded beside those timings.
 
 `--model` is a torchvision model name (built with random weights from `--seed`, its BatchNorm
 statistics randomized too so that folding them is exercised) or `package.module:factory` (a
@@ -159,6 +162,45 @@ def both_forms(model: torch.nn.Module, example: torch.Tensor, out_block: int
                             plain.left), forms
 
 
+def kernel_call(kernel: kernels.Kernel, seed: int = 0) -> Any:
+    """A call of `kernel` on random inputs placed as the server's timer places them (bound once:
+    each call runs the kernel alone)."""
+    import numpy as np
+    inputs, outputs = kernel.empty_tensors()
+    rng = np.random.default_rng(seed)
+    for a in inputs + outputs:
+        a[...] = rng.standard_normal(a.shape, dtype=np.float32)
+    return kernel.bind(*inputs, out=outputs)
+
+
+def retime_forms(library: kernels.KernelLibrary, forms: Dict[str, Tuple[str, str]],
+                 seconds: float = 0.5, rounds: int = 5) -> Dict[str, Tuple[float, float]]:
+    """{layer: (fastest call of the unblocked task's kernel, of the blocked one's), seconds} for
+    every form pair whose two kernels are both in `library`: per round, each kernel's calls for
+    `seconds / rounds` (the first call of each round untimed), the two kernels alternating, on
+    one core."""
+    out: Dict[str, Tuple[float, float]] = {}
+    with _OneCpu():
+        for layer, (a, b) in forms.items():
+            if a not in library or b not in library:
+                continue
+            calls = [kernel_call(library[a]), kernel_call(library[b])]
+            best = [float("inf"), float("inf")]
+            for _ in range(rounds):
+                for i, call in enumerate(calls):
+                    call()
+                    end = time.perf_counter() + seconds / rounds / 2
+                    while True:
+                        t0 = time.perf_counter()
+                        call()
+                        t1 = time.perf_counter()
+                        best[i] = min(best[i], t1 - t0)
+                        if t1 >= end:
+                            break
+            out[layer] = (best[0], best[1])
+    return out
+
+
 def example_input(shape: Sequence[int], seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 2))
 
@@ -265,12 +307,26 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
             best = run.tasks[task].best if task in run.tasks else None
             return best.gflops if best is not None else 0.0
 
-        blocked_layers = sorted(n for n, (a, b) in forms.items() if gflops(b) > gflops(a))
+        timed = retime_forms(kernels.load(os.path.join(out, "kernels")), forms) \
+            if manifest else {}
+
+        def blocked_is_faster(layer: str) -> bool:
+            a, b = forms[layer]
+            if layer in timed:
+                return timed[layer][1] < timed[layer][0]
+            return gflops(b) > gflops(a)  # a form failed to export: the searches' figures
+
+        def entry(layer: str) -> Dict[str, Any]:
+            a, b = forms[layer]
+            e = {"layer": layer, "task": a, "gflops": round(gflops(a), 2), "blocked_task": b,
+                 "blocked_gflops": round(gflops(b), 2), "blocked": layer in blocked_layers}
+            if layer in timed:
+                e["seconds"], e["blocked_seconds"] = timed[layer]
+            return e
+
+        blocked_layers = sorted(n for n in forms if blocked_is_faster(n))
         choice = {"blocked_layers": blocked_layers,
-                  "block_choice": [{"layer": n, "task": a, "gflops": round(gflops(a), 2),
-                                    "blocked_task": b, "blocked_gflops": round(gflops(b), 2),
-                                    "blocked": n in blocked_layers}
-                                   for n, (a, b) in forms.items()]}
+                  "block_choice": [entry(n) for n in forms]}
         # The report covers the layers as run will compute them.
         plan = extract_lib.extract(model, example, layout=layout, out_block=out_block,
                                    block_layers=blocked_layers)

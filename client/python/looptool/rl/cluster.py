@@ -58,7 +58,7 @@ class Servers:
     A local server's kernel workers are pinned to the machine's last `timing_cores` CPUs; when
     CPUs are left over, this process (and so the Dask workers it starts afterwards, and the
     server's own threads) is kept off the timing CPUs, so kernels are timed on cores nothing
-    else of ours uses.
+    else of ours uses; close() gives this process its CPUs back.
     """
 
     def __init__(self, addresses: Optional[Sequence[str]] = None, timing_cores: int = 1,
@@ -66,6 +66,7 @@ class Servers:
         self.local: Optional["LocalServer"] = None   # the first (or only) local server
         self.locals: List["LocalServer"] = []
         self.timing_cores: Optional[List[int]] = None
+        self._affinity: Optional[Set[int]] = None  # this process's CPUs before, restored by close()
         if addresses:
             self.addresses = list(addresses)
         else:
@@ -73,6 +74,7 @@ class Servers:
             cores = default_timing_cores(timing_cores * count)
             others = sorted(os.sched_getaffinity(0) - set(cores))
             if others:
+                self._affinity = os.sched_getaffinity(0)
                 os.sched_setaffinity(0, others)
             try:
                 for i in range(count):  # server i: its own `timing_cores` of the cores
@@ -93,6 +95,9 @@ class Servers:
             server.close()
         self.locals = []
         self.local = None
+        if self._affinity is not None:
+            os.sched_setaffinity(0, self._affinity)
+            self._affinity = None
 
     def __enter__(self) -> "Servers":
         return self
