@@ -79,6 +79,10 @@ ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 ABSL_FLAG(std::string, actions, "", "eval: comma-separated action names to apply");
+ABSL_FLAG(double, eval_seconds, 1.0,
+          "eval: seconds of re-timings of the result (the server's fixed timing, repeated; the "
+          "fastest counts, beside the FMA peak measured right after it), 0..60; 0: the one "
+          "measurement a search would take");
 ABSL_FLAG(std::string, action_space, "",
           "loop_tool, loop_tune or loop_nest (default: loop_nest for evolution, the policy's for "
           "the policy searches, else loop_tool)");
@@ -654,6 +658,11 @@ int Tune() {
 
 int Eval() {
   const bool as_json = absl::GetFlag(FLAGS_json);
+  const double eval_seconds = absl::GetFlag(FLAGS_eval_seconds);
+  if (!(eval_seconds >= 0 && eval_seconds <= 60)) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--eval_seconds must be 0..60, not ", eval_seconds)));
+  }
   absl::StatusOr<Connected> c = Connect();
   if (!c.ok()) return Fail(c.status());
   if (!as_json) ReportEmbedded(*c);
@@ -673,11 +682,30 @@ int Eval() {
   }
   absl::StatusOr<StepResult> end = env.Step({}, {"loop_tree", "flops", "ir"});
   if (!end.ok()) return Fail(end.status());
+  // Re-timed for --eval_seconds (at least once when > 0): a slow spell of the host lasts a
+  // fraction of a second, and one 10 ms timing of a large kernel is a few runs.
+  Retiming best_retiming;
+  int retimings = 0;
+  const absl::Time retime_start = absl::Now();
+  while (eval_seconds > 0 &&
+         (retimings == 0 ||
+          absl::ToDoubleSeconds(absl::Now() - retime_start) < eval_seconds)) {
+    absl::StatusOr<Retiming> r = env.Remeasure();
+    if (!r.ok()) return Fail(r.status());
+    ++retimings;
+    if (r->gflops > best_retiming.gflops) best_retiming = *r;
+  }
+  const double retime_seconds = absl::ToDoubleSeconds(absl::Now() - retime_start);
   // The code generator's plan; servers that do not serve it (older ones) print none.
   absl::StatusOr<Value> plan = env.Observe("kernel_plan");
   // Step returns every observation it was asked for, so these are never null.
-  const double g0 = start->Find("flops")->number, peak = start->Find("peak_gflops")->number;
-  const double g = end->Find("flops")->number;
+  const double g0 = start->Find("flops")->number;
+  const double measured = end->Find("flops")->number;
+  const double g = retimings > 0 ? best_retiming.gflops : measured;
+  // A fraction of peak compares numbers taken at the same clock: the peak measured beside the
+  // fastest re-timing where the server measures one.
+  const double peak = best_retiming.peak_gflops > 0 ? best_retiming.peak_gflops
+                                                    : start->Find("peak_gflops")->number;
   const std::string& loop_tree = end->Find("loop_tree")->text;
   const std::string kernel_plan = plan.ok() ? plan->text : "";
   const Roofline bound = ObserveRoofline(env);
@@ -685,6 +713,7 @@ int Eval() {
     json j = {{"benchmark", uri}, {"actions", actions}, {"had_effect", effect},
               {"loop_tree", loop_tree}, {"ir", end->Find("ir")->text},
               {"kernel_plan", kernel_plan}, {"gflops", g}, {"start_gflops", g0},
+              {"measured_gflops", measured}, {"retimings", retimings},
               {"peak_gflops", peak}, {"speedup", g0 > 0 ? g / g0 : 0}};
     AddRoofline(bound, g, j);
     std::cout << j.dump() << "\n";
@@ -697,6 +726,11 @@ int Eval() {
   std::printf("start      %8.2f GFLOPS  %5.1f%% of peak\n", g0, 100 * g0 / peak);
   std::printf("result     %8.2f GFLOPS  %5.1f%% of peak  %.2fx the start\n", g, 100 * g / peak,
               g0 > 0 ? g / g0 : 0);
+  if (retimings > 0) {
+    std::printf("re-timed   %d times in %.1f s, the fastest counts; its first measurement read "
+                "%.2f GFLOPS\n",
+                retimings, retime_seconds, measured);
+  }
   PrintRoofline(bound, g, "result");
   std::printf("loop tree\n%s", Indent(loop_tree).c_str());
   if (!kernel_plan.empty()) std::printf("kernel plan\n%s", Indent(kernel_plan).c_str());

@@ -32,9 +32,21 @@ class CliTest(unittest.TestCase):
 
         # eval replays the actions to the same loop tree.
         e = run("eval", "--benchmark", out["benchmark"], "--actions", ",".join(out["actions"]),
-                "--json")
+                "--json", "--eval_seconds=0.3")
         self.assertEqual(e.returncode, 0, e.stderr)
-        self.assertEqual(json.loads(e.stdout)["loop_tree"], out["loop_tree"])
+        ev = json.loads(e.stdout)
+        self.assertEqual(ev["loop_tree"], out["loop_tree"])
+        # Re-timed for the time given, the fastest counting, the first measurement beside it.
+        self.assertGreater(ev["retimings"], 1)
+        self.assertGreater(ev["measured_gflops"], 0)
+        # --eval_seconds=0: the one measurement a search would take.
+        e = run("eval", "--benchmark", out["benchmark"], "--actions", ",".join(out["actions"]),
+                "--json", "--eval_seconds=0")
+        ev = json.loads(e.stdout)
+        self.assertEqual((ev["retimings"], ev["gflops"]), (0, ev["measured_gflops"]))
+        e = run("eval", "--benchmark", out["benchmark"], "--eval_seconds=61")
+        self.assertEqual(e.returncode, 2, e.stderr)
+        self.assertIn("--eval_seconds must be 0..60, not 61", e.stderr)
 
     def test_tune_with_the_built_in_policies(self):
         # One greedy episode of a built-in policy in its own action space, only the final state
