@@ -74,7 +74,7 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
   const double flops = static_cast<double>(tree.program().Flops());
   if (!verified.ok()) {
     result = verified;
-  } else if (options_.give_up_factor > 0 &&
+  } else if (options_.give_up_factor > 0 && verify_run_seconds >= options_.untimed_min_seconds &&
              verify_run_seconds > options_.give_up_factor * program.best_seconds) {
     // Its verification run alone was far slower than the best: not timed again. A cold run
     // is never faster than a warm one, so its speed is reported low, never high.

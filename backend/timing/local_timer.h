@@ -42,16 +42,19 @@ class LocalTimer final : public KernelTimer {
     int64_t max_cached_schedule_bytes = int64_t{64} << 20;  // ... and their bytes
     size_t max_cached_programs = 32;     // reference runs and tensor buffers...
     int64_t max_cached_program_bytes = int64_t{256} << 20;  // ... and their bytes
-    // A schedule whose verification run is this many times slower than the fastest kernel of
-    // its program measured so far is not timed (that run's time is its measurement), and one
-    // whose first timed run is, is timed once (after warm-up): searches waste less time on bad
-    // schedules of slow programs. 0 disables it.
+    // A schedule whose first timed run is this many times slower than the fastest kernel of its
+    // program measured so far is timed once (after warm-up); one whose verification run is, and
+    // took at least `untimed_min_seconds` (a cold run of a kernel of microseconds pays for its
+    // first touch of code and data, so only long runs are judged by it), is not timed: that
+    // run's time is its measurement. Searches waste less time on bad schedules of slow
+    // programs. 0 disables both.
     double give_up_factor = 4;
+    double untimed_min_seconds = 1e-3;
   };
 
   // What one new schedule cost; for benchmarks and the service's statistics.
   struct Stats {
-    int64_t measured = 0;     // schedules compiled, verified and timed
+    int64_t measured = 0;     // schedules compiled, verified and timed (or given up untimed)
     int64_t given_up = 0;     // of those, timed once or not at all for being far slower than the best
     int64_t untimed = 0;      // of those given up, not timed: the verification run's time counts
     int64_t stable = 0;       // adaptive: runs stopped once the minimum settled

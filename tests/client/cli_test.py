@@ -39,6 +39,8 @@ class CliTest(unittest.TestCase):
         # Re-timed for the time given, the fastest counting, the first measurement beside it.
         self.assertGreater(ev["retimings"], 1)
         self.assertGreater(ev["measured_gflops"], 0)
+        # The start is measured once: the speedup compares first measurements.
+        self.assertAlmostEqual(ev["speedup"], ev["measured_gflops"] / ev["start_gflops"], places=9)
         # --eval_seconds=0: the one measurement a search would take.
         e = run("eval", "--benchmark", out["benchmark"], "--actions", ",".join(out["actions"]),
                 "--json", "--eval_seconds=0")

@@ -39,7 +39,7 @@ TEST(Verify, WrongKernelIsAnInternalErrorNamingTheSchedule) {
   EXPECT_THAT(s.message(), HasSubstr("compute 1: m(9) k(7) n(20)"));
 }
 
-TEST(Verify, TheReferenceIsTheUntiledNestInProgramOrder) {
+TEST(Verify, TheReferenceEqualsTheUntiledNestInProgramOrder) {
   // MakeReference interprets the untiled nest in the order that reads memory best, not in the
   // program's order; on its inputs every order computes the same floats, bit for bit.
   for (const char* program : {

@@ -167,27 +167,45 @@ TEST(MeasureRuns, GivesUpAfterOneRunSlowerThanTheBound) {
   EXPECT_LE(full.runs, 10);
 }
 
-TEST(LocalTimer, FarSlowerSchedulesOfAProgramAreTimedOnce) {
+TEST(LocalTimer, FarSlowerSchedulesOfAProgramAreTimedOnceOrNotAtAll) {
   // With a tiny factor every schedule after the program's first is "far slower" than the best.
   LocalTimer::Options o = Fast();
   o.give_up_factor = 1e-9;
+  o.untimed_min_seconds = 1e30;  // first: never judged by the verification run alone
   LocalTimer ev(o);
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
   ASSERT_TRUE(ev.Measure(t).ok());
   EXPECT_EQ(ev.stats().given_up, 0);  // nothing known yet: timed as usual
-  const absl::StatusOr<Measurement> slow = ev.Measure(WithActions(t, "split_4"));
-  ASSERT_TRUE(slow.ok());
-  EXPECT_EQ(ev.stats().given_up, 1);
-  // Its verification run was already far slower: that run's time is its measurement.
-  EXPECT_EQ(ev.stats().untimed, 1);
-  EXPECT_GT(slow->seconds, 0);
-  EXPECT_DOUBLE_EQ(slow->gflops, 2.0 * 32 * 48 * 16 / slow->seconds * 1e-9);
+  ASSERT_TRUE(ev.Measure(WithActions(t, "split_4")).ok());
+  EXPECT_EQ(ev.stats().given_up, 1);  // timed once, after warm-up
+  EXPECT_EQ(ev.stats().untimed, 0);
   // Another program has its own best.
   ASSERT_TRUE(ev.Measure(InitialTree("s[m] += A[m,n]; m=8 n=8")).ok());
   EXPECT_EQ(ev.stats().given_up, 1);
-  EXPECT_EQ(ev.stats().untimed, 1);
+
+  // A verification run at least untimed_min_seconds long and far slower than the best: that
+  // run's time is the measurement.
+  o.untimed_min_seconds = 0;
+  LocalTimer untimed(o);
+  ASSERT_TRUE(untimed.Measure(t).ok());
+  const absl::StatusOr<Measurement> slow = untimed.Measure(WithActions(t, "split_4"));
+  ASSERT_TRUE(slow.ok());
+  EXPECT_EQ(untimed.stats().given_up, 1);
+  EXPECT_EQ(untimed.stats().untimed, 1);
+  EXPECT_GT(slow->seconds, 0);
+  EXPECT_DOUBLE_EQ(slow->gflops, 2.0 * 32 * 48 * 16 / slow->seconds * 1e-9);
+  // Shorter than untimed_min_seconds (the default 1 ms; this kernel runs in microseconds): timed
+  // once instead, whatever the factor.
+  o.untimed_min_seconds = 1e-3;
+  LocalTimer floor(o);
+  ASSERT_TRUE(floor.Measure(t).ok());
+  ASSERT_TRUE(floor.Measure(WithActions(t, "split_4")).ok());
+  EXPECT_EQ(floor.stats().given_up, 1);
+  EXPECT_EQ(floor.stats().untimed, 0);
+
   // Factor 0 never gives up.
   o.give_up_factor = 0;
+  o.untimed_min_seconds = 0;
   LocalTimer never(o);
   ASSERT_TRUE(never.Measure(t).ok());
   ASSERT_TRUE(never.Measure(WithActions(t, "split_4")).ok());

@@ -178,11 +178,15 @@ def retime_forms(library: kernels.KernelLibrary, forms: Dict[str, Tuple[str, str
     """{layer: (fastest call of the unblocked task's kernel, of the blocked one's), seconds} for
     every form pair whose two kernels are both in `library`: per round, each kernel's calls for
     `seconds / rounds` (the first call of each round untimed), the two kernels alternating, on
-    one core."""
+    one core; layers with the same pair of tasks share one timing."""
     out: Dict[str, Tuple[float, float]] = {}
+    by_pair: Dict[Tuple[str, str], Tuple[float, float]] = {}  # layers sharing tasks: timed once
     with _OneCpu():
         for layer, (a, b) in forms.items():
             if a not in library or b not in library:
+                continue
+            if (a, b) in by_pair:
+                out[layer] = by_pair[(a, b)]
                 continue
             calls = [kernel_call(library[a]), kernel_call(library[b])]
             best = [float("inf"), float("inf")]
@@ -197,7 +201,7 @@ def retime_forms(library: kernels.KernelLibrary, forms: Dict[str, Tuple[str, str
                         best[i] = min(best[i], t1 - t0)
                         if t1 >= end:
                             break
-            out[layer] = (best[0], best[1])
+            out[layer] = by_pair[(a, b)] = (best[0], best[1])
     return out
 
 
@@ -307,8 +311,13 @@ def tune_model(model: torch.nn.Module, example: torch.Tensor, out: str, *,
             best = run.tasks[task].best if task in run.tasks else None
             return best.gflops if best is not None else 0.0
 
-        timed = retime_forms(kernels.load(os.path.join(out, "kernels")), forms) \
-            if manifest else {}
+        timed: Dict[str, Tuple[float, float]] = {}
+        if manifest:
+            try:
+                timed = retime_forms(kernels.load(os.path.join(out, "kernels")), forms)
+            except kernels.KernelLibraryError as e:  # the searches' figures decide instead
+                print(f"{title}: the exported kernels could not be loaded to time the two "
+                      f"forms side by side ({e}); choosing by the searches' figures", file=log)
 
         def blocked_is_faster(layer: str) -> bool:
             a, b = forms[layer]

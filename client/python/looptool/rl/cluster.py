@@ -58,7 +58,8 @@ class Servers:
     A local server's kernel workers are pinned to the machine's last `timing_cores` CPUs; when
     CPUs are left over, this process (and so the Dask workers it starts afterwards, and the
     server's own threads) is kept off the timing CPUs, so kernels are timed on cores nothing
-    else of ours uses; close() gives this process its CPUs back.
+    else of ours uses; close() gives the calling thread its CPUs back (threads started in
+    between keep the narrower set).
     """
 
     def __init__(self, addresses: Optional[Sequence[str]] = None, timing_cores: int = 1,
@@ -91,13 +92,15 @@ class Servers:
             self.timing_cores = cores
 
     def close(self) -> None:
-        for server in self.locals:
-            server.close()
-        self.locals = []
-        self.local = None
-        if self._affinity is not None:
-            os.sched_setaffinity(0, self._affinity)
-            self._affinity = None
+        try:
+            for server in self.locals:
+                server.close()
+        finally:
+            self.locals = []
+            self.local = None
+            if self._affinity is not None:
+                os.sched_setaffinity(0, self._affinity)
+                self._affinity = None
 
     def __enter__(self) -> "Servers":
         return self
