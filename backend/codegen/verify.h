@@ -18,9 +18,9 @@ struct ReferenceRun {
 };
 
 // Interprets an untiled schedule of the program (its loops ordered to stream through memory;
-// every order of an untiled nest computes the same sums) on small-integer inputs. Exact comparison needs every
-// partial result to stay below 2^24 in magnitude; for larger reductions the tolerance is the
-// float summation error bound for the reduction length.
+// every order of an untiled nest computes the same sums) on small-integer inputs. Exact
+// comparison needs every partial result to stay below 2^24 in magnitude; for larger reductions
+// the tolerance is the float summation error bound for the reduction length.
 ReferenceRun MakeReference(const Program& program);
 
 // Runs `kernel` on the reference inputs in `scratch` (tensor buffers of the program's shapes,
