@@ -251,6 +251,18 @@ def fresh_seconds(kernel, seconds: float) -> float:
     return fastest(kernel_call(kernel), seconds)
 
 
+def peak_now(cli: str, isa: str, core: int) -> float:
+    """The FMA peak of `core` measured now (`looptool peak`: an embedded server on that core
+    measures it as it starts), so that a layer's fraction of peak divides two numbers taken at
+    the same clock: a search's peak, measured while other searches compiled, can be a quarter
+    lower than one measured when the layer is timed here."""
+    p = subprocess.run([cli, "peak", f"--isa={isa}", f"--eval_cores={core}", "--json"],
+                       capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        sys.exit(f"layer_bench: looptool peak failed: {p.stderr.strip()}")
+    return float(json.loads(p.stdout)["peak_gflops"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", action="append", help=f"default: {', '.join(DATASETS)}")
@@ -344,12 +356,14 @@ def main() -> None:
             tuned[layer["name"]] = dict(bad[0], error=bad[0].get("error", "not exported")) \
                 if bad else {"runs": rs}
         first = next(iter(runs[0][0].values()))
-        peak = first.get("peak_gflops", 0)
+        peaks: List[float] = []  # measured beside each layer's timings
         lines += [f"## {dataset}", "",
-                  f"Kernel worker and references on cpu {core}; FMA peak {peak:.1f} GFLOPS "
-                  f"({first.get('host_cpu', '')}). GFLOPS: the tuned kernel, exported "
+                  f"Kernel worker and references on cpu {core} ({first.get('host_cpu', '')}); "
+                  "FMA peak PEAKS. GFLOPS: the tuned kernel, exported "
                   "and timed here as the references are (fastest call of "
-                  f"{args.ref_seconds:g} s); search's: what the search reported for it.", "",
+                  f"{args.ref_seconds:g} s); search's: what the search reported for it. % peak "
+                  "and % roofline: of the peak measured right after the layer's timings "
+                  "(`looptool peak`; a memory-bound layer's bound as the search's).", "",
                   "| layer | x | GFLOPS | search's | % peak | % roofline | ours ms | PyTorch ms | "
                   "/ PyTorch | oneDNN ms | / oneDNN |"
                   + (f" GFLOPS over {args.runs} runs | spread |" if args.runs > 1 else ""),
@@ -391,6 +405,9 @@ def main() -> None:
                 if kt < pt:
                     pt, mark = kt, " t"
             dnn = fastest(dnn_call, args.ref_seconds) if dnn_call else None
+            peak = peak_now(args.cli, args.isa, core)
+            peaks.append(peak)
+            bound = min(r["roofline_gflops"], peak) if r.get("memory_bound") else peak
             ours_total += layer["weight"] * ours
             torch_total += layer["weight"] * pt
             spread = ""
@@ -406,8 +423,8 @@ def main() -> None:
                     conv_ratios.append(dnn / ours)
             lines.append(
                 f"| {layer['name']} | {layer['weight']} | {r['fresh_gflops']:.1f} | "
-                f"{r['gflops']:.1f} | {100 * r['fresh_gflops'] / r['peak_gflops']:.1f} | "
-                f"{100 * r['fresh_gflops'] / r['roofline_gflops']:.1f} | "
+                f"{r['gflops']:.1f} | {100 * r['fresh_gflops'] / peak:.1f} | "
+                f"{100 * r['fresh_gflops'] / bound:.1f} | "
                 f"{ours * 1e3:.3f} | {pt * 1e3:.3f}{mark} | {pt / ours:.2f}x | "
                 + (f"{dnn * 1e3:.3f} | {dnn / ours:.2f}x |" if dnn else "- | - |") + spread)
             print(f"{dataset} {layer['name']}: {pt / ours:.2f}x PyTorch", file=sys.stderr)
@@ -427,6 +444,13 @@ def main() -> None:
                       + " PyTorch; "
                       f"{sum(1 for sp, _ in spreads if sp <= 0.03)} of {len(spreads)} layers "
                       f"within 3%, the widest {100 * worst[0]:.1f}% ({worst[1]})")
+        searches = sorted(run[name]["peak_gflops"] for run, _ in runs for name in run
+                          if run[name].get("peak_gflops"))
+        text = (f"{min(peaks):.1f}-{max(peaks):.1f} GFLOPS measured beside the layers' timings"
+                if peaks else "not measured (no layer timed)")
+        if searches:
+            text += f" (the searches': {searches[0]:.1f}-{searches[-1]:.1f})"
+        lines = [line.replace("FMA peak PEAKS", "FMA peak " + text) for line in lines]
         lines += ["", total, ""]
         summary.append(total)
         work.cleanup()

@@ -743,6 +743,34 @@ int Eval() {
   return 0;
 }
 
+// The FMA peak of one core, measured now: the embedded server measures it as it starts (the best
+// of a few spaced rounds on its kernel worker's core, --eval_cores, with --isa's code); a
+// --server reports the peak it measured when it started. A benchmark that times kernels itself
+// divides by a peak taken beside its timings (layer_bench: after each layer's), so that both
+// were measured at the same clock.
+int Peak() {
+  absl::StatusOr<Connected> c = Connect();
+  if (!c.ok()) return Fail(c.status());
+  absl::StatusOr<Started> started = StartBenchmark(c->connection, ActionSpace(nullptr));
+  if (!started.ok()) return Fail(started.status());
+  absl::StatusOr<StepResult> r = started->env.Step({}, {"peak_gflops"});
+  if (!r.ok()) return Fail(r.status());
+  const double peak = r->Find("peak_gflops")->number;
+  const int cpu = c->embedded != nullptr ? c->embedded->eval_cores()[0] : -1;
+  const char* measured = c->embedded != nullptr ? "now" : "at server start";
+  if (absl::GetFlag(FLAGS_json)) {
+    json j = {{"peak_gflops", peak}, {"host_cpu", c->connection->host_cpu()},
+              {"measured", measured}};
+    if (cpu >= 0) j["cpu"] = cpu;
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("peak %8.2f GFLOPS  (FMA peak of one core, %s; measured %s%s)\n", peak,
+              c->connection->host_cpu().c_str(), measured,
+              cpu >= 0 ? absl::StrCat(" on cpu ", cpu).c_str() : "");
+  return 0;
+}
+
 // Lists the server's datasets, or with --dataset its benchmarks (the server's lists and split).
 int Benchmarks() {
   absl::StatusOr<Connected> c = Connect();
@@ -911,7 +939,7 @@ int Export() {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "looptool tune|eval|benchmarks|schedules|export [flags]: tune loop nests with LoopTool");
+      "looptool tune|eval|benchmarks|schedules|export|peak [flags]: tune loop nests with LoopTool");
   std::vector<std::string> normalized = NormalizeFlags(argc, argv);
   std::vector<char*> args;
   for (std::string& s : normalized) args.push_back(s.data());
@@ -925,6 +953,7 @@ int Main(int argc, char** argv) {
   if (command == "benchmarks") return Benchmarks();
   if (command == "schedules") return Schedules();
   if (command == "export") return Export();
+  if (command == "peak") return Peak();
   std::fprintf(stderr,
                "usage: looptool tune --benchmark=URI|FILE [--search=ALGO] [--time-limit=S] "
                "[--server=HOST:PORT] [--json]\n"
@@ -935,6 +964,8 @@ int Main(int argc, char** argv) {
                "       looptool schedules --store=FILE [--host=TEXT] [--json]\n"
                "       looptool export --output=DIR [--library=NAME] (--store=FILE [--host=TEXT] "
                "[--benchmark=...] | --benchmark=URI|FILE [--actions=a,b,c])\n"
+               "       looptool peak [--isa=ISA] [--eval_cores=N] [--json]: one core's FMA peak, "
+               "measured now\n"
                "search algorithms: %s\n",
                absl::StrJoin(SearchAlgorithms(), ", ").c_str());
   return command.empty() || command == "help" ? 0 : 2;

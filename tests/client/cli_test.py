@@ -1,5 +1,5 @@
-"""The looptool CLI end to end: tune with an embedded server (--json), eval, benchmarks, and the
-errors a user sees for a bad benchmark or search."""
+"""The looptool CLI end to end: tune with an embedded server (--json), eval, benchmarks, peak,
+and the errors a user sees for a bad benchmark or search."""
 import json
 import os
 import subprocess
@@ -106,6 +106,20 @@ class CliTest(unittest.TestCase):
         self.assertRegex(p.stdout, r"\n    (avx512|avx2|sse), \d+ lanes?(, horizontal)?, \d+ "
                                    r"accumulators?\n")
         self.assertIn("-- register scope", p.stdout)
+
+    def test_peak(self):
+        # The peak of the core asked for, measured by an embedded server started for it; the
+        # text form names the core and the host.
+        p = run("peak", "--json", "--eval_cores=0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = json.loads(p.stdout)
+        self.assertEqual((out["cpu"], out["measured"]), (0, "now"))
+        self.assertGreater(out["peak_gflops"], 1)
+        self.assertTrue(out["host_cpu"])
+        p = run("peak", "--eval_cores=0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stdout, r"^peak +[0-9.]+ GFLOPS  \(FMA peak of one core, .+; measured "
+                                   r"now on cpu 0\)\n$")
 
     def test_benchmarks(self):
         p = run("benchmarks")
