@@ -133,11 +133,35 @@ void VectorOps::SetAvx2Mask(int lanes) {
   avx2_mask_lanes_ = lanes;
 }
 
+bool VectorOps::MoveNarrow(const Xbyak::Xmm& reg, const Xbyak::Address& at, int lanes,
+                           bool load) {
+  if (sse() || width_ == 1 || lanes >= width_) return false;
+  const int i = reg.getIdx();
+  switch (lanes) {
+    case 1:
+      load ? g_.vmovss(Xbyak::Xmm(i), at) : g_.vmovss(at, Xbyak::Xmm(i));
+      return true;
+    case 2:
+      load ? g_.vmovsd(Xbyak::Xmm(i), at) : g_.vmovsd(at, Xbyak::Xmm(i));
+      return true;
+    case 4:
+      load ? g_.vmovups(Xbyak::Xmm(i), at) : g_.vmovups(at, Xbyak::Xmm(i));
+      return true;
+    case 8:
+      load ? g_.vmovups(Xbyak::Ymm(i), at) : g_.vmovups(at, Xbyak::Ymm(i));
+      return true;
+    default:
+      return false;
+  }
+}
+
 void VectorOps::Load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int lanes) {
   if (width_ == 1) {
     sse() ? g_.movss(dst, src) : g_.vmovss(dst, src);
   } else if (lanes == width_) {
     g_.vmovups(dst, src);
+  } else if (MoveNarrow(dst, src, lanes, /*load=*/true)) {
+    // 1, 2, 4 or 8 lanes: emitted, no mask
   } else if (isa_ == Isa::kAvx512) {
     g_.vmovups(dst | Mask(lanes) | T_z, src);
   } else {
@@ -159,6 +183,8 @@ void VectorOps::Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lane
     sse() ? g_.movss(dst, src) : g_.vmovss(dst, src);
   } else if (lanes == width_) {
     g_.vmovups(dst, src);
+  } else if (MoveNarrow(src, dst, lanes, /*load=*/false)) {
+    // 1, 2, 4 or 8 lanes: emitted, no mask
   } else if (isa_ == Isa::kAvx512) {
     g_.vmovups(dst | Mask(lanes), src);
   } else {

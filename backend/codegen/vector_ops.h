@@ -1,7 +1,10 @@
 // VectorOps: the vector instructions of one (ISA, width) pair, so that the emitter says what to
 // compute ("load a chunk", "accumulate x * y") and this class says it in AVX-512, AVX2, AVX
 // scalar or SSE scalar. Masked chunks (lanes < width) use k-registers on AVX-512 and a vmaskmov
-// mask register on AVX2; widths of 1 need no masks.
+// mask register on AVX2; widths of 1 need no masks. A chunk of 1, 2, 4 or 8 lanes below the width
+// is loaded and stored by the plain move of that many floats (vmovss, vmovsd, an xmm or a ymm
+// vmovups) instead: the same bytes, the lanes above zeroed on a load, and no mask (AVX2's masked
+// store takes many micro-ops on AMD cores).
 //
 // Register roles (named by the caller): accumulators, cached operands, two temporaries, the zero
 // register of relu, and on AVX2 the lane-mask register.
@@ -116,6 +119,9 @@ class VectorOps {
   Xbyak::Opmask Mask(int lanes);       // AVX-512
   void SetAvx2Mask(int lanes);         // loads the table row into the mask register
   Xbyak::Xmm Scalar(const Xbyak::Xmm& r) const { return Xbyak::Xmm(r.getIdx()); }
+  // The plain move of `lanes` (1, 2, 4 or 8) floats between `reg`'s low lanes and `at`, when
+  // lanes is below the width and the ISA has VEX moves; false (nothing emitted) otherwise.
+  bool MoveNarrow(const Xbyak::Xmm& reg, const Xbyak::Address& at, int lanes, bool load);
   void Add(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);
   void Mul(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);
   void Max(const Xbyak::Xmm& d, const Xbyak::Xmm& a, const Xbyak::Operand& b);

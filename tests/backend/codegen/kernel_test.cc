@@ -80,6 +80,21 @@ TEST(Kernel, HandScheduleOfTheBenchmarks) {
               "split_64, swap_up, swap_up");
 }
 
+// A tail of every lane count below two vectors of 16: the counts 1, 2, 4 and 8 move with the plain
+// narrower move (vmovss, vmovsd, xmm, ymm), the others with a mask; loads (A, B, the output's
+// partial results) and stores alike.
+TEST(Kernel, TailsOfEveryLaneCount) {
+  for (int n = 1; n < 32; ++n) {
+    const std::string ns = std::to_string(n);
+    for (const std::string& program :
+         {"C[m,n] = A[m,n] + B[m,n] -> relu; m=2 n=" + ns,
+          "C[m,n] += A[m,k] * B[k,n]; m=3 n=" + ns + " k=5"}) {
+      SCOPED_TRACE(program);
+      ExpectExact(program);
+    }
+  }
+}
+
 // ---- horizontal accumulators ----
 TEST(Kernel, GemvReducesAcrossLanes) { ExpectExact("y[m] += A[m,k] * x[k]; m=7 k=45"); }
 TEST(Kernel, RowReductionWithTail) { ExpectExact("s[m] += A[m,n]; m=5 n=23"); }
