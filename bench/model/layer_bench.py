@@ -407,7 +407,11 @@ def main() -> None:
             dnn = fastest(dnn_call, args.ref_seconds) if dnn_call else None
             peak = peak_now(args.cli, args.isa, core)
             peaks.append(peak)
-            bound = min(r["roofline_gflops"], peak) if r.get("memory_bound") else peak
+            # The roofline at this peak: the bandwidth bound as the search's (its bytes over its
+            # level's bandwidth), the compute bound this peak.
+            rl = r["roofline"]
+            bound = min(peak, rl["flops"] / rl["bytes"] * rl["gbytes_per_second"]) \
+                if rl.get("bytes") and rl.get("gbytes_per_second") else peak
             ours_total += layer["weight"] * ours
             torch_total += layer["weight"] * pt
             spread = ""
@@ -431,6 +435,11 @@ def main() -> None:
         def geomean(ratios: List[float]) -> float:
             return float(torch.tensor(ratios).log().mean().exp()) if ratios else 0.0
 
+        if ours_total == 0:  # no layer tuned and timed: errors only
+            lines = [line.replace("FMA peak PEAKS", "FMA peak not measured") for line in lines]
+            summary.append(f"**{dataset}**: no layer tuned")
+            work.cleanup()
+            continue
         total = (f"**{dataset}**: weighted total ours {ours_total * 1e3:.2f} ms, PyTorch "
                  f"{torch_total * 1e3:.2f} ms: **{torch_total / ours_total:.2f}x PyTorch**; "
                  f"geomean {geomean(onednn_ratios):.2f}x oneDNN over {len(onednn_ratios)} "
@@ -446,8 +455,7 @@ def main() -> None:
                       f"within 3%, the widest {100 * worst[0]:.1f}% ({worst[1]})")
         searches = sorted(run[name]["peak_gflops"] for run, _ in runs for name in run
                           if run[name].get("peak_gflops"))
-        text = (f"{min(peaks):.1f}-{max(peaks):.1f} GFLOPS measured beside the layers' timings"
-                if peaks else "not measured (no layer timed)")
+        text = f"{min(peaks):.1f}-{max(peaks):.1f} GFLOPS measured beside the layers' timings"
         if searches:
             text += f" (the searches': {searches[0]:.1f}-{searches[-1]:.1f})"
         lines = [line.replace("FMA peak PEAKS", "FMA peak " + text) for line in lines]

@@ -965,7 +965,7 @@ int Main(int argc, char** argv) {
                "       looptool export --output=DIR [--library=NAME] (--store=FILE [--host=TEXT] "
                "[--benchmark=...] | --benchmark=URI|FILE [--actions=a,b,c])\n"
                "       looptool peak [--isa=ISA] [--eval_cores=N] [--json]: one core's FMA peak, "
-               "measured now\n"
+               "measured now (with --server: that server's, measured at its start)\n"
                "search algorithms: %s\n",
                absl::StrJoin(SearchAlgorithms(), ", ").c_str());
   return command.empty() || command == "help" ? 0 : 2;
