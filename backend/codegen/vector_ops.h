@@ -59,9 +59,9 @@ class VectorOps {
   void Load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int lanes);
   // dst's first `lanes` lanes = the floats at src, src + stride, ... (stride > 1 elements; the
   // other lanes zero). Full chunks of stride 2: two loads (elements 0..W-1 and W-1..2W-2, never
-  // past the last element read) and a permute; other strides and masked chunks: a gather (lane
-  // offsets from a table). `scratch` (not dst) is overwritten; on AVX2 a masked gather also
-  // overwrites the mask register (it is reloaded on next use).
+  // past the last element read) and a permute; other strides and masked chunks: on AVX-512 a
+  // gather (lane offsets from a table), on AVX2 lane by lane (vmovss, vinsertps; the mask
+  // register untouched). `scratch` (not dst) is overwritten.
   void LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int64_t stride, int lanes,
                    const Xbyak::Xmm& scratch);
   // Whether LoadStrided of a full chunk of stride 2 permutes with an index table (AVX-512): a
