@@ -136,23 +136,19 @@ void VectorOps::SetAvx2Mask(int lanes) {
 bool VectorOps::MoveNarrow(const Xbyak::Xmm& reg, const Xbyak::Address& at, int lanes,
                            bool load) {
   if (sse() || width_ == 1 || lanes >= width_) return false;
-  const int i = reg.getIdx();
-  switch (lanes) {
-    case 1:
-      load ? g_.vmovss(Xbyak::Xmm(i), at) : g_.vmovss(at, Xbyak::Xmm(i));
-      return true;
-    case 2:
-      load ? g_.vmovsd(Xbyak::Xmm(i), at) : g_.vmovsd(at, Xbyak::Xmm(i));
-      return true;
-    case 4:
-      load ? g_.vmovups(Xbyak::Xmm(i), at) : g_.vmovups(at, Xbyak::Xmm(i));
-      return true;
-    case 8:
-      load ? g_.vmovups(Xbyak::Ymm(i), at) : g_.vmovups(at, Xbyak::Ymm(i));
-      return true;
-    default:
-      return false;
+  const Xbyak::Xmm x(reg.getIdx());
+  const Xbyak::Ymm y(reg.getIdx());
+  if (lanes == 1) {
+    load ? g_.vmovss(x, at) : g_.vmovss(at, x);
+  } else if (lanes == 2) {
+    load ? g_.vmovsd(x, at) : g_.vmovsd(at, x);
+  } else if (lanes == 4 || lanes == 8) {
+    const Xbyak::Xmm& r = lanes == 4 ? x : y;  // y keeps its ymm kind
+    load ? g_.vmovups(r, at) : g_.vmovups(at, r);
+  } else {
+    return false;
   }
+  return true;
 }
 
 void VectorOps::Load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int lanes) {
