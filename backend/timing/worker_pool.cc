@@ -1,6 +1,8 @@
 #include "backend/timing/worker_pool.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -8,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +35,31 @@ bool Cacheable(const absl::StatusOr<WorkerReply>& reply) {
   return reply.ok() || reply.status().code() != absl::StatusCode::kUnavailable;
 }
 
+// OK when a thread of this process may run on `cpu` (an online CPU of its cpuset), as a kernel
+// worker pinned there will: a probe thread pins itself and ends. -1: not pinned.
+absl::Status CheckPinnable(int cpu) {
+  if (cpu < 0) return absl::OkStatus();
+  if (cpu >= CPU_SETSIZE) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot run a kernel worker on cpu ", cpu, ": CPUs are numbered below ",
+                     CPU_SETSIZE));
+  }
+  int error = 0;
+  std::thread probe([cpu, &error] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  });
+  probe.join();
+  if (error != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot run a kernel worker on cpu ", cpu, ": ", std::strerror(error),
+        " (not a CPU this process may use)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 WorkerPool::WorkerPool(Options options)
@@ -38,6 +67,7 @@ WorkerPool::WorkerPool(Options options)
 
 absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(Options options) {
   if (options.cores.empty()) options.cores.push_back(-1);
+  for (int core : options.cores) RETURN_IF_ERROR(CheckPinnable(core));
   std::unique_ptr<WorkerPool> pool(new WorkerPool(options));
   {
     absl::MutexLock lock(&pool->mu_);

@@ -59,8 +59,9 @@ class WorkerPool final : public KernelTimer {
     int64_t waiting = 0;      // requests waiting for a worker now
   };
 
-  // Starts the workers and measures the FMA peak on the first one. Fails when a worker cannot
-  // be started or does not answer.
+  // Starts the workers and measures the FMA peak on the first one. INVALID_ARGUMENT when a core
+  // is not a CPU this process may run on; fails when a worker cannot be started or does not
+  // answer.
   static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(Options options);
   ~WorkerPool() override;
 

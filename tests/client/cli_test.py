@@ -120,6 +120,11 @@ class CliTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertRegex(p.stdout, r"^peak +[0-9.]+ GFLOPS  \(FMA peak of one core, .+; measured "
                                    r"now on cpu 0\)\n$")
+        # A CPU the machine does not have: refused, not measured unpinned and named as asked.
+        p = run("peak", "--eval_cores=1000")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("cannot run a kernel worker on cpu 1000", p.stderr)
+        self.assertEqual(p.stdout, "")
 
     def test_benchmarks(self):
         p = run("benchmarks")

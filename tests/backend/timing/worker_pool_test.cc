@@ -2,11 +2,14 @@
 // kernel that crashes or hangs fails only its own request while the pool replaces the worker.
 #include "backend/timing/worker_pool.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
@@ -52,6 +55,20 @@ TEST(WorkerPool, MeasuresInAWorkerAndCaches) {
   ASSERT_TRUE(pool->MeasureFor(WithActions(t, "split_4"), 0).ok());
   EXPECT_EQ(pool->stats().cache_hits, 1);
   EXPECT_EQ(pool->stats().measured, 3);  // the peak and two schedules
+}
+
+TEST(WorkerPool, CoresThisProcessCannotUseAreRefusedBeforeAnyWorkerStarts) {
+  // A CPU the machine does not have (a worker would silently run unpinned there) and one past
+  // what a CPU set can name; beside a usable core, so the first core is not the only one checked.
+  for (int cpu : {CPU_SETSIZE - 1, CPU_SETSIZE}) {
+    WorkerPool::Options o;
+    o.cores = {0, cpu};
+    auto pool = WorkerPool::Start(o);
+    ASSERT_FALSE(pool.ok());
+    EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(pool.status().message()),
+                ::testing::HasSubstr(absl::StrCat("cannot run a kernel worker on cpu ", cpu)));
+  }
 }
 
 TEST(WorkerPool, MemoryComesFromAWorkerOnceAndIsKept) {
