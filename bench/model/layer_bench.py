@@ -363,7 +363,7 @@ def main() -> None:
                   "and timed here as the references are (fastest call of "
                   f"{args.ref_seconds:g} s); search's: what the search reported for it. % peak "
                   "and % roofline: of the peak measured right after the layer's timings "
-                  "(`looptool peak`; a memory-bound layer's bound as the search's).", "",
+                  "(`looptool peak`; the bandwidth bound as the search's).", "",
                   "| layer | x | GFLOPS | search's | % peak | % roofline | ours ms | PyTorch ms | "
                   "/ PyTorch | oneDNN ms | / oneDNN |"
                   + (f" GFLOPS over {args.runs} runs | spread |" if args.runs > 1 else ""),

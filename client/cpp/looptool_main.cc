@@ -12,6 +12,7 @@
 //   looptool export --output=DIR [--library=NAME] --benchmark=URI|FILE [--actions=a,b,...]
 //   looptool export --output=DIR [--library=NAME] --benchmark=URI|FILE,URI|FILE,...
 //   looptool tune ... --export-dir=DIR [--library=NAME]
+//   looptool peak [--isa=ISA] [--eval_cores=N] [--json]
 //
 // Without --server(s) it starts an embedded LoopTool server on 127.0.0.1 (its kernel worker
 // pinned to the last CPU) and talks to it over gRPC like any other client. Many benchmarks are
