@@ -13,8 +13,11 @@ torch.bmm, pooling, add) and, for convolutions and linear layers, oneDNN through
 torch.utils.mkldnn (weights reordered to its blocked format once, the input reordered once,
 untimed; the output left in oneDNN's layout), every thread pool of the process limited to one
 thread (OpenBLAS's too). Each time is the fastest single call within
---ref-seconds after a warm-up, as the server times kernels. Ours is timed the same way, in this
-process, just before the layer's references: every tuning run keeps its best schedules in a
+--ref-seconds after a warm-up, as the server times kernels, those seconds spread over
+--rounds rounds in which every call of the layer (each run's kernel, each reference) takes its
+turn: a slow spell of the host (seconds long on a shared VM) then slows all of them alike, not
+the one timed in it. Ours is timed the same way, in this process, in the same rounds as the
+layer's references: every tuning run keeps its best schedules in a
 schedule store (`--store`), `looptool export` makes them a kernel library, and each kernel is
 called through looptool.kernels (Kernel.bind: a ctypes call, as PyTorch's calls pay Python too)
 on random inputs. The search's own figure (its winner re-timed in its last seconds, far fewer
@@ -159,6 +162,18 @@ def fastest(call: Callable[[], object], seconds: float) -> float:
     return best
 
 
+def fastest_in_rounds(calls: List[Callable[[], object]], seconds: float,
+                      rounds: int) -> List[float]:
+    """Each call's fastest single call: `seconds` of calls each, in `rounds` rounds in which the
+    calls take turns (each turn warmed up as `fastest` does), so that all of them are timed
+    across the same stretch of time."""
+    best = [float("inf")] * len(calls)
+    for _ in range(rounds):
+        for i, call in enumerate(calls):
+            best[i] = min(best[i], fastest(call, seconds / rounds))
+    return best
+
+
 def blocked_linear_programs(dataset: str, block: int) -> Dict[str, Tuple[str, str]]:
     """{dataset name: (task name, program)} for every layer of `dataset`, its linear layers
     `Y[m,n] += X[m,k] * W[k,n]` whose N is a multiple of `block` above it reading their weights
@@ -243,12 +258,6 @@ def export_kernels(cli: str, store: str, directory: str, isa: str, core: int,
     return {k.manifest["benchmark"].rsplit("/", 1)[1]: k for k in library.values()}
 
 
-def fresh_seconds(kernel, seconds: float) -> float:
-    """The exported kernel's fastest call within `seconds` (after a tenth of that in warm-up)
-    on random inputs placed as the server's timer placed them: the references' measure, in this
-    process."""
-    from looptool.model.commands import kernel_call
-    return fastest(kernel_call(kernel), seconds)
 
 
 def peak_now(cli: str, isa: str, core: int) -> float:
@@ -287,11 +296,16 @@ def main() -> None:
                         help="linear layers Y[m,n] += X[m,k] * W[k,n] (BERT's) read their "
                              "weights blocked by this many output features, W[b,k,n] "
                              "(0: W[k,n])")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds each layer's calls take turns in (--ref-seconds spread "
+                             "over them)")
     parser.add_argument("--runs", type=int, default=1,
                         help="tuning runs per dataset (spread per layer)")
     args = parser.parse_args()
     if not 1 <= args.runs <= 10:
         parser.error("--runs: 1..10")
+    if not 1 <= args.rounds <= 100:
+        parser.error("--rounds: 1..100")
     nhwc = args.layout == "nhwc"
     if args.out_block < 0:
         parser.error("--out-block: 0 (not blocked) or a positive number of output channels")
@@ -305,6 +319,7 @@ def main() -> None:
         os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
         os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
     import torch
+    from looptool.model.commands import kernel_call
     torch.set_num_threads(1)
     lines = ["# Model layers: LoopTool against PyTorch and oneDNN, one core", "",
              f"`/usr/bin/python3 bench/model/layer_bench.py --time-limit={args.time_limit:g}"
@@ -312,6 +327,7 @@ def main() -> None:
              + (f" --out-block={args.out_block}" if args.out_block else "")
              + (f" --linear-block={args.linear_block}" if args.linear_block else "")
              + (f" --runs={args.runs}" if args.runs > 1 else "")
+             + (f" --rounds={args.rounds}" if args.rounds != 5 else "")
              + (f" --isa={args.isa}" if args.isa != "auto" else "")
              + (f" --ref-isa={args.ref_isa}" if args.ref_isa != "native" else "") + "` "
              f"({datetime.date.today()}, torch {torch.__version__}). Ratios are reference time "
@@ -361,7 +377,8 @@ def main() -> None:
                   f"Kernel worker and references on cpu {core} ({first.get('host_cpu', '')}); "
                   "FMA peak PEAKS. GFLOPS: the tuned kernel, exported "
                   "and timed here as the references are (fastest call of "
-                  f"{args.ref_seconds:g} s); search's: what the search reported for it. % peak "
+                  f"{args.ref_seconds:g} s, in {args.rounds} rounds taking turns with the "
+                  "layer's references); search's: what the search reported for it. % peak "
                   "and % roofline: of the peak measured right after the layer's timings "
                   "(`looptool peak`; the bandwidth bound as the search's).", "",
                   "| layer | x | GFLOPS | search's | % peak | % roofline | ours ms | PyTorch ms | "
@@ -382,29 +399,33 @@ def main() -> None:
                 continue
             # Ours as the references are timed, run by run (the table's row: the median run).
             flops = r["runs"][0]["roofline"]["flops"]
+            # Every call of the layer, timed in the same rounds: each run's kernel on random
+            # inputs placed as the server's timer placed them, PyTorch's call (and its
+            # channels-last or transposed form where one exists), oneDNN's.
+            pt_call, dnn_call = reference_ops(layer["reference"])
+            calls = [kernel_call(run["kernel"]) for run in r["runs"]] + [pt_call]
+            alternative = None
+            if programs and layer["name"] in programs and not \
+                    layer["reference"].startswith(("add", "linear", "bmm")):
+                alternative = (reference_ops(layer["reference"], channels_last=True)[0], " cl")
+            if layer["reference"].startswith("bmm"):
+                alternative = (reference_ops(layer["reference"], transposed_b=True)[0], " t")
+            if alternative:
+                calls.append(alternative[0])
+            if dnn_call:
+                calls.append(dnn_call)
+            seconds = fastest_in_rounds(calls, args.ref_seconds, args.rounds)
             in_order = []
-            for run in r["runs"]:
-                run["fresh_gflops"] = flops / (fresh_seconds(run["kernel"], args.ref_seconds)
-                                               * 1e9)
+            for run, t in zip(r["runs"], seconds):
+                run["fresh_gflops"] = flops / (t * 1e9)
                 in_order.append(run["fresh_gflops"])
             r = dict(sorted(r["runs"], key=lambda x: x["fresh_gflops"])[len(in_order) // 2],
                      runs=in_order)
             ours = flops / (r["fresh_gflops"] * 1e9)
-            pt_call, dnn_call = reference_ops(layer["reference"])
-            pt = fastest(pt_call, args.ref_seconds)
-            mark = ""
-            if programs and layer["name"] in programs and not \
-                    layer["reference"].startswith(("add", "linear", "bmm")):
-                cl = fastest(reference_ops(layer["reference"], channels_last=True)[0],
-                             args.ref_seconds)
-                if cl < pt:
-                    pt, mark = cl, " cl"
-            if layer["reference"].startswith("bmm"):
-                kt = fastest(reference_ops(layer["reference"], transposed_b=True)[0],
-                             args.ref_seconds)
-                if kt < pt:
-                    pt, mark = kt, " t"
-            dnn = fastest(dnn_call, args.ref_seconds) if dnn_call else None
+            pt, mark = seconds[len(in_order)], ""
+            if alternative and seconds[len(in_order) + 1] < pt:
+                pt, mark = seconds[len(in_order) + 1], alternative[1]
+            dnn = seconds[-1] if dnn_call else None
             peak = peak_now(args.cli, args.isa, core)
             peaks.append(peak)
             # The roofline at this peak: the bandwidth bound as the search's (its bytes over its

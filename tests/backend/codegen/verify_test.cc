@@ -69,10 +69,6 @@ TEST(Verify, TheReferenceEqualsTheUntiledNestInProgramOrder) {
   }
 }
 
-double ToleranceOf(const std::string& program) {
-  return MakeReference(*InitialTree(program).program_ptr()).tolerance;
-}
-
 TEST(Verify, LongReductionsStayExact) {
   // Reductions whose worst-case partial sum on inputs in [-2, 2] reaches 2^24 get thinned-out
   // inputs, so that every output's sum of |terms| stays below 2^24: every partial sum in any
