@@ -366,7 +366,9 @@ int AddTransposeBlocks(const LoopTree& tree, const SketchOptions& options,
 // steps by 1 (the innermost: the last index of the inputs), and hold a block of B consecutive
 // elements of v in registers, one accumulator each, which the code generator folds into one
 // vector of the output (backend/codegen/emitter.cc). The order: the other output variables, v's
-// tiles, v's block, the other reductions, d. B a vector's lanes, then half, then 24.
+// tiles, then, where d spans more than a vector, the other reductions, d's vectors, v's block,
+// d's lanes (each vector of d read once for the whole block); and after it v's block, the
+// other reductions, d. B a vector's lanes, then half, then 24.
 // Returns the statement, or -1 where the nest is no such reduction.
 int AddReductionVectorBlocks(const LoopTree& tree, const SketchOptions& options,
                              std::vector<Candidate>& out) {
@@ -403,23 +405,42 @@ int AddReductionVectorBlocks(const LoopTree& tree, const SketchOptions& options,
   int rank = 0;
   for (int block : {lanes, lanes / 2, 24}) {
     if (block > budget || (block >= ev && block != lanes)) continue;
-    Plan plan;
     const bool split_v = block < ev;
-    if (split_v) plan.splits.push_back({v, block});
-    for (int x : out_vars) {
-      if (x != v) plan.order.push_back({x, 0});
+    // Where d spans several vectors, first the block inside d's vectors: for each vector of d,
+    // the block's accumulators each take one FMA, the other input's vector loaded once for all
+    // of them (attention scores: one Q vector, then the block's K vectors); then d whole
+    // inside the block, each accumulator reading all of its row before the next.
+    for (const bool per_vector : {true, false}) {
+      const bool split_d = per_vector && p.var(d).extent > lanes;
+      if (per_vector && !split_d) continue;
+      Plan plan;
+      if (split_v) plan.splits.push_back({v, block});
+      if (split_d) plan.splits.push_back({d, lanes});
+      for (int x : out_vars) {
+        if (x != v) plan.order.push_back({x, 0});
+      }
+      if (split_v) plan.order.push_back({v, 0});
+      if (split_d) {
+        for (int r : reductions) {
+          if (r != d) plan.order.push_back({r, 0});
+        }
+        plan.order.push_back({d, 0});
+        plan.order.push_back({v, split_v ? 1 : 0});
+        plan.order.push_back({d, 1});
+      } else {
+        plan.order.push_back({v, split_v ? 1 : 0});
+        for (int r : reductions) {
+          if (r != d) plan.order.push_back({r, 0});
+        }
+        plan.order.push_back({d, 0});
+      }
+      plan.description = absl::StrCat(
+          "fold ", p.var(v).name, split_v ? absl::StrCat("/", block) : std::string(),
+          split_d ? absl::StrCat(" per vector of ", p.var(d).name) : std::string(), ", vector ",
+          p.var(d).name, " (reduced)");
+      plan.accumulators = static_cast<int>(std::min<int64_t>(block, ev));
+      out.push_back({rank++, std::move(plan)});
     }
-    if (split_v) plan.order.push_back({v, 0});
-    plan.order.push_back({v, split_v ? 1 : 0});
-    for (int r : reductions) {
-      if (r != d) plan.order.push_back({r, 0});
-    }
-    plan.order.push_back({d, 0});
-    plan.description = absl::StrCat("fold ", p.var(v).name,
-                                    split_v ? absl::StrCat("/", block) : std::string(),
-                                    ", vector ", p.var(d).name, " (reduced)");
-    plan.accumulators = static_cast<int>(std::min<int64_t>(block, ev));
-    out.push_back({rank++, std::move(plan)});
   }
   return 0;
 }

@@ -276,11 +276,32 @@ TEST(Sketches, NoneWhereTheVectorWouldGatherAcrossRows) {
 TEST(Sketches, AttentionScoresFoldBlocksOfTheOutput) {
   const LoopTree start = Initial("S[h,i,j] += Q[h,i,d] * K[h,j,d]; h=12 i=128 j=128 d=64");
   const std::vector<Sketch> sketches = LoopNestSketches(start, Limits{});
-  ASSERT_EQ(sketches.size(), 3u);
-  EXPECT_EQ(sketches[0].description, "fold j/16, vector d (reduced)");
-  EXPECT_EQ(sketches[1].description, "fold j/8, vector d (reduced)");
-  EXPECT_EQ(sketches[2].description, "fold j/24, vector d (reduced)");
+  ASSERT_EQ(sketches.size(), 6u);
+  EXPECT_EQ(sketches[0].description, "fold j/16 per vector of d, vector d (reduced)");
+  EXPECT_EQ(sketches[1].description, "fold j/16, vector d (reduced)");
+  EXPECT_EQ(sketches[2].description, "fold j/8 per vector of d, vector d (reduced)");
+  EXPECT_EQ(sketches[3].description, "fold j/8, vector d (reduced)");
+  EXPECT_EQ(sketches[4].description, "fold j/24 per vector of d, vector d (reduced)");
+  EXPECT_EQ(sketches[5].description, "fold j/24, vector d (reduced)");
+  // Per vector of d: the block of 16 j's inside d's 4 vectors, each vector of Q read once for
+  // the 16 FMAs of the block (the register scope starts at d's vectors: its accumulators stay
+  // in registers across them).
   EXPECT_EQ(LoopTreeText(Built(start, sketches[0])),
+            "for h in 12 : L0\n"
+            " for i in 128 : L1\n"
+            "  for j in 8 : L2\n"
+            "   for d in 4 : L3\n"
+            "    for j' in 16 : L4  <<<<<< cursor (line 4 )\n"
+            "     for d' in 16 : L5\n"
+            "      %2[h, i, d, j] <- multiply(%0, %1)\n"
+            "      %3[h, i, j] <- add(%2)\n"
+            "  for j in 128 : L8\n"
+            "   %4[h, i, j] <- write(%3)\n");
+  const StatementPlan per_vector = Lower(Built(start, sketches[0]), Isa::kAvx512).statements[0];
+  EXPECT_TRUE(per_vector.horizontal);
+  EXPECT_EQ(per_vector.accumulators, 16);
+  EXPECT_EQ(per_vector.scope, 3);
+  EXPECT_EQ(LoopTreeText(Built(start, sketches[1])),
             "for h in 12 : L0\n"
             " for i in 128 : L1\n"
             "  for j in 8 : L2\n"
@@ -290,7 +311,7 @@ TEST(Sketches, AttentionScoresFoldBlocksOfTheOutput) {
             "     %3[h, i, j] <- add(%2)\n"
             "  for j in 128 : L7\n"
             "   %4[h, i, j] <- write(%3)\n");
-  const StatementPlan plan = Lower(Built(start, sketches[0]), Isa::kAvx512).statements[0];
+  const StatementPlan plan = Lower(Built(start, sketches[1]), Isa::kAvx512).statements[0];
   EXPECT_TRUE(plan.horizontal);
   EXPECT_EQ(plan.accumulators, 16);
   // A global pool over CHW: the other reduction (h) inside the block, w vectorized.
@@ -300,7 +321,8 @@ TEST(Sketches, AttentionScoresFoldBlocksOfTheOutput) {
   EXPECT_EQ(pool[0].description, "fold c/16, vector w (reduced)");
   const std::vector<Sketch> rows = LoopNestSketches(Initial("O[r] += I[r,c]; r=64 c=64"), Limits{});
   ASSERT_FALSE(rows.empty());
-  EXPECT_EQ(rows[0].description, "fold r/16, vector c (reduced)");
+  EXPECT_EQ(rows[0].description, "fold r/16 per vector of c, vector c (reduced)");
+  EXPECT_EQ(rows[1].description, "fold r/16, vector c (reduced)");
 }
 
 // A transpose: blocks of the input's contiguous variable x one vector, transposed in registers.
