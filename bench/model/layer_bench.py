@@ -258,8 +258,6 @@ def export_kernels(cli: str, store: str, directory: str, isa: str, core: int,
     return {k.manifest["benchmark"].rsplit("/", 1)[1]: k for k in library.values()}
 
 
-
-
 def peak_now(cli: str, isa: str, core: int) -> float:
     """The FMA peak of `core` measured now (`looptool peak`: an embedded server on that core
     measures it as it starts), so that a layer's fraction of peak divides two numbers taken at
