@@ -1,5 +1,6 @@
 #include "backend/timing/bandwidth.h"
 
+#include <cpuid.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -49,8 +50,17 @@ struct FreeDeleter {
 
 }  // namespace
 
-std::vector<MemoryLevel> CacheLevels(const std::string& cache_dir) {
+Cpuid HostCpuid() {
+  return [](uint32_t leaf, uint32_t subleaf) {
+    CpuidRegisters r;
+    __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
+    return r;
+  };
+}
+
+std::vector<MemoryLevel> CacheLevels(const std::string& cache_dir, const Cpuid& cpuid) {
   std::map<int, int64_t> by_level;  // level -> bytes (data or unified caches)
+  // 1. sysfs.
   for (int index = 0; index < 16; ++index) {
     const std::string dir = absl::StrCat(cache_dir, "/index", index);
     const std::string type = ReadLine(dir + "/type");
@@ -61,6 +71,33 @@ std::vector<MemoryLevel> CacheLevels(const std::string& cache_dir) {
     if (!absl::SimpleAtoi(ReadLine(dir + "/level"), &level) || level < 1 || bytes <= 0) continue;
     by_level[level] = std::max(by_level[level], bytes);
   }
+  // 2. CPUID's cache descriptors: EAX type (bits 0-4: 1 data, 2 instruction, 3 unified; 0 ends
+  // the list) and level (5-7); EBX ways - 1 (22-31), partitions - 1 (12-21), line - 1 (0-11);
+  // ECX sets - 1.
+  const uint32_t max_leaf = cpuid(0, 0).eax;
+  const uint32_t max_extended = cpuid(0x80000000u, 0).eax;
+  for (const uint32_t leaf : {uint32_t{4}, uint32_t{0x8000001Du}}) {
+    if (!by_level.empty()) break;
+    if (leaf > (leaf >= 0x80000000u ? max_extended : max_leaf)) continue;
+    for (uint32_t sub = 0; sub < 16; ++sub) {
+      const CpuidRegisters r = cpuid(leaf, sub);
+      const uint32_t type = r.eax & 31;
+      if (type == 0) break;
+      if (type != 1 && type != 3) continue;
+      const int level = static_cast<int>((r.eax >> 5) & 7);
+      const int64_t bytes = int64_t{(r.ebx >> 22) + 1} * (((r.ebx >> 12) & 1023) + 1) *
+                            ((r.ebx & 4095) + 1) * (int64_t{r.ecx} + 1);
+      if (level >= 1) by_level[level] = std::max(by_level[level], bytes);
+    }
+  }
+  // 3. AMD's older leaves: L1 data KiB in 0x80000005's ECX bits 24-31, L2 KiB in 0x80000006's
+  // ECX bits 16-31.
+  if (by_level.empty() && max_extended >= 0x80000006u) {
+    const int64_t l1 = int64_t{cpuid(0x80000005u, 0).ecx >> 24} << 10;
+    const int64_t l2 = int64_t{cpuid(0x80000006u, 0).ecx >> 16} << 10;
+    if (l1 > 0) by_level[1] = l1;
+    if (l2 > 0) by_level[2] = l2;
+  }
   std::vector<MemoryLevel> levels;
   int64_t largest = 0;
   for (const auto& [level, bytes] : by_level) {
@@ -68,6 +105,7 @@ std::vector<MemoryLevel> CacheLevels(const std::string& cache_dir) {
     levels.push_back({absl::StrCat("L", level), bytes});
     largest = bytes;
   }
+  // 4. The smallest x86-64 caches.
   if (levels.empty()) levels = {{"L1", 32 << 10}, {"L2", 256 << 10}};
   levels.push_back({"DRAM", 0});
   return levels;

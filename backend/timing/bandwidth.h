@@ -1,5 +1,5 @@
 // The host's memory levels and its read bandwidth curve, for the roofline bound of memory-bound
-// kernels (backend/costmodel/roofline.h). Caches come from the kernel's sysfs; the curve is the
+// kernels (backend/costmodel/roofline.h). Caches come from sysfs or CPUID; the curve is the
 // fastest run of the read kernel (backend/codegen/read_kernel.h) over buffers of 4 KiB, 8 KiB,
 // ... doubling up to four times the last cache (at least 64 MiB, at most 1 GiB), in bytes read
 // per second. Reads only: a kernel's writes cost at least as much, so the bound this gives is
@@ -7,6 +7,8 @@
 #ifndef LOOPTOOL_BACKEND_TIMING_BANDWIDTH_H_
 #define LOOPTOOL_BACKEND_TIMING_BANDWIDTH_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,11 +18,25 @@
 
 namespace looptool {
 
-// The data and unified caches listed under `cache_dir` (sysfs's cpuN/cache: index*/level, type,
-// size), one per level, smallest first, with DRAM (bytes 0) last. When the
-// directory lists none, the smallest caches of any x86-64 core this server runs on: L1 32 KiB,
-// L2 256 KiB.
-std::vector<MemoryLevel> CacheLevels(const std::string& cache_dir);
+// One CPUID query's registers.
+struct CpuidRegisters {
+  uint32_t eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+// CPUID as a function of (leaf, subleaf): the host's (HostCpuid), or a recorded one in tests.
+using Cpuid = std::function<CpuidRegisters(uint32_t leaf, uint32_t subleaf)>;
+Cpuid HostCpuid();
+
+// The data and unified caches of this core, one per level, smallest first, with DRAM (bytes 0)
+// last, from the first of these that names any:
+//   1. sysfs under `cache_dir` (cpuN/cache: index*/level, type, size);
+//   2. CPUID's cache descriptors (leaf 4, Intel; leaf 0x8000001D, AMD): ways x partitions x
+//      line x sets per data or unified cache;
+//   3. AMD's older CPUID leaves 0x80000005 and 0x80000006: the L1 data cache and L2 only (VMs
+//      report the whole socket's L3 there: 508 MiB seen on a Zen 5 VM whose cores share 32);
+//   4. the smallest caches of any x86-64 core this server runs on: L1 32 KiB, L2 256 KiB.
+// (Virtual machines may list no caches in sysfs and zero the descriptors.) A level no larger
+// than the one below it is skipped.
+std::vector<MemoryLevel> CacheLevels(const std::string& cache_dir, const Cpuid& cpuid);
 
 // The cache directory of the CPU this thread runs on now (sched_getcpu).
 std::string ThisCpuCacheDir();

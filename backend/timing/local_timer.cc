@@ -180,8 +180,9 @@ LocalTimer::Stats LocalTimer::stats() const {
 absl::StatusOr<MemoryProfile> LocalTimer::Memory() {
   absl::MutexLock lock(&mu_);
   if (!memory_.has_value()) {
-    absl::StatusOr<MemoryProfile> memory = MeasureMemory(
-        options_.isa, CacheLevels(ThisCpuCacheDir()), options_.bandwidth_budget_seconds);
+    absl::StatusOr<MemoryProfile> memory =
+        MeasureMemory(options_.isa, CacheLevels(ThisCpuCacheDir(), HostCpuid()),
+                      options_.bandwidth_budget_seconds);
     if (!memory.ok()) return memory.status();
     memory_ = *std::move(memory);
   }

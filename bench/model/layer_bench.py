@@ -48,7 +48,9 @@ laid out once, untimed, as oneDNN's reorder of the mkldnn reference's weights.
 torch.bmm (BERT's attention) is timed both with b contiguous and with b the transposed view of a
 contiguous tensor (as BERT's matmul(q, k.transpose(-1, -2)) hands it K^T; our scores program
 reads K[h,j,d] as the key projection writes it); the faster is the reference (`t` marks the
-latter).
+latter). Where a model has such alternative forms, its summary also gives the total against
+PyTorch's first forms alone (NCHW convolutions, K^T contiguous): the reference issue 26 first
+measured against.
 """
 import tempfile
 import argparse
@@ -387,6 +389,9 @@ def main() -> None:
         run_totals = [0.0] * args.runs
         spreads: List[Tuple[float, str]] = []
         ours_total = torch_total = 0.0
+        # PyTorch's first call alone (the program's own layout: NCHW, K as the program reads
+        # it), where some layer also had an alternative form timed.
+        plain_total, alternatives = 0.0, 0
         onednn_ratios: List[float] = []
         conv_ratios: List[float] = []
         for layer in layers:
@@ -433,6 +438,8 @@ def main() -> None:
                 if rl.get("bytes") and rl.get("gbytes_per_second") else peak
             ours_total += layer["weight"] * ours
             torch_total += layer["weight"] * pt
+            plain_total += layer["weight"] * seconds[len(in_order)]
+            alternatives += 1 if alternative else 0
             spread = ""
             if args.runs > 1 and flops:
                 g = r["runs"]
@@ -465,6 +472,9 @@ def main() -> None:
                  "conv/linear layers"
                  + (f", {geomean(conv_ratios):.2f}x over the {len(conv_ratios)} convolutions"
                     if conv_ratios else ""))
+        if alternatives:
+            total += (f"; against PyTorch's first forms alone (NCHW convolutions, K^T "
+                      f"contiguous) {plain_total * 1e3:.2f} ms: {plain_total / ours_total:.2f}x")
         if args.runs > 1 and spreads:
             worst = max(spreads)
             total += (f"; {args.runs} tuning runs' weighted totals "

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "backend/codegen/read_kernel.h"
@@ -42,24 +44,88 @@ std::vector<std::pair<std::string, int64_t>> Names(const std::vector<MemoryLevel
 
 using P = std::pair<std::string, int64_t>;
 
+// A CPUID that answers only the queries in `answers` (leaf, subleaf), zeros elsewhere, as VMs
+// zero what they do not pass through.
+Cpuid Recorded(std::map<std::pair<uint32_t, uint32_t>, CpuidRegisters> answers) {
+  return [answers = std::move(answers)](uint32_t leaf, uint32_t subleaf) {
+    auto it = answers.find({leaf, subleaf});
+    return it == answers.end() ? CpuidRegisters{} : it->second;
+  };
+}
+
+// No caches by CPUID.
+const Cpuid kNoCpuid = Recorded({});
+
+// A Zen 4 core's descriptors (leaf 0x8000001D): L1 data 8 ways x 64 sets, L1 instruction,
+// L2 8 x 2048, L3 16 x 32768, lines of 64 bytes.
+Cpuid Zen4Descriptors() {
+  const uint32_t line = 63;
+  return Recorded({{{0, 0}, {0x10, 0, 0, 0}},
+                   {{0x80000000u, 0}, {0x80000021u, 0, 0, 0}},
+                   {{0x8000001Du, 0}, {1 | 1 << 5, 7u << 22 | line, 63, 0}},
+                   {{0x8000001Du, 1}, {2 | 1 << 5, 7u << 22 | line, 63, 0}},
+                   {{0x8000001Du, 2}, {3 | 2 << 5, 7u << 22 | line, 2047, 0}},
+                   {{0x8000001Du, 3}, {3 | 3 << 5, 15u << 22 | line, 32767, 0}}});
+}
+
 TEST(CacheLevels, DataAndUnifiedCachesThenDram) {
   const std::string dir = FakeCacheDir(
       "zen4", {{1, "Data", "32K"}, {1, "Instruction", "32K"}, {2, "Unified", "1024K"},
                {3, "Unified", "32768K"}});
-  EXPECT_THAT(Names(CacheLevels(dir)),
+  EXPECT_THAT(Names(CacheLevels(dir, kNoCpuid)),
               ::testing::ElementsAre(P{"L1", 32 << 10}, P{"L2", 1 << 20}, P{"L3", 32 << 20},
                                      P{"DRAM", 0}));
+  // sysfs first: a CPUID that disagrees is not asked.
+  const std::string small = FakeCacheDir("small", {{1, "Data", "48K"}, {2, "Unified", "2M"}});
+  EXPECT_THAT(Names(CacheLevels(small, Zen4Descriptors())),
+              ::testing::ElementsAre(P{"L1", 48 << 10}, P{"L2", 2 << 20}, P{"DRAM", 0}));
+}
+
+TEST(CacheLevels, NoSysfsReadsCpuidDescriptors) {
+  EXPECT_THAT(Names(CacheLevels("/nonexistent/cache", Zen4Descriptors())),
+              ::testing::ElementsAre(P{"L1", 32 << 10}, P{"L2", 1 << 20}, P{"L3", 32 << 20},
+                                     P{"DRAM", 0}));
+  // Intel's leaf 4, same layout: L1 data 12 ways x 64 sets, L2 16 x 2048 (2 MiB).
+  const Cpuid intel = Recorded({{{0, 0}, {0x1b, 0, 0, 0}},
+                                {{4, 0}, {1 | 1 << 5, 11u << 22 | 63, 63, 0}},
+                                {{4, 1}, {3 | 2 << 5, 15u << 22 | 63, 2047, 0}}});
+  EXPECT_THAT(Names(CacheLevels("/nonexistent/cache", intel)),
+              ::testing::ElementsAre(P{"L1", 48 << 10}, P{"L2", 2 << 20}, P{"DRAM", 0}));
+  // A leaf above the highest the CPU reports is not read.
+  const Cpuid beyond = Recorded({{{0, 0}, {0x3, 0, 0, 0}},
+                                 {{4, 0}, {1 | 1 << 5, 11u << 22 | 63, 63, 0}}});
+  EXPECT_THAT(Names(CacheLevels("/nonexistent/cache", beyond)),
+              ::testing::ElementsAre(P{"L1", 32 << 10}, P{"L2", 256 << 10}, P{"DRAM", 0}));
+}
+
+TEST(CacheLevels, ZeroedDescriptorsReadAmdsOlderLeavesWithoutL3) {
+  // What a 2-vCPU Zen 5 VM answered: descriptors zeroed, 48 KiB L1 data, 1 MiB L2, and the
+  // socket's 508 MiB as L3 (not taken).
+  const Cpuid zen5_vm = Recorded({{{0, 0}, {0xd, 0, 0, 0}},
+                                  {{0x80000000u, 0}, {0x80000021u, 0, 0, 0}},
+                                  {{0x80000005u, 0}, {0, 0, 48u << 24 | 0x140, 0}},
+                                  {{0x80000006u, 0}, {0, 0, 0x4006140, 0xfe09140}}});
+  EXPECT_THAT(Names(CacheLevels("/nonexistent/cache", zen5_vm)),
+              ::testing::ElementsAre(P{"L1", 48 << 10}, P{"L2", 1 << 20}, P{"DRAM", 0}));
 }
 
 TEST(CacheLevels, NoneListedGivesTheSmallestX86Caches) {
-  EXPECT_THAT(Names(CacheLevels("/nonexistent/cache")),
+  EXPECT_THAT(Names(CacheLevels("/nonexistent/cache", kNoCpuid)),
               ::testing::ElementsAre(P{"L1", 32 << 10}, P{"L2", 256 << 10}, P{"DRAM", 0}));
   // Unreadable sizes and a level no larger than the one below are skipped.
   const std::string dir = FakeCacheDir(
       "odd", {{1, "Data", "48K"}, {2, "Unified", "garbage"}, {3, "Unified", "16K"},
               {4, "Unified", "2M"}});
-  EXPECT_THAT(Names(CacheLevels(dir)),
+  EXPECT_THAT(Names(CacheLevels(dir, kNoCpuid)),
               ::testing::ElementsAre(P{"L1", 48 << 10}, P{"L4", 2 << 20}, P{"DRAM", 0}));
+}
+
+// The host's own: whatever it names, levels grow and DRAM is last.
+TEST(CacheLevels, HostLevelsGrowAndEndWithDram) {
+  const std::vector<MemoryLevel> levels = CacheLevels(ThisCpuCacheDir(), HostCpuid());
+  ASSERT_GE(levels.size(), 2u);
+  EXPECT_EQ(levels.back().name, "DRAM");
+  for (size_t i = 1; i + 1 < levels.size(); ++i) EXPECT_GT(levels[i].bytes, levels[i - 1].bytes);
 }
 
 TEST(ReadKernel, SumsEveryVectorOfEveryPass) {
