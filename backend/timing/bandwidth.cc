@@ -74,8 +74,9 @@ std::vector<MemoryLevel> CacheLevels(const std::string& cache_dir, const Cpuid& 
   // 2. CPUID's cache descriptors: EAX type (bits 0-4: 1 data, 2 instruction, 3 unified; 0 ends
   // the list) and level (5-7); EBX ways - 1 (22-31), partitions - 1 (12-21), line - 1 (0-11);
   // ECX sets - 1.
-  const uint32_t max_leaf = cpuid(0, 0).eax;
-  const uint32_t max_extended = cpuid(0x80000000u, 0).eax;
+  // CPUID is not asked when sysfs named a cache.
+  const uint32_t max_leaf = by_level.empty() ? cpuid(0, 0).eax : 0;
+  const uint32_t max_extended = by_level.empty() ? cpuid(0x80000000u, 0).eax : 0;
   for (const uint32_t leaf : {uint32_t{4}, uint32_t{0x8000001Du}}) {
     if (!by_level.empty()) break;
     if (leaf > (leaf >= 0x80000000u ? max_extended : max_leaf)) continue;

@@ -57,10 +57,13 @@ Cpuid Recorded(std::map<std::pair<uint32_t, uint32_t>, CpuidRegisters> answers) 
 const Cpuid kNoCpuid = Recorded({});
 
 // A Zen 4 core's descriptors (leaf 0x8000001D): L1 data 8 ways x 64 sets, L1 instruction,
-// L2 8 x 2048, L3 16 x 32768, lines of 64 bytes.
+// L2 8 x 2048, L3 16 x 32768, lines of 64 bytes; its older leaves name a 64 KiB L1 and a
+// 512 KiB L2 instead, so that a test sees which were read.
 Cpuid Zen4Descriptors() {
   const uint32_t line = 63;
   return Recorded({{{0, 0}, {0x10, 0, 0, 0}},
+                   {{0x80000005u, 0}, {0, 0, 64u << 24, 0}},
+                   {{0x80000006u, 0}, {0, 0, 512u << 16, 0}},
                    {{0x80000000u, 0}, {0x80000021u, 0, 0, 0}},
                    {{0x8000001Du, 0}, {1 | 1 << 5, 7u << 22 | line, 63, 0}},
                    {{0x8000001Du, 1}, {2 | 1 << 5, 7u << 22 | line, 63, 0}},
@@ -75,10 +78,16 @@ TEST(CacheLevels, DataAndUnifiedCachesThenDram) {
   EXPECT_THAT(Names(CacheLevels(dir, kNoCpuid)),
               ::testing::ElementsAre(P{"L1", 32 << 10}, P{"L2", 1 << 20}, P{"L3", 32 << 20},
                                      P{"DRAM", 0}));
-  // sysfs first: a CPUID that disagrees is not asked.
+  // sysfs first: CPUID is not asked.
   const std::string small = FakeCacheDir("small", {{1, "Data", "48K"}, {2, "Unified", "2M"}});
-  EXPECT_THAT(Names(CacheLevels(small, Zen4Descriptors())),
+  int asked = 0;
+  const Cpuid counted = [&asked](uint32_t leaf, uint32_t subleaf) {
+    ++asked;
+    return Zen4Descriptors()(leaf, subleaf);
+  };
+  EXPECT_THAT(Names(CacheLevels(small, counted)),
               ::testing::ElementsAre(P{"L1", 48 << 10}, P{"L2", 2 << 20}, P{"DRAM", 0}));
+  EXPECT_EQ(asked, 0);
 }
 
 TEST(CacheLevels, NoSysfsReadsCpuidDescriptors) {
@@ -107,6 +116,12 @@ TEST(CacheLevels, ZeroedDescriptorsReadAmdsOlderLeavesWithoutL3) {
                                   {{0x80000006u, 0}, {0, 0, 0x4006140, 0xfe09140}}});
   EXPECT_THAT(Names(CacheLevels("/nonexistent/cache", zen5_vm)),
               ::testing::ElementsAre(P{"L1", 48 << 10}, P{"L2", 1 << 20}, P{"DRAM", 0}));
+  // Not read where the highest extended leaf is below 0x80000006.
+  const Cpuid old_cpu = Recorded({{{0x80000000u, 0}, {0x80000004u, 0, 0, 0}},
+                                  {{0x80000005u, 0}, {0, 0, 48u << 24, 0}},
+                                  {{0x80000006u, 0}, {0, 0, 0x4006140, 0}}});
+  EXPECT_THAT(Names(CacheLevels("/nonexistent/cache", old_cpu)),
+              ::testing::ElementsAre(P{"L1", 32 << 10}, P{"L2", 256 << 10}, P{"DRAM", 0}));
 }
 
 TEST(CacheLevels, NoneListedGivesTheSmallestX86Caches) {
