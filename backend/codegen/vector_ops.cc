@@ -49,6 +49,12 @@ void VectorOps::EmitMaskTable() {
     for (int w : {16, 8}) {
       for (int i = 0; i < w; ++i) g_.dd(static_cast<uint32_t>(i < w / 2 ? 2 * i : 2 * i + 1));
     }
+    // vpermi2ps indices of a masked chunk (LoadStrideTwoMasked): element 2i from the memory
+    // operand (elements 0..W-1, table indices W..2W-1) while 2i < W, else from the register
+    // (elements W-1.., indices 0..W-1): 16 lanes at +96 bytes, then 8 at +160.
+    for (int w : {16, 8}) {
+      for (int i = 0; i < w; ++i) g_.dd(static_cast<uint32_t>(2 * i < w ? w + 2 * i : 2 * i - (w - 1)));
+    }
   }
   for (auto& [stride, label] : offset_tables_) {
     g_.align(64);
@@ -71,6 +77,10 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
       even_table_used_ = true;
       g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? 0 : 64)]);
       g_.vpermt2ps(dst, scratch, ptr[src + (width_ - 1) * 4]);
+      return;
+    }
+    if (stride == 2) {
+      LoadStrideTwoMasked(dst, src, lanes, scratch);
       return;
     }
     // A gather of the active lanes (masked lanes are not read, so never fault).
@@ -109,6 +119,31 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
     }
   }
   if (lanes > 4) g_.vinsertf128(d, d, hi, 1);
+}
+
+void VectorOps::LoadStrideTwoMasked(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int lanes,
+                                    const Xbyak::Xmm& scratch) {
+  // The elements read span 2 * lanes - 1 floats from src; nothing past them is loaded.
+  const int span = 2 * lanes - 1;
+  even_table_used_ = true;
+  if (span <= width_) {
+    // One masked load of the span, then the even elements (table entries 2i below W / 2).
+    g_.mov(eax, (1u << span) - 1);
+    g_.kmovw(k7, eax);
+    g_.vmovups(dst | k7 | T_z, ptr[src]);
+    g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? 0 : 64)]);
+    const Xbyak::Ymm d = width_ == 16 ? Xbyak::Zmm(dst.getIdx()) : Xbyak::Ymm(dst.getIdx());
+    const Xbyak::Ymm t = width_ == 16 ? Xbyak::Zmm(scratch.getIdx()) : Xbyak::Ymm(scratch.getIdx());
+    g_.vpermps(d | Mask(lanes) | T_z, t, d);
+    return;
+  }
+  // Elements W-1 .. span-1 by a masked load (table 1), elements 0 .. W-1 from memory (table 2,
+  // all inside the span): element 2i is table 2's lane 2i, or table 1's lane 2i - (W - 1).
+  g_.mov(eax, (1u << (span - (width_ - 1))) - 1);
+  g_.kmovw(k7, eax);
+  g_.vmovups(scratch | k7 | T_z, ptr[src + (width_ - 1) * 4]);
+  g_.vmovdqu32(dst, ptr[rip + even_table_ + (width_ == 16 ? 96 : 160)]);
+  g_.vpermi2ps(dst | Mask(lanes) | T_z, scratch, ptr[src]);
 }
 
 void VectorOps::HoldEvenIndex(int reg) {

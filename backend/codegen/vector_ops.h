@@ -59,9 +59,10 @@ class VectorOps {
   void Load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int lanes);
   // dst's first `lanes` lanes = the floats at src, src + stride, ... (stride > 1 elements; the
   // other lanes zero). Full chunks of stride 2: two loads (elements 0..W-1 and W-1..2W-2, never
-  // past the last element read) and a permute; other strides and masked chunks: on AVX-512 a
-  // gather (lane offsets from a table), on AVX2 lane by lane (vmovss, vinsertps; the mask
-  // register untouched). `scratch` (not dst) is overwritten.
+  // past the last element read) and a permute; masked chunks of stride 2 on AVX-512: one or two
+  // masked loads of the elements spanned and a permute; other strides: on AVX-512 a gather (lane
+  // offsets from a table), on AVX2 lane by lane (vmovss, vinsertps; the mask register
+  // untouched). `scratch` (not dst) is overwritten; AVX-512 may set k7.
   void LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int64_t stride, int lanes,
                    const Xbyak::Xmm& scratch);
   // Whether LoadStrided of a full chunk of stride 2 permutes with an index table (AVX-512): a
@@ -117,6 +118,9 @@ class VectorOps {
 
  private:
   Xbyak::Opmask Mask(int lanes);       // AVX-512
+  // AVX-512 stride 2, lanes < width: one or two masked loads and a permute (no gather).
+  void LoadStrideTwoMasked(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int lanes,
+                           const Xbyak::Xmm& scratch);
   void SetAvx2Mask(int lanes);         // loads the table row into the mask register
   Xbyak::Xmm Scalar(const Xbyak::Xmm& r) const { return Xbyak::Xmm(r.getIdx()); }
   // The plain move of `lanes` (1, 2, 4 or 8) floats between `reg`'s low lanes and `at`, when
@@ -134,7 +138,7 @@ class VectorOps {
   std::map<int, int> mask_of_lanes_;  // AVX-512: lanes -> k register
   int avx2_mask_lanes_ = -1;
   Xbyak::Label mask_table_;
-  Xbyak::Label even_table_;                  // stride 2's permute indices (16 dwords)
+  Xbyak::Label even_table_;  // stride 2's permute indices (16 and 8 dwords, then the masked ones)
   bool even_table_used_ = false;
   int even_index_register_ = -1;             // HoldEvenIndex's register, or -1
   std::map<int64_t, Xbyak::Label> offset_tables_;  // stride -> i * stride, 16 dwords

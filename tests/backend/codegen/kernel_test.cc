@@ -165,8 +165,8 @@ TEST(Kernel, ConvolutionVectorizedAlongTheOutput) {
 }
 TEST(Kernel, StridedPooling) { ExpectExact("O[r,c] max= I[2*r+kr, 2*c+kc]; r=5 c=9 kr=3 kc=3"); }
 
-// Strided loads (stride 2: two loads and a permute; others and masked chunks: a gather, or lane
-// by lane on AVX2) for every stride up to 5, vector lengths with and without tails, below one
+// Strided loads (stride 2: two loads and a permute, masked chunks by one or two masked loads and
+// a permute on AVX-512; other strides and AVX2's masked chunks: a gather, or lane by lane on AVX2) for every stride up to 5, vector lengths with and without tails, below one
 // vector and across several, as sums, maxima (negative inputs: a lane never loaded would win)
 // and products.
 TEST(Kernel, StridedLoadsOfEveryStrideAndTail) {
