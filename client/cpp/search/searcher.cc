@@ -216,9 +216,12 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
   // Later rounds, while the time lasts: each timed again, in turn (the start last), and its
   // fastest re-timing kept. A host's other load (a neighbour's use of a shared cache) can slow
   // all of one budget's runs; re-timings spread over the reserved time are not all caught by it.
-  for (int round = 1; round < kRetimeRoundsMax && Elapsed() < end; ++round) {
+  // The second round's winners are re-timed even when the first round used up the time (a slow
+  // start's re-timing can outlast the whole reserve): the start's re-timing then lies between
+  // their two readings, so one slow spell does not decide both.
+  for (int round = 1; round < kRetimeRoundsMax && (Elapsed() < end || round == 1); ++round) {
     for (Timed& t : timed) {
-      if (Elapsed() >= end) break;
+      if (Elapsed() >= end && (round > 1 || t.node == &root_)) break;
       retime(t);
     }
   }
