@@ -249,34 +249,30 @@ TEST(SearchAlgorithms, RetimingReportsEachWinnersFastestRound) {
   EXPECT_THAT(heard, ElementsAre(0.5 * 90, 0.97 * 90, 0.97 * 90, 0.97 * 90));
 }
 
-// Re-timings that outlast the reserved time end the rounds: here the first round takes 0.4 s of
-// the 0.5 s, and the second round's winners (not the start) finish past it; no third round.
-TEST(SearchAlgorithms, RetimingRoundsEndWithTheReservedTime) {
-  Trial run("greedy1", 100);
-  run.options.depth = 20;
-  run.options.retime_top = 3;
-  run.world->measure_cost = absl::Milliseconds(100);
-  run.world->remeasure_factors = {0.5, 0.99, 0.99, 0.99, 0.98, 0.5, 0.5};
-  absl::StatusOr<SearchResult> r = run.Go();
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(run.world->remeasured, 4 + 3);
-  EXPECT_DOUBLE_EQ(r->gflops, 0.98 * 90);
-}
-
-// A first round that uses up the reserved time (re-timings of 200 ms: 0.8 s for the three
-// winners and the start) and a slow spell over the winners' first readings (0.6): the winners
-// are re-timed once more after the start, and the best's second reading is the result.
-TEST(SearchAlgorithms, TheWinnersAreRetimedTwiceWhenTheFirstRoundUsesUpTheTime) {
-  Trial run("greedy1", 100);
-  run.options.depth = 20;
-  run.options.retime_top = 3;
-  run.world->measure_cost = absl::Milliseconds(200);
-  run.world->remeasure_factors = {0.6, 0.6, 0.6, 0.99, 0.97, 0.6, 0.6};
-  absl::StatusOr<SearchResult> r = run.Go();
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(run.world->remeasured, 4 + 3);
-  EXPECT_DOUBLE_EQ(r->gflops, 0.97 * 90);
-  EXPECT_DOUBLE_EQ(r->start_gflops, 0.99 * run.world->Gflops({0, 0, 0}));
+// Re-timings that outlast the reserved time end the rounds, after the second round's winners
+// (not the start), which run even past it: a first round of 0.4 s (re-timings of 100 ms) leaves
+// time for the best alone, one of 0.8 s (200 ms) for none; a slow spell over the winners' first
+// readings (0.6) then decides nothing, as their second readings come after the start's.
+TEST(SearchAlgorithms, RetimingRoundsEndWithTheReservedTimeAfterTheWinnersSecondRound) {
+  struct Case {
+    int milliseconds;
+    std::vector<double> factors;
+    double best_factor;
+  };
+  for (const Case& c : {Case{100, {0.5, 0.99, 0.99, 0.99, 0.98, 0.5, 0.5}, 0.98},
+                        Case{200, {0.6, 0.6, 0.6, 0.99, 0.97, 0.6, 0.6}, 0.97}}) {
+    SCOPED_TRACE(c.milliseconds);
+    Trial run("greedy1", 100);
+    run.options.depth = 20;
+    run.options.retime_top = 3;
+    run.world->measure_cost = absl::Milliseconds(c.milliseconds);
+    run.world->remeasure_factors = c.factors;
+    absl::StatusOr<SearchResult> r = run.Go();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(run.world->remeasured, 4 + 3);
+    EXPECT_DOUBLE_EQ(r->gflops, c.best_factor * 90);
+    EXPECT_DOUBLE_EQ(r->start_gflops, 0.99 * run.world->Gflops({0, 0, 0}));
+  }
 }
 
 TEST(SearchAlgorithms, RetimingReportsThePeakMeasuredBesideTheRetimedBest) {
