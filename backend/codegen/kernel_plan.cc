@@ -169,9 +169,9 @@ void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
           p.tensor(st.inputs[i].tensor).name, " read with stride ", a.stride[v], " along '",
           p.var(v).name, "': ",
           a.stride[v] == 2 ? "two loads and a permute per vector, " : "",
-          a.stride[v] == 2 && isa == Isa::kAvx512 ? "masked loads and a permute"
-          : isa == Isa::kAvx512                   ? "a gather"
-                                                  : "lane by lane",
+          a.stride[v] == 2         ? "masked loads and a permute"
+          : isa == Isa::kAvx512   ? "a gather"
+                                  : "lane by lane",
           a.stride[v] == 2 ? " when masked" : " per vector",
           st.reduction == Reduction::kAssign && st.combiner == Combiner::kIdentity
               ? " (a register block of half a vector or more of consecutive elements: rows "

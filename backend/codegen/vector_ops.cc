@@ -55,6 +55,8 @@ void VectorOps::EmitMaskTable() {
     for (int w : {16, 8}) {
       for (int i = 0; i < w; ++i) g_.dd(static_cast<uint32_t>(2 * i < w ? w + 2 * i : 2 * i - (w - 1)));
     }
+    // AVX2's vpermps indices of a masked chunk of up to 4 lanes, at +192 bytes.
+    for (int i = 0; i < 8; ++i) g_.dd(static_cast<uint32_t>(i < 4 ? 2 * i : 7));
   }
   for (auto& [stride, label] : offset_tables_) {
     g_.align(64);
@@ -102,6 +104,27 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
     // ones of the second (0 2 8 10 | 4 6 12 14), then order the 64-bit pairs 0 2 1 3.
     g_.vmovups(d, ptr[src]);
     g_.vmovups(t, ptr[src + 7 * 4]);
+    g_.vshufps(d, d, t, 0xD8);
+    g_.vpermpd(d, d, 0xD8);
+    return;
+  }
+  if (stride == 2 && mask_register_ >= 0) {
+    // A masked chunk: the 2 * lanes - 1 elements spanned, those past it zero (vmaskmovps reads
+    // none of them). Up to 4 lanes one masked load and a permute (table: 0 2 4 6, then element
+    // 7, which is past the span, for the lanes above 3); 5 to 7 lanes elements 0..7 whole and
+    // 7.. masked, then the full chunk's shuffles.
+    const int span = 2 * lanes - 1;
+    if (span <= 8) {
+      SetAvx2Mask(span);
+      g_.vmaskmovps(d, Xbyak::Ymm(mask_register_), ptr[src]);
+      even_table_used_ = true;
+      g_.vmovups(t, ptr[rip + even_table_ + 192]);
+      g_.vpermps(d, t, d);
+      return;
+    }
+    SetAvx2Mask(span - 7);
+    g_.vmaskmovps(t, Xbyak::Ymm(mask_register_), ptr[src + 7 * 4]);
+    g_.vmovups(d, ptr[src]);
     g_.vshufps(d, d, t, 0xD8);
     g_.vpermpd(d, d, 0xD8);
     return;

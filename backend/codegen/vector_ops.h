@@ -59,10 +59,11 @@ class VectorOps {
   void Load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int lanes);
   // dst's first `lanes` lanes = the floats at src, src + stride, ... (stride > 1 elements; the
   // other lanes zero). Full chunks of stride 2: two loads (elements 0..W-1 and W-1..2W-2, never
-  // past the last element read) and a permute; masked chunks of stride 2 on AVX-512: one or two
-  // masked loads of the elements spanned and a permute; other strides: on AVX-512 a gather (lane
-  // offsets from a table), on AVX2 lane by lane (vmovss, vinsertps; the mask register
-  // untouched). `scratch` (not dst) is overwritten; AVX-512 may set k7.
+  // past the last element read) and a permute; masked chunks of stride 2: one or two masked
+  // loads of the elements spanned and a permute (on AVX2 through the mask register, which
+  // SetWidth must have named); other strides: on AVX-512 a gather (lane offsets from a table),
+  // on AVX2 lane by lane (vmovss, vinsertps; the mask register untouched). `scratch` (not dst)
+  // is overwritten; AVX-512 may set k7.
   void LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int64_t stride, int lanes,
                    const Xbyak::Xmm& scratch);
   // Whether LoadStrided of a full chunk of stride 2 permutes with an index table (AVX-512): a
@@ -138,7 +139,7 @@ class VectorOps {
   std::map<int, int> mask_of_lanes_;  // AVX-512: lanes -> k register
   int avx2_mask_lanes_ = -1;
   Xbyak::Label mask_table_;
-  Xbyak::Label even_table_;  // stride 2's permute indices (16 and 8 dwords, then the masked ones)
+  Xbyak::Label even_table_;  // stride 2's permute indices: full, masked (AVX-512), masked (AVX2)
   bool even_table_used_ = false;
   int even_index_register_ = -1;             // HoldEvenIndex's register, or -1
   std::map<int64_t, Xbyak::Label> offset_tables_;  // stride -> i * stride, 16 dwords
