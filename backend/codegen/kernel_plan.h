@@ -21,9 +21,9 @@ namespace looptool {
 struct AccessPlan {
   // How the access moves along the vector variable: kVector reads consecutive elements into
   // lanes (stride 1), kBroadcast one element into every lane (stride 0), kStrided every
-  // stride-th element (inputs only: stride 2 by two loads and a lane permute, larger strides
-  // and masked chunks by a gather; VectorOps::LoadStrided). Scalar statements (width 1) use
-  // kVector.
+  // stride-th element (inputs only: stride 2 by two loads and a lane permute, masked chunks by
+  // masked loads and a permute; larger strides by a gather on AVX-512, lane by lane on AVX2;
+  // VectorOps::LoadStrided). Scalar statements (width 1) use kVector.
   enum class Kind { kVector, kBroadcast, kStrided };
   int tensor = 0;
   int64_t offset = 0;           // elements: the constant part of the index

@@ -6,6 +6,11 @@ namespace looptool {
 
 using namespace Xbyak::util;  // NOLINT: registers and address frames read like assembly here
 
+namespace {
+// Byte offsets of stride 2's index tables from even_table_ (EmitMaskTable writes them).
+constexpr int kFull16 = 0, kMasked16 = 64, kFull8 = 128, kMasked8 = 160, kAvx2Masked = 192;
+}  // namespace
+
 VectorOps::VectorOps(Xbyak::CodeGenerator& g, Isa isa, const std::vector<int>& tail_lanes)
     : g_(g), isa_(isa), width_(Traits(isa).vector_width), mask_register_(-1) {
   if (isa_ == Isa::kAvx512) {
@@ -42,21 +47,28 @@ void VectorOps::EmitMaskTable() {
     for (int i = 0; i < 8; ++i) g_.dd(0);
   }
   if (even_table_used_) {
-    // vpermt2ps indices picking elements 0, 2, ... of the first load (elements 0..W-1) and then
-    // of the second (elements W-1..2W-2, table indices W..2W-1): 16 lanes, then 8.
-    g_.align(64);
-    g_.L(even_table_);
-    for (int w : {16, 8}) {
-      for (int i = 0; i < w; ++i) g_.dd(static_cast<uint32_t>(i < w / 2 ? 2 * i : 2 * i + 1));
-    }
+    // Stride 2's permute indices, none across a cache line (offsets kFull16 ... kAvx2Masked):
+    // vpermt2ps indices picking elements 0, 2, ... of a full chunk's first load
+    // (elements 0..W-1) and then of its second (elements W-1..2W-2, table indices W..2W-1);
     // vpermi2ps indices of a masked chunk (LoadStrideTwoMasked): element 2i from the memory
     // operand (elements 0..W-1, table indices W..2W-1) while 2i < W, else from the register
-    // (elements W-1.., indices 0..W-1): 16 lanes at +96 bytes, then 8 at +160.
-    for (int w : {16, 8}) {
-      for (int i = 0; i < w; ++i) g_.dd(static_cast<uint32_t>(2 * i < w ? w + 2 * i : 2 * i - (w - 1)));
-    }
-    // AVX2's vpermps indices of a masked chunk of up to 4 lanes, at +192 bytes.
-    for (int i = 0; i < 8; ++i) g_.dd(static_cast<uint32_t>(i < 4 ? 2 * i : 7));
+    // (elements W-1.., indices 0..W-1); AVX2's vpermps indices of a masked chunk of up to 4
+    // lanes (element 7, past the span and so zero, for the lanes above 3).
+    const auto full = [&](int w) {
+      for (int i = 0; i < w; ++i) g_.dd(static_cast<uint32_t>(i < w / 2 ? 2 * i : 2 * i + 1));
+    };
+    const auto masked = [&](int w) {
+      for (int i = 0; i < w; ++i) {
+        g_.dd(static_cast<uint32_t>(2 * i < w ? w + 2 * i : 2 * i - (w - 1)));
+      }
+    };
+    g_.align(64);
+    g_.L(even_table_);
+    full(16);    // kFull16
+    masked(16);  // kMasked16
+    full(8);     // kFull8
+    masked(8);   // kMasked8
+    for (int i = 0; i < 8; ++i) g_.dd(static_cast<uint32_t>(i < 4 ? 2 * i : 7));  // kAvx2Masked
   }
   for (auto& [stride, label] : offset_tables_) {
     g_.align(64);
@@ -77,7 +89,7 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
         return;
       }
       even_table_used_ = true;
-      g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? 0 : 64)]);
+      g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? kFull16 : kFull8)]);
       g_.vpermt2ps(dst, scratch, ptr[src + (width_ - 1) * 4]);
       return;
     }
@@ -118,7 +130,7 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
       SetAvx2Mask(span);
       g_.vmaskmovps(d, Xbyak::Ymm(mask_register_), ptr[src]);
       even_table_used_ = true;
-      g_.vmovups(t, ptr[rip + even_table_ + 192]);
+      g_.vmovups(t, ptr[rip + even_table_ + kAvx2Masked]);
       g_.vpermps(d, t, d);
       return;
     }
@@ -154,7 +166,7 @@ void VectorOps::LoadStrideTwoMasked(const Xbyak::Xmm& dst, const Xbyak::RegExp& 
     g_.mov(eax, (1u << span) - 1);
     g_.kmovw(k7, eax);
     g_.vmovups(dst | k7 | T_z, ptr[src]);
-    g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? 0 : 64)]);
+    g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? kFull16 : kFull8)]);
     const Xbyak::Ymm d = width_ == 16 ? Xbyak::Zmm(dst.getIdx()) : Xbyak::Ymm(dst.getIdx());
     const Xbyak::Ymm t = width_ == 16 ? Xbyak::Zmm(scratch.getIdx()) : Xbyak::Ymm(scratch.getIdx());
     g_.vpermps(d | Mask(lanes) | T_z, t, d);
@@ -165,14 +177,14 @@ void VectorOps::LoadStrideTwoMasked(const Xbyak::Xmm& dst, const Xbyak::RegExp& 
   g_.mov(eax, (1u << (span - (width_ - 1))) - 1);
   g_.kmovw(k7, eax);
   g_.vmovups(scratch | k7 | T_z, ptr[src + (width_ - 1) * 4]);
-  g_.vmovdqu32(dst, ptr[rip + even_table_ + (width_ == 16 ? 96 : 160)]);
+  g_.vmovdqu32(dst, ptr[rip + even_table_ + (width_ == 16 ? kMasked16 : kMasked8)]);
   g_.vpermi2ps(dst | Mask(lanes) | T_z, scratch, ptr[src]);
 }
 
 void VectorOps::HoldEvenIndex(int reg) {
   LT_CHECK(PermutesStrideTwo() && reg >= 0);
   even_table_used_ = true;
-  g_.vmovdqu32(V(reg), ptr[rip + even_table_ + (width_ == 16 ? 0 : 64)]);
+  g_.vmovdqu32(V(reg), ptr[rip + even_table_ + (width_ == 16 ? kFull16 : kFull8)]);
   even_index_register_ = reg;
 }
 

@@ -59,11 +59,11 @@ class VectorOps {
   void Load(const Xbyak::Xmm& dst, const Xbyak::Address& src, int lanes);
   // dst's first `lanes` lanes = the floats at src, src + stride, ... (stride > 1 elements; the
   // other lanes zero). Full chunks of stride 2: two loads (elements 0..W-1 and W-1..2W-2, never
-  // past the last element read) and a permute; masked chunks of stride 2: one or two masked
-  // loads of the elements spanned and a permute (on AVX2 through the mask register, which
-  // SetWidth must have named); other strides: on AVX-512 a gather (lane offsets from a table),
-  // on AVX2 lane by lane (vmovss, vinsertps; the mask register untouched). `scratch` (not dst)
-  // is overwritten; AVX-512 may set k7.
+  // past the last element read) and a permute; masked chunks of stride 2: a masked load of the
+  // elements spanned (beside a full load where they pass a vector) and a permute (on AVX2
+  // through the mask register SetWidth named, else lane by lane); other strides: on AVX-512 a
+  // gather (lane offsets from a table), on AVX2 lane by lane (vmovss, vinsertps; the mask
+  // register untouched). `scratch` (not dst) and eax are overwritten; AVX-512 may set k7.
   void LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int64_t stride, int lanes,
                    const Xbyak::Xmm& scratch);
   // Whether LoadStrided of a full chunk of stride 2 permutes with an index table (AVX-512): a

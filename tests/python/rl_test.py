@@ -651,6 +651,9 @@ class FaultTest(unittest.TestCase):
                 self.assertGreaterEqual(trainer.env_steps, 500)
                 self.assertIn("server", events)
                 self.assertGreater(trainer.env_steps, events["restart_at"] + 100)
+                # The nanny restarts the killed worker on its own schedule (after the run, on a
+                # loaded machine): wait until it has joined, then compare the workers.
+                client.wait_for_workers(2, timeout=60)
                 new_pids = sorted(client.run(os.getpid).values())
                 self.assertEqual(len(new_pids), 2)          # the nanny restarted the worker
                 self.assertNotIn(pids[0], new_pids)

@@ -114,8 +114,9 @@ struct SearchOptions {
   double cost_model_up_to_seconds = 2;
   // The best `retime_top` distinct kernels (and the start) are timed again at the end with the
   // server's full fixed budget (StateSource::Remeasure), in the last 5% of the time limit (at
-  // most 0.5 s; a kernel in progress may run past it, and the first re-timing happens even past
-  // the limit), in turn, in rounds while that time lasts (at most 16); the fastest re-timed
+  // most 0.5 s; a kernel in progress may run past it, the first re-timing happens even past the
+  // limit, and so does the second round of the winners: up to `retime_top` re-timings more),
+  // in turn, in rounds while that time lasts (at most 16); the fastest re-timed
   // one is the result and its fastest re-timed GFLOPS what is reported, so that the number is
   // not the luckiest of thousands of measurements, nor one budget's runs that the host's other
   // load slowed. 0: report the search's own measurements. Not for policy, which measures one

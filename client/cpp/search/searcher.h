@@ -94,7 +94,8 @@ class Searcher {
   // The fastest of the best `k` distinct kernels visited and the start, each timed again
   // (StateSource::Remeasure; the best first and the start last) while the time limit lasts (and
   // until one has been re-timed, past it), then all of them again, in turn, in rounds while it
-  // lasts (at most 16 in all; the second round's best `k` even past it); with its fastest re-timed GFLOPS (on_retimed hears each
+  // lasts (at most 16 in all; the second round's winners, those the first re-timed, even past
+  // it); with its fastest re-timed GFLOPS (on_retimed hears each
   // re-timing, with the kernel's fastest so far); nullopt when none could be re-timed. Also the
   // start's fastest re-timed GFLOPS (0 when it was not). A search that ends early re-times for
   // the time it would have kept (5% of the limit, at most 0.5 s).
