@@ -586,7 +586,11 @@ TEST(RandomWalk, DefaultServerSecondThirdOfTheBenchmarks) { RunWalks({}, 16, 1, 
 
 TEST(RandomWalk, DefaultServerLastThirdOfTheBenchmarks) { RunWalks({}, 16, 2, 3); }
 
-TEST(RandomWalk, SmallLoopLimit) { RunWalks({"--max_loops=8"}, 8); }
+// The small loop limit's walk in halves too: whole, it took 741 s of the 900 under ASan in a
+// clean clone.
+TEST(RandomWalk, SmallLoopLimitFirstHalfOfTheBenchmarks) { RunWalks({"--max_loops=8"}, 8, 0, 2); }
+
+TEST(RandomWalk, SmallLoopLimitSecondHalfOfTheBenchmarks) { RunWalks({"--max_loops=8"}, 8, 1, 2); }
 
 }  // namespace
 }  // namespace looptool
