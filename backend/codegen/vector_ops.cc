@@ -88,8 +88,7 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
         g_.vpermt2ps(dst, V(even_index_register_), ptr[src + (width_ - 1) * 4]);
         return;
       }
-      even_table_used_ = true;
-      g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? kFull16 : kFull8)]);
+      g_.vmovdqu32(scratch, EvenTable(kFull16, kFull8));
       g_.vpermt2ps(dst, scratch, ptr[src + (width_ - 1) * 4]);
       return;
     }
@@ -129,8 +128,7 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
     if (span <= 8) {
       SetAvx2Mask(span);
       g_.vmaskmovps(d, Xbyak::Ymm(mask_register_), ptr[src]);
-      even_table_used_ = true;
-      g_.vmovups(t, ptr[rip + even_table_ + kAvx2Masked]);
+      g_.vmovups(t, EvenTable(kAvx2Masked, kAvx2Masked));
       g_.vpermps(d, t, d);
       return;
     }
@@ -160,13 +158,12 @@ void VectorOps::LoadStrideTwoMasked(const Xbyak::Xmm& dst, const Xbyak::RegExp& 
                                     const Xbyak::Xmm& scratch) {
   // The elements read span 2 * lanes - 1 floats from src; nothing past them is loaded.
   const int span = 2 * lanes - 1;
-  even_table_used_ = true;
   if (span <= width_) {
     // One masked load of the span, then the even elements (table entries 2i below W / 2).
     g_.mov(eax, (1u << span) - 1);
     g_.kmovw(k7, eax);
     g_.vmovups(dst | k7 | T_z, ptr[src]);
-    g_.vmovdqu32(scratch, ptr[rip + even_table_ + (width_ == 16 ? kFull16 : kFull8)]);
+    g_.vmovdqu32(scratch, EvenTable(kFull16, kFull8));
     const Xbyak::Ymm d = width_ == 16 ? Xbyak::Zmm(dst.getIdx()) : Xbyak::Ymm(dst.getIdx());
     const Xbyak::Ymm t = width_ == 16 ? Xbyak::Zmm(scratch.getIdx()) : Xbyak::Ymm(scratch.getIdx());
     g_.vpermps(d | Mask(lanes) | T_z, t, d);
@@ -177,14 +174,18 @@ void VectorOps::LoadStrideTwoMasked(const Xbyak::Xmm& dst, const Xbyak::RegExp& 
   g_.mov(eax, (1u << (span - (width_ - 1))) - 1);
   g_.kmovw(k7, eax);
   g_.vmovups(scratch | k7 | T_z, ptr[src + (width_ - 1) * 4]);
-  g_.vmovdqu32(dst, ptr[rip + even_table_ + (width_ == 16 ? kMasked16 : kMasked8)]);
+  g_.vmovdqu32(dst, EvenTable(kMasked16, kMasked8));
   g_.vpermi2ps(dst | Mask(lanes) | T_z, scratch, ptr[src]);
+}
+
+Xbyak::Address VectorOps::EvenTable(int at16, int at8) {
+  even_table_used_ = true;
+  return ptr[rip + even_table_ + (width_ == 16 ? at16 : at8)];
 }
 
 void VectorOps::HoldEvenIndex(int reg) {
   LT_CHECK(PermutesStrideTwo() && reg >= 0);
-  even_table_used_ = true;
-  g_.vmovdqu32(V(reg), ptr[rip + even_table_ + (width_ == 16 ? kFull16 : kFull8)]);
+  g_.vmovdqu32(V(reg), EvenTable(kFull16, kFull8));
   even_index_register_ = reg;
 }
 

@@ -119,6 +119,9 @@ class VectorOps {
 
  private:
   Xbyak::Opmask Mask(int lanes);       // AVX-512
+  // Stride 2's index table at byte offset `at16` (16 lanes) or `at8` (8) from even_table_,
+  // which EmitMaskTable then writes.
+  Xbyak::Address EvenTable(int at16, int at8);
   // AVX-512 stride 2, lanes < width: one or two masked loads and a permute (no gather).
   void LoadStrideTwoMasked(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int lanes,
                            const Xbyak::Xmm& scratch);
