@@ -513,7 +513,9 @@ class TrainingTest(ServerTestCase):
             self.assertEqual(state["learner"]["size"], summary["env_steps"])
             self.assertLessEqual(summary["updates"], summary["env_steps"])
             targets = state["learner"]["target"]
-            self.assertTrue(((targets > 0) & (targets <= 10.5)).all())  # 10 x fraction of peak
+            # 10 x each kernel's fraction of the server's peak: positive and finite. No upper
+            # bound: on a busy machine the peak's own measurement can come out below a kernel's.
+            self.assertTrue((np.isfinite(targets) & (targets > 0)).all())
             # resume: the replay comes back with the weights, and training goes on from there
             self.assertEqual(train.main(tiny_argv(out, self.server.address, "sketch-value", 200,
                                                   ["--resume"])), 0)

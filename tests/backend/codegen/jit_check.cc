@@ -1,8 +1,14 @@
 #include "tests/backend/codegen/jit_check.h"
 
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -14,6 +20,90 @@
 #include "util/check.h"
 
 namespace looptool::testing {
+namespace {
+
+// Each tensor alone in a mapping between two inaccessible pages, its first element (kAtStart) or
+// its last (kAtEnd) against one of them, 4-byte aligned only as the kernel ABI allows: a kernel
+// that reads or writes one float outside a tensor faults.
+enum class Placement { kAtStart, kAtEnd };
+
+class GuardedTensors {
+ public:
+  GuardedTensors(const TensorData& data, Placement placement) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    for (const TensorBuffer& t : data) {
+      const size_t bytes = std::max<size_t>(t.size(), 1) * sizeof(float);
+      const size_t inner = (bytes + page - 1) / page * page;
+      Region r;
+      r.size = inner + 2 * page;
+      void* base =
+          mmap(nullptr, r.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      LT_CHECK(base != MAP_FAILED);
+      r.base = static_cast<char*>(base);
+      LT_CHECK(mprotect(r.base, page, PROT_NONE) == 0);
+      LT_CHECK(mprotect(r.base + page + inner, page, PROT_NONE) == 0);
+      char* first =
+          placement == Placement::kAtStart ? r.base + page : r.base + page + inner - bytes;
+      r.data = reinterpret_cast<float*>(first);
+      r.count = t.size();
+      std::memcpy(r.data, t.data(), t.size() * sizeof(float));
+      regions_.push_back(r);
+      pointers_.push_back(r.data);
+    }
+  }
+  GuardedTensors(const GuardedTensors&) = delete;
+  GuardedTensors& operator=(const GuardedTensors&) = delete;
+  ~GuardedTensors() {
+    for (const Region& r : regions_) munmap(r.base, r.size);
+  }
+
+  float* const* pointers() const { return pointers_.data(); }
+  void CopyTo(TensorData& data) const {
+    for (size_t i = 0; i < regions_.size(); ++i) {
+      std::memcpy(data[i].data(), regions_[i].data, regions_[i].count * sizeof(float));
+    }
+  }
+
+ private:
+  struct Region {
+    char* base = nullptr;
+    size_t size = 0;
+    float* data = nullptr;
+    size_t count = 0;
+  };
+  std::vector<Region> regions_;
+  std::vector<float*> pointers_;
+};
+
+// What a fault inside a guarded run prints before the process dies: the schedule and ISA (a
+// test binary's diagnostics; the handler may only write(2) a buffer filled beforehand).
+char fault_note[8192];
+
+void PrintFaultNote(int) {
+  const ssize_t ignored = write(STDERR_FILENO, fault_note, std::strlen(fault_note));
+  (void)ignored;
+}
+
+// Runs `kernel` on a copy of `data` in guarded mappings and copies the tensors back.
+void RunGuarded(const Kernel& kernel, Placement placement, const std::string& what,
+                TensorData& data) {
+  GuardedTensors guarded(data, placement);
+  const std::string note = absl::StrCat(
+      "\nThe kernel touched memory outside its tensors (a guard page; each tensor's ",
+      placement == Placement::kAtStart ? "first" : "last", " element against it): ", what);
+  std::snprintf(fault_note, sizeof(fault_note), "%s\n", note.c_str());
+  struct sigaction action = {}, old_segv = {}, old_bus = {};
+  action.sa_handler = PrintFaultNote;
+  action.sa_flags = SA_RESETHAND;  // the note, then the fault again with the default action
+  sigaction(SIGSEGV, &action, &old_segv);
+  sigaction(SIGBUS, &action, &old_bus);
+  kernel.Run(guarded.pointers());
+  sigaction(SIGSEGV, &old_segv, nullptr);
+  sigaction(SIGBUS, &old_bus, nullptr);
+  guarded.CopyTo(data);
+}
+
+}  // namespace
 
 std::vector<Isa> HostIsas() {
   std::vector<Isa> out;
@@ -60,24 +150,26 @@ std::string CompareWithInterpreter(const LoopTree& tree, Isa isa, bool real_inpu
         for (float& x : expected[t]) x -= 3;
       }
     }
-    TensorData actual = expected;
+    TensorData poisoned = expected;
     // Poison outputs so that unwritten elements show.
     for (int t : p.OutputTensors()) {
-      for (float& x : actual[t]) x = std::nanf("");
+      for (float& x : poisoned[t]) x = std::nanf("");
     }
     Interpret(tree, expected);
-    std::vector<float*> pointers;
-    for (auto& buffer : actual) pointers.push_back(buffer.data());
-    kernel->Run(pointers.data());
-    for (int t : p.OutputTensors()) {
-      for (size_t i = 0; i < expected[t].size(); ++i) {
-        const float e = expected[t][i], a = actual[t][i];
-        const bool ok = integers ? e == a : std::fabs(e - a) <= 1e-4f * (1 + std::fabs(e));
-        if (!ok) {
-          return absl::StrCat(Traits(isa).name, ": ", p.tensor(t).name, "[", i, "] = ", a,
-                              ", expected ", e, " (", integers ? "integer" : "real",
-                              " inputs)\nschedule:\n", LoopTreeText(tree), "plan:\n",
-                              DescribePlan(Lower(tree, isa), p));
+    for (Placement placement : {Placement::kAtEnd, Placement::kAtStart}) {
+      TensorData actual = poisoned;
+      RunGuarded(*kernel, placement,
+                 absl::StrCat(Traits(isa).name, " kernel of\n", LoopTreeText(tree)), actual);
+      for (int t : p.OutputTensors()) {
+        for (size_t i = 0; i < expected[t].size(); ++i) {
+          const float e = expected[t][i], a = actual[t][i];
+          const bool ok = integers ? e == a : std::fabs(e - a) <= 1e-4f * (1 + std::fabs(e));
+          if (!ok) {
+            return absl::StrCat(Traits(isa).name, ": ", p.tensor(t).name, "[", i, "] = ", a,
+                                ", expected ", e, " (", integers ? "integer" : "real",
+                                " inputs)\nschedule:\n", LoopTreeText(tree), "plan:\n",
+                                DescribePlan(Lower(tree, isa), p));
+          }
         }
       }
     }

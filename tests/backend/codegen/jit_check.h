@@ -28,7 +28,9 @@ inline constexpr char kHandMatmul[] =
 // small-integer inputs (and, with `real_inputs`, within 1e-4 relative on uniform inputs);
 // otherwise a description of the first mismatch.
 // With `negative_inputs`, every input is shifted to [-5, -1] first (max reductions must then
-// never see a lane that was not loaded).
+// never see a lane that was not loaded). The kernel runs twice, each tensor alone between
+// inaccessible pages, first with its last element and then with its first against one: a read
+// or write of one float outside a tensor kills the test, printing the schedule.
 std::string CompareWithInterpreter(const LoopTree& tree, Isa isa, bool real_inputs = false,
                                    bool negative_inputs = false);
 
