@@ -123,6 +123,7 @@ StatementPlan PlanLoops(const Program& p, int s, const LoopOrder& order) {
     l.var = order[j].var;
     l.size = order[j].size;
     l.tail = order[j].tail;
+    l.unroll_marked = order[j].unroll;
     l.inner = InnerExtent(order, j);
     l.vector = j == sp.vector_loop;
     l.reduction = p.IsReductionVar(s, l.var);
@@ -130,6 +131,49 @@ StatementPlan PlanLoops(const Program& p, int s, const LoopOrder& order) {
   }
   LT_CHECK(sp.loops[sp.vector_loop].inner == 1);
   return sp;
+}
+
+// Vector chunks that `elements` take (AVX-512: 8 lanes for 8 or fewer elements), and how many
+// of them are masked, as one number that orders loops by both (chunks first).
+int64_t ChunkCost(Isa isa, int64_t elements) {
+  const int width = isa == Isa::kAvx512 && elements <= 8 ? 8 : Traits(isa).vector_width;
+  return 2 * CeilDiv(elements, width) + (elements % width != 0);
+}
+
+// Where every tensor is contiguous across the vector loop and the loop just outside it, the two
+// become one vector loop (Halide's fuse, decided here, not scheduled): each access must move
+// along the outer variable exactly the vector loop's extent times as far as along the vector
+// variable (C[h,w] = A[h,w] + B[h,w]: h moves 7 elements, w 1, w's loop runs 7), both loops
+// must be the only ones over their variables, and the fused loop must take fewer vector chunks,
+// or as many with fewer masked (a 7 x 7 map: 4 chunks of 16 lanes, one masked, instead of 7
+// masked chunks of 7). Repeats outward while it pays. The fused loop keeps the vector variable; the outer variable's position stays 0.
+void FuseContiguousLoops(const Program& p, Isa isa, StatementPlan& sp) {
+  auto only_loop_over = [&](int var) {
+    int count = 0;
+    for (const LoopPlan& l : sp.loops) count += l.var == var;
+    return count == 1;
+  };
+  while (sp.vector_loop > 0) {
+    LoopPlan& inner = sp.loops[sp.vector_loop];
+    const LoopPlan& outer = sp.loops[sp.vector_loop - 1];
+    const int v = inner.var, u = outer.var;
+    if (u == v || !only_loop_over(u) || !only_loop_over(v) || inner.tail != 0 || outer.tail != 0 ||
+        outer.inner != 1) {
+      return;
+    }
+    auto contiguous = [&](const AccessPlan& a) { return a.stride[u] == inner.size * a.stride[v]; };
+    if (!contiguous(sp.output) || !std::all_of(sp.inputs.begin(), sp.inputs.end(), contiguous)) {
+      return;
+    }
+    const int64_t fused = outer.size * inner.size;
+    if (ChunkCost(isa, fused) >= outer.size * ChunkCost(isa, inner.size)) return;
+    sp.notes.push_back(absl::StrCat("loops over '", p.var(u).name, "' (", outer.size, ") and '",
+                                    p.var(v).name, "' (", inner.size,
+                                    ") fused: the tensors are contiguous across them"));
+    inner.size = fused;
+    sp.loops.erase(sp.loops.begin() + (sp.vector_loop - 1));
+    --sp.vector_loop;
+  }
 }
 
 // The vector width: the ISA's, when the output moves by 0 or 1 element along the vector variable
@@ -200,7 +244,7 @@ void PlanRegisterScope(const Program& p, Isa isa, StatementPlan& sp) {
 // Unrolling: output loops in the scope always (their accumulators are fixed registers);
 // reduction loops in the scope while the unrolled body is small; `unroll` marks while the
 // unrolled loop is not too large (else a note).
-void PlanUnrolling(const LoopOrder& order, const CodegenOptions& options, StatementPlan& sp) {
+void PlanUnrolling(const CodegenOptions& options, StatementPlan& sp) {
   for (int j = 0; j < static_cast<int>(sp.loops.size()); ++j) {
     LoopPlan& l = sp.loops[j];
     l.in_scope = j >= sp.scope;
@@ -209,7 +253,7 @@ void PlanUnrolling(const LoopOrder& order, const CodegenOptions& options, Statem
       l.unrolled = true;
     } else if (l.in_scope && ops <= options.max_unrolled_ops) {
       l.unrolled = true;
-    } else if (order[j].unroll) {
+    } else if (l.unroll_marked) {
       if (ops <= options.max_annotated_unroll_ops) {
         l.unrolled = true;
       } else {
@@ -231,10 +275,11 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
   for (int s = 0; s < p.num_statements(); ++s) {
     const LoopOrder& order = tree.schedule(s).compute;
     StatementPlan sp = PlanLoops(p, s, order);
+    FuseContiguousLoops(p, isa, sp);
     PlanVectorization(p, isa, sp);
     if (sp.width > 1) CollectTailLanes(sp, lanes);
     PlanRegisterScope(p, isa, sp);
-    PlanUnrolling(order, options, sp);
+    PlanUnrolling(options, sp);
     plan.statements.push_back(std::move(sp));
   }
   plan.tail_lanes.assign(lanes.begin(), lanes.end());

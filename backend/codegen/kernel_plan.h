@@ -3,7 +3,8 @@
 // is vectorized and how each tensor is accessed along it, where the register scope starts (the
 // outermost loop below which a block of the output fits in vector registers: loaded or zeroed
 // on entry, stored on exit, never spilled), and which loops are unrolled. The schedule decides
-// loop order and split sizes; Lower decides the rest.
+// loop order and split sizes; Lower decides the rest, including fusing the vector loop with
+// the loop outside it where every tensor is contiguous across both (fewer masked chunks).
 #ifndef LOOPTOOL_BACKEND_CODEGEN_KERNEL_PLAN_H_
 #define LOOPTOOL_BACKEND_CODEGEN_KERNEL_PLAN_H_
 
@@ -38,6 +39,7 @@ struct LoopPlan {
   bool vector = false;     // runs over its elements `width` at a time (masked last chunk)
   bool reduction = false;  // `var` is reduced over (not an index of the output)
   bool unrolled = false;   // emitted once per iteration instead of as a runtime loop
+  bool unroll_marked = false;  // the schedule marked it `unroll`
   bool in_scope = false;   // inside the register scope
 };
 

@@ -4,6 +4,7 @@
 // tests/backend/codegen/kernel_test.cc.
 #include "backend/actions/sketches.h"
 
+#include <algorithm>
 #include <set>
 
 #include "backend/actions/apply.h"
@@ -241,8 +242,19 @@ TEST(Sketches, EverySketchBlockIsThePlansRegisterBlock) {
         }
         const KernelPlan plan = Lower(Built(start, sketch), isa);
         ASSERT_EQ(plan.statements.size(), 1u);
-        EXPECT_GE(plan.statements[0].accumulators, sketch.accumulators)
-            << text << ", " << Traits(isa).name << ": " << sketch.description;
+        // Where the tensors are contiguous across the block's rows, the plan fuses them with
+        // the vector loop: the same elements in as many registers or fewer (14 rows of 14 in
+        // 13 zmm).
+        const std::vector<std::string>& notes = plan.statements[0].notes;
+        const bool fused = std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+          return n.find(" fused: ") != std::string::npos;
+        });
+        if (fused) {
+          EXPECT_LE(plan.statements[0].accumulators, sketch.accumulators);
+        } else {
+          EXPECT_GE(plan.statements[0].accumulators, sketch.accumulators)
+              << text << ", " << Traits(isa).name << ": " << sketch.description;
+        }
         EXPECT_LE(sketch.accumulators, plan.statements[0].budget.accumulators);
         exact += plan.statements[0].accumulators == sketch.accumulators;
         ++checked;

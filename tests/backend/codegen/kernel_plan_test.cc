@@ -90,6 +90,42 @@ TEST(KernelPlan, BroadcastOperandsAndScalarFallback) {
   EXPECT_THAT(tr.notes, ::testing::ElementsAre("scalar code: B has stride 8 along 'n'"));
 }
 
+TEST(KernelPlan, LoopsTheTensorsAreContiguousAcrossFuse) {
+  // A CHW global sum pool: each channel's 7 x 7 elements are one run of 49, read as 4 chunks of
+  // 16 lanes (the last masked to 1) instead of 7 chunks of 7.
+  const LoopTree pool = InitialTree("O[c] += I[c,h,w]; c=512 h=7 w=7");
+  const KernelPlan plan = Lower(pool, Isa::kAvx512);
+  EXPECT_EQ(DescribePlan(plan, pool.program()),
+            "statement 1: O[c] += I[c, h, w]\n"
+            "  avx512, 16 lanes, horizontal, 1 accumulator\n"
+            "  note: loops over 'h' (7) and 'w' (7) fused: the tensors are contiguous across them\n"
+            "  for c in 512 (loop)\n"
+            "   -- register scope\n"
+            "   for w in 49 by 16 lanes (unrolled)\n");
+  EXPECT_THAT(plan.tail_lanes, ::testing::ElementsAre(1));
+  // Elementwise over CHW: all three loops become one of 3 * 5 * 7 = 105 elements.
+  const StatementPlan add =
+      Lower(InitialTree("C[a,b,c] = A[a,b,c] + B[a,b,c]; a=3 b=5 c=7"), Isa::kAvx2).statements[0];
+  ASSERT_EQ(add.loops.size(), 1u);
+  EXPECT_EQ(add.loops[0].size, 105);
+  EXPECT_EQ(add.notes.size(), 2u);
+}
+
+TEST(KernelPlan, LoopsStayApartWhereFusingDoesNotPay) {
+  // B moves 0 along h but 1 along w: not contiguous across them.
+  EXPECT_EQ(Lower(InitialTree("C[h,w] = A[h,w] + B[w]; h=4 w=7"), Isa::kAvx512)
+                .statements[0].loops.size(), 2u);
+  // Rows of whole vectors: fusing would not save a chunk.
+  EXPECT_EQ(Lower(InitialTree("C[h,w] = A[h,w]; h=4 w=32"), Isa::kAvx512)
+                .statements[0].loops.size(), 2u);
+  // w is split: its inner loop is not the only one over it.
+  const LoopTree split = WithActions(InitialTree("C[h,w] = A[h,w]; h=4 w=7"), "down, split_2");
+  EXPECT_EQ(Lower(split, Isa::kAvx512).statements[0].loops.size(), 3u);
+  // A padded row (I's rows are 9 long, the map's 7): not contiguous.
+  EXPECT_EQ(Lower(InitialTree("O[c,h,w] += I[c,h,w+s]; c=2 h=7 w=7 s=3"), Isa::kAvx512)
+                .statements[0].loops.size(), 4u);
+}
+
 TEST(KernelPlan, UnrollMarkBeyondTheLimitIsReported) {
   const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=256 n=256 k=256"), "unroll");
   const StatementPlan s = Lower(t, Isa::kAvx512).statements[0];

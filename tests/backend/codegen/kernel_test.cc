@@ -1,6 +1,7 @@
 // JIT kernels against the reference interpreter, on every ISA this host runs (AVX-512, AVX2 and
 // scalar SSE on the development machines; isa_test checks which ones the host has): named tail
 // cases in the XNNPACK style, then random schedules of every primitive of the language.
+#include <algorithm>
 #include <optional>
 #include <random>
 
@@ -11,6 +12,7 @@
 #include "backend/schedule/loop_tree_text.h"
 #include "backend/codegen/compile.h"
 #include "backend/codegen/isa.h"
+#include "backend/codegen/kernel_plan.h"
 #include "gtest/gtest.h"
 #include "tests/backend/codegen/jit_check.h"
 
@@ -404,6 +406,7 @@ LoopTree RandomLoopNestSchedule(const LoopTree& initial, int length, std::mt1993
 struct RandomCheck {
   int checked = 0;
   int effective = 0;
+  int fused = 0;  // schedules whose plan (best host ISA) fuses loops
 };
 template <size_t N>
 RandomCheck CheckRandomLoopNestSchedules(const char* const (&programs)[N], uint32_t seed,
@@ -415,6 +418,10 @@ RandomCheck CheckRandomLoopNestSchedules(const char* const (&programs)[N], uint3
     for (int seq = 0; seq < 40; ++seq) {
       const LoopTree tree = RandomLoopNestSchedule(
           initial, min_length + static_cast<int>(rng() % 8), rng, c.effective);
+      const std::vector<std::string> notes = Lower(tree, HostIsas()[0]).statements[0].notes;
+      c.fused += std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+        return note.find(" fused: ") != std::string::npos;
+      });
       for (Isa isa : HostIsas()) {
         EXPECT_EQ(CompareWithInterpreter(tree, isa, negative_inputs, negative_inputs), "")
             << text << "\n" << LoopTreeText(tree);
@@ -447,6 +454,22 @@ TEST(Kernel, RandomScheduleOfStrideTwoReadsMatchTheInterpreter) {
   const RandomCheck c = CheckRandomLoopNestSchedules(kStrideTwo, 1126, 2, true);
   EXPECT_EQ(c.checked, 4 * 40 * static_cast<int>(HostIsas().size()));
   EXPECT_GT(c.effective, 4 * 40 * 3);
+}
+
+// Nests whose tensors are contiguous across the vector loop and loops outside it (Lower fuses
+// them into one vector loop where that saves masked chunks), under random schedules, with
+// negative inputs: the fused loop's last chunk must read and write only its tensors' elements.
+TEST(Kernel, RandomSchedulesOfContiguousNestsMatchTheInterpreter) {
+  constexpr const char* kContiguous[] = {
+      "O[c] += I[c,h,w]; c=5 h=7 w=7",
+      "O[c] max= I[c,h,w]; c=3 h=5 w=3",
+      "C[a,b,c] = A[a,b,c] + B[a,b,c] -> relu; a=3 b=5 c=7",
+      "O[k,h,w] += I[c,h,w] * W[k,c]; k=6 h=7 w=7 c=5",
+      "C[h,w] = A[h,w]; h=9 w=20",
+  };
+  const RandomCheck c = CheckRandomLoopNestSchedules(kContiguous, 1128, 0, true);
+  EXPECT_EQ(c.checked, 5 * 40 * static_cast<int>(HostIsas().size()));
+  EXPECT_GT(c.fused, 5 * 40 / 10) << "schedules whose plan fuses loops (of 200)";
 }
 
 // Every sketch (both vector units' blocks) of shapes whose sizes leave tails in every tile: the
