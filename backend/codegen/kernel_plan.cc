@@ -143,22 +143,32 @@ int64_t ChunkCost(Isa isa, int64_t elements) {
 // Where every tensor is contiguous across the vector loop and the loop just outside it, the two
 // become one vector loop (Halide's fuse, decided here, not scheduled): each access must move
 // along the outer variable exactly the vector loop's extent times as far as along the vector
-// variable (C[h,w] = A[h,w] + B[h,w]: h moves 7 elements, w 1, w's loop runs 7), both loops
-// must be the only ones over their variables, and the fused loop must take fewer vector chunks,
-// or as many with fewer masked (a 7 x 7 map: 4 chunks of 16 lanes, one masked, instead of 7
-// masked chunks of 7). Repeats outward while it pays. The fused loop keeps the vector variable; the outer variable's position stays 0.
+// variable (C[h,w] = A[h,w] + B[h,w]: h moves 7 elements, w 1, w's loop runs 7), the vector
+// loop must be the only one over its variable, the outer loop the innermost over its own (the
+// inner part of a split is fine: the loops over it outside keep stepping it) with no loop over
+// that variable leaving a remainder, and the fused loop must take fewer vector chunks, or as
+// many with fewer masked (a 7 x 7 map: 4 chunks of 16 lanes, one masked, instead of 7 masked
+// chunks of 7). Repeats outward while it pays. The fused loop keeps the vector variable; the
+// outer variable's position stays where the loops outside put it.
 void FuseContiguousLoops(const Program& p, Isa isa, StatementPlan& sp) {
   auto only_loop_over = [&](int var) {
     int count = 0;
     for (const LoopPlan& l : sp.loops) count += l.var == var;
     return count == 1;
   };
+  // Every loop over `var` runs whole steps: no remainder anywhere, so the innermost one always
+  // runs its full size (a split loop's last iteration would otherwise run fewer).
+  auto no_tails_over = [&](int var) {
+    return std::none_of(sp.loops.begin(), sp.loops.end(),
+                        [&](const LoopPlan& l) { return l.var == var && l.tail != 0; });
+  };
   while (sp.vector_loop > 0) {
     LoopPlan& inner = sp.loops[sp.vector_loop];
     const LoopPlan& outer = sp.loops[sp.vector_loop - 1];
     const int v = inner.var, u = outer.var;
-    if (u == v || !only_loop_over(u) || !only_loop_over(v) || inner.tail != 0 || outer.tail != 0 ||
-        outer.inner != 1) {
+    // `outer` is the innermost loop over u (one element per iteration), possibly the inner part
+    // of a split u: the loops over u outside it keep stepping u as before.
+    if (u == v || !only_loop_over(v) || inner.tail != 0 || !no_tails_over(u) || outer.inner != 1) {
       return;
     }
     auto contiguous = [&](const AccessPlan& a) { return a.stride[u] == inner.size * a.stride[v]; };

@@ -111,6 +111,23 @@ TEST(KernelPlan, LoopsTheTensorsAreContiguousAcrossFuse) {
   EXPECT_EQ(add.notes.size(), 2u);
 }
 
+TEST(KernelPlan, TheInnerPartOfASplitLoopFusesWithTheVectorLoop) {
+  // h split in 48 x 2: h' (2 rows of 7) and w become runs of 14; the outer h steps 2 rows.
+  const LoopTree split = WithActions(InitialTree("C[h,w] = A[h,w]; h=96 w=7"), "split_2");
+  const KernelPlan plan = Lower(split, Isa::kAvx512);
+  EXPECT_EQ(DescribePlan(plan, split.program()),
+            "statement 1: C[h, w] = A[h, w]\n"
+            "  avx512, 16 lanes, 1 accumulator\n"
+            "  note: loops over 'h' (2) and 'w' (7) fused: the tensors are contiguous across them\n"
+            "  for h in 48 step 2 (loop)\n"
+            "   -- register scope\n"
+            "   for w in 14 by 16 lanes (unrolled)\n");
+  EXPECT_THAT(plan.tail_lanes, ::testing::ElementsAre(14));
+  // h = 97 = 48 x 2 + 1: the last outer iteration runs one row, so the rows stay apart.
+  const LoopTree tail = WithActions(InitialTree("C[h,w] = A[h,w]; h=97 w=7"), "split_2");
+  EXPECT_EQ(Lower(tail, Isa::kAvx512).statements[0].loops.size(), 3u);
+}
+
 TEST(KernelPlan, LoopsStayApartWhereFusingDoesNotPay) {
   // B moves 0 along h but 1 along w: not contiguous across them.
   EXPECT_EQ(Lower(InitialTree("C[h,w] = A[h,w] + B[w]; h=4 w=7"), Isa::kAvx512)

@@ -406,7 +406,8 @@ LoopTree RandomLoopNestSchedule(const LoopTree& initial, int length, std::mt1993
 struct RandomCheck {
   int checked = 0;
   int effective = 0;
-  int fused = 0;  // schedules whose plan (best host ISA) fuses loops
+  int fused = 0;        // schedules whose plan (best host ISA) fuses loops
+  int fused_split = 0;  // ... the inner part of a split loop (a loop over its variable stays)
 };
 template <size_t N>
 RandomCheck CheckRandomLoopNestSchedules(const char* const (&programs)[N], uint32_t seed,
@@ -418,10 +419,19 @@ RandomCheck CheckRandomLoopNestSchedules(const char* const (&programs)[N], uint3
     for (int seq = 0; seq < 40; ++seq) {
       const LoopTree tree = RandomLoopNestSchedule(
           initial, min_length + static_cast<int>(rng() % 8), rng, c.effective);
-      const std::vector<std::string> notes = Lower(tree, HostIsas()[0]).statements[0].notes;
-      c.fused += std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
-        return note.find(" fused: ") != std::string::npos;
-      });
+      const StatementPlan plan = Lower(tree, HostIsas()[0]).statements[0];
+      bool fused = false, fused_split = false;
+      for (const std::string& note : plan.notes) {
+        if (note.find(" fused: ") == std::string::npos) continue;
+        fused = true;
+        // "loops over 'h' (2) and 'w' (7) fused: ...": is a loop over h left in the plan?
+        const std::string name = note.substr(12, note.find('\'', 12) - 12);
+        for (const LoopPlan& l : plan.loops) {
+          fused_split |= tree.program().var(l.var).name == name;
+        }
+      }
+      c.fused += fused;
+      c.fused_split += fused_split;
       for (Isa isa : HostIsas()) {
         EXPECT_EQ(CompareWithInterpreter(tree, isa, negative_inputs, negative_inputs), "")
             << text << "\n" << LoopTreeText(tree);
@@ -466,10 +476,12 @@ TEST(Kernel, RandomSchedulesOfContiguousNestsMatchTheInterpreter) {
       "C[a,b,c] = A[a,b,c] + B[a,b,c] -> relu; a=3 b=5 c=7",
       "O[k,h,w] += I[c,h,w] * W[k,c]; k=6 h=7 w=7 c=5",
       "C[h,w] = A[h,w]; h=9 w=20",
+      "C[h,w] = A[h,w] + B[h,w]; h=24 w=5",  // tiles of 3, 6, 12 split h without a tail
   };
   const RandomCheck c = CheckRandomLoopNestSchedules(kContiguous, 1128, 0, true);
-  EXPECT_EQ(c.checked, 5 * 40 * static_cast<int>(HostIsas().size()));
-  EXPECT_GT(c.fused, 5 * 40 / 10) << "schedules whose plan fuses loops (of 200)";
+  EXPECT_EQ(c.checked, 6 * 40 * static_cast<int>(HostIsas().size()));
+  EXPECT_GT(c.fused, 6 * 40 / 10) << "schedules whose plan fuses loops (of 240)";
+  EXPECT_GT(c.fused_split, 2) << "schedules whose plan fuses the inner part of a split loop";
 }
 
 // Every sketch (both vector units' blocks) of shapes whose sizes leave tails in every tile: the
