@@ -30,6 +30,7 @@ class Block {
 
   void Emit() {
     PlanTransposes();
+    PlanPairs();
     HoldEvenIndex();
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
       auto group = transpose_before_.find(i);
@@ -39,13 +40,15 @@ class Block {
       if (!transposed_[i]) EmitOp(i);
     }
     vec_.ReleaseEvenIndex();
+    vec_.ReleasePairIndices();
   }
 
  private:
   // ---- stride 2's permute indices -------------------------------------------------------------
   // A block that reads two or more full chunks of stride 2 (strided convolutions and pooling
   // in CHW) holds their permute indices in its highest cache register, loaded once, instead of
-  // loading them beside every chunk; the cache is one register smaller then. (Decided after
+  // loading them beside every chunk (chunks PlanPairs paired count for nothing here: they
+  // permute by the pair's tables); the cache is one register smaller then. (Decided after
   // PlanTransposes, which counted that register as a spare: a transpose planned in the same
   // block may then fall back to strided loads, correct but slower; copies that transpose
   // rarely read stride-2 chunks too.)
@@ -57,15 +60,95 @@ class Block {
       if (transposed_[i]) continue;
       for (const OperandRef* o : {&ops_[i].x, &ops_[i].y}) {
         if (o == &ops_[i].y && !Binary()) continue;
-        if (o->kind == AccessPlan::Kind::kStrided && o->stride == 2 && o->lanes == vec_.width()) {
-          chunks.insert(*o);
+        if (FullStrideTwo(*o, vec_.width()) && !pair_even_.count(*o) && !pair_odd_.count(*o)) {
+          chunks.insert(*o);  // paired chunks permute by the pair's tables
         }
       }
     }
-    if (chunks.size() < 2) return;
-    const int reg = *std::max_element(regs_.cache.begin(), regs_.cache.end());
+    if (chunks.size() < 2 || cached_.empty()) return;
+    const int reg = cached_.rbegin()->first;  // the highest cache register PlanPairs left
     cached_.erase(reg);
     vec_.HoldEvenIndex(reg);
+  }
+
+  // ---- stride 2's even and odd phases from one span -------------------------------------------
+  // Full chunks of stride 2 at elements d and d + 1 of one input (column taps 0 and 1 of a
+  // stride-2 window) read the same span: when the block reads both, the first of them to be
+  // loaded loads the pair (VectorOps::LoadStrideTwoPair: two loads instead of four) and the
+  // other waits in a cache register. On AVX-512 the pair's two permute index tables take two
+  // cache registers for the block, so pairing needs at least two pairs and leaves at least
+  // four registers to the cache.
+  static bool FullStrideTwo(const OperandRef& o, int width) {
+    return o.kind == AccessPlan::Kind::kStrided && o.stride == 2 && o.lanes == width;
+  }
+
+  void PlanPairs() {
+    if (!s_.pair_phases || vec_.width() < 8 || vec_.sse()) return;
+    std::set<OperandRef> chunks;
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+      if (transposed_[i]) continue;
+      for (const OperandRef* o : {&ops_[i].x, &ops_[i].y}) {
+        if (o == &ops_[i].y && !Binary()) continue;
+        if (FullStrideTwo(*o, vec_.width())) chunks.insert(*o);
+      }
+    }
+    for (const OperandRef& o : chunks) {
+      OperandRef odd = o;
+      odd.offset += 4;
+      if (chunks.count(odd) && !pair_odd_.count(o)) {
+        pair_even_.insert(o);
+        pair_odd_.insert(odd);
+      }
+    }
+    if (pair_even_.empty()) return;
+    if (vec_.PermutesStrideTwo()) {
+      std::vector<int> free_regs;
+      for (const auto& [reg, held] : cached_) free_regs.push_back(reg);
+      std::sort(free_regs.begin(), free_regs.end());
+      if (pair_even_.size() < 2 || free_regs.size() < 6) {
+        pair_even_.clear();
+        pair_odd_.clear();
+        return;
+      }
+      const int even_reg = free_regs[free_regs.size() - 1];
+      const int odd_reg = free_regs[free_regs.size() - 2];
+      cached_.erase(even_reg);
+      cached_.erase(odd_reg);
+      vec_.HoldPairIndices(even_reg, odd_reg);
+    }
+  }
+
+  // `o`'s partner in a pair (the other phase of its span), or nullopt.
+  std::optional<OperandRef> Partner(const OperandRef& o) const {
+    OperandRef p = o;
+    if (pair_even_.count(o)) {
+      p.offset += 4;
+    } else if (pair_odd_.count(o)) {
+      p.offset -= 4;
+    } else {
+      return std::nullopt;
+    }
+    return p;
+  }
+
+  // Loads `o` into `reg`: with its partner into a cache register when the partner is read
+  // later in the block and not held yet, else alone.
+  void LoadOperand(int reg, const OperandRef& o, int i) {
+    const std::optional<OperandRef> partner = Partner(o);
+    if (partner && !where_.count(*partner)) {
+      const int next = NextUse(*partner, i);
+      const int preg = next == kNever ? -1 : CacheRegister(next);
+      if (preg >= 0 && preg != reg) {
+        const bool even = pair_even_.count(o) > 0;
+        const OperandRef& base = even ? o : *partner;
+        vec_.LoadStrideTwoPair(vec_.V(even ? reg : preg), vec_.V(even ? preg : reg), At(base),
+                               vec_.V(regs_.tmp));
+        cached_[preg] = std::make_pair(*partner, next);
+        where_[*partner] = preg;
+        return;
+      }
+    }
+    LoadInto(reg, o);
   }
 
   // ---- transposed reads ---------------------------------------------------------------------
@@ -264,9 +347,9 @@ class Block {
     if (next != kNever && !held_for_next) {
       const int reg = CacheRegister(next);
       if (reg >= 0) {
-        LoadInto(reg, o);
-        cached_[reg] = std::make_pair(o, i);
+        cached_[reg] = std::make_pair(o, i);  // pinned before its partner takes a register
         where_[o] = reg;
+        LoadOperand(reg, o, i);
         return {true, vec_.V(reg)};
       }
     }
@@ -275,7 +358,7 @@ class Block {
       // broadcast against each vector of the block when no cache register is free) is reused.
       auto held = held_.find(load_reg);
       if (held == held_.end() || !(held->second == o)) {
-        LoadInto(load_reg, o);
+        LoadOperand(load_reg, o, i);
         held_[load_reg] = o;
       }
       return {true, vec_.V(load_reg)};
@@ -349,6 +432,7 @@ class Block {
   std::map<int, OperandRef> held_;
   std::vector<bool> transposed_;                    // ops whose value a transpose wrote
   std::map<int, TransposeGroup> transpose_before_;  // first op of a group -> the group
+  std::set<OperandRef> pair_even_, pair_odd_;       // PlanPairs' pairs: chunk d, chunk d + 1
 };
 
 }  // namespace

@@ -15,6 +15,10 @@ struct CodegenOptions {
   int64_t max_annotated_unroll_ops = 16384;
   // Code of one kernel; a schedule whose tails multiply past it is refused.
   int64_t max_code_bytes = int64_t{8} << 20;
+  // A block that reads the even and odd phases of one stride-2 span (column taps 0 and 1 of a
+  // stride-2 window) loads them together: two loads instead of four (StatementPlan::
+  // pair_phases). Off only to compare.
+  bool pair_stride_two_phases = true;
 };
 
 }  // namespace looptool

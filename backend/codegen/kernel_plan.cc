@@ -285,6 +285,7 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
   for (int s = 0; s < p.num_statements(); ++s) {
     const LoopOrder& order = tree.schedule(s).compute;
     StatementPlan sp = PlanLoops(p, s, order);
+    sp.pair_phases = options.pair_stride_two_phases;
     FuseContiguousLoops(p, isa, sp);
     PlanVectorization(p, isa, sp);
     if (sp.width > 1) CollectTailLanes(sp, lanes);

@@ -56,6 +56,7 @@ struct StatementPlan {
   int scope = 0;            // loops[scope..] are inside the register scope
   int accumulators = 0;     // vector registers the output block takes (at full extents)
   RegisterBudget budget;    // how the statement's code divides the registers
+  bool pair_phases = true;  // blocks load stride-2 chunks at elements d and d + 1 together
   std::vector<LoopPlan> loops;  // the compute nest, outermost first
   AccessPlan output;
   std::vector<AccessPlan> inputs;

@@ -9,6 +9,7 @@ using namespace Xbyak::util;  // NOLINT: registers and address frames read like 
 namespace {
 // Byte offsets of stride 2's index tables from even_table_ (EmitMaskTable writes them).
 constexpr int kFull16 = 0, kMasked16 = 64, kFull8 = 128, kMasked8 = 160, kAvx2Masked = 192;
+constexpr int kPairEven16 = 256, kPairOdd16 = 320, kPairEven8 = 384, kPairOdd8 = 416;
 }  // namespace
 
 VectorOps::VectorOps(Xbyak::CodeGenerator& g, Isa isa, const std::vector<int>& tail_lanes)
@@ -69,6 +70,14 @@ void VectorOps::EmitMaskTable() {
     full(8);     // kFull8
     masked(8);   // kMasked8
     for (int i = 0; i < 8; ++i) g_.dd(static_cast<uint32_t>(i < 4 ? 2 * i : 7));  // kAvx2Masked
+    // LoadStrideTwoPair's indices over elements 0..W-1 (table 1) and W..2W-1 (table 2):
+    // element 2i (even) or 2i + 1 (odd) is table index 2i or 2i + 1 at either width.
+    for (int i = 0; i < 8; ++i) g_.dd(0);  // padding to kPairEven16
+    for (int w : {16, 8}) {
+      for (int phase : {0, 1}) {
+        for (int i = 0; i < w; ++i) g_.dd(static_cast<uint32_t>(2 * i + phase));
+      }
+    }
   }
   for (auto& [stride, label] : offset_tables_) {
     g_.align(64);
@@ -187,6 +196,37 @@ void VectorOps::HoldEvenIndex(int reg) {
   LT_CHECK(PermutesStrideTwo() && reg >= 0);
   g_.vmovdqu32(V(reg), EvenTable(kFull16, kFull8));
   even_index_register_ = reg;
+}
+
+void VectorOps::HoldPairIndices(int even_reg, int odd_reg) {
+  LT_CHECK(PermutesStrideTwo() && even_reg >= 0 && odd_reg >= 0 && even_reg != odd_reg);
+  g_.vmovdqu32(V(even_reg), EvenTable(kPairEven16, kPairEven8));
+  g_.vmovdqu32(V(odd_reg), EvenTable(kPairOdd16, kPairOdd8));
+  pair_index_registers_ = {even_reg, odd_reg};
+}
+
+void VectorOps::LoadStrideTwoPair(const Xbyak::Xmm& even, const Xbyak::Xmm& odd,
+                                  const Xbyak::RegExp& src, const Xbyak::Xmm& scratch) {
+  LT_CHECK(width_ > 1 && even.getIdx() != odd.getIdx() && even.getIdx() != scratch.getIdx() &&
+           odd.getIdx() != scratch.getIdx());
+  if (isa_ == Isa::kAvx512) {
+    LT_CHECK(pair_index_registers_.first >= 0);
+    g_.vmovups(even, ptr[src]);
+    g_.vmovups(scratch, ptr[src + width_ * 4]);
+    g_.vmovaps(odd, even);
+    g_.vpermt2ps(even, V(pair_index_registers_.first), scratch);
+    g_.vpermt2ps(odd, V(pair_index_registers_.second), scratch);
+    return;
+  }
+  // AVX2: per 128-bit half the even (odd) elements of the first load, then of the second
+  // (0 2 8 10 | 4 6 12 14), then the 64-bit pairs in order 0 2 1 3.
+  const Xbyak::Ymm e(even.getIdx()), o(odd.getIdx()), t(scratch.getIdx());
+  g_.vmovups(e, ptr[src]);
+  g_.vmovups(t, ptr[src + 8 * 4]);
+  g_.vshufps(o, e, t, 0xDD);
+  g_.vshufps(e, e, t, 0x88);
+  g_.vpermpd(e, e, 0xD8);
+  g_.vpermpd(o, o, 0xD8);
 }
 
 Xbyak::Opmask VectorOps::Mask(int lanes) {

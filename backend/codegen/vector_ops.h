@@ -12,6 +12,7 @@
 #define LOOPTOOL_BACKEND_CODEGEN_VECTOR_OPS_H_
 
 #include <map>
+#include <utility>
 #include <vector>
 
 #include <xbyak/xbyak.h>
@@ -74,6 +75,18 @@ class VectorOps {
   // ReleaseEvenIndex. The caller keeps `reg` untouched meanwhile. Needs PermutesStrideTwo().
   void HoldEvenIndex(int reg);
   void ReleaseEvenIndex() { even_index_register_ = -1; }
+  // The even and odd phases of one span, full chunks of stride 2 at elements 0 and 1 from src
+  // (a pool's or strided convolution's column taps 0 and 1): two loads (elements 0..2W-1, the
+  // last of which the odd chunk reads too) and two permutes, where LoadStrided twice takes
+  // four loads. AVX-512 permutes by the index tables HoldPairIndices put in registers; AVX2
+  // shuffles. `scratch` (neither destination) is overwritten.
+  void LoadStrideTwoPair(const Xbyak::Xmm& even, const Xbyak::Xmm& odd, const Xbyak::RegExp& src,
+                         const Xbyak::Xmm& scratch);
+  // Loads LoadStrideTwoPair's two index tables (at the current width) into registers
+  // `even_reg` and `odd_reg`, which the caller keeps untouched until ReleasePairIndices. Needs
+  // PermutesStrideTwo().
+  void HoldPairIndices(int even_reg, int odd_reg);
+  void ReleasePairIndices() { pair_index_registers_ = {-1, -1}; }
   void Broadcast(const Xbyak::Xmm& dst, const Xbyak::Address& src);
   void Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lanes);
   void Copy(const Xbyak::Xmm& dst, const Xbyak::Xmm& src);
@@ -145,6 +158,7 @@ class VectorOps {
   Xbyak::Label even_table_;  // stride 2's permute indices: full, masked (AVX-512), masked (AVX2)
   bool even_table_used_ = false;
   int even_index_register_ = -1;             // HoldEvenIndex's register, or -1
+  std::pair<int, int> pair_index_registers_ = {-1, -1};  // HoldPairIndices' (even, odd)
   std::map<int64_t, Xbyak::Label> offset_tables_;  // stride -> i * stride, 16 dwords
 };
 

@@ -191,6 +191,38 @@ TEST(Kernel, StridedLoadsOfEveryStrideAndTail) {
   }
 }
 
+// Column taps 0 and 1 of a stride-2 window in one block read the even and odd phases of one
+// span: the block loads them together (two loads, not four; BlockEmitter's PlanPairs). Pools
+// and a convolution (a binary combiner) with the vector loop innermost and the taps unrolled
+// around it, at widths with a masked last chunk (never paired) and without, negative inputs,
+// under the guard pages (the pair's second load reads the odd chunk's last element, no
+// further). The code must differ from the code with pairing off, or the pairs went untested.
+TEST(Kernel, StrideTwoPhasesLoadedTogether) {
+  const struct {
+    std::string program, actions;
+  } kCases[] = {
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=4 c=32 kr=3 kc=3", "down, down, swap_down"},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=37 kr=3 kc=3", "down, down, swap_down"},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=2 c=64 kr=2 kc=2", "down, down, swap_down"},
+      {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
+       "down, down, down, swap_down, swap_down"},
+  };
+  CodegenOptions unpaired;
+  unpaired.pair_stride_two_phases = false;
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.program);
+    const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    for (Isa isa : HostIsas()) {
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "");
+      if (isa == Isa::kSse) continue;
+      const auto paired = KernelCompiler(isa).CompileCode(tree);
+      const auto alone = KernelCompiler(isa, unpaired).CompileCode(tree);
+      ASSERT_TRUE(paired.ok() && alone.ok());
+      EXPECT_NE(*paired, *alone) << Traits(isa).name << ": no pair loaded\n" << LoopTreeText(tree);
+    }
+  }
+}
+
 // A stride-2 convolution as ResNet's downsampling layers have it, and a split of w that leaves
 // a tail (its sketches are in EverySketchMatchesTheInterpreter).
 TEST(Kernel, StridedConvolution) {
