@@ -204,6 +204,7 @@ TEST(Kernel, StrideTwoPhasesLoadedTogether) {
       {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=4 c=32 kr=3 kc=3", "down, down, swap_down"},
       {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=37 kr=3 kc=3", "down, down, swap_down"},
       {"O[r,c] += I[2*r+kr, 2*c+kc]; r=2 c=64 kr=2 kc=2", "down, down, swap_down"},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=4 c=8 kr=3 kc=3", "down, down, swap_down"},  // 8 lanes
       {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
        "down, down, down, swap_down, swap_down"},
   };
