@@ -5,15 +5,17 @@ its guided search against the default search, per program, on one server in one 
       /usr/bin/python3 bench/rl/policy_search_bench.py [--policy=loop_set] [--sets=...]
 
 All on one server, in this order per set: the untrained network (--untrained; it pays each
-program's one-time reference run, which the server verifies kernels against), the policy, its
-greedy episode alone (--greedy), policy_guided, evolution; a kernel an earlier one timed is
+program's one-time reference run, which the server verifies kernels against), the baselines, the
+policy, its first-ranked episode alone timed (--top1), its greedy episode alone (--greedy),
+policy_guided, evolution; a kernel an earlier one timed is
 not timed again (the server's cache), so policy_guided may find the policy's kernel timed.
 
 Sets: the 25 test matmuls of mm64_256_16_range-v0 (tune_bench's choice), the 12 off-grid matmuls,
 every layer of resnet18-v0, mobilenet_v2-v0 and bert_base-v0 (never trained on), and the first
 --catalog-count test programs of each other catalog dataset. For each program, on one server (one
-kernel worker core): `--search=policy` (greedy episode from the untiled nest, only the final
-state timed; wall time from the CLI's start of the search to its result), `--search=
+kernel worker core): `--search=policy` (the policy's likeliest episodes from the untiled nest,
+ranked by its cost model untimed, the first --policy-timed of them timed, the fastest kept; wall
+time from the CLI's start of the search to its result), `--search=
 policy_guided` within --guided-seconds, and the default search (evolution) within
 --search-seconds. Ratios are of the server's GFLOPS for the final kernels, measured in this run.
 Writes policy_search_bench.md and .csv under --out.
@@ -125,6 +127,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "its cost model too (same sizes, untrained)")
     p.add_argument("--policy-candidates", type=int, default=16,
                    help="--search=policy: episodes ranked by the policy's cost model (1: greedy)")
+    p.add_argument("--policy-timed", type=int, default=3,
+                   help="--search=policy: the first this many of the ranked episodes timed, the "
+                        "fastest kept (every policy of the run)")
+    p.add_argument("--top1", action="store_true",
+                   help="also the policy with only its first-ranked episode timed "
+                        "(--policy_timed=1)")
     p.add_argument("--baselines", default="",
                    help="NAME=POLICY[@N],...: other policies (any kind, e.g. RL from scratch) "
                         "whose --search=policy runs on the same server after the untrained one "
@@ -139,7 +147,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         path, at, count = path.partition("@")
         if not name or not path or (at and not count.isdigit()):
             raise SystemExit(f"--baselines: NAME=POLICY[@N],... (got {spec!r})")
-        baselines.append((name, path, [f"--policy_candidates={count}"] if at else None))
+        baselines.append((name, path, [f"--policy_candidates={count}",
+                                       f"--policy_timed={args.policy_timed}"] if at else None))
     if args.untrained == "auto":
         args.untrained = untrained_like(args.policy, os.path.join(
             tempfile.mkdtemp(prefix="untrained-"), "loop_set_untrained.json"))
@@ -154,13 +163,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{which}: {len(uris)} programs", file=sys.stderr, flush=True)
             # The untrained network first: it pays each program's one-time reference run (the
             # interpreter's outputs the server verifies every kernel against), the others don't.
-            ranked = [f"--policy_candidates={args.policy_candidates}"]
+            ranked = [f"--policy_candidates={args.policy_candidates}",
+                      f"--policy_timed={args.policy_timed}"]
             untrained = (tune(args.cli, server.address, uris, "policy", 60, args.untrained,
                               ranked) if args.untrained else {})
             others = {name: tune(args.cli, server.address, uris, "policy", 60, path,
                                  flags or ranked)
                       for name, path, flags in baselines}
             policy = tune(args.cli, server.address, uris, "policy", 60, args.policy, ranked)
+            top1 = (tune(args.cli, server.address, uris, "policy", 60, args.policy,
+                         [f"--policy_candidates={args.policy_candidates}", "--policy_timed=1"])
+                    if args.top1 else {})
             greedy = (tune(args.cli, server.address, uris, "policy", 60, args.policy,
                            ["--policy_candidates=1"]) if args.greedy else {})
             guided = tune(args.cli, server.address, uris, "policy_guided", args.guided_seconds,
@@ -176,6 +189,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "search_gflops": g_search,
                        "policy_gflops": float(policy[u]["gflops"]),  # type: ignore[arg-type]
                        "policy_seconds": float(policy[u]["seconds"]),  # type: ignore[arg-type]
+                       "policy_timed": int(policy[u].get("states_evaluated", 0)),  # type: ignore
                        "guided_gflops": float(guided[u]["gflops"]) if u in guided else 0.0,
                        "guided_seconds": float(guided[u]["seconds"]) if u in guided else 0.0,
                        "guided_timed": int(guided[u].get("states_evaluated", 0))  # type: ignore
@@ -185,6 +199,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     row["greedy_gflops"] = float(greedy[u]["gflops"])  # type: ignore[arg-type]
                     row["greedy_seconds"] = float(greedy[u]["seconds"])  # type: ignore
                     row["greedy_ratio"] = row["greedy_gflops"] / g_search if g_search else 0.0
+                if u in top1:
+                    row["top1_gflops"] = float(top1[u]["gflops"])  # type: ignore[arg-type]
+                    row["top1_ratio"] = row["top1_gflops"] / g_search if g_search else 0.0
                 for name, results in others.items():
                     if u in results:
                         g = float(results[u]["gflops"])  # type: ignore[arg-type]
@@ -209,15 +226,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
              f"{datetime.date.today()}, {os.uname().nodename}; policy `{args.policy}`; measured "
              f"FMA peak {peak:.1f} GFLOPS; one server, one kernel worker core; "
              f"{time.time() - started:.0f} s in all. Ratios are of the server's GFLOPS for the "
-             f"final kernels, this run: `--search=policy` (greedy, only the final state timed) "
+             f"final kernels, this run: `--search=policy` (untimed episodes, the few its cost "
+             f"model ranks first timed) "
              f"and `--search=policy_guided` ({args.guided_seconds:g} s) over the default search "
              f"(evolution, {args.search_seconds:g} s).", "",
              f"`policy` ranks its {args.policy_candidates} likeliest episodes by its cost model, "
-             "untimed; `greedy` is its greedy episode alone.", "",
+             f"untimed, and times the first {args.policy_timed}, keeping the fastest; `top1` "
+             "times the first alone; `greedy` is its greedy episode alone.", "",
              "| set | programs | policy / search, geomean | min | below 0.8 | policy seconds, "
-             "mean (max) | greedy / search, geomean | min | guided / search, geomean | min | "
-             "guided seconds, mean (max) | trained / untrained, geomean |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "mean (max) | " + ("greedy / search, geomean | min | " if args.greedy else "") +
+             "guided / search, geomean | min | guided seconds, mean (max) | trained / untrained, "
+             "geomean |",
+             "|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.greedy else "") +
+             "---:|---:|---:|---:|"]
     groups = [(w, [r for r in rows if r["set"] == w])
               for w in dict.fromkeys(str(r["set"]) for r in rows)] + [("all", rows)]
     for which, rs in groups:
@@ -228,17 +249,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         yr = [float(r.get("greedy_ratio", 0)) for r in rs]  # type: ignore[arg-type]
         lines.append(f"| {which} | {len(rs)} | {geomean(pr):.3f} | {min(pr):.3f} | "
                      f"{sum(x < 0.8 for x in pr)} | {sum(secs) / len(secs):.3f} "
-                     f"({max(secs):.3f}) | {geomean(yr):.3f} | {min(yr):.3f} | "
+                     f"({max(secs):.3f}) | " +
+                     (f"{geomean(yr):.3f} | {min(yr):.3f} | " if args.greedy else "") +
                      f"{geomean(gr):.3f} | {min(gr):.3f} | "
                      f"{sum(gsecs) / len(gsecs):.2f} ({max(gsecs):.2f}) | "
                      f"{geomean([float(r.get('trained_over_untrained', 0)) for r in rs]):.2f} |")
     columns = [("untrained", "untrained_ratio")] if args.untrained else []
     columns += [(name, f"{name}_ratio") for name, _, _ in baselines]
-    columns += ([("greedy", "greedy_ratio")] if args.greedy else []) + [
+    columns += ([("greedy", "greedy_ratio")] if args.greedy else [])
+    columns += ([("top1", "top1_ratio")] if args.top1 else []) + [
         ("policy", "policy_ratio"), (f"policy_guided {args.guided_seconds:g} s", "guided_ratio")]
     if len(columns) > 2:
-        lines += ["", "Every policy on one harness: `--search=policy` (each kind's own episode, "
-                  "only its final state timed) over the default search, geomean per set.", "",
+        lines += ["", "Every policy on one harness: `--search=policy` (each kind's own episodes, "
+                  "only final states timed) over the default search, geomean per set.", "",
                   "| set | " + " | ".join(c for c, _ in columns) + " |",
                   "|---|" + "---:|" * len(columns)]
         for which, rs in groups:

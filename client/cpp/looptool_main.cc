@@ -73,7 +73,12 @@ ABSL_FLAG(std::string, policy, "",
           "datasets/policies/loop_set.json)");
 ABSL_FLAG(int, policy_candidates, 16,
           "policy, with a loop_set policy that has a cost model: its likeliest episodes, untimed, "
-          "and the one its cost model ranks first timed (1: the greedy episode only), 1..1024");
+          "and the --policy_timed its cost model ranks first timed (1: the greedy episode only), "
+          "1..1024");
+ABSL_FLAG(int, policy_timed, 3,
+          "policy, with --policy_candidates above 1: the candidates its cost model ranks first "
+          "timed, this many at most (the first whatever --time_limit, the others while it "
+          "lasts), the fastest kept, 1..1024");
 ABSL_FLAG(int, guided_candidates, 256,
           "policy_guided, with a loop_set policy: its likeliest episodes, timed in the order its "
           "cost model ranks them while the time lasts, 1..1024");
@@ -522,6 +527,7 @@ absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
   for (const auto& [flag, name, field] :
        {std::tuple(&FLAGS_policy_candidates, "--policy_candidates",
                    &tune.search.policy_candidates),
+        std::tuple(&FLAGS_policy_timed, "--policy_timed", &tune.search.policy_timed),
         std::tuple(&FLAGS_guided_candidates, "--guided_candidates",
                    &tune.search.guided_candidates)}) {
     const int n = absl::GetFlag(*flag);

@@ -523,7 +523,7 @@ class LoopSetTest(unittest.TestCase):
             self.assertGreater(guided["gflops"], 0)
             self.assertTrue(guided["actions"])
             # With a cost model: Python's ranked rollout and C++'s --search=policy choose the
-            # same episode of the same eight, each timing that one only.
+            # same episode of the same eight, each timing that one only (--policy_timed=1).
             policy.cost = plan_cost.train(plan_cost.dataset(records.load(SAMPLE)), epochs=5,
                                           hidden=(16,), pairs_per_epoch=5_000, seed=2)
             policy.save(path)
@@ -541,15 +541,24 @@ class LoopSetTest(unittest.TestCase):
                     for e in eps:
                         e.env.close()
                 ranked = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
-                                                 policy, count=8)
+                                                 policy, count=8, timed=1)
             self.assertIn(ranked.actions, [e.actions for e in eps])
             out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
-                                  f"--policy={path}", "--policy_candidates=8",
+                                  f"--policy={path}", "--policy_candidates=8", "--policy_timed=1",
                                   f"--server={self.server.address}", "--json"],
                                  check=True, capture_output=True, text=True).stdout
             result = json.loads(out.strip().splitlines()[-1])
             self.assertEqual(result["actions"], ranked.actions)
             self.assertEqual(result["states_evaluated"], 1)
+            # By default the first three are timed, the fastest kept: one of the eight.
+            out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
+                                  f"--policy={path}", "--policy_candidates=8",
+                                  f"--server={self.server.address}", "--json"],
+                                 check=True, capture_output=True, text=True).stdout
+            top3 = json.loads(out.strip().splitlines()[-1])
+            self.assertEqual(top3["states_evaluated"], 3)
+            self.assertIn(top3["actions"], [e.actions for e in eps])
+            self.assertGreaterEqual(top3["gflops"], 0.5 * result["gflops"])
             # loss_weight counts on both sides: on some sample program the model alone (weight
             # 0) picks another episode than the greedy one; so heavy a weight that no model
             # score outweighs the likelihood brings Python and the CLI back to the greedy episode
@@ -560,8 +569,10 @@ class LoopSetTest(unittest.TestCase):
                              reward_space=None) as env:
                 for k, x in enumerate(self.demos):
                     uri = f"benchmark://user-v0/weight{k}"
-                    greedy = episodes.ranked_rollout(env, uri, x.program, policy, count=1)
-                    alone = episodes.ranked_rollout(env, uri, x.program, policy, count=8)
+                    greedy = episodes.ranked_rollout(env, uri, x.program, policy, count=1,
+                                                     timed=1)
+                    alone = episodes.ranked_rollout(env, uri, x.program, policy, count=8,
+                                                    timed=1)
                     if alone.actions != greedy.actions:
                         differs = (x, greedy)
                         break
@@ -574,10 +585,10 @@ class LoopSetTest(unittest.TestCase):
             with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
                              reward_space=None) as env:
                 heavy = episodes.ranked_rollout(env, "benchmark://user-v0/heavy", x.program,
-                                                policy, count=8)
+                                                policy, count=8, timed=1)
             self.assertEqual(heavy.actions, greedy.actions)
             out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
-                                  f"--policy={path}", "--policy_candidates=8",
+                                  f"--policy={path}", "--policy_candidates=8", "--policy_timed=1",
                                   f"--server={self.server.address}", "--json"],
                                  check=True, capture_output=True, text=True).stdout
             self.assertEqual(json.loads(out.strip().splitlines()[-1])["actions"], greedy.actions)

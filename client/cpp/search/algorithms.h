@@ -71,6 +71,16 @@ absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& 
 // where it predicts, else likelihood.
 absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& episodes);
 
+// `episodes` (ranked: RankEpisodes) timed in order, `max_timed` at most: the first whatever the
+// time, each other while `deadline` lasts; the fastest is the result (states_evaluated: how many
+// were timed; seconds since `t0`). A kernel the server cannot measure (over its limits) is passed
+// over; when none is measured, the first one's error.
+absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
+                                                std::vector<PolicyEpisodeEnd>& episodes,
+                                                int max_timed, absl::Time deadline,
+                                                const SearchOptions& options, const Clock& clock,
+                                                absl::Time t0);
+
 // policy_guided for a loop_set policy: LikelyEpisodes (at most options.guided_candidates, in
 // 40% of the time limit), ranked by RankEpisodes, then timed best first while the limit lasts
 // (the first one whatever the limit); the fastest is the result.

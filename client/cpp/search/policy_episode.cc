@@ -54,16 +54,14 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
   if (policy.kind() == Policy::Kind::kLoopSet && policy.cost_model() != nullptr &&
       options.policy_candidates > 1) {
     // The likeliest episodes, untimed, in half the time limit (the greedy one whatever the
-    // limit); the one the policy's cost model ranks first is timed.
+    // limit); the policy_timed ones its cost model ranks first are timed (the first whatever the
+    // limit), the fastest kept.
     ASSIGN_OR_RETURN(
         std::vector<PolicyEpisodeEnd> episodes,
         LikelyEpisodes(start, policy, options.policy_depth, options.policy_candidates,
                        t0 + absl::Seconds(0.5 * options.time_limit_seconds), clock));
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
-    PolicyEpisodeEnd& chosen = episodes.front();
-    chosen.source->set_deadline(deadline);
-    for (int a : chosen.path) out.actions.push_back(start.action_names()[a]);
-    return TimeFinalState(*chosen.source, std::move(out), options, clock, t0);
+    return TimeRankedEpisodes(start, episodes, options.policy_timed, deadline, options, clock, t0);
   }
   const std::string& observation = policy.observation_space();
   const std::vector<std::string> observe = {observation, "action_mask"};

@@ -154,30 +154,22 @@ absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& e
   return absl::OkStatus();
 }
 
-absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
-                                            const Policy& policy, const Clock& clock) {
-  const absl::Time t0 = clock.Now();
-  RETURN_IF_ERROR(CheckPolicyFits(policy, start));
-  const absl::Time deadline = t0 + absl::Seconds(options.time_limit_seconds);
-  // 1. Episodes, the most likely first, in at most 40% of the time; 2. ranked untimed.
-  ASSIGN_OR_RETURN(
-      std::vector<PolicyEpisodeEnd> episodes,
-      LikelyEpisodes(start, policy, options.policy_depth, options.guided_candidates,
-                     t0 + absl::Seconds(0.4 * options.time_limit_seconds), clock));
-  RETURN_IF_ERROR(RankEpisodes(policy, episodes));
-  // 3. Timed in that order while time is left (the first whatever the time); the fastest wins.
-  //    A kernel the server cannot measure (over its limits) is passed over.
+absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
+                                                std::vector<PolicyEpisodeEnd>& episodes,
+                                                int max_timed, absl::Time deadline,
+                                                const SearchOptions& options, const Clock& clock,
+                                                absl::Time t0) {
   SearchResult best;
-  absl::Status first_error;
+  absl::Status first_error = absl::NotFoundError("no episode to time");  // while none is timed
   int timed = 0;
   for (PolicyEpisodeEnd& e : episodes) {
-    if (timed > 0 && clock.Now() >= deadline) break;
+    if (timed >= max_timed || (timed > 0 && clock.Now() >= deadline)) break;
     e.source->set_deadline(timed == 0 ? absl::InfiniteFuture() : deadline);
     SearchResult out;
     for (int a : e.path) out.actions.push_back(start.action_names()[a]);
     absl::StatusOr<SearchResult> r = TimeFinalState(*e.source, std::move(out), options, clock, t0);
     if (!r.ok()) {
-      if (first_error.ok()) first_error = r.status();
+      if (absl::IsNotFound(first_error)) first_error = r.status();
       continue;
     }
     ++timed;
@@ -188,6 +180,21 @@ absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const Sear
   best.search_gflops = best.gflops;
   best.seconds = absl::ToDoubleSeconds(clock.Now() - t0);
   return best;
+}
+
+absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
+                                            const Policy& policy, const Clock& clock) {
+  const absl::Time t0 = clock.Now();
+  RETURN_IF_ERROR(CheckPolicyFits(policy, start));
+  const absl::Time deadline = t0 + absl::Seconds(options.time_limit_seconds);
+  // 1. Episodes, the most likely first, in at most 40% of the time; 2. ranked untimed.
+  ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
+                   LikelyEpisodes(start, policy, options.policy_depth, options.guided_candidates,
+                                  t0 + absl::Seconds(0.4 * options.time_limit_seconds), clock));
+  RETURN_IF_ERROR(RankEpisodes(policy, episodes));
+  // 3. Timed in that order while time is left (the first whatever the time); the fastest wins.
+  return TimeRankedEpisodes(start, episodes, static_cast<int>(episodes.size()), deadline, options,
+                            clock, t0);
 }
 
 }  // namespace looptool::client::internal

@@ -13,7 +13,8 @@
 //                         sketch_value policy's episode is one choice, the server's sketch whose
 //                         resulting state it values most; a loop_set policy with a cost model
 //                         ends its likeliest episodes (policy_candidates) untimed and times the
-//                         one its cost model ranks first (policy_episode.cc)
+//                         few its cost model ranks first (policy_timed), keeping the fastest
+//                         (policy_episode.cc)
 //   policy_guided         best-first over measured states, expanding each by the policy's
 //                         top-ranked actions, the policy's own episode first; with a
 //                         sketch_value policy, evolution from the sketches it values in its top
@@ -89,9 +90,12 @@ struct SearchOptions {
   // policy_guided: the policy's top actions expanded at each state.
   int policy_width = 3;
   // policy, with a loop_set policy that has a cost model: its likeliest episodes, up to this
-  // many in half the time limit, untimed, and the one the cost model ranks best timed (1: the
-  // greedy episode only).
+  // many in half the time limit, untimed, and those the cost model ranks best timed (1: the
+  // greedy episode only, timed).
   int policy_candidates = 16;
+  // policy, as above: the candidates the cost model ranks first timed, this many at most (the
+  // first whatever the time limit, the others while it lasts); the fastest is the result.
+  int policy_timed = 3;
   // policy_guided, with a loop_set policy: its likeliest episodes up to this many, timed in the
   // order its cost model (or the server's) ranks them while the time lasts.
   int guided_candidates = 256;

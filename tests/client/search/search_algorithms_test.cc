@@ -381,7 +381,7 @@ double DistanceScore(const std::string& key) {
   return score;
 }
 
-TEST(SearchAlgorithms, ALoopSetPolicyTimesTheEpisodeItsCostModelRanksFirst) {
+TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) {
   const Policy policy = LoopSetWithDistanceCost();
   const auto trial = [&policy](const std::string& search, double limit) {
     Trial t(search, limit);
@@ -396,16 +396,58 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheEpisodeItsCostModelRanksFirst) {
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_EQ(greedy.world->measured.size(), 1u);
   EXPECT_FALSE(g->actions.empty());  // one action at least
-  // Sixteen: still one state timed, and one the cost model ranks at least as high as the greedy
-  // episode's (which is among the candidates).
+  // Sixteen, one timed: still one state timed, and one the cost model ranks at least as high as
+  // the greedy episode's (which is among the candidates).
   Trial ranked = trial("policy", 5);
   ranked.options.policy_candidates = 16;
+  ranked.options.policy_timed = 1;
   absl::StatusOr<SearchResult> r = ranked.Go();
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(ranked.world->measured.size(), 1u);
   EXPECT_EQ(r->states_evaluated, 1);
   EXPECT_GE(DistanceScore(ranked.world->measured[0]), DistanceScore(greedy.world->measured[0]));
   EXPECT_EQ(r->ir, ranked.world->measured[0]);
+  // Three timed (the default): the one above first, then the next two in the cost model's order,
+  // distinct; the fastest of the three is the result.
+  Trial top3 = trial("policy", 5);
+  top3.options.policy_candidates = 16;
+  ASSERT_EQ(top3.options.policy_timed, 3);
+  absl::StatusOr<SearchResult> r3 = top3.Go();
+  ASSERT_TRUE(r3.ok()) << r3.status();
+  const std::vector<std::string>& three = top3.world->measured;
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(r3->states_evaluated, 3);
+  EXPECT_EQ(three[0], ranked.world->measured[0]);
+  EXPECT_EQ(std::set<std::string>(three.begin(), three.end()).size(), 3u);
+  EXPECT_LE(DistanceScore(three[1]), DistanceScore(three[0]));
+  EXPECT_LE(DistanceScore(three[2]), DistanceScore(three[1]));
+  double fastest3 = 0;
+  std::string fastest3_ir;
+  for (const std::string& ir : three) {
+    std::vector<int> knobs;
+    for (absl::string_view part : absl::StrSplit(ir.substr(6), ' ')) {
+      int k = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(part, &k));
+      knobs.push_back(k);
+    }
+    if (top3.world->Gflops(knobs) > fastest3) {
+      fastest3 = top3.world->Gflops(knobs);
+      fastest3_ir = ir;
+    }
+  }
+  EXPECT_DOUBLE_EQ(r3->gflops, fastest3);
+  EXPECT_EQ(r3->ir, fastest3_ir);
+  // A cost model that misranks (the world's optimum moved, the model's not): the same three
+  // timed in the same order, and the third, now the fastest, is the result.
+  Trial moved = trial("policy", 5);
+  moved.options.policy_candidates = 16;
+  moved.world->target = {3, 1, 7};
+  absl::StatusOr<SearchResult> rm = moved.Go();
+  ASSERT_TRUE(rm.ok()) << rm.status();
+  EXPECT_EQ(moved.world->measured, three);
+  EXPECT_EQ(rm->ir, three[2]);
+  EXPECT_DOUBLE_EQ(rm->gflops, moved.world->Gflops({3, 1, 0}));
+  EXPECT_EQ(three[2], "knobs 3 1 0");
   // policy_guided over the same sixteen episodes: timed in the cost model's order (the first
   // the one `policy` timed), distinct, the fastest the result.
   Trial guided = trial("policy_guided", 60);

@@ -1,12 +1,12 @@
 """A loop_set policy's episodes from Python, as `looptool tune --search=policy` plays them in C++
-(client/cpp/search/policy_rollouts.cc): the likeliest episodes, untimed, and the one the
-policy's cost model ranks first timed.
+(client/cpp/search/policy_rollouts.cc): the likeliest episodes, untimed, and the few the
+policy's cost model ranks first timed, the fastest kept.
 
     from looptool.rl import episodes, loop_set
     policy = loop_set.load("datasets/policies/loop_set.json")
     with LoopToolEnv(conn, action_space="loop_nest", observation_space=None,
                      reward_space=None) as env:
-        r = episodes.ranked_rollout(env, uri, program, policy, count=16)
+        r = episodes.ranked_rollout(env, uri, program, policy, count=16, timed=3)
         r.actions, r.gflops
 
 `likely_episodes` plays the greedy episode, then the episodes that leave it (or each other) for
@@ -116,22 +116,28 @@ def likely_episodes(env: LoopToolEnv, uri: str, program: str, policy: loop_set.L
 
 
 def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
-                   count: int = 16, max_steps: int = 16) -> Rollout:
-    """The likeliest `count` episodes, the one the policy's cost model ranks first timed (its
-    score less loss_weight times the episode's loss; the greedy one when the policy has no cost
-    model)."""
+                   count: int = 16, max_steps: int = 16, timed: int = 3) -> Rollout:
+    """The likeliest `count` episodes ranked by the policy's cost model (its score less
+    loss_weight times the episode's loss; only the greedy one when the policy has no cost model),
+    the first `timed` of them timed and the fastest kept: `looptool tune --search=policy` with
+    --policy_candidates=count --policy_timed=timed."""
     t0 = time.perf_counter()
     eps = likely_episodes(env, uri, program, policy, count if policy.cost else 1, max_steps)
     try:
-        chosen = eps[0]
+        order = list(range(len(eps)))
         if policy.cost is not None and len(eps) > 1:
             features = [json.loads(str(e.env.observe(["plan_features"])["plan_features"]))
                         for e in eps]
             scores = policy.cost.predict(features) - policy.cost.loss_weight * np.array(
                 [e.loss for e in eps])
-            chosen = eps[int(np.argmax(scores))]  # (the first on ties, as C++'s stable sort)
-        gflops = float(chosen.env.observe(["flops"])["flops"])
-        return Rollout(chosen.actions, gflops, time.perf_counter() - t0)
+            order.sort(key=lambda i: -float(scores[i]))  # stable: C++'s order on ties
+        best: Optional[Rollout] = None
+        for i in order[:max(1, timed)]:
+            gflops = float(eps[i].env.observe(["flops"])["flops"])
+            if best is None or gflops > best.gflops:
+                best = Rollout(eps[i].actions, gflops, 0.0)
+        assert best is not None
+        return Rollout(best.actions, best.gflops, time.perf_counter() - t0)
     finally:
         for e in eps:
             e.env.close()
