@@ -14,7 +14,8 @@ Sets: the 25 test matmuls of mm64_256_16_range-v0 (tune_bench's choice), the 12 
 every layer of resnet18-v0, mobilenet_v2-v0 and bert_base-v0 (never trained on), and the first
 --catalog-count test programs of each other catalog dataset. For each program, on one server (one
 kernel worker core): `--search=policy` (the policy's likeliest episodes from the untiled nest,
-ranked by its cost model untimed, the first --policy-timed of them timed, the fastest kept; wall
+ranked by its cost model untimed, then timed in that order while --policy-seconds last, at most
+--policy-timed of them, the fastest kept; wall
 time from the CLI's start of the search to its result), `--search=
 policy_guided` within --guided-seconds, and the default search (evolution) within
 --search-seconds. Ratios are of the server's GFLOPS for the final kernels, measured in this run.
@@ -127,9 +128,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "its cost model too (same sizes, untrained)")
     p.add_argument("--policy-candidates", type=int, default=16,
                    help="--search=policy: episodes ranked by the policy's cost model (1: greedy)")
-    p.add_argument("--policy-timed", type=int, default=3,
-                   help="--search=policy: the first this many of the ranked episodes timed, the "
-                        "fastest kept (every policy of the run)")
+    p.add_argument("--policy-timed", type=int, default=16,
+                   help="--search=policy: the ranked episodes timed in order, this many at most, "
+                        "the fastest kept (every policy of the run)")
+    p.add_argument("--policy-seconds", type=float, default=0.3,
+                   help="--search=policy: its budget, episodes and timings (every policy of the "
+                        "run; the time limit is 60 s)")
+    p.add_argument("--policy-extra", default="",
+                   help="more `looptool tune` flags for the policy's own --search=policy run "
+                        "(after the others; the last of a flag counts), e.g. "
+                        "'--policy_timed=16 --time_limit=0.3'")
     p.add_argument("--top1", action="store_true",
                    help="also the policy with only its first-ranked episode timed "
                         "(--policy_timed=1)")
@@ -148,7 +156,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not name or not path or (at and not count.isdigit()):
             raise SystemExit(f"--baselines: NAME=POLICY[@N],... (got {spec!r})")
         baselines.append((name, path, [f"--policy_candidates={count}",
-                                       f"--policy_timed={args.policy_timed}"] if at else None))
+                                       f"--policy_timed={args.policy_timed}",
+                                       f"--policy_seconds={args.policy_seconds}"] if at else None))
     if args.untrained == "auto":
         args.untrained = untrained_like(args.policy, os.path.join(
             tempfile.mkdtemp(prefix="untrained-"), "loop_set_untrained.json"))
@@ -164,13 +173,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             # The untrained network first: it pays each program's one-time reference run (the
             # interpreter's outputs the server verifies every kernel against), the others don't.
             ranked = [f"--policy_candidates={args.policy_candidates}",
-                      f"--policy_timed={args.policy_timed}"]
+                      f"--policy_timed={args.policy_timed}",
+                      f"--policy_seconds={args.policy_seconds}"]
             untrained = (tune(args.cli, server.address, uris, "policy", 60, args.untrained,
                               ranked) if args.untrained else {})
             others = {name: tune(args.cli, server.address, uris, "policy", 60, path,
                                  flags or ranked)
                       for name, path, flags in baselines}
-            policy = tune(args.cli, server.address, uris, "policy", 60, args.policy, ranked)
+            policy = tune(args.cli, server.address, uris, "policy", 60, args.policy,
+                          ranked + args.policy_extra.split())
             top1 = (tune(args.cli, server.address, uris, "policy", 60, args.policy,
                          [f"--policy_candidates={args.policy_candidates}", "--policy_timed=1"])
                     if args.top1 else {})
@@ -231,8 +242,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
              f"and `--search=policy_guided` ({args.guided_seconds:g} s) over the default search "
              f"(evolution, {args.search_seconds:g} s).", "",
              f"`policy` ranks its {args.policy_candidates} likeliest episodes by its cost model, "
-             f"untimed, and times the first {args.policy_timed}, keeping the fastest; `top1` "
-             "times the first alone; `greedy` is its greedy episode alone.", "",
+             f"untimed, and times them in that order, {args.policy_timed} at most, while "
+             f"{args.policy_seconds:g} s from its start last (the first whatever the time), "
+             "keeping the fastest; `top1` "
+             "times the first alone; `greedy` is its greedy episode alone." +
+             (f" The policy's own run with `{args.policy_extra}`." if args.policy_extra else ""),
+             "",
              "| set | programs | policy / search, geomean | min | below 0.8 | policy seconds, "
              "mean (max) | " + ("greedy / search, geomean | min | " if args.greedy else "") +
              "guided / search, geomean | min | guided seconds, mean (max) | trained / untrained, "

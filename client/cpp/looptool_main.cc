@@ -75,10 +75,13 @@ ABSL_FLAG(int, policy_candidates, 16,
           "policy, with a loop_set policy that has a cost model: its likeliest episodes, untimed, "
           "and the --policy_timed its cost model ranks first timed (1: the greedy episode only), "
           "1..1024");
-ABSL_FLAG(int, policy_timed, 3,
+ABSL_FLAG(int, policy_timed, 16,
           "policy, with --policy_candidates above 1: the candidates its cost model ranks first "
-          "timed, this many at most (the first whatever --time_limit, the others while it "
-          "lasts), the fastest kept, 1..1024");
+          "timed in that order, this many at most (the first whatever the time, the others "
+          "while --policy_seconds lasts), the fastest kept, 1..1024");
+ABSL_FLAG(double, policy_seconds, 0.3,
+          "policy, with --policy_candidates above 1: its budget (--time_limit where shorter), "
+          "half of it for the episodes, the rest for timing them, 0.001..3600");
 ABSL_FLAG(int, guided_candidates, 256,
           "policy_guided, with a loop_set policy: its likeliest episodes, timed in the order its "
           "cost model ranks them while the time lasts, 1..1024");
@@ -536,6 +539,11 @@ absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
     }
     *field = n;
   }
+  if (const double t = absl::GetFlag(FLAGS_policy_seconds); !(t >= 0.001 && t <= 3600)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy_seconds must be in 0.001..3600, not ", t));
+  }
+  tune.search.policy_seconds = absl::GetFlag(FLAGS_policy_seconds);
   if (setup->policy.has_value()) tune.search.policy = &*setup->policy;
   tune.action_space = ActionSpace(chosen, search.kind == SearchSpec::Kind::kEvolution);
   if (const std::string path = absl::GetFlag(FLAGS_store); !path.empty()) {

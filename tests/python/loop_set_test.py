@@ -550,10 +550,11 @@ class LoopSetTest(unittest.TestCase):
             result = json.loads(out.strip().splitlines()[-1])
             self.assertEqual(result["actions"], ranked.actions)
             self.assertEqual(result["states_evaluated"], 1)
-            # By default the first three are timed, the fastest kept: one of the eight.
+            # Three timed, the fastest kept: one of the eight.
             out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
-                                  f"--policy={path}", "--policy_candidates=8",
-                                  f"--server={self.server.address}", "--json"],
+                                  f"--policy={path}", "--policy_candidates=8", "--policy_timed=3",
+                                  "--policy_seconds=60", f"--server={self.server.address}",
+                                  "--json"],
                                  check=True, capture_output=True, text=True).stdout
             top3 = json.loads(out.strip().splitlines()[-1])
             self.assertEqual(top3["states_evaluated"], 3)

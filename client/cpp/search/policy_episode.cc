@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -53,15 +54,18 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
   }
   if (policy.kind() == Policy::Kind::kLoopSet && policy.cost_model() != nullptr &&
       options.policy_candidates > 1) {
-    // The likeliest episodes, untimed, in half the time limit (the greedy one whatever the
-    // limit); the policy_timed ones its cost model ranks first are timed (the first whatever the
-    // limit), the fastest kept.
-    ASSIGN_OR_RETURN(
-        std::vector<PolicyEpisodeEnd> episodes,
-        LikelyEpisodes(start, policy, options.policy_depth, options.policy_candidates,
-                       t0 + absl::Seconds(0.5 * options.time_limit_seconds), clock));
+    // The budget: policy_seconds, or the time limit where that is shorter. The likeliest
+    // episodes, untimed, in half of it (the greedy one whatever the time); then those its cost
+    // model ranks first timed in that order, policy_timed at most, while it lasts (the first
+    // whatever the time); the fastest kept.
+    const double budget = std::min(options.time_limit_seconds, options.policy_seconds);
+    ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
+                     LikelyEpisodes(start, policy, options.policy_depth,
+                                    options.policy_candidates, t0 + absl::Seconds(0.5 * budget),
+                                    clock));
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
-    return TimeRankedEpisodes(start, episodes, options.policy_timed, deadline, options, clock, t0);
+    return TimeRankedEpisodes(start, episodes, options.policy_timed, t0 + absl::Seconds(budget),
+                              options, clock, t0);
   }
   const std::string& observation = policy.observation_space();
   const std::vector<std::string> observe = {observation, "action_mask"};

@@ -13,7 +13,8 @@
 //                         sketch_value policy's episode is one choice, the server's sketch whose
 //                         resulting state it values most; a loop_set policy with a cost model
 //                         ends its likeliest episodes (policy_candidates) untimed and times the
-//                         few its cost model ranks first (policy_timed), keeping the fastest
+//                         ones its cost model ranks first while its budget lasts
+//                         (policy_timed, policy_seconds), keeping the fastest
 //                         (policy_episode.cc)
 //   policy_guided         best-first over measured states, expanding each by the policy's
 //                         top-ranked actions, the policy's own episode first; with a
@@ -94,8 +95,11 @@ struct SearchOptions {
   // greedy episode only, timed).
   int policy_candidates = 16;
   // policy, as above: the candidates the cost model ranks first timed, this many at most (the
-  // first whatever the time limit, the others while it lasts); the fastest is the result.
-  int policy_timed = 3;
+  // first whatever the time, the others while policy_seconds lasts); the fastest is the result.
+  int policy_timed = 16;
+  // policy, as above: its budget, from the start (the time limit where that is shorter): half
+  // of it for the episodes, the rest for timing them.
+  double policy_seconds = 0.3;
   // policy_guided, with a loop_set policy: its likeliest episodes up to this many, timed in the
   // order its cost model (or the server's) ranks them while the time lasts.
   int guided_candidates = 256;

@@ -407,11 +407,11 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
   EXPECT_EQ(r->states_evaluated, 1);
   EXPECT_GE(DistanceScore(ranked.world->measured[0]), DistanceScore(greedy.world->measured[0]));
   EXPECT_EQ(r->ir, ranked.world->measured[0]);
-  // Three timed (the default): the one above first, then the next two in the cost model's order,
-  // distinct; the fastest of the three is the result.
+  // Three timed: the one above first, then the next two in the cost model's order, distinct;
+  // the fastest of the three is the result.
   Trial top3 = trial("policy", 5);
   top3.options.policy_candidates = 16;
-  ASSERT_EQ(top3.options.policy_timed, 3);
+  top3.options.policy_timed = 3;
   absl::StatusOr<SearchResult> r3 = top3.Go();
   ASSERT_TRUE(r3.ok()) << r3.status();
   const std::vector<std::string>& three = top3.world->measured;
@@ -441,6 +441,7 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
   // timed in the same order, and the third, now the fastest, is the result.
   Trial moved = trial("policy", 5);
   moved.options.policy_candidates = 16;
+  moved.options.policy_timed = 3;
   moved.world->target = {3, 1, 7};
   absl::StatusOr<SearchResult> rm = moved.Go();
   ASSERT_TRUE(rm.ok()) << rm.status();
@@ -448,6 +449,31 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
   EXPECT_EQ(rm->ir, three[2]);
   EXPECT_DOUBLE_EQ(rm->gflops, moved.world->Gflops({3, 1, 0}));
   EXPECT_EQ(three[2], "knobs 3 1 0");
+  // The defaults: up to sixteen timed within 0.3 s (each timing here 10 ms): every candidate,
+  // the first three as above. A 60 ms budget (the time limit where shorter): fewer episodes
+  // (played in half of it) and fewer timed, distinct, none past it.
+  Trial all = trial("policy", 5);
+  ASSERT_EQ(all.options.policy_timed, 16);
+  ASSERT_EQ(all.options.policy_seconds, 0.3);
+  const absl::Time t0 = all.world->clock.Now();
+  ASSERT_TRUE(all.Go().ok());
+  const std::vector<std::string>& every = all.world->measured;
+  ASSERT_GT(every.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(every.begin(), every.begin() + 3), three);
+  EXPECT_LE(all.world->clock.Now() - t0, absl::Milliseconds(300));
+  for (const double limit : {5.0, 0.06}) {
+    Trial budget = trial("policy", limit);
+    budget.options.policy_seconds = limit == 5.0 ? 0.06 : 0.3;
+    const absl::Time b0 = budget.world->clock.Now();
+    absl::StatusOr<SearchResult> rb = budget.Go();
+    ASSERT_TRUE(rb.ok()) << rb.status();
+    const std::vector<std::string>& some = budget.world->measured;
+    ASSERT_GE(some.size(), 2u) << limit;
+    EXPECT_LT(some.size(), every.size()) << limit;
+    EXPECT_EQ(rb->states_evaluated, static_cast<int64_t>(some.size()));
+    EXPECT_EQ(std::set<std::string>(some.begin(), some.end()).size(), some.size());
+    EXPECT_LE(budget.world->clock.Now() - b0, absl::Milliseconds(60)) << limit;
+  }
   // policy_guided over the same sixteen episodes: timed in the cost model's order (the first
   // the one `policy` timed), distinct, the fastest the result.
   Trial guided = trial("policy_guided", 60);

@@ -1,12 +1,12 @@
 """A loop_set policy's episodes from Python, as `looptool tune --search=policy` plays them in C++
-(client/cpp/search/policy_rollouts.cc): the likeliest episodes, untimed, and the few the
-policy's cost model ranks first timed, the fastest kept.
+(client/cpp/search/policy_rollouts.cc): the likeliest episodes, untimed, and those the
+policy's cost model ranks first timed while the budget lasts, the fastest kept.
 
     from looptool.rl import episodes, loop_set
     policy = loop_set.load("datasets/policies/loop_set.json")
     with LoopToolEnv(conn, action_space="loop_nest", observation_space=None,
                      reward_space=None) as env:
-        r = episodes.ranked_rollout(env, uri, program, policy, count=16, timed=3)
+        r = episodes.ranked_rollout(env, uri, program, policy, count=16, seconds=0.3)
         r.actions, r.gflops
 
 `likely_episodes` plays the greedy episode, then the episodes that leave it (or each other) for
@@ -116,11 +116,14 @@ def likely_episodes(env: LoopToolEnv, uri: str, program: str, policy: loop_set.L
 
 
 def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
-                   count: int = 16, max_steps: int = 16, timed: int = 3) -> Rollout:
+                   count: int = 16, max_steps: int = 16, timed: int = 16,
+                   seconds: float = 0.3) -> Rollout:
     """The likeliest `count` episodes ranked by the policy's cost model (its score less
     loss_weight times the episode's loss; only the greedy one when the policy has no cost model),
-    the first `timed` of them timed and the fastest kept: `looptool tune --search=policy` with
-    --policy_candidates=count --policy_timed=timed."""
+    timed in that order, `timed` at most, the first whatever the time and the others while
+    `seconds` from the start last; the fastest kept: `looptool tune --search=policy` with
+    --policy_candidates=count --policy_timed=timed --policy_seconds=seconds (Python's episodes
+    take longer than C++'s, so fewer may be timed)."""
     t0 = time.perf_counter()
     eps = likely_episodes(env, uri, program, policy, count if policy.cost else 1, max_steps)
     try:
@@ -133,6 +136,8 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
             order.sort(key=lambda i: -float(scores[i]))  # stable: C++'s order on ties
         best: Optional[Rollout] = None
         for i in order[:max(1, timed)]:
+            if best is not None and time.perf_counter() - t0 >= seconds:
+                break
             gflops = float(eps[i].env.observe(["flops"])["flops"])
             if best is None or gflops > best.gflops:
                 best = Rollout(eps[i].actions, gflops, 0.0)
