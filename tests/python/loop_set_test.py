@@ -543,6 +543,12 @@ class LoopSetTest(unittest.TestCase):
                 ranked = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
                                                  policy, count=8, timed=1)
             self.assertIn(ranked.actions, [e.actions for e in eps])
+            with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                             reward_space=None) as env:
+                for bad in ({"timed": 0}, {"seconds": 0.0}):
+                    with self.assertRaisesRegex(ValueError, "1 episode or more"):
+                        episodes.ranked_rollout(env, "benchmark://user-v0/bad", d.program,
+                                                policy, count=8, **bad)  # type: ignore[arg-type]
             out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
                                   f"--policy={path}", "--policy_candidates=8", "--policy_timed=1",
                                   f"--server={self.server.address}", "--json"],

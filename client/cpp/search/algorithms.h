@@ -74,7 +74,8 @@ absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& e
 // `episodes` (ranked: RankEpisodes) timed in order, `max_timed` at most: the first whatever the
 // time, each other while `deadline` lasts; the fastest is the result (states_evaluated: how many
 // were timed; seconds since `t0`). A kernel the server cannot measure (over its limits) is passed
-// over; when none is measured, the first one's error.
+// over; when none is measured, the first one's error (FAILED_PRECONDITION when `episodes` is
+// empty or `max_timed` below 1).
 absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
                                                 std::vector<PolicyEpisodeEnd>& episodes,
                                                 int max_timed, absl::Time deadline,

@@ -58,6 +58,11 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
     // episodes, untimed, in half of it (the greedy one whatever the time); then those its cost
     // model ranks first timed in that order, policy_timed at most, while it lasts (the first
     // whatever the time); the fastest kept.
+    if (options.policy_timed < 1 || !(options.policy_seconds > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a policy search times 1 candidate or more within more than 0 s, not ",
+                       options.policy_timed, " within ", options.policy_seconds, " s"));
+    }
     const double budget = std::min(options.time_limit_seconds, options.policy_seconds);
     ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
                      LikelyEpisodes(start, policy, options.policy_depth,

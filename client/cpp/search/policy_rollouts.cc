@@ -160,7 +160,7 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
                                                 const SearchOptions& options, const Clock& clock,
                                                 absl::Time t0) {
   SearchResult best;
-  absl::Status first_error = absl::NotFoundError("no episode to time");  // while none is timed
+  absl::Status first_error;
   int timed = 0;
   for (PolicyEpisodeEnd& e : episodes) {
     if (timed >= max_timed || (timed > 0 && clock.Now() >= deadline)) break;
@@ -169,13 +169,15 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
     for (int a : e.path) out.actions.push_back(start.action_names()[a]);
     absl::StatusOr<SearchResult> r = TimeFinalState(*e.source, std::move(out), options, clock, t0);
     if (!r.ok()) {
-      if (absl::IsNotFound(first_error)) first_error = r.status();
+      if (first_error.ok()) first_error = r.status();
       continue;
     }
     ++timed;
     if (r->gflops > best.gflops) best = *std::move(r);
   }
-  if (timed == 0) return first_error;
+  if (timed == 0) {
+    return first_error.ok() ? absl::FailedPreconditionError("no episode to time") : first_error;
+  }
   best.states_evaluated = timed;
   best.search_gflops = best.gflops;
   best.seconds = absl::ToDoubleSeconds(clock.Now() - t0);

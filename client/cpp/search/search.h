@@ -91,14 +91,14 @@ struct SearchOptions {
   // policy_guided: the policy's top actions expanded at each state.
   int policy_width = 3;
   // policy, with a loop_set policy that has a cost model: its likeliest episodes, up to this
-  // many in half the time limit, untimed, and those the cost model ranks best timed (1: the
-  // greedy episode only, timed).
+  // many in half its budget (policy_seconds), untimed, and those the cost model ranks best timed
+  // (1: the greedy episode only, timed).
   int policy_candidates = 16;
   // policy, as above: the candidates the cost model ranks first timed, this many at most (the
   // first whatever the time, the others while policy_seconds lasts); the fastest is the result.
   int policy_timed = 16;
   // policy, as above: its budget, from the start (the time limit where that is shorter): half
-  // of it for the episodes, the rest for timing them.
+  // of it for the episodes, the rest for timing them. Below 1 timed or 0 s: INVALID_ARGUMENT.
   double policy_seconds = 0.3;
   // policy_guided, with a loop_set policy: its likeliest episodes up to this many, timed in the
   // order its cost model (or the server's) ranks them while the time lasts.

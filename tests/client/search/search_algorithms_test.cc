@@ -474,6 +474,16 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
     EXPECT_EQ(std::set<std::string>(some.begin(), some.end()).size(), some.size());
     EXPECT_LE(budget.world->clock.Now() - b0, absl::Milliseconds(60)) << limit;
   }
+  // Nothing to time, or no time: refused before any step.
+  for (const auto& [n, seconds] : {std::pair(0, 0.3), std::pair(16, 0.0)}) {
+    Trial bad = trial("policy", 5);
+    bad.options.policy_timed = n;
+    bad.options.policy_seconds = seconds;
+    absl::StatusOr<SearchResult> rb = bad.Go();
+    EXPECT_EQ(rb.status().code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_THAT(rb.status().message(), ::testing::HasSubstr("1 candidate or more")) << n;
+    EXPECT_TRUE(bad.world->measured.empty()) << n;
+  }
   // policy_guided over the same sixteen episodes: timed in the cost model's order (the first
   // the one `policy` timed), distinct, the fastest the result.
   Trial guided = trial("policy_guided", 60);

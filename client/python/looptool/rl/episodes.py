@@ -123,7 +123,11 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     timed in that order, `timed` at most, the first whatever the time and the others while
     `seconds` from the start last; the fastest kept: `looptool tune --search=policy` with
     --policy_candidates=count --policy_timed=timed --policy_seconds=seconds (Python's episodes
-    take longer than C++'s, so fewer may be timed)."""
+    take longer than C++'s, so fewer may be timed). ValueError: `timed` below 1 or `seconds` not
+    above 0."""
+    if timed < 1 or not seconds > 0:
+        raise ValueError(f"ranked_rollout times 1 episode or more within more than 0 s, not "
+                         f"timed={timed} within seconds={seconds}")
     t0 = time.perf_counter()
     eps = likely_episodes(env, uri, program, policy, count if policy.cost else 1, max_steps)
     try:
@@ -135,7 +139,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
                 [e.loss for e in eps])
             order.sort(key=lambda i: -float(scores[i]))  # stable: C++'s order on ties
         best: Optional[Rollout] = None
-        for i in order[:max(1, timed)]:
+        for i in order[:timed]:
             if best is not None and time.perf_counter() - t0 >= seconds:
                 break
             gflops = float(eps[i].env.observe(["flops"])["flops"])
