@@ -584,11 +584,14 @@ TEST(CostModelSearch, EvolutionMeasuresUntilTheModelHasLearned) {
   o.policy_seed = false;
   o.sketches = false;
   o.cost_model_candidates = 6;
+  // The search's own measurements, the start's among them: its best is never below the start.
+  // (Re-timed, the winner's and the start's numbers come from different timings and may cross.)
+  o.retime_top = 0;
   auto r = Search(*start, o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_GT(r->states_evaluated, 24);
   EXPECT_GT(start->Observe("predicted_gflops")->number, 0);  // it learned, and predicts
-  EXPECT_GE(r->search_gflops, r->start_gflops * 0.99);
+  EXPECT_GE(r->search_gflops, r->start_gflops);
 }
 
 // The server's sketches over the wire: the first is bench/hand_schedules.cc's "k/64 m/4 n/B
