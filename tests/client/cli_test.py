@@ -26,13 +26,13 @@ class CliTest(unittest.TestCase):
         self.assertEqual(out["search"], "random")
         self.assertGreaterEqual(out["gflops"], out["start_gflops"])
         self.assertAlmostEqual(out["speedup"], out["gflops"] / out["start_gflops"], places=9)
-        self.assertLess(out["seconds"], 3.0)
+        self.assertLess(out["seconds"], 10.0)  # (the limit itself: search_algorithms_test)
         self.assertGreater(out["states_evaluated"], 0)
         self.assertIn("for ", out["loop_tree"])
 
         # eval replays the actions to the same loop tree.
         e = run("eval", "--benchmark", out["benchmark"], "--actions", ",".join(out["actions"]),
-                "--json", "--eval_seconds=0.3")
+                "--json", "--eval_seconds=1")
         self.assertEqual(e.returncode, 0, e.stderr)
         ev = json.loads(e.stdout)
         self.assertEqual(ev["loop_tree"], out["loop_tree"])
@@ -141,8 +141,11 @@ class CliTest(unittest.TestCase):
         # exports what is kept.
         with tempfile.TemporaryDirectory() as d:
             store = os.path.join(d, "schedules.db")
+            # (1 s: the untiled start of a 1024 x 1024 reduction, checked against the
+            # interpreter and timed, within it on a loaded machine too; else the search's
+            # DEADLINE_EXCEEDED sends it to a second attempt.)
             p = run("tune", "--dataset=reduce-v0", "--split=all", "--max-benchmarks=3",
-                    "--time-limit=0.3", f"--store={store}", "--json", "--timing-budget-ms=1")
+                    "--time-limit=1", f"--store={store}", "--json", "--timing-budget-ms=1")
             self.assertEqual(p.returncode, 0, p.stderr)
             lines = [json.loads(l) for l in p.stdout.splitlines()]
             self.assertEqual(sorted(l["benchmark"] for l in lines), sorted(
@@ -172,7 +175,7 @@ class CliTest(unittest.TestCase):
                                  "--json").stdout, "")
 
             uri = "benchmark://reduce-v0/rowmax_512_2048"
-            again = run("tune", f"--benchmark={uri}", "--time-limit=0.3", f"--store={store}",
+            again = run("tune", f"--benchmark={uri}", "--time-limit=1", f"--store={store}",
                         "--json", "--timing-budget-ms=1")
             self.assertEqual(again.returncode, 0, again.stderr)
             out = json.loads(again.stdout)

@@ -393,6 +393,7 @@ TEST_F(ClientTest, EvolutionStartsFromThePolicysEpisodeMappedIntoTheSessionsSpac
     o.time_limit_seconds = 0.5;
     o.policy = &tune_policy;
     o.policy_seed = seeded;
+    o.retime_top = 0;  // the search's own numbers, the start's among them
     double first_best = -1;
     o.on_progress = [&](const SearchProgress& p) {
       if (p.states_evaluated == 1) first_best = p.best_gflops;
@@ -579,7 +580,8 @@ TEST(CostModelSearch, EvolutionMeasuresUntilTheModelHasLearned) {
   EXPECT_EQ(start->Observe("predicted_gflops")->number, 0);  // nothing measured yet
   SearchOptions o;
   o.search = *ParseSearch("evolution");
-  o.time_limit_seconds = 2;
+  o.time_limit_seconds = 4;  // 25 kernels or more, on a loaded machine too
+  o.cost_model_up_to_seconds = 4;
   o.depth = 1;  // 16 rollouts measure at most 16 states: fewer than the model needs
   o.policy_seed = false;
   o.sketches = false;

@@ -756,7 +756,8 @@ TEST(ServiceLimits, BadFlagsAreRefusedEachWithItsOwnMessage) {
 }
 
 TEST(ServiceLimits, HangingKernelHitsTheDeadline) {
-  ServerProcess server({"--eval_deadline=1", "--timing_budget_ms=1"},
+  // (3 s: the second step measures on a fresh worker, under ASan too, well within it.)
+  ServerProcess server({"--eval_deadline=3", "--timing_budget_ms=1"},
                        ServerProcess::kTestServerBinary);
   ASSERT_TRUE(server.ok());
   Client c(server.stub());
@@ -773,7 +774,7 @@ TEST(ServiceLimits, HangingKernelHitsTheDeadline) {
 }
 
 TEST(ServiceLimits, MaxSessionsAndIdleReaping) {
-  ServerProcess server({"--max_sessions=3", "--session_idle_timeout=1"});
+  ServerProcess server({"--max_sessions=3", "--session_idle_timeout=3"});
   ASSERT_TRUE(server.ok());
   Client c(server.stub());
   const int64_t a = c.StartOk();
@@ -783,7 +784,7 @@ TEST(ServiceLimits, MaxSessionsAndIdleReaping) {
   grpc::Status s = c.Start(kMm, {}, &reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(s.error_message(), HasSubstr("Too many sessions"));
-  // The reaper ends all three once they are idle for 1 s: wait for it, counting the sessions
+  // The reaper ends all three once they are idle for 3 s: wait for it, counting the sessions
   // left with EndSession of an id that is no session's (it touches none), for a minute at most.
   constexpr int64_t kNoSession = 987654321;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

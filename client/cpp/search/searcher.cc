@@ -171,15 +171,19 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
   }
   std::stable_sort(nodes.begin(), nodes.end(),
                    [](const Node* a, const Node* b) { return a->gflops > b->gflops; });
-  // The best first and the start last: a slow start (an untiled convolution re-times for
-  // seconds) must not use up the time the winners need.
+  // The best first, the start in its place by the search's measurements: after the winners it
+  // beat (so that one the search found no faster than the start is re-timed first, and the result
+  // is never a runner-up the start outran), else last (a slow start, an untiled convolution that
+  // re-times for seconds, must not use up the time the winners need).
   std::vector<const Node*> candidates;
   std::set<std::string> kernels = {KernelKey(root_.ir)};
   for (const Node* n : nodes) {
     if (static_cast<int>(candidates.size()) >= k) break;
     if (kernels.insert(KernelKey(n->ir)).second) candidates.push_back(n);
   }
-  candidates.push_back(&root_);
+  candidates.insert(std::find_if(candidates.begin(), candidates.end(),
+                                 [&](const Node* n) { return n->gflops < root_.gflops; }),
+                    &root_);
   // One re-timed candidate: its state, kept for the later rounds, and its fastest re-timing.
   struct Timed {
     const Node* node;
@@ -213,15 +217,16 @@ std::optional<Searcher::Retimed> Searcher::RetimeBest(int k) {
     if (!retime(t)) continue;
     timed.push_back(std::move(t));
   }
-  // Later rounds, while the time lasts: each timed again, in turn (the start last), and its
-  // fastest re-timing kept. A host's other load (a neighbour's use of a shared cache) can slow
+  // Later rounds, while the time lasts: each timed again, in turn (the first round's order), and
+  // its fastest re-timing kept. A host's other load (a neighbour's use of a shared cache) can slow
   // all of one budget's runs; re-timings spread over the reserved time are not all caught by it.
   // The second round's winners are re-timed even when the first round used up the time (a slow
   // start's re-timing can outlast the whole reserve): the start's re-timing then lies between
   // their two readings, so one slow spell does not decide both.
   for (int round = 1; round < kRetimeRoundsMax && (Elapsed() < end || round == 1); ++round) {
     for (Timed& t : timed) {
-      if (Elapsed() >= end && (round > 1 || t.node == &root_)) break;
+      if (Elapsed() >= end && round > 1) break;
+      if (Elapsed() >= end && t.node == &root_) continue;  // the winners' second reading only
       retime(t);
     }
   }

@@ -92,7 +92,7 @@ class Searcher {
   absl::StatusOr<Prediction> Predict(const std::vector<int>& path);
 
   // The fastest of the best `k` distinct kernels visited and the start, each timed again
-  // (StateSource::Remeasure; the best first and the start last) while the time limit lasts (and
+  // (StateSource::Remeasure; the best first, the start after the winners it beat, else last) while the time limit lasts (and
   // until one has been re-timed, past it), then all of them again, in turn, in rounds while it
   // lasts (at most 16 in all; the second round's winners, those the first re-timed, even past
   // it); with its fastest re-timed GFLOPS (on_retimed hears each

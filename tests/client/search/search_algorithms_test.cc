@@ -275,6 +275,29 @@ TEST(SearchAlgorithms, RetimingRoundsEndWithTheReservedTimeAfterTheWinnersSecond
   }
 }
 
+// A search that found nothing faster than the start and used up its limit: the start, the
+// search's best, is re-timed first and is the result (were it re-timed last, the time would be
+// gone before it and a slower runner-up would be reported).
+TEST(SearchAlgorithms, RetimingAfterTheLimitTimesTheStartFirstWhenItIsTheBest) {
+  Trial run("random", 1);
+  run.world->target = {0, 0, 0};
+  run.world->measure_cost = absl::Milliseconds(40);
+  run.options.depth = 3;
+  run.options.retime_top = 3;
+  std::vector<std::string> retimed;
+  run.options.on_retimed = [&](const std::string& kernel, double) { retimed.push_back(kernel); };
+  absl::StatusOr<SearchResult> r = run.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->retimed);
+  ASSERT_FALSE(retimed.empty());
+  EXPECT_EQ(retimed[0], "knobs 0 0 0\n");
+  EXPECT_LT(retimed.size(), 4u);  // not every candidate: the time was up
+  EXPECT_EQ(r->ir, "knobs 0 0 0");
+  EXPECT_DOUBLE_EQ(r->gflops, 0.99 * 90);
+  EXPECT_DOUBLE_EQ(r->start_gflops, 0.99 * 90);
+  EXPECT_EQ(r->search_gflops, 90);
+}
+
 TEST(SearchAlgorithms, RetimingReportsThePeakMeasuredBesideTheRetimedBest) {
   Trial run("greedy1", 100);
   run.options.depth = 20;
