@@ -384,9 +384,10 @@ class DeadlineTest(unittest.TestCase):
                                         "--timing_budget_ms=1"]) as server:
             connection = server.connect(timeout=0.3)
             self.addCleanup(connection.close)
-            session = connection.start_session(MM).session_id
-            connection.send_session_parameter(session, "test.inject_fault", "hang")
-            flops = connection.spaces().observation_space("flops").index
+            # The setup's calls with room of their own (a loaded machine may take 0.3 s).
+            session = connection.start_session(MM, timeout=30).session_id
+            connection.send_session_parameter(session, "test.inject_fault", "hang", timeout=30)
+            flops = connection.spaces(timeout=30).observation_space("flops").index
             with self.assertRaises(ServiceError) as caught:
                 connection.step(session, observation_spaces=[flops])
             self.assertEqual(caught.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
