@@ -13,6 +13,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "client/cpp/built_in_policies.h"
 #include "nlohmann/json.hpp"
 #include "util/status_macros.h"
@@ -30,6 +31,7 @@ constexpr int kLoopSetPerRow = kTileSizes + 3;
 constexpr int kLoopSetActions = 560;
 constexpr float kAbsent = -1e9f;  // the score of an action on a level the observation lacks
 constexpr int64_t kMaxLayerWeights = int64_t{1} << 24;  // a layer's weights at most (64 MiB)
+constexpr size_t kMaxMembers = 7;  // a loop_set policy's other networks at most
 
 absl::Status Bad(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("not a LoopTool policy file: ", what));
@@ -212,6 +214,32 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
           std::vector<double>(scale.begin(), scale.end()), std::move(layers), loss_weight);
       if (!cost.ok()) return Bad(cost.status().message());
       p.cost_ = *std::move(cost);
+    }
+    if (j.contains("members")) {
+      // Networks of the same shape of input, without a cost model of their own: the file's
+      // header fields go with each.
+      const Json& members = j["members"];
+      if (!members.is_array() || members.size() > kMaxMembers) {
+        return Bad(absl::StrCat("members is not a list of at most ", kMaxMembers, " networks"));
+      }
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (!members[i].is_object() || members[i].contains("cost") ||
+            members[i].contains("members")) {
+          return Bad(absl::StrCat("members[", i, "] is not a network (layers only)"));
+        }
+        Json m = members[i];
+        for (const char* key : {"format", "version", "kind", "action_space", "observation_space",
+                                "input_size", "num_actions", "preprocess"}) {
+          m[key] = j[key];
+        }
+        absl::StatusOr<Policy> member = Parse(m.dump());
+        if (!member.ok()) {
+          return Bad(absl::StrCat("members[", i, "]: ",
+                                  absl::StripPrefix(member.status().message(),
+                                                    "not a LoopTool policy file: ")));
+        }
+        p.members_.push_back(*std::move(member));
+      }
     }
     return p;
   }

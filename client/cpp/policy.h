@@ -67,6 +67,12 @@ class Policy {
   const std::string& meta() const { return meta_; }
   // A loop_set policy's cost model (the file's "cost" entry), or nullptr when it has none.
   const PlanCost* cost_model() const { return cost_.has_value() ? &*cost_ : nullptr; }
+  // A loop_set policy's other networks (the file's "members": each a network's layers, at most
+  // 7, the file's other fields shared; no cost model of their own): the searches that play a
+  // policy's likeliest episodes (search.h's policy and policy_guided) play those of each network,
+  // sharing their number between the networks, and rank all of them by the one cost model.
+  // Scores() and Act() are this policy's own network's.
+  const std::vector<Policy>& members() const { return members_; }
 
  private:
   using Layer = DenseLayer;
@@ -81,6 +87,7 @@ class Policy {
   Layer head_, value_;
   Layer mix_, query_, key_;    // loop_set only
   std::optional<PlanCost> cost_;  // loop_set only, optional
+  std::vector<Policy> members_;   // loop_set only, optional
 };
 
 // Indices of the actions `mask` allows, best score first (ties: lowest index first).

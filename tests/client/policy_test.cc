@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/escaping.h"
+#include "client/cpp/built_in_policies.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/client/policy_json.h"
@@ -137,6 +138,64 @@ TEST(Policy, RefusesWhatIsNotAPolicyAndSaysWhy) {
   EXPECT_EQ(Policy::Parse(j.dump()).value().action_space(), "");
   EXPECT_EQ(Policy::Load("/nonexistent/policy.json").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+json LoopSetLayers(float stop_more) {
+  return testing::NetworkLayers(json::parse(LoopSetPolicyJson()), stop_more);
+}
+
+// A loop_set policy's "members": networks of the same file (layers only, the file's other
+// fields theirs too), each scoring as that file with its layers would; the policy's own scores
+// are its own network's. Anything else there is refused, saying which member and why.
+TEST(Policy, ALoopSetPolicysMembersAreNetworksOfTheSameFile) {
+  json j = json::parse(LoopSetPolicyJson());
+  j.erase("cost");
+  j.erase("members");
+  const Policy alone = *Policy::Parse(j.dump());
+  EXPECT_TRUE(alone.members().empty());
+  j["members"] = json::array({LoopSetLayers(0), LoopSetLayers(5)});
+  absl::StatusOr<Policy> p = Policy::Parse(j.dump());
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->members().size(), 2u);
+  std::vector<float> obs(2 * alone.input_size(), 0.0f);
+  obs[0] = obs[alone.input_size()] = 1;  // two real rows
+  obs[1] = 0.5f;
+  const std::vector<float> own = alone.Scores(obs);
+  EXPECT_EQ(p->Scores(obs), own);
+  EXPECT_EQ(p->members()[0].Scores(obs), own);
+  const std::vector<float> raised = p->members()[1].Scores(obs);
+  EXPECT_EQ(std::vector<float>(raised.begin(), raised.end() - 1),
+            std::vector<float>(own.begin(), own.end() - 1));
+  EXPECT_NEAR(raised.back(), own.back() + 5, 1e-4);
+  EXPECT_TRUE(p->members()[0].members().empty());
+  EXPECT_EQ(p->members()[0].cost_model(), nullptr);
+
+  const auto refused = [&](const json& members) {
+    json bad = j;
+    bad["members"] = members;
+    return std::string(Policy::Parse(bad.dump()).status().message());
+  };
+  EXPECT_EQ(refused(json::array({LoopSetLayers(0), LoopSetLayers(0), LoopSetLayers(0),
+                                 LoopSetLayers(0), LoopSetLayers(0), LoopSetLayers(0),
+                                 LoopSetLayers(0), LoopSetLayers(0)})),
+            "not a LoopTool policy file: members is not a list of at most 7 networks");
+  EXPECT_EQ(refused(LoopSetLayers(0)),
+            "not a LoopTool policy file: members is not a list of at most 7 networks");
+  json with_cost = LoopSetLayers(0);
+  with_cost["cost"] = json::object();
+  EXPECT_EQ(refused(json::array({with_cost})),
+            "not a LoopTool policy file: members[0] is not a network (layers only)");
+  json headless = LoopSetLayers(0);
+  headless.erase("head");
+  EXPECT_EQ(refused(json::array({LoopSetLayers(0), headless})),
+            "not a LoopTool policy file: members[1]: head is not an object");
+  json narrow = LoopSetLayers(0);
+  narrow["trunk"][0] = Layer(2, narrow["trunk"][0]["out"].get<int>(),
+                             std::vector<float>(2 * narrow["trunk"][0]["out"].get<int>()),
+                             std::vector<float>(narrow["trunk"][0]["out"].get<int>()));
+  EXPECT_EQ(refused(json::array({narrow})),
+            "not a LoopTool policy file: members[0]: input_size or num_actions disagree with "
+            "the layers");
 }
 
 TEST(Policy, TheDefaultIsASketchValuePolicyOverLoopNestsSketches) {

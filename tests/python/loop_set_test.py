@@ -28,7 +28,7 @@ import torch
 from cpp_policy_scores import POLICY_SCORES, cpp_scores
 from looptool import Connection, LocalServer, LoopToolEnv
 from looptool import records
-from looptool.rl import episodes, imitate, loop_set, plan_cost, policy_file
+from looptool.rl import episodes, imitate, loop_set, members, plan_cost, policy_file
 
 SERVER = "service/looptool-server"
 CLI = "client/cpp/looptool"
@@ -52,6 +52,13 @@ class LoopSetTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.conn.close()
         cls.server.close()
+
+    def cli_policy(self, program, path, *flags):
+        """`looptool tune --search=policy` of the program file with the policy file: its JSON."""
+        out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
+                              f"--policy={path}", *flags, f"--server={self.server.address}",
+                              "--json"], check=True, capture_output=True, text=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
 
     def real_observations(self, count=16, seed=0):
         """loop_features and action_mask of the sample's programs after random legal actions."""
@@ -124,6 +131,67 @@ class LoopSetTest(unittest.TestCase):
                 if i != 2:  # (the numpy reader takes num_actions from the layout)
                     with self.assertRaises(ValueError):
                         loop_set.load(path)
+
+    def test_a_policys_members_play_their_episodes_in_python_and_cpp_alike(self):
+        # The committed policy (with its cost model) and an untrained second network as its
+        # member: the file keeps it; eight episodes are the policy's own four likeliest, then
+        # the member's (greedy first); Python's ranked rollout and C++'s --search=policy pick
+        # the same of them.
+        main = loop_set.load(COMMITTED)
+        main.members = []  # its own network alone
+        torch.manual_seed(5)
+        member = loop_set.network(hidden=(32, 24), key=8).to_policy({"seed": 5})
+        obs, _ = self.real_observations()
+        d = self.demos[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            path, program = os.path.join(tmp, "both.json"), os.path.join(tmp, "p.lt")
+            member.save(os.path.join(tmp, "member.json"))
+            main.save(os.path.join(tmp, "main.json"))
+            self.assertEqual(members.main([f"--policy={os.path.join(tmp, 'main.json')}",
+                                           f"--out={path}",
+                                           f"--add={os.path.join(tmp, 'member.json')}"]), 0)
+            self.assertEqual(members.main([f"--policy={COMMITTED}", f"--out={path}.x",
+                                           f"--add={os.path.join(tmp, 'none.json')}"]), 2)
+            both = loop_set.load(path)
+            self.assertEqual(both.meta["members"][-1]["meta"], {"seed": 5})
+            self.assertEqual(len(both.members), 1)
+            np.testing.assert_array_equal(both.members[0].scores(obs), member.scores(obs))
+            np.testing.assert_array_equal(both.scores(obs), main.scores(obs))
+            self.assertIsNone(both.members[0].cost)
+            with open(path) as f:
+                text = json.load(f)
+            with_cost = dict(text, members=[dict(text["members"][0], cost=text["cost"])])
+            bad = os.path.join(tmp, "bad.json")
+            with open(bad, "w") as f:
+                json.dump(with_cost, f)
+            with self.assertRaisesRegex(ValueError, "members is not a list of networks"):
+                loop_set.load(bad)
+            run = subprocess.run([POLICY_SCORES, bad, bad], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 1)
+            self.assertIn("members[0] is not a network (layers only)", run.stderr)
+            with open(program, "w") as f:
+                f.write(d.program)
+            with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                             reward_space=None) as env:
+                own = episodes.likely_episodes(env, "benchmark://user-v0/own", d.program, main,
+                                               count=4)
+                eps = episodes.likely_episodes(env, "benchmark://user-v0/both", d.program, both,
+                                               count=8)
+                try:
+                    self.assertEqual(len(own), 4)
+                    self.assertEqual([e.actions for e in eps[:4]], [e.actions for e in own])
+                    self.assertGreater(len(eps), 4)
+                    self.assertEqual(eps[4].loss, 0.0)  # the member's greedy episode
+                    self.assertEqual(len({e.features for e in eps}), len(eps))
+                finally:
+                    for e in own + eps:
+                        e.env.close()
+                ranked = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
+                                                 both, count=8, timed=1)
+            self.assertIn(ranked.actions, [e.actions for e in eps])
+            result = self.cli_policy(program, path, "--policy_candidates=8", "--policy_timed=1")
+            self.assertEqual(result["actions"], ranked.actions)
+            self.assertEqual(result["states_evaluated"], 1)
 
     def test_episode_share_draws_pairs_from_episode_runs(self):
         # 3 runs: two of a search (100 and 50 kernels), one over policy episodes (10 kernels),
@@ -549,11 +617,7 @@ class LoopSetTest(unittest.TestCase):
                     with self.assertRaisesRegex(ValueError, "1 episode or more"):
                         episodes.ranked_rollout(env, "benchmark://user-v0/bad", d.program,
                                                 policy, count=8, **bad)  # type: ignore[arg-type]
-            out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
-                                  f"--policy={path}", "--policy_candidates=8", "--policy_timed=1",
-                                  f"--server={self.server.address}", "--json"],
-                                 check=True, capture_output=True, text=True).stdout
-            result = json.loads(out.strip().splitlines()[-1])
+            result = self.cli_policy(program, path, "--policy_candidates=8", "--policy_timed=1")
             self.assertEqual(result["actions"], ranked.actions)
             self.assertEqual(result["states_evaluated"], 1)
             # Three timed, the fastest kept: one of the eight.

@@ -59,7 +59,12 @@ struct PolicyEpisodeEnd {
 // that leave it, or each other, for one of the next three choices at a step and go
 // on greedily, the most likely first, each ending in a state no other ended in; none timed.
 // Like PolicyEpisode's: one action at least, at most `depth`, stopping where a state comes back.
-// The greedy episode's errors are returned; another's (out of time, refused) drop it.
+// The greedy episode's errors are returned; another's (out of time, refused) drop it. A policy
+// with members (Policy::members) plays each network's so, in turn, each with an even share of
+// `max_episodes` (the first ones one more where they do not divide) and of the time left, the
+// members' greedy episodes also whatever the time; an episode ending where an earlier one
+// (another network's included) ended is left out, and so are a member's when its greedy episode
+// fails. Each episode's loss is against its own network's greedy episode.
 absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& start,
                                                              const Policy& policy, int depth,
                                                              int max_episodes,

@@ -52,18 +52,15 @@ std::vector<std::pair<int, double>> Choices(const Policy& policy, const std::vec
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& start,
-                                                             const Policy& policy, int depth,
-                                                             int max_episodes,
-                                                             absl::Time deadline,
-                                                             const Clock& clock) {
+// One network's episodes (LikelyEpisodes), none ending in a state of `finals` (the
+// loop_features of the states other episodes ended in), which gains theirs.
+absl::StatusOr<std::vector<PolicyEpisodeEnd>> NetworkEpisodes(
+    const StateSource& start, const Policy& policy, int depth, int max_episodes,
+    absl::Time deadline, const Clock& clock, std::set<std::vector<float>>& finals) {
   const std::string& observation = policy.observation_space();
   const std::vector<std::string> observe = {observation, "action_mask"};
   std::vector<PolicyEpisodeEnd> out;
   std::priority_queue<Branch> branches;
-  std::set<std::vector<float>> finals;  // loop_features of the states episodes ended in
   // Goes on greedily from `r` (the state `end.path` reached), keeping the alternatives.
   const auto go_on = [&](PolicyEpisodeEnd& end, StepResult r) -> absl::Status {
     std::set<std::vector<float>> visited;
@@ -98,8 +95,7 @@ absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& 
     greedy.source->set_deadline(absl::InfiniteFuture());  // it is always finished
     ASSIGN_OR_RETURN(StepResult r, greedy.source->Step({}, observe));
     RETURN_IF_ERROR(go_on(greedy, std::move(r)));
-    finals.insert(greedy.features);
-    out.push_back(std::move(greedy));
+    if (finals.insert(greedy.features).second) out.push_back(std::move(greedy));
   }
   // The others, the most likely first, while there is time: an error (out of time, a step the
   // server refused) ends that one only.
@@ -126,6 +122,36 @@ absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& 
     }
     if (!finals.insert(end.features).second) continue;  // a state another episode ended in
     out.push_back(std::move(end));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& start,
+                                                             const Policy& policy, int depth,
+                                                             int max_episodes,
+                                                             absl::Time deadline,
+                                                             const Clock& clock) {
+  std::vector<const Policy*> networks = {&policy};
+  for (const Policy& member : policy.members()) networks.push_back(&member);
+  const int n = static_cast<int>(networks.size());
+  std::vector<PolicyEpisodeEnd> out;
+  std::set<std::vector<float>> finals;
+  for (int i = 0; i < n; ++i) {
+    // An even share of the episodes (the first networks one more where they do not divide) and
+    // of the time left.
+    const int share = max_episodes / n + (i < max_episodes % n ? 1 : 0);
+    if (share == 0) continue;
+    const absl::Time now = clock.Now();
+    const absl::Time until = deadline <= now ? deadline : now + (deadline - now) / (n - i);
+    absl::StatusOr<std::vector<PolicyEpisodeEnd>> got =
+        NetworkEpisodes(start, *networks[i], depth, share, until, clock, finals);
+    if (!got.ok()) {
+      if (i == 0) return got.status();  // the policy's own greedy episode failed
+      continue;
+    }
+    for (PolicyEpisodeEnd& e : *got) out.push_back(std::move(e));
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/client/policy_json.h"
 #include "tests/client/search/fake_state_source.h"
 
 namespace looptool::client {
@@ -364,12 +365,13 @@ TEST(SearchAlgorithms, ASketchValuePolicyTimesOnlyTheSketchItValuesMost) {
 // The built-in loop_set policy (its scores on the fake's loop_features are arbitrary but fixed)
 // with a cost model over the fake's plan_features: minus the knobs' distance to the target,
 // -(|k0 - 5| + |k1 - 2| + |k2 - 7|), as relu(k - t) + relu(t - k) per knob.
-Policy LoopSetWithDistanceCost() {
+nlohmann::json LoopSetWithDistanceCostJson() {
   const auto b64 = [](const std::vector<float>& v) {
     return absl::Base64Escape(
         absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
   };
   nlohmann::json j = nlohmann::json::parse(LoopSetPolicyJson());
+  j.erase("members");  // its own network alone
   std::vector<float> w1(6 * 3, 0.0f), b1(6);
   const std::vector<int> target = FakeWorld().target;
   for (int i = 0; i < 3; ++i) {
@@ -386,6 +388,12 @@ Policy LoopSetWithDistanceCost() {
                 {{{"in", 3}, {"out", 6}, {"weight", b64(w1)}, {"bias", b64(b1)}},
                  {{"in", 6}, {"out", 1}, {"weight", b64(std::vector<float>(6, -1))},
                   {"bias", b64({0})}}}}};
+  return j;
+}
+
+Policy LoopSetWithDistanceCost(const nlohmann::json& members = nlohmann::json()) {
+  nlohmann::json j = LoopSetWithDistanceCostJson();
+  if (!members.is_null()) j["members"] = members;
   absl::StatusOr<Policy> p = Policy::Parse(j.dump());
   EXPECT_TRUE(p.ok()) << p.status();
   return *std::move(p);
@@ -402,6 +410,47 @@ double DistanceScore(const std::string& key) {
     score -= std::abs(k - target[i]);
   }
   return score;
+}
+
+// A policy with members plays each network's episodes, sharing their number, and ranks them all
+// by its one cost model. A member identical to its own network first ends where the policy's
+// eight did, which are left out without counting, then goes on to the next eight: sixteen
+// candidates are the network's sixteen likeliest, timed as when it plays them alone. A member
+// that stops as soon as it may adds its one-action episode beside the greedy one.
+TEST(SearchAlgorithms, ALoopSetPolicysMembersPlayTheirOwnEpisodes) {
+  const nlohmann::json j = LoopSetWithDistanceCostJson();
+  const auto guided = [](const Policy& policy, int candidates) {
+    Trial t("policy_guided", 60);
+    t.world->loop_set = true;
+    t.options.policy = &policy;
+    t.options.guided_candidates = candidates;
+    EXPECT_TRUE(t.Go().ok());
+    return t.world->measured;
+  };
+  const Policy alone = LoopSetWithDistanceCost();
+  const Policy twice = LoopSetWithDistanceCost(nlohmann::json::array({testing::NetworkLayers(j, 0)}));
+  const std::vector<std::string> sixteen = guided(alone, 16);
+  EXPECT_EQ(guided(twice, 16), sixteen);
+  EXPECT_GT(sixteen.size(), guided(alone, 8).size());
+
+  const Policy stopping = LoopSetWithDistanceCost(nlohmann::json::array({testing::NetworkLayers(j, 1000)}));
+  const auto policy = [](const Policy& p, int candidates) {
+    Trial t("policy", 5);
+    t.world->loop_set = true;
+    t.options.policy = &p;
+    t.options.policy_candidates = candidates;
+    t.options.policy_timed = candidates;
+    EXPECT_TRUE(t.Go().ok());
+    return t.world->measured;
+  };
+  const std::vector<std::string> greedy = policy(alone, 1);
+  ASSERT_EQ(greedy.size(), 1u);
+  EXPECT_EQ(policy(stopping, 1), greedy);  // one candidate: the policy's own greedy episode
+  const std::vector<std::string> two = policy(stopping, 2);
+  ASSERT_EQ(two.size(), 2u);
+  const std::string one_step = two[0] == greedy[0] ? two[1] : two[0];
+  EXPECT_THAT(two, ::testing::Contains(greedy[0]));
+  EXPECT_EQ(DistanceScore(one_step) - DistanceScore("knobs 0 0 0"), 1) << one_step;
 }
 
 TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) {

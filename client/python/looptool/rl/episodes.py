@@ -67,7 +67,25 @@ def choices(policy: loop_set.LoopSetPolicy, obs: Any, mask: Any,
 def likely_episodes(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
                     count: int = 16, max_steps: int = 16) -> List[Episode]:
     """Up to `count` episodes from the untiled nest, the greedy one first, then the likeliest
-    others (none timed); each Episode holds a fork of `env` in its final state."""
+    others (none timed); each Episode holds a fork of `env` in its final state. A policy with
+    members plays each network's in turn, each with an even share of `count` (the first ones
+    one more where they do not divide), none ending where an earlier one ended: C++'s
+    LikelyEpisodes (client/cpp/search/algorithms.h), without its deadline."""
+    networks = [policy] + list(policy.members)
+    env.reset(uri, program=program, observation_spaces=[])
+    finals: Set[bytes] = set()
+    out: List[Episode] = []
+    for i, net in enumerate(networks):
+        share = count // len(networks) + (1 if i < count % len(networks) else 0)
+        if share > 0:
+            out += _network_episodes(env, net, share, max_steps, finals)
+    return out
+
+
+def _network_episodes(env: LoopToolEnv, policy: loop_set.LoopSetPolicy, count: int,
+                      max_steps: int, finals: Set[bytes]) -> List[Episode]:
+    """One network's episodes from `env`'s (reset) state, none ending in a state of `finals`,
+    which gains theirs."""
     names = env.action_space.names
     branches: List[Tuple[float, int, List[int], Optional[int]]] = []
     tie = itertools.count()
@@ -92,13 +110,14 @@ def likely_episodes(env: LoopToolEnv, uri: str, program: str, policy: loop_set.L
             path.append(best)
 
     out: List[Episode] = []
-    env.reset(uri, program=program, observation_spaces=[])
-    finals: Set[bytes] = set()
     greedy = env.fork()
     path: List[int] = []
     key = go_on(greedy, path, 0.0, _observed(greedy))
-    out.append(Episode([names[a] for a in path], 0.0, greedy, key))
-    finals.add(key)
+    if key in finals:
+        greedy.close()
+    else:
+        out.append(Episode([names[a] for a in path], 0.0, greedy, key))
+        finals.add(key)
     while len(out) < count and branches:
         loss, _, prefix, action = heapq.heappop(branches)
         path = prefix + ([action] if action is not None else [])

@@ -19,7 +19,9 @@ server's `action_mask`. Greedy acting: the best allowed action, or stop when sto
 The policy file is the format of policy_file.py with kind "loop_set", preprocess "none",
 input_size = the row width, num_actions = 560, and the layers "trunk" (list), "mix", "head",
 "query", "key", "value", and optionally "cost": a cost model over the `plan_features` of the
-states its episodes end in (plan_cost.py), which ranks them untimed. client/cpp/policy.cc reads
+states its episodes end in (plan_cost.py), which ranks them untimed, and "members": up to 7
+other networks (each an object of those layers alone) whose episodes are played beside its own
+(episodes.likely_episodes) and ranked by the same cost model. client/cpp/policy.cc reads
 the same file and computes the same numbers.
 """
 
@@ -32,6 +34,7 @@ import numpy.typing as npt
 from looptool.rl import plan_cost, policy_file
 
 LEVELS = 16
+MAX_MEMBERS = 7  # a policy's other networks at most (client/cpp/policy.cc's kMaxMembers)
 TILE_SIZES = (2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256)
 PER_ROW = len(TILE_SIZES) + 3
 NUM_ACTIONS = 560
@@ -78,7 +81,8 @@ class LoopSetPolicy:
     def __init__(self, trunk: Sequence[Tuple[Any, Any]], mix: Tuple[Any, Any],
                  head: Tuple[Any, Any], query: Tuple[Any, Any], key: Tuple[Any, Any],
                  value: Tuple[Any, Any], meta: Optional[Dict[str, Any]] = None,
-                 cost: Optional[plan_cost.PlanCost] = None) -> None:
+                 cost: Optional[plan_cost.PlanCost] = None,
+                 members: Sequence["LoopSetPolicy"] = ()) -> None:
         def f32(layer: Tuple[Any, Any]) -> Layer:
             return (np.asarray(layer[0], np.float32), np.asarray(layer[1], np.float32))
         self.kind = KIND
@@ -91,6 +95,15 @@ class LoopSetPolicy:
         self.cost = cost  # ranks the states episodes end in (plan_cost.py); None: none
         self.input_size = int(self.trunk[0][0].shape[1])
         self.num_actions = NUM_ACTIONS
+        # Other networks (the file's "members"): episodes.likely_episodes plays each network's.
+        self.members = list(members)
+        if len(self.members) > MAX_MEMBERS:
+            raise ValueError(f"members: at most {MAX_MEMBERS} networks, not {len(self.members)}")
+        for m in self.members:
+            if m.cost is not None or m.members:
+                raise ValueError("members are networks (layers only)")
+            if m.input_size != self.input_size:
+                raise ValueError("members read rows of another width")
         width = self.input_size
         for w, b in self.trunk:
             if w.shape[1] != width or b.shape != (w.shape[0],):
@@ -141,18 +154,23 @@ class LoopSetPolicy:
 
     # --- the file -----------------------------------------------------------------------------
 
-    def to_json(self) -> str:
+    def _layers(self) -> Dict[str, Any]:
         def layer(t: Layer) -> Dict[str, Any]:
             return policy_file.encode_layer(*t)
+        return {"trunk": [layer(t) for t in self.trunk], "mix": layer(self.mix),
+                "head": layer(self.head), "query": layer(self.query), "key": layer(self.key),
+                "value": layer(self.value)}
+
+    def to_json(self) -> str:
         d = {
             "format": policy_file.FORMAT, "version": policy_file.VERSION, "kind": KIND,
             "action_space": self.action_space, "observation_space": self.observation_space,
             "input_size": self.input_size, "num_actions": NUM_ACTIONS, "preprocess": "none",
-            "trunk": [layer(t) for t in self.trunk], "mix": layer(self.mix),
-            "head": layer(self.head), "query": layer(self.query), "key": layer(self.key),
-            "value": layer(self.value), "meta": self.meta}
+            **self._layers(), "meta": self.meta}
         if self.cost is not None:
             d["cost"] = self.cost.to_dict()
+        if self.members:
+            d["members"] = [m._layers() for m in self.members]
         return json.dumps(d) + "\n"
 
     @classmethod
@@ -161,9 +179,15 @@ class LoopSetPolicy:
             raise ValueError("not a loop_set policy with preprocess none")
 
         layer = policy_file.decode_layer
+        members = d.get("members", [])
+        if not isinstance(members, list) or not all(
+                isinstance(m, dict) and "cost" not in m and "members" not in m for m in members):
+            raise ValueError("members is not a list of networks (layers only)")
+        header = {k: d.get(k) for k in ("kind", "preprocess")}
         return cls([layer(t) for t in d["trunk"]], layer(d["mix"]), layer(d["head"]),
                    layer(d["query"]), layer(d["key"]), layer(d["value"]), d.get("meta"),
-                   plan_cost.PlanCost.from_dict(d["cost"]) if "cost" in d else None)
+                   plan_cost.PlanCost.from_dict(d["cost"]) if "cost" in d else None,
+                   [cls.from_dict({**m, **header}) for m in members])
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
