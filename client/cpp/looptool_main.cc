@@ -73,8 +73,8 @@ ABSL_FLAG(std::string, policy, "",
           "datasets/policies/loop_set.json)");
 ABSL_FLAG(int, policy_candidates, 16,
           "policy, with a loop_set policy that has a cost model: its likeliest episodes, untimed, "
-          "and the --policy_timed its cost model ranks first timed (1: the greedy episode only), "
-          "1..1024");
+          "and the --policy_timed its cost model ranks first timed (1: the greedy episode only; "
+          "a policy with member networks shares them between its networks), 1..1024");
 ABSL_FLAG(int, policy_timed, 16,
           "policy, with --policy_candidates above 1: the candidates its cost model ranks first "
           "timed in that order, this many at most (the first whatever the time, the others "

@@ -70,7 +70,9 @@ def likely_episodes(env: LoopToolEnv, uri: str, program: str, policy: loop_set.L
     others (none timed); each Episode holds a fork of `env` in its final state. A policy with
     members plays each network's in turn, each with an even share of `count` (the first ones
     one more where they do not divide), none ending where an earlier one ended: C++'s
-    LikelyEpisodes (client/cpp/search/algorithms.h), without its deadline."""
+    LikelyEpisodes (client/cpp/search/algorithms.h), without its deadline. (Unlike C++, which
+    leaves out a member whose greedy episode fails, a server error here is raised whichever
+    network's episode met it.)"""
     networks = [policy] + list(policy.members)
     env.reset(uri, program=program, observation_spaces=[])
     finals: Set[bytes] = set()
