@@ -1,5 +1,6 @@
 #include "backend/actions/apply.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "backend/actions/primitives.h"
@@ -139,14 +140,44 @@ ActionResult Apply(const LoopTree& tree, const Action& action, const Limits& lim
 
 std::vector<bool> ActionMask(const LoopTree& tree, const ActionSpace& space,
                              const Limits& limits) {
-  const int loops = static_cast<int>(tree.CursorPositions().size());
+  const std::vector<Cursor> positions = tree.CursorPositions();
+  const int loops = static_cast<int>(positions.size());
+  // interchange_L<p>_L<q> for every q at once, per p: loop p's swaps, each depth one more swap
+  // from the one before it (the same swaps Interchange makes, made once); reach[p][d]: whether
+  // the swaps from p's depth to depth d of its statement's nest all apply.
+  std::vector<std::vector<bool>> reach(loops);
+  const auto reaches = [&](int p, int q) {
+    if (positions[p].statement != positions[q].statement || p == q) return false;
+    std::vector<bool>& r = reach[p];
+    if (r.empty()) {
+      int depths = 0;
+      for (const Cursor& c : positions) {
+        if (c.statement == positions[p].statement) depths = std::max(depths, c.depth + 1);
+      }
+      r.assign(depths, false);
+      const LoopTree at_p = tree.WithCursor(positions[p]);
+      for (const Action::Kind kind : {Action::Kind::kSwapDown, Action::Kind::kSwapUp}) {
+        const int step = kind == Action::Kind::kSwapDown ? 1 : -1;
+        LoopTree t = at_p;
+        for (int d = positions[p].depth + step; d >= 0 && d < depths; d += step) {
+          ActionResult next = ApplyAtCursor(t, Action{kind, 0}, limits);
+          if (!next.had_effect()) break;
+          r[d] = true;
+          t = std::move(next.tree);
+        }
+      }
+    }
+    return static_cast<bool>(r[positions[q].depth]);
+  };
   std::vector<bool> mask;
   for (const Action& a : space.actions) {
     if (a.level >= loops || a.target >= loops) {  // kNoSuchLoop, without building a tree
       mask.push_back(false);
-      continue;
+    } else if (a.kind == Action::Kind::kInterchange && a.level >= 0 && a.target >= 0) {
+      mask.push_back(reaches(a.level, a.target));
+    } else {
+      mask.push_back(CheckApplicable(tree, a, limits) == NoEffectReason::kNone);
     }
-    mask.push_back(CheckApplicable(tree, a, limits) == NoEffectReason::kNone);
   }
   return mask;
 }

@@ -32,6 +32,7 @@ constexpr const char* kPrograms[] = {
 
 constexpr int kSequencesPerProgram = 250;
 constexpr int kMaxLength = 24;
+constexpr int kMaskChecksPerProgram = 40;  // sequences whose last tree's whole mask is checked
 
 // Runs the property over random sequences in `space`: every action drawn uniformly from the
 // space, or (`legal_only`, for loop_nest, whose level pointers mostly name no loop) from the
@@ -78,6 +79,20 @@ void CheckRandomSequences(const ActionSpace& space, bool legal_only, uint32_t se
         ASSERT_EQ(*back, tree) << PrintIr(tree);
       }
       SCOPED_TRACE(LoopTreeText(tree));
+      // The mask (which shares interchanges' swaps between targets) says of every action what
+      // applying it says, under the default limits and under limits the tree just fits.
+      if (legal_only && seq < kMaskChecksPerProgram) {
+        Limits tight;
+        tight.max_loops = tree.num_loops();
+        for (const Limits& limits : {Limits{}, tight}) {
+          const std::vector<bool> mask = ActionMask(tree, space, limits);
+          ASSERT_EQ(mask.size(), space.actions.size());
+          for (int a = 0; a < space.size(); ++a) {
+            ASSERT_EQ(mask[a], Apply(tree, space.actions[a], limits).had_effect())
+                << ActionName(space.actions[a]) << " with max_loops " << limits.max_loops;
+          }
+        }
+      }
       TensorData data = AllocateTensors(*program);
       FillInputs(*program, 7, /*small_integers=*/true, data);
       VisitCounts counts;
