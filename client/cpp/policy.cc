@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <utility>
@@ -166,16 +167,18 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
   ASSIGN_OR_RETURN(p.head_, named("head"));
   ASSIGN_OR_RETURN(p.value_, named("value"));
   if (p.kind_ == Kind::kLoopSet) {
-    ASSIGN_OR_RETURN(p.mix_, named("mix"));
-    ASSIGN_OR_RETURN(p.query_, named("query"));
-    ASSIGN_OR_RETURN(p.key_, named("key"));
+    ASSIGN_OR_RETURN(const Layer mix, named("mix"));
+    ASSIGN_OR_RETURN(const Layer query, named("query"));
+    ASSIGN_OR_RETURN(const Layer key, named("key"));
     const int h = p.layers_.back().out;
-    if (p.mix_.in != 3 * h || p.mix_.out != h || p.head_.in != h ||
-        p.head_.out != kLoopSetPerRow || p.query_.in != h || p.key_.in != h ||
-        p.query_.out != p.key_.out || p.value_.in != 2 * h || p.value_.out != 1) {
+    if (mix.in != 3 * h || mix.out != h || p.head_.in != h || p.head_.out != kLoopSetPerRow ||
+        query.in != h || key.in != h || query.out != key.out || p.value_.in != 2 * h ||
+        p.value_.out != 1) {
       return Bad("loop_set layers do not fit: mix 3H->H, head H->19, query and key H->D, "
                  "value 2H->1");
     }
+    p.network_ =
+        std::make_shared<const LoopSetNetwork>(p.layers_, mix, p.head_, query, key, p.value_);
     p.num_actions_ = kLoopSetActions;
     if (Integer(j, "input_size") != p.input_size() ||
         Integer(j, "num_actions") != p.num_actions()) {
@@ -338,94 +341,24 @@ std::vector<float> Policy::Scores(absl::Span<const float> observation) const {
   return scores;
 }
 
-namespace {
-
-// A layer in double (a loop_set policy's numbers reach the tens, and float rounding between its
-// five layers would drift past 1e-5 from PyTorch's): y = W x + b.
-std::vector<double> ApplyDouble(int in, int out, const std::vector<float>& weight,
-                                const std::vector<float>& bias, const std::vector<double>& x) {
-  std::vector<double> y(out);
-  for (int o = 0; o < out; ++o) {
-    const float* w = &weight[size_t(o) * in];
-    double sum = bias[o];
-    for (int i = 0; i < in; ++i) sum += double(w[i]) * x[i];
-    y[o] = sum;
-  }
-  return y;
-}
-
-void Relu(std::vector<double>& x) {
-  for (double& v : x) v = std::max(v, 0.0);
-}
-
-// [mean over the real rows, max over them] of `rows` (zeros when there is no real row).
-std::vector<double> Pool(const std::vector<std::vector<double>>& rows,
-                         const std::vector<bool>& real) {
-  const size_t width = rows.front().size();
-  std::vector<double> sum(width, 0.0);
-  std::vector<double> max(width, -std::numeric_limits<double>::infinity());
-  int count = 0;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    if (!real[r]) continue;
-    ++count;
-    for (size_t i = 0; i < width; ++i) {
-      sum[i] += rows[r][i];
-      max[i] = std::max(max[i], rows[r][i]);
-    }
-  }
-  std::vector<double> out(2 * width, 0.0);
-  for (size_t i = 0; i < width && count > 0; ++i) {
-    out[i] = sum[i] / count;
-    out[width + i] = max[i];
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<float> Policy::LoopSetScores(absl::Span<const float> observation) const {
-  const auto apply = [](const Layer& l, const std::vector<double>& x) {
-    return ApplyDouble(l.in, l.out, l.weight, l.bias, x);
-  };
-  const size_t width = static_cast<size_t>(input_size());
-  const size_t rows = observation.size() / width;
-  std::vector<std::vector<double>> e(rows), h(rows), o(rows), q(rows), k(rows);
-  std::vector<bool> real(rows);
-  for (size_t r = 0; r < rows; ++r) {
-    const absl::Span<const float> x = observation.subspan(r * width, width);
-    real[r] = x[0] > 0.5f;
-    e[r].assign(x.begin(), x.end());
-    for (const Layer& l : layers_) {
-      e[r] = apply(l, e[r]);
-      Relu(e[r]);
-    }
-  }
-  const std::vector<double> context = Pool(e, real);
-  for (size_t r = 0; r < rows; ++r) {
-    std::vector<double> in = e[r];
-    in.insert(in.end(), context.begin(), context.end());
-    h[r] = apply(mix_, in);
-    Relu(h[r]);
-    o[r] = apply(head_, h[r]);
-    q[r] = apply(query_, h[r]);
-    k[r] = apply(key_, h[r]);
-  }
-  const std::vector<double> stop = apply(value_, Pool(h, real));
+  const size_t rows = observation.size() / static_cast<size_t>(input_size());
+  const LoopSetOutputs out = network_->Apply(observation);
   std::vector<float> scores(kLoopSetActions + 1, kAbsent);
   const int levels = static_cast<int>(std::min<size_t>(rows, kLevels));
   for (int p = 0; p < levels; ++p) {
-    for (int t = 0; t < kTileSizes; ++t) scores[kTileSizes * p + t] = static_cast<float>(o[p][t]);
+    for (int t = 0; t < kTileSizes; ++t) {
+      scores[kTileSizes * p + t] = static_cast<float>(out.head(p, t));
+    }
     for (int t = 0; t < levels; ++t) {
-      double dot = 0;
-      for (size_t d = 0; d < q[p].size(); ++d) dot += q[p][d] * k[t][d];
-      scores[kLevels * kTileSizes + kLevels * p + t] = static_cast<float>(dot);
+      scores[kLevels * kTileSizes + kLevels * p + t] = static_cast<float>(out.attention(p, t));
     }
     for (int extra = 0; extra < 3; ++extra) {  // unroll, vectorize, merge
       scores[2 * kLevels * kLevels + extra * kLevels + p] =
-          static_cast<float>(o[p][kTileSizes + extra]);
+          static_cast<float>(out.head(p, kTileSizes + extra));
     }
   }
-  scores[kLoopSetActions] = static_cast<float>(stop[0]);
+  scores[kLoopSetActions] = static_cast<float>(out.stop);
   return scores;
 }
 

@@ -10,6 +10,7 @@
 #ifndef LOOPTOOL_CLIENT_CPP_POLICY_H_
 #define LOOPTOOL_CLIENT_CPP_POLICY_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "client/cpp/loop_set_network.h"
 #include "client/cpp/plan_cost.h"
 
 namespace looptool::client {
@@ -85,7 +87,7 @@ class Policy {
   int num_actions_ = 0;
   std::vector<Layer> layers_;  // the trunk (ReLU after each; loop_set: applied to every row)
   Layer head_, value_;
-  Layer mix_, query_, key_;    // loop_set only
+  std::shared_ptr<const LoopSetNetwork> network_;  // loop_set only: its forward pass
   std::optional<PlanCost> cost_;  // loop_set only, optional
   std::vector<Policy> members_;   // loop_set only, optional
 };
