@@ -169,12 +169,18 @@ std::vector<bool> ActionMask(const LoopTree& tree, const ActionSpace& space,
     }
     return static_cast<bool>(r[positions[q].depth]);
   };
+  const bool splits_fit = tree.num_loops() + kMaxLoopsASplitAdds <= limits.max_loops;
   std::vector<bool> mask;
   for (const Action& a : space.actions) {
     if (a.level >= loops || a.target >= loops) {  // kNoSuchLoop, without building a tree
       mask.push_back(false);
     } else if (a.kind == Action::Kind::kInterchange && a.level >= 0 && a.target >= 0) {
       mask.push_back(reaches(a.level, a.target));
+    } else if (a.kind == Action::Kind::kSplit && a.level >= 0 && splits_fit) {
+      // Its precondition alone: no split can take the tree past the limits.
+      const Cursor at = positions[a.level];
+      mask.push_back(CheckSplitAt(tree.schedule(at.statement).compute, at.depth, a.factor) ==
+                     NoEffectReason::kNone);
     } else {
       mask.push_back(CheckApplicable(tree, a, limits) == NoEffectReason::kNone);
     }

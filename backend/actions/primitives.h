@@ -20,6 +20,12 @@ LoopTree DoSwapUp(const LoopTree& tree);
 LoopTree DoSwapDown(const LoopTree& tree);
 
 NoEffectReason CheckSplit(const LoopTree& tree, int factor);
+// CheckSplit for a cursor on `order[depth]`, without a tree.
+NoEffectReason CheckSplitAt(const LoopOrder& order, int depth, int factor);
+// A bound on the loops a split adds to LoopTree::num_loops(): a compute loop, and a write-back
+// loop where the write nest shares the loop split (a shared loop is one node, so one in fact; the
+// bound does not rely on that).
+inline constexpr int kMaxLoopsASplitAdds = 2;
 LoopTree DoSplit(const LoopTree& tree, int factor);
 NoEffectReason CheckMerge(const LoopTree& tree);
 LoopTree DoMerge(const LoopTree& tree);

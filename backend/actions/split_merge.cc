@@ -34,13 +34,16 @@ void MergeAt(LoopOrder& order, int a, int d) {
 
 }  // namespace
 
-NoEffectReason CheckSplit(const LoopTree& tree, int factor) {
-  const Cursor c = tree.cursor();
-  const LoopOrder& order = tree.schedule(c.statement).compute;
-  if (int64_t{factor} * InnerExtent(order, c.depth) >= Extent(order, c.depth)) {
+NoEffectReason CheckSplitAt(const LoopOrder& order, int depth, int factor) {
+  if (int64_t{factor} * InnerExtent(order, depth) >= Extent(order, depth)) {
     return NoEffectReason::kSplitNotSmaller;
   }
   return NoEffectReason::kNone;
+}
+
+NoEffectReason CheckSplit(const LoopTree& tree, int factor) {
+  const Cursor c = tree.cursor();
+  return CheckSplitAt(tree.schedule(c.statement).compute, c.depth, factor);
 }
 
 LoopTree DoSplit(const LoopTree& tree, int factor) {

@@ -80,11 +80,13 @@ void CheckRandomSequences(const ActionSpace& space, bool legal_only, uint32_t se
       }
       SCOPED_TRACE(LoopTreeText(tree));
       // The mask (which shares interchanges' swaps between targets) says of every action what
-      // applying it says, under the default limits and under limits the tree just fits.
+      // applying it says, under the default limits, limits the tree just fits and limits with room
+      // for one more loop.
       if (legal_only && seq < kMaskChecksPerProgram) {
-        Limits tight;
+        Limits tight, one_more;
         tight.max_loops = tree.num_loops();
-        for (const Limits& limits : {Limits{}, tight}) {
+        one_more.max_loops = tree.num_loops() + 1;
+        for (const Limits& limits : {Limits{}, tight, one_more}) {
           const std::vector<bool> mask = ActionMask(tree, space, limits);
           ASSERT_EQ(mask.size(), space.actions.size());
           for (int a = 0; a < space.size(); ++a) {
