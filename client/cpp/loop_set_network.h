@@ -1,6 +1,7 @@
 // LoopSetNetwork: a loop_set policy's network (client/python/looptool/rl/loop_set.py) evaluated in
-// double, its layers' weights converted once, every row at once. For the rows x_r of an
-// observation (a row is real when x_r[0] > 0.5):
+// double (its numbers reach the tens, and float rounding through its five layers would drift past
+// 1e-5 from PyTorch's), its layers' weights converted once, every row at once. For the rows x_r
+// of an observation (a row is real when x_r[0] > 0.5):
 //   e_r = trunk(x_r)                       (ReLU after every trunk layer)
 //   c   = [mean of e over real rows, max of e over real rows]   (zeros when no row is real)
 //   h_r = relu(mix([e_r, c]))
