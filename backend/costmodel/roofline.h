@@ -6,7 +6,8 @@
 //   working set  the same bytes (kernels are timed by repeated runs over the same buffers, so the
 //                data stays where it fits): its level is the smallest that holds it (DRAM when
 //                none does), its bandwidth the host's read bandwidth over a buffer of that
-//                size (MemoryProfile::BandwidthOf: the curve's point at or below it);
+//                size (MemoryProfile::BandwidthOf: the curve's point at or below it, raised
+//                to any larger buffer's where the curve dips);
 //   seconds      max(flops / peak, bytes / that bandwidth);
 //   fraction     bound seconds / measured seconds (1 = at the bound).
 //

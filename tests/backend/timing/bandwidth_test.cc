@@ -200,5 +200,22 @@ TEST(MemoryProfile, LevelAndBandwidthOfAWorkingSet) {
   EXPECT_EQ(m.BandwidthOf(1 << 30), 180);
 }
 
+TEST(MemoryProfile, ADipInTheCurveIsRaisedToTheLargerBuffersPoint) {
+  MemoryProfile m;
+  m.levels = {{"L1", 32 << 10}, {"L2", 1 << 20}, {"DRAM", 0}};
+  // 256 KiB measured slower than 512 KiB (a VM's curve): the true bandwidth at 256 KiB is at
+  // least what 512 KiB reached.
+  m.bandwidth = {{64 << 10, 504}, {128 << 10, 254}, {256 << 10, 194}, {512 << 10, 259},
+                 {1 << 20, 185}, {2 << 20, 129}};
+  EXPECT_EQ(m.BandwidthOf(100), 504);         // below every buffer: the first point
+  EXPECT_EQ(m.BandwidthOf(100 << 10), 504);   // 64 KiB's point is above every later one
+  EXPECT_EQ(m.BandwidthOf(200 << 10), 259);   // 128 KiB's point raised to 512 KiB's
+  EXPECT_EQ(m.BandwidthOf(301056), 259);      // 256 KiB's dip raised to 512 KiB's point
+  EXPECT_EQ(m.BandwidthOf(512 << 10), 259);
+  EXPECT_EQ(m.BandwidthOf(600 << 10), 259);
+  EXPECT_EQ(m.BandwidthOf(1 << 20), 185);
+  EXPECT_EQ(m.BandwidthOf(int64_t{1} << 40), 129);  // past every buffer: the last point
+}
+
 }  // namespace
 }  // namespace looptool
