@@ -19,6 +19,10 @@ ranked by its cost model untimed, then timed in that order while --policy-second
 time from the CLI's start of the search to its result), `--search=
 policy_guided` within --guided-seconds, and the default search (evolution) within
 --search-seconds. Ratios are of the server's GFLOPS for the final kernels, measured in this run.
+Then, per set, the final kernels of policy, policy_guided and the search are re-timed side by side
+(`looptool eval`, --retime-rounds interleaved rounds, the fastest of each kept): the second table's
+ratios compare kernels measured alike, where the first's compare each search's own measurements,
+taken minutes apart (small kernels move by 10-40% between such moments on a shared host).
 Writes policy_search_bench.md and .csv under --out.
 """
 import argparse
@@ -79,6 +83,55 @@ def tune(cli: str, address: str, uris: Sequence[str], search: str, seconds: floa
     if not out:
         raise SystemExit(f"looptool tune {search} failed: {proc.stderr.strip()[-400:]}")
     return out
+
+
+def strip_cursor(ir: str) -> str:
+    """A program's `ir` text without its cursor line: the schedule alone."""
+    return "\n".join(line for line in ir.splitlines() if not line.startswith("cursor"))
+
+
+def retime(cli: str, address: str, uri: str, actions: Sequence[str], seconds: float,
+           ir: str) -> float:
+    """The fastest of `looptool eval`'s re-timings (--eval_seconds) of the kernel that `actions`
+    (loop_nest's) make from the program's start; 0 when it fails, or when the schedule it gets
+    is not `ir`'s (the one the search reported)."""
+    cmd = [cli, "eval", f"--benchmark={uri}", "--action_space=loop_nest",
+           "--actions=" + ",".join(actions), f"--eval_seconds={seconds}",
+           f"--server={address}", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            if strip_cursor(str(r.get("ir", ""))) != strip_cursor(ir):
+                print(f"re-timing {uri}: the actions give another schedule than the search's",
+                      file=sys.stderr, flush=True)
+                return 0.0
+            return float(r.get("gflops", 0))
+    print(f"re-timing {uri} failed: {proc.stderr.strip()[-300:]}", file=sys.stderr, flush=True)
+    return 0.0
+
+
+def retime_finals(cli: str, address: str, uris: Sequence[str],
+                  finals: Dict[str, Dict[str, Dict[str, object]]], rounds: int,
+                  seconds: float) -> Dict[str, Dict[str, float]]:
+    """{kind: {uri: GFLOPS}}: each kind's final kernel (`finals[kind][uri]`, a CLI result)
+    re-timed by `looptool eval` in `rounds` rounds, the kinds' order rotated each round so that
+    none is always timed first, the fastest kept; a kernel two kinds share (the same actions) is
+    timed once a round and counts for both."""
+    best: Dict[str, Dict[str, float]] = {k: {} for k in finals}
+    kinds = list(finals)
+    for r in range(rounds):
+        for u in uris:
+            seen: Dict[Tuple[str, ...], float] = {}
+            for k in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+                res = finals[k].get(u)
+                if res is None or "actions" not in res:
+                    continue
+                key: Tuple[str, ...] = tuple(res["actions"])  # type: ignore
+                if key not in seen:
+                    seen[key] = retime(cli, address, u, key, seconds, str(res.get("ir", "")))
+                best[k][u] = max(best[k].get(u, 0.0), seen[key])
+    return best
 
 
 def untrained_like(policy: str, out: str) -> str:
@@ -148,6 +201,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "column of ratios each, and a baselines table")
     p.add_argument("--greedy", action="store_true",
                    help="also the greedy episode alone (--policy_candidates=1)")
+    p.add_argument("--retime-rounds", type=int, default=3,
+                   help="after each set's searches, the final kernels of policy, policy_guided "
+                        "and the search re-timed (`looptool eval`) in this many interleaved "
+                        "rounds, the fastest of each kept: ratios of kernels timed alike, side "
+                        "by side (0: none)")
+    p.add_argument("--retime-seconds", type=float, default=0.2,
+                   help="--eval_seconds of each re-timing")
     args = p.parse_args(argv)
     baselines = []
     for spec in (x for x in args.baselines.split(",") if x):
@@ -191,6 +251,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                           args.policy)
             search = tune(args.cli, server.address, uris, "evolution", args.search_seconds,
                           args.policy)
+            retimed = (retime_finals(args.cli, server.address, uris,
+                                     {"search": search, "policy": policy, "guided": guided},
+                                     args.retime_rounds, args.retime_seconds)
+                       if args.retime_rounds > 0 else {})
             for u in uris:
                 if u not in policy or u not in search:
                     continue
@@ -205,7 +269,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "guided_seconds": float(guided[u]["seconds"]) if u in guided else 0.0,
                        "guided_timed": int(guided[u].get("states_evaluated", 0))  # type: ignore
                        if u in guided else 0,
-                       "policy_actions": " ".join(policy[u]["actions"])}  # type: ignore
+                       "policy_actions": " ".join(policy[u]["actions"]),  # type: ignore
+                       "search_actions": " ".join(search[u]["actions"])}  # type: ignore
                 if u in greedy:
                     row["greedy_gflops"] = float(greedy[u]["gflops"])  # type: ignore[arg-type]
                     row["greedy_seconds"] = float(greedy[u]["seconds"])  # type: ignore
@@ -219,6 +284,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         row[f"{name}_ratio"] = g / g_search if g_search else 0.0
                 row["policy_ratio"] = row["policy_gflops"] / g_search if g_search else 0.0
                 row["guided_ratio"] = row["guided_gflops"] / g_search if g_search else 0.0
+                if retimed:
+                    g_search_again = retimed["search"].get(u, 0.0)
+                    for k in ("search", "policy", "guided"):
+                        row[f"{k}_retimed_gflops"] = retimed[k].get(u, 0.0)
+                    for k in ("policy", "guided"):
+                        g = retimed[k].get(u, 0.0)
+                        row[f"{k}_retimed_ratio"] = (g / g_search_again
+                                                     if g_search_again and g else 0.0)
                 if u in untrained:
                     row["untrained_gflops"] = float(untrained[u]["gflops"])  # type: ignore
                     row["untrained_seconds"] = float(untrained[u]["seconds"])  # type: ignore
@@ -269,6 +342,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      f"{geomean(gr):.3f} | {min(gr):.3f} | "
                      f"{sum(gsecs) / len(gsecs):.2f} ({max(gsecs):.2f}) | "
                      f"{geomean([float(r.get('trained_over_untrained', 0)) for r in rs]):.2f} |")
+    if args.retime_rounds > 0:
+        lines += ["", "Re-timed side by side: after each set's searches, the final kernels of "
+                  "`policy`, `policy_guided` and the search, each re-timed by `looptool eval "
+                  f"--eval_seconds={args.retime_seconds:g}` in {args.retime_rounds} interleaved "
+                  "rounds on the same server, the fastest of each kept (a kernel two of them "
+                  "share timed once a round). The table above compares each search's own "
+                  "measurements, taken minutes apart, the search's the fastest re-timing of its "
+                  "best 3; this one compares kernels measured alike.", "",
+                  "| set | programs | policy / search, geomean | min | below 0.8 | below 0.95 | "
+                  "guided / search, geomean | min | below 1.0 |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for which, rs in groups:
+            pr = [float(r.get("policy_retimed_ratio", 0)) for r in rs]  # type: ignore
+            gr = [float(r.get("guided_retimed_ratio", 0)) for r in rs]  # type: ignore
+            failed = sum(x <= 0 for x in pr + gr)
+            pr, gr = [x for x in pr if x > 0], [x for x in gr if x > 0]
+            if not pr or not gr:
+                continue
+            lines.append(f"| {which} | {len(rs)}" + (f" ({failed} not re-timed)" if failed
+                                                      else "") +
+                         f" | {geomean(pr):.3f} | {min(pr):.3f} | {sum(x < 0.8 for x in pr)} | "
+                         f"{sum(x < 0.95 for x in pr)} | {geomean(gr):.3f} | {min(gr):.3f} | "
+                         f"{sum(x < 1.0 for x in gr)} |")
     columns = [("untrained", "untrained_ratio")] if args.untrained else []
     columns += [(name, f"{name}_ratio") for name, _, _ in baselines]
     columns += ([("greedy", "greedy_ratio")] if args.greedy else [])
