@@ -77,8 +77,11 @@ absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& 
 absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& episodes);
 
 // `episodes` (ranked: RankEpisodes) timed in order, `max_timed` at most: the first whatever the
-// time, each other while `deadline` lasts; the fastest is the result (states_evaluated: how many
-// were timed; seconds since `t0`). A kernel the server cannot measure (over its limits) is passed
+// time, each other while `deadline` less a reserve (5% of the time from `t0`) lasts. Then the
+// two fastest are re-timed (StateSource::Remeasure), the faster first, each while the time to
+// `deadline` holds the longest timing call made: a kernel's GFLOPS is the faster of its timing
+// and its re-timing (retimed, with the peak measured beside it; on_retimed hears it). The
+// fastest is the result (states_evaluated: how many were timed; seconds since `t0`). A kernel the server cannot measure (over its limits) is passed
 // over; when none is measured, the first one's error (FAILED_PRECONDITION when `episodes` is
 // empty or `max_timed` below 1).
 absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,

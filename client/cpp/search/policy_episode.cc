@@ -25,6 +25,7 @@ absl::StatusOr<SearchResult> TimeFinalState(StateSource& source, SearchResult ou
   out.gflops = last.Find("flops")->number;
   out.search_gflops = out.gflops;
   out.peak_gflops = last.Find("peak_gflops")->number;
+  out.server_peak_gflops = out.peak_gflops;
   out.states_evaluated = 1;
   out.seconds = absl::ToDoubleSeconds(clock.Now() - t0);
   if (options.on_measured && out.gflops > 0) {

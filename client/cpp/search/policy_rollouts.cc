@@ -18,6 +18,10 @@ namespace looptool::client::internal {
 namespace {
 
 constexpr int kStop = -1;
+// TimeRankedEpisodes: the share of its time kept from new timings for re-timing the fastest,
+// and how many of them it re-times.
+constexpr double kRetimeReserve = 0.05;
+constexpr int kRetimedFinalists = 2;
 // Alternatives kept per step of an episode: the choices after the one taken, most likely first.
 constexpr int kAlternativesPerStep = 3;
 
@@ -185,27 +189,62 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
                                                 int max_timed, absl::Time deadline,
                                                 const SearchOptions& options, const Clock& clock,
                                                 absl::Time t0) {
-  SearchResult best;
+  // New candidates are timed until the reserve; re-timings use it (and any time the timings
+  // left), each only where it fits: one takes about as long as the longest timing call so far.
+  const absl::Time timing_deadline = deadline - kRetimeReserve * (deadline - t0);
+  struct Timed {
+    SearchResult result;
+    StateSource* source = nullptr;
+  };
+  std::vector<Timed> timed;
   absl::Status first_error;
-  int timed = 0;
+  absl::Duration longest_call;
   for (PolicyEpisodeEnd& e : episodes) {
-    if (timed >= max_timed || (timed > 0 && clock.Now() >= deadline)) break;
-    e.source->set_deadline(timed == 0 ? absl::InfiniteFuture() : deadline);
+    if (static_cast<int>(timed.size()) >= max_timed ||
+        (!timed.empty() && clock.Now() >= timing_deadline)) {
+      break;
+    }
+    e.source->set_deadline(timed.empty() ? absl::InfiniteFuture() : timing_deadline);
     SearchResult out;
     for (int a : e.path) out.actions.push_back(start.action_names()[a]);
+    const absl::Time called = clock.Now();
     absl::StatusOr<SearchResult> r = TimeFinalState(*e.source, std::move(out), options, clock, t0);
+    longest_call = std::max(longest_call, clock.Now() - called);
     if (!r.ok()) {
       if (first_error.ok()) first_error = r.status();
       continue;
     }
-    ++timed;
-    if (r->gflops > best.gflops) best = *std::move(r);
+    timed.push_back({*std::move(r), e.source.get()});
   }
-  if (timed == 0) {
+  if (timed.empty()) {
     return first_error.ok() ? absl::FailedPreconditionError("no episode to time") : first_error;
   }
-  best.states_evaluated = timed;
-  best.search_gflops = best.gflops;
+  const int count = static_cast<int>(timed.size());
+  std::stable_sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
+    return a.result.gflops > b.result.gflops;
+  });
+  // The fastest few re-timed where they fit (a slow spell of the host during one short timing
+  // misreads a small kernel by tens of percent): each kernel's GFLOPS the faster of its timing
+  // and its re-timing, the peak measured beside a re-timing reported with it.
+  for (int i = 0; i < std::min(count, kRetimedFinalists); ++i) {
+    if (clock.Now() + longest_call > deadline) break;
+    Timed& t = timed[i];
+    if (t.result.gflops <= 0) break;
+    const absl::StatusOr<Retiming> again = t.source->Remeasure();
+    if (!again.ok()) continue;
+    t.result.retimed = true;
+    if (again->gflops > t.result.gflops) t.result.gflops = again->gflops;
+    if (options.on_retimed) options.on_retimed(KernelKey(t.result.ir), t.result.gflops);
+    if (again->peak_gflops > 0) {
+      t.result.peak_gflops = again->peak_gflops;
+      t.result.peak_beside_retimed = true;
+    }
+  }
+  SearchResult best = std::move(std::max_element(timed.begin(), timed.end(),
+                                                 [](const Timed& a, const Timed& b) {
+                                                   return a.result.gflops < b.result.gflops;
+                                                 })->result);
+  best.states_evaluated = count;
   best.seconds = absl::ToDoubleSeconds(clock.Now() - t0);
   return best;
 }

@@ -14,14 +14,16 @@
 //                         resulting state it values most; a loop_set policy with a cost model
 //                         ends its likeliest episodes (policy_candidates) untimed and times the
 //                         ones its cost model ranks first while its budget lasts
-//                         (policy_timed, policy_seconds), keeping the fastest
-//                         (policy_episode.cc)
+//                         (policy_timed, policy_seconds), keeping the fastest, the two
+//                         fastest re-timed where the budget still holds a timing
+//                         (policy_episode.cc, policy_rollouts.cc)
 //   policy_guided         best-first over measured states, expanding each by the policy's
 //                         top-ranked actions, the policy's own episode first; with a
 //                         sketch_value policy, evolution from the sketches it values in its top
 //                         half, in its order (policy_guided.cc); with a loop_set policy, its
 //                         likeliest episodes (guided_candidates) untimed, then timed in the
-//                         order its cost model ranks them while time lasts (policy_rollouts.cc)
+//                         order its cost model ranks them while time lasts, the two fastest
+//                         re-timed in the last 5% (policy_rollouts.cc)
 // Children are evaluated on forks of the session, ranked by measured GFLOPS (the published code
 // ranks beams by action name, a bug not copied here), and states already visited are never
 // measured again (searcher.h). Every algorithm stops at a hard time limit.
@@ -95,7 +97,8 @@ struct SearchOptions {
   // (1: the greedy episode only, timed).
   int policy_candidates = 16;
   // policy, as above: the candidates the cost model ranks first timed, this many at most (the
-  // first whatever the time, the others while policy_seconds lasts); the fastest is the result.
+  // first whatever the time, the others while policy_seconds lasts, less 5% kept for re-timing
+  // the two fastest where a timing still fits); the fastest is the result.
   int policy_timed = 16;
   // policy, as above: its budget, from the start (the time limit where that is shorter): half
   // of it for the episodes, the rest for timing them. Below 1 timed or 0 s: INVALID_ARGUMENT.

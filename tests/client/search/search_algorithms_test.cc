@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -586,6 +587,70 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
   Trial short_guided = trial("policy_guided", 0.012);
   ASSERT_TRUE(short_guided.Go().ok());
   EXPECT_EQ(short_guided.world->measured.size(), 1u);
+}
+
+TEST(SearchAlgorithms, ALoopSetPolicyRetimesItsTwoFastestCandidatesWhereTheyFit) {
+  const Policy policy = LoopSetWithDistanceCost();
+  Trial t("policy", 5);
+  t.world->loop_set = true;
+  t.options.policy = &policy;
+  t.options.policy_candidates = 16;
+  t.options.policy_timed = 3;
+  // The fastest re-times slower (its timing stands), the second 1.5x faster (a slow spell
+  // during its timing): the second is the result, at its re-timed speed.
+  t.world->remeasure_factors = {0.9, 1.5};
+  t.world->remeasure_peak = 123;
+  std::vector<std::pair<std::string, double>> heard;
+  t.options.on_retimed = [&heard](const std::string& kernel, double gflops) {
+    heard.emplace_back(kernel, gflops);
+  };
+  absl::StatusOr<SearchResult> r = t.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<std::string>& three = t.world->measured;
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(r->states_evaluated, 3);
+  EXPECT_EQ(t.world->remeasured, 2);
+  std::vector<std::pair<double, std::string>> by_speed;
+  for (const std::string& ir : three) {
+    std::vector<int> knobs;
+    for (absl::string_view part : absl::StrSplit(ir.substr(6), ' ')) {
+      int k = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(part, &k));
+      knobs.push_back(k);
+    }
+    by_speed.emplace_back(t.world->Gflops(knobs), ir);
+  }
+  std::sort(by_speed.rbegin(), by_speed.rend());
+  ASSERT_GT(1.5 * by_speed[1].first, by_speed[0].first);
+  EXPECT_EQ(r->ir, by_speed[1].second);
+  EXPECT_DOUBLE_EQ(r->gflops, 1.5 * by_speed[1].first);
+  EXPECT_DOUBLE_EQ(r->search_gflops, by_speed[1].first);
+  EXPECT_TRUE(r->retimed);
+  EXPECT_TRUE(r->peak_beside_retimed);
+  EXPECT_EQ(r->peak_gflops, 123);
+  // on_retimed hears each with its kernel key (the ir's lines, cursor left out) and its GFLOPS.
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_EQ(heard[0], std::pair(by_speed[0].second + "\n", by_speed[0].first));
+  EXPECT_EQ(heard[1], std::pair(by_speed[1].second + "\n", 1.5 * by_speed[1].first));
+  // One candidate timed: it alone is re-timed.
+  Trial one("policy", 5);
+  one.world->loop_set = true;
+  one.options.policy = &policy;
+  one.options.policy_candidates = 16;
+  one.options.policy_timed = 1;
+  ASSERT_TRUE(one.Go().ok());
+  EXPECT_EQ(one.world->remeasured, 1);
+  // Timings that fill the budget (10 ms each in 60 ms) leave no room: none re-timed, none past.
+  Trial full("policy", 5);
+  full.world->loop_set = true;
+  full.options.policy = &policy;
+  full.options.policy_seconds = 0.06;
+  const absl::Time t0 = full.world->clock.Now();
+  absl::StatusOr<SearchResult> rf = full.Go();
+  ASSERT_TRUE(rf.ok()) << rf.status();
+  EXPECT_EQ(full.world->remeasured, 0);
+  EXPECT_FALSE(rf->retimed);
+  EXPECT_LE(full.world->clock.Now() - t0, absl::Milliseconds(60));
 }
 
 // Tuning records: every kernel the world measured is reported once, in order, with actions that
