@@ -400,6 +400,17 @@ Policy LoopSetWithDistanceCost(const nlohmann::json& members = nlohmann::json())
   return *std::move(p);
 }
 
+// The knobs of a fake state's key ("knobs 5 2 7" -> {5, 2, 7}).
+std::vector<int> Knobs(const std::string& key) {
+  std::vector<int> knobs;
+  for (absl::string_view part : absl::StrSplit(key.substr(6), ' ')) {
+    int k = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(part, &k)) << key;
+    knobs.push_back(k);
+  }
+  return knobs;
+}
+
 // The cost model's score of a fake state's key ("knobs 5 2 7").
 double DistanceScore(const std::string& key) {
   const std::vector<int> target = FakeWorld().target;
@@ -497,12 +508,7 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
   double fastest3 = 0;
   std::string fastest3_ir;
   for (const std::string& ir : three) {
-    std::vector<int> knobs;
-    for (absl::string_view part : absl::StrSplit(ir.substr(6), ' ')) {
-      int k = 0;
-      ASSERT_TRUE(absl::SimpleAtoi(part, &k));
-      knobs.push_back(k);
-    }
+    const std::vector<int> knobs = Knobs(ir);
     if (top3.world->Gflops(knobs) > fastest3) {
       fastest3 = top3.world->Gflops(knobs);
       fastest3_ir = ir;
@@ -574,13 +580,7 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
     if (i > 0) {
       EXPECT_LE(DistanceScore(timed[i]), DistanceScore(timed[i - 1])) << i;
     }
-    std::vector<int> knobs;
-    for (absl::string_view part : absl::StrSplit(timed[i].substr(6), ' ')) {
-      int k = 0;
-      ASSERT_TRUE(absl::SimpleAtoi(part, &k));
-      knobs.push_back(k);
-    }
-    fastest = std::max(fastest, guided.world->Gflops(knobs));
+    fastest = std::max(fastest, guided.world->Gflops(Knobs(timed[i])));
   }
   EXPECT_DOUBLE_EQ(best->gflops, fastest);
   // A time limit that ends before the second timing: the first is timed, nothing else.
@@ -611,15 +611,7 @@ TEST(SearchAlgorithms, ALoopSetPolicyRetimesItsTwoFastestCandidatesWhereTheyFit)
   EXPECT_EQ(r->states_evaluated, 3);
   EXPECT_EQ(t.world->remeasured, 2);
   std::vector<std::pair<double, std::string>> by_speed;
-  for (const std::string& ir : three) {
-    std::vector<int> knobs;
-    for (absl::string_view part : absl::StrSplit(ir.substr(6), ' ')) {
-      int k = 0;
-      ASSERT_TRUE(absl::SimpleAtoi(part, &k));
-      knobs.push_back(k);
-    }
-    by_speed.emplace_back(t.world->Gflops(knobs), ir);
-  }
+  for (const std::string& ir : three) by_speed.emplace_back(t.world->Gflops(Knobs(ir)), ir);
   std::sort(by_speed.rbegin(), by_speed.rend());
   ASSERT_GT(1.5 * by_speed[1].first, by_speed[0].first);
   EXPECT_EQ(r->ir, by_speed[1].second);
