@@ -209,6 +209,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--retime-seconds", type=float, default=0.2,
                    help="--eval_seconds of each re-timing")
     args = p.parse_args(argv)
+    if args.retime_rounds < 0:
+        p.error(f"--retime-rounds must be 0 or more, not {args.retime_rounds}")
+    if not 0 < args.retime_seconds <= 60:
+        p.error(f"--retime-seconds must be above 0 and at most 60 (looptool eval's "
+                f"--eval_seconds), not {args.retime_seconds}")
     baselines = []
     for spec in (x for x in args.baselines.split(",") if x):
         name, _, path = spec.partition("=")
