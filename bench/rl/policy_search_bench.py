@@ -14,8 +14,9 @@ Sets: the 25 test matmuls of mm64_256_16_range-v0 (tune_bench's choice), the 12 
 every layer of resnet18-v0, mobilenet_v2-v0 and bert_base-v0 (never trained on), and the first
 --catalog-count test programs of each other catalog dataset. For each program, on one server (one
 kernel worker core): `--search=policy` (the policy's likeliest episodes from the untiled nest,
-ranked by its cost model untimed, then timed in that order while --policy-seconds last, at most
---policy-timed of them, the fastest kept; wall
+ranked by its cost model untimed, then timed in that order while --policy-seconds last, wave
+after wave of the next likeliest while time is left, at most --policy-timed in all, the fastest
+kept; wall
 time from the CLI's start of the search to its result), `--search=
 policy_guided` within --guided-seconds, and the default search (evolution) within
 --search-seconds. Ratios are of the server's GFLOPS for the final kernels, measured in this run.
@@ -181,9 +182,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "its cost model too (same sizes, untrained)")
     p.add_argument("--policy-candidates", type=int, default=16,
                    help="--search=policy: episodes ranked by the policy's cost model (1: greedy)")
-    p.add_argument("--policy-timed", type=int, default=16,
-                   help="--search=policy: the ranked episodes timed in order, this many at most, "
-                        "the fastest kept (every policy of the run)")
+    p.add_argument("--policy-timed", type=int, default=64,
+                   help="--search=policy: the ranked episodes timed in order in all waves, this "
+                        "many at most, the fastest kept (every policy of the run)")
     p.add_argument("--policy-seconds", type=float, default=0.3,
                    help="--search=policy: its budget, episodes and timings (every policy of the "
                         "run; the time limit is 60 s)")
@@ -320,8 +321,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
              f"and `--search=policy_guided` ({args.guided_seconds:g} s) over the default search "
              f"(evolution, {args.search_seconds:g} s).", "",
              f"`policy` ranks its {args.policy_candidates} likeliest episodes by its cost model, "
-             f"untimed, and times them in that order, {args.policy_timed} at most, while "
-             f"{args.policy_seconds:g} s from its start last (the first whatever the time), "
+             f"untimed, and times them in that order while {args.policy_seconds:g} s from its "
+             f"start last (the first whatever the time), then the next {args.policy_candidates} "
+             f"likeliest likewise while time is left, {args.policy_timed} timed at most in all, "
              "keeping the fastest; `top1` "
              "times the first alone; `greedy` is its greedy episode alone." +
              (f" The policy's own run with `{args.policy_extra}`." if args.policy_extra else ""),

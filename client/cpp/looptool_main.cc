@@ -72,19 +72,25 @@ ABSL_FLAG(std::string, policy, "",
           "untiled nest in loop_nest, learned from tuning records, "
           "datasets/policies/loop_set.json)");
 ABSL_FLAG(int, policy_candidates, 16,
-          "policy, with a loop_set policy that has a cost model: its likeliest episodes, untimed, "
-          "and the --policy_timed its cost model ranks first timed (1: the greedy episode only; "
-          "a policy with member networks shares them between its networks), 1..1024");
-ABSL_FLAG(int, policy_timed, 16,
-          "policy, with --policy_candidates above 1: the candidates its cost model ranks first "
-          "timed in that order, this many at most (the first whatever the time, the others "
-          "while --policy_seconds lasts), the fastest kept, 1..1024");
+          "policy, with a loop_set policy that has a cost model: its likeliest episodes per "
+          "wave, untimed, timed in the order its cost model ranks them, another wave of the next "
+          "likeliest while time is left (1: the greedy episode only; a policy with member "
+          "networks shares them between its networks), 1..1024");
+ABSL_FLAG(int, policy_timed, 64,
+          "policy, with --policy_candidates above 1: the candidates timed in all waves, this "
+          "many at most (the first whatever the time, the others while --policy_seconds lasts), "
+          "the fastest kept, 1..1024");
 ABSL_FLAG(double, policy_seconds, 0.3,
           "policy, with --policy_candidates above 1: its budget (--time_limit where shorter), "
-          "half of it for the episodes, the rest for timing them, 0.001..3600");
+          "half of it for the first wave's episodes, the rest for timing them and the next "
+          "waves, 0.001..3600");
 ABSL_FLAG(int, guided_candidates, 256,
-          "policy_guided, with a loop_set policy: its likeliest episodes, timed in the order its "
-          "cost model ranks them while the time lasts, 1..1024");
+          "policy_guided, with a loop_set policy: its likeliest episodes per wave, timed in the "
+          "order its cost model ranks them while the time lasts, another wave while time is "
+          "left, 1..1024");
+ABSL_FLAG(int, guided_timed, 1024,
+          "policy_guided, with a loop_set policy: the candidates timed in all waves, this many at "
+          "most, 1..1024");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
@@ -532,7 +538,8 @@ absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
                    &tune.search.policy_candidates),
         std::tuple(&FLAGS_policy_timed, "--policy_timed", &tune.search.policy_timed),
         std::tuple(&FLAGS_guided_candidates, "--guided_candidates",
-                   &tune.search.guided_candidates)}) {
+                   &tune.search.guided_candidates),
+        std::tuple(&FLAGS_guided_timed, "--guided_timed", &tune.search.guided_timed)}) {
     const int n = absl::GetFlag(*flag);
     if (n < 1 || n > 1024) {
       return absl::InvalidArgumentError(absl::StrCat(name, " must be in 1..1024, not ", n));

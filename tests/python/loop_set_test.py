@@ -580,15 +580,16 @@ class LoopSetTest(unittest.TestCase):
                                  check=True, capture_output=True, text=True).stdout
             result = json.loads(out.strip().splitlines()[-1])
             self.assertEqual(result["actions"], r.actions)
-            # policy_guided: the likeliest episodes (at most --guided_candidates), timed in the
-            # order the server's cost model (this policy has none) ranks them while time lasts
+            # policy_guided: waves of the likeliest episodes (--guided_candidates each), timed in
+            # the order the server's cost model (this policy has none) ranks them while time
+            # lasts: with time left after the first five, a second wave, nine timed in all.
             out = subprocess.run([CLI, "tune", f"--benchmark={program}",
                                   "--search=policy_guided", f"--policy={path}", "--time_limit=30",
-                                  "--guided_candidates=5", f"--server={self.server.address}",
-                                  "--json"], check=True, capture_output=True, text=True).stdout
+                                  "--guided_candidates=5", "--guided_timed=9",
+                                  f"--server={self.server.address}", "--json"],
+                                 check=True, capture_output=True, text=True).stdout
             guided = json.loads(out.strip().splitlines()[-1])
-            self.assertGreaterEqual(guided["states_evaluated"], 2)
-            self.assertLessEqual(guided["states_evaluated"], 5)
+            self.assertEqual(guided["states_evaluated"], 9)
             self.assertGreater(guided["gflops"], 0)
             self.assertTrue(guided["actions"])
             # With a cost model: Python's ranked rollout and C++'s --search=policy choose the
@@ -606,6 +607,7 @@ class LoopSetTest(unittest.TestCase):
                     self.assertEqual(len({e.features for e in eps}), len(eps))
                     self.assertGreater(len(eps), 2)
                     self.assertEqual([e.loss for e in eps], sorted(e.loss for e in eps))
+                    eight = sorted(float(e.env.observe(["flops"])["flops"]) for e in eps)
                 finally:
                     for e in eps:
                         e.env.close()
@@ -615,10 +617,12 @@ class LoopSetTest(unittest.TestCase):
                 # GFLOPS the faster of its timing and its re-timing (a runner-up re-timed far
                 # faster wins). The server's re-timings are replaced by a scripted one here.
                 retimed: list = []
-                answers = iter([(0.5, 0.0), (1e9, 0.0), (0.5, 0.0)])
+                answers = iter([(0.5, 0.0), (1e9, 0.0), (0.5, 0.0), (0.5, 0.0), (0.5, 0.0)])
+
+                observe = LoopToolEnv.observe  # unpatched
 
                 def scripted(e: LoopToolEnv) -> tuple:
-                    retimed.append(float(e.observe(["flops"])["flops"]))
+                    retimed.append(float(observe(e, ["flops"])["flops"]))
                     return next(answers)
                 with unittest.mock.patch.object(LoopToolEnv, "remeasure", scripted):
                     three = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
@@ -631,6 +635,24 @@ class LoopSetTest(unittest.TestCase):
                     self.assertEqual(len(retimed), 3)  # the one timed, re-timed
                     self.assertEqual(one.actions, ranked.actions)
                     self.assertEqual(one.gflops, retimed[2])  # its timing (0.5 is slower)
+                    # Waves: four likeliest timed, then the next four, then two of the next
+                    # (ten at most): the first two waves' kernels the eight likeliest's (the
+                    # server's timings of a kernel are cached: the same GFLOPS).
+                    timings: list = []
+
+                    def counted(e: LoopToolEnv, names: list, *a: object, **k: object) -> dict:
+                        got = observe(e, names, *a, **k)
+                        if list(names) == ["flops"]:
+                            timings.append(float(got["flops"]))
+                        return got
+                    with unittest.mock.patch.object(LoopToolEnv, "observe", counted):
+                        waves = episodes.ranked_rollout(env, "benchmark://user-v0/ranked",
+                                                        d.program, policy, count=4, timed=10,
+                                                        seconds=60)
+                    self.assertEqual(len(timings), 10)
+                    self.assertEqual(sorted(timings[:8]), eight)
+                    self.assertEqual(len(retimed), 5)  # the two fastest of all waves
+                    self.assertEqual(waves.gflops, max(timings))  # their timings (0.5 slower)
             self.assertIn(ranked.actions, [e.actions for e in eps])
             with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
                              reward_space=None) as env:

@@ -79,20 +79,36 @@ absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& e
 // `episodes` (ranked: RankEpisodes) timed in order, `max_timed` at most: the first whatever the
 // time, each other while `deadline` less a reserve (5% of the time from `t0`) lasts. Then the
 // two fastest are re-timed (StateSource::Remeasure), the faster first, each while the time to
-// `deadline` holds the longest timing call made: a kernel's GFLOPS is the faster of its timing
-// and its re-timing (retimed, with the peak measured beside it; on_retimed hears it). The
-// fastest is the result (states_evaluated: how many were timed; seconds since `t0`). A kernel the server cannot measure (over its limits) is passed
-// over; when none is measured, the first one's error (FAILED_PRECONDITION when `episodes` is
-// empty or `max_timed` below 1).
+// `deadline` holds the longest timing call made (the first also 30 ms for the FMA peak a server
+// measures beside it): a kernel's GFLOPS is the faster of its timing and its re-timing
+// (retimed, with the peak measured beside it; on_retimed hears it). The fastest is the result
+// (states_evaluated: how many were timed; seconds since `t0`). A kernel the server cannot
+// measure (over its limits) is passed over; when none is measured, the first one's error
+// (FAILED_PRECONDITION when `episodes` is empty or `max_timed` below 1).
 absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
                                                 std::vector<PolicyEpisodeEnd>& episodes,
                                                 int max_timed, absl::Time deadline,
                                                 const SearchOptions& options, const Clock& clock,
                                                 absl::Time t0);
 
-// policy_guided for a loop_set policy: LikelyEpisodes (at most options.guided_candidates, in
-// 40% of the time limit), ranked by RankEpisodes, then timed best first while the limit lasts
-// (the first one whatever the limit); the fastest is the result.
+// Waves of a loop_set policy's episodes, timed as TimeRankedEpisodes times them: the first
+// wave LikelyEpisodes' (at most `wave_size`, by `first_wave_until`), ranked by RankEpisodes and
+// timed in order (the first whatever the time); then, while fewer than `max_timed` are timed in
+// all, episodes are left, and the time to where a later wave's timings stop holds two of the
+// longest timing calls made, the next wave: the next likeliest episodes (none ending where an
+// earlier one ended) in half of that time, ranked and timed likewise. A later wave's timings
+// stop at the reserve, or earlier where the time left would not hold the re-timings (two calls
+// as long as the longest timing call and the 30 ms peak). Only the fastest two keep their sessions from
+// one wave to the next. Then the two fastest of all are re-timed where they fit, and the
+// fastest is the result (states_evaluated: how many were timed in all waves).
+absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Policy& policy,
+                                              int depth, int wave_size, int max_timed,
+                                              absl::Time first_wave_until, absl::Time deadline,
+                                              const SearchOptions& options, const Clock& clock,
+                                              absl::Time t0);
+
+// policy_guided for a loop_set policy: TimeEpisodeWaves of options.guided_candidates episodes
+// each, the first wave in 40% of the time limit, options.guided_timed timed at most.
 absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
                                             const Policy& policy, const Clock& clock);
 

@@ -55,23 +55,20 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
   }
   if (policy.kind() == Policy::Kind::kLoopSet && policy.cost_model() != nullptr &&
       options.policy_candidates > 1) {
-    // The budget: policy_seconds, or the time limit where that is shorter. The likeliest
-    // episodes, untimed, in half of it (the greedy one whatever the time); then those its cost
-    // model ranks first timed in that order, policy_timed at most, while it lasts (the first
-    // whatever the time); the fastest kept.
+    // The budget: policy_seconds, or the time limit where that is shorter. Waves of the
+    // likeliest episodes, policy_candidates each, untimed (the first wave in half of the budget,
+    // the greedy one whatever the time); each wave's episodes timed in the order its cost model
+    // ranks them, policy_timed at most in all, while the budget lasts (the first whatever the
+    // time), and another wave while time is left; the fastest kept.
     if (options.policy_timed < 1 || !(options.policy_seconds > 0)) {
       return absl::InvalidArgumentError(
           absl::StrCat("a policy search times 1 candidate or more within more than 0 s, not ",
                        options.policy_timed, " within ", options.policy_seconds, " s"));
     }
     const double budget = std::min(options.time_limit_seconds, options.policy_seconds);
-    ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
-                     LikelyEpisodes(start, policy, options.policy_depth,
-                                    options.policy_candidates, t0 + absl::Seconds(0.5 * budget),
-                                    clock));
-    RETURN_IF_ERROR(RankEpisodes(policy, episodes));
-    return TimeRankedEpisodes(start, episodes, options.policy_timed, t0 + absl::Seconds(budget),
-                              options, clock, t0);
+    return TimeEpisodeWaves(start, policy, options.policy_depth, options.policy_candidates,
+                            options.policy_timed, t0 + absl::Seconds(0.5 * budget),
+                            t0 + absl::Seconds(budget), options, clock, t0);
   }
   const std::string& observation = policy.observation_space();
   const std::vector<std::string> observe = {observation, "action_mask"};

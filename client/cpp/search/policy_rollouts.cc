@@ -22,6 +22,9 @@ constexpr int kStop = -1;
 // and how many of them it re-times.
 constexpr double kRetimeReserve = 0.05;
 constexpr int kRetimedFinalists = 2;
+// What a re-timing may take beyond a timing call: the FMA peak a server measures beside it
+// (LocalTimer: three 10 ms rounds, once a second; the first re-timing pays it).
+constexpr absl::Duration kBesidePeak = absl::Milliseconds(30);
 // Alternatives kept per step of an episode: the choices after the one taken, most likely first.
 constexpr int kAlternativesPerStep = 3;
 
@@ -56,62 +59,88 @@ std::vector<std::pair<int, double>> Choices(const Policy& policy, const std::vec
   return out;
 }
 
-// One network's episodes (LikelyEpisodes), none ending in a state of `finals` (the
-// loop_features of the states other episodes ended in), which gains theirs.
-absl::StatusOr<std::vector<PolicyEpisodeEnd>> NetworkEpisodes(
-    const StateSource& start, const Policy& policy, int depth, int max_episodes,
-    absl::Time deadline, const Clock& clock, std::set<std::vector<float>>& finals) {
-  const std::string& observation = policy.observation_space();
+// One network's episodes (LikelyEpisodes), played on: the greedy one on the first call, then
+// those its untried branches lead to, the most likely first.
+class NetworkEpisodes {
+ public:
+  NetworkEpisodes(const StateSource& start, const Policy& policy, int depth)
+      : start_(start), policy_(policy), depth_(depth) {}
+
+  // Up to `max_episodes` more, none ending in a state of `finals` (the loop_features of the
+  // states other episodes ended in), which gains theirs. The greedy episode is played whatever
+  // the time, and its errors are returned; another's (out of time, a step the server refused)
+  // end that one only.
+  absl::StatusOr<std::vector<PolicyEpisodeEnd>> Next(int max_episodes, absl::Time deadline,
+                                                     const Clock& clock,
+                                                     std::set<std::vector<float>>& finals);
+
+  // No episode is left to play (after the first call).
+  bool exhausted() const { return greedy_played_ && branches_.empty(); }
+
+ private:
+  // Goes on greedily from `r` (the state `end.path` reached), keeping the alternatives.
+  absl::Status GoOn(PolicyEpisodeEnd& end, StepResult r);
+
+  const StateSource& start_;
+  const Policy& policy_;
+  const int depth_;
+  bool greedy_played_ = false;
+  std::priority_queue<Branch> branches_;
+};
+
+absl::Status NetworkEpisodes::GoOn(PolicyEpisodeEnd& end, StepResult r) {
+  const std::string& observation = policy_.observation_space();
+  const std::vector<std::string> observe = {observation, "action_mask"};
+  std::set<std::vector<float>> visited;
+  while (true) {
+    const Value* features = r.Find(observation);
+    if (features == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the server does not send ", observation, ", which the policy reads"));
+    }
+    RETURN_IF_ERROR(CheckFeatures(policy_, features->floats));
+    end.features = features->floats;
+    // Back in a state it has been in: the greedy episode would go round; it stops.
+    if (static_cast<int>(end.path.size()) >= depth_ || !visited.insert(end.features).second) {
+      return absl::OkStatus();
+    }
+    const std::vector<std::pair<int, double>> choices =
+        Choices(policy_, end.features, r.Find("action_mask")->bools, end.path.empty());
+    if (choices.empty()) return absl::OkStatus();
+    for (size_t i = 1; i < choices.size() && i <= kAlternativesPerStep; ++i) {
+      branches_.push(
+          Branch{end.loss + choices[0].second - choices[i].second, end.path, choices[i].first});
+    }
+    if (choices[0].first == kStop) return absl::OkStatus();
+    ASSIGN_OR_RETURN(r, end.source->Step({choices[0].first}, observe));
+    end.path.push_back(choices[0].first);
+  }
+}
+
+absl::StatusOr<std::vector<PolicyEpisodeEnd>> NetworkEpisodes::Next(
+    int max_episodes, absl::Time deadline, const Clock& clock,
+    std::set<std::vector<float>>& finals) {
+  const std::string& observation = policy_.observation_space();
   const std::vector<std::string> observe = {observation, "action_mask"};
   std::vector<PolicyEpisodeEnd> out;
-  std::priority_queue<Branch> branches;
-  // Goes on greedily from `r` (the state `end.path` reached), keeping the alternatives.
-  const auto go_on = [&](PolicyEpisodeEnd& end, StepResult r) -> absl::Status {
-    std::set<std::vector<float>> visited;
-    while (true) {
-      const Value* features = r.Find(observation);
-      if (features == nullptr) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("the server does not send ", observation, ", which the policy reads"));
-      }
-      RETURN_IF_ERROR(CheckFeatures(policy, features->floats));
-      end.features = features->floats;
-      // Back in a state it has been in: the greedy episode would go round; it stops.
-      if (static_cast<int>(end.path.size()) >= depth || !visited.insert(end.features).second) {
-        return absl::OkStatus();
-      }
-      const std::vector<std::pair<int, double>> choices =
-          Choices(policy, end.features, r.Find("action_mask")->bools, end.path.empty());
-      if (choices.empty()) return absl::OkStatus();
-      for (size_t i = 1; i < choices.size() && i <= kAlternativesPerStep; ++i) {
-        branches.push(
-            Branch{end.loss + choices[0].second - choices[i].second, end.path, choices[i].first});
-      }
-      if (choices[0].first == kStop) return absl::OkStatus();
-      ASSIGN_OR_RETURN(r, end.source->Step({choices[0].first}, observe));
-      end.path.push_back(choices[0].first);
-    }
-  };
-  // The greedy episode: its errors are the search's.
-  {
+  if (!greedy_played_) {
+    greedy_played_ = true;
     PolicyEpisodeEnd greedy;
-    ASSIGN_OR_RETURN(greedy.source, start.Fork());
+    ASSIGN_OR_RETURN(greedy.source, start_.Fork());
     greedy.source->set_deadline(absl::InfiniteFuture());  // it is always finished
     ASSIGN_OR_RETURN(StepResult r, greedy.source->Step({}, observe));
-    RETURN_IF_ERROR(go_on(greedy, std::move(r)));
+    RETURN_IF_ERROR(GoOn(greedy, std::move(r)));
     if (finals.insert(greedy.features).second) out.push_back(std::move(greedy));
   }
-  // The others, the most likely first, while there is time: an error (out of time, a step the
-  // server refused) ends that one only.
-  while (static_cast<int>(out.size()) < max_episodes && !branches.empty() &&
+  while (static_cast<int>(out.size()) < max_episodes && !branches_.empty() &&
          clock.Now() < deadline) {
-    Branch b = branches.top();
-    branches.pop();
+    Branch b = branches_.top();
+    branches_.pop();
     PolicyEpisodeEnd end;
     end.loss = b.loss;
     end.path = b.prefix;
     if (b.action != kStop) end.path.push_back(b.action);
-    absl::StatusOr<std::unique_ptr<StateSource>> fork = start.Fork();
+    absl::StatusOr<std::unique_ptr<StateSource>> fork = start_.Fork();
     if (!fork.ok()) break;
     end.source = *std::move(fork);
     end.source->set_deadline(deadline);
@@ -121,13 +150,170 @@ absl::StatusOr<std::vector<PolicyEpisodeEnd>> NetworkEpisodes(
       const Value* features = r->Find(observation);
       if (features == nullptr) continue;
       end.features = features->floats;
-    } else if (!go_on(end, *std::move(r)).ok()) {
+    } else if (!GoOn(end, *std::move(r)).ok()) {
       continue;
     }
     if (!finals.insert(end.features).second) continue;  // a state another episode ended in
     out.push_back(std::move(end));
   }
   return out;
+}
+
+// The policy's and its members' episodes (LikelyEpisodes), wave after wave: each call plays on
+// where the last left off, no episode ending where an earlier one (of any wave) ended.
+class LikelyEpisodeStream {
+ public:
+  LikelyEpisodeStream(const StateSource& start, const Policy& policy, int depth) {
+    networks_.emplace_back(start, policy, depth);
+    for (const Policy& member : policy.members()) networks_.emplace_back(start, member, depth);
+    failed_.assign(networks_.size(), false);
+  }
+
+  // Up to `max_episodes` more by `deadline`, each network's greedy one whatever the time; the
+  // policy's own greedy episode's errors are returned, a member's drop that member.
+  absl::StatusOr<std::vector<PolicyEpisodeEnd>> Next(int max_episodes, absl::Time deadline,
+                                                     const Clock& clock) {
+    const int n = static_cast<int>(networks_.size());
+    std::vector<PolicyEpisodeEnd> out;
+    for (int i = 0; i < n; ++i) {
+      // An even share of the episodes (the first networks one more where they do not divide)
+      // and of the time left.
+      const int share = max_episodes / n + (i < max_episodes % n ? 1 : 0);
+      if (share == 0 || failed_[i] || networks_[i].exhausted()) continue;
+      const absl::Time now = clock.Now();
+      const absl::Time until = deadline <= now ? deadline : now + (deadline - now) / (n - i);
+      absl::StatusOr<std::vector<PolicyEpisodeEnd>> got =
+          networks_[i].Next(share, until, clock, finals_);
+      if (!got.ok()) {
+        if (i == 0) return got.status();  // the policy's own greedy episode failed
+        failed_[i] = true;
+        continue;
+      }
+      for (PolicyEpisodeEnd& e : *got) out.push_back(std::move(e));
+    }
+    return out;
+  }
+
+  // Every network has played all its episodes or failed.
+  bool exhausted() const {
+    for (size_t i = 0; i < networks_.size(); ++i) {
+      if (!failed_[i] && !networks_[i].exhausted()) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<NetworkEpisodes> networks_;
+  std::vector<bool> failed_;
+  std::set<std::vector<float>> finals_;
+};
+
+// Ranked episodes timed, wave after wave, then the fastest re-timed (TimeRankedEpisodes).
+class EpisodeTimer {
+ public:
+  // New candidates are timed until the reserve (kRetimeReserve of the time from `t0` to
+  // `deadline`); re-timings use it, and any time the timings left.
+  EpisodeTimer(const StateSource& start, const SearchOptions& options, const Clock& clock,
+               absl::Time t0, absl::Time deadline)
+      : start_(start),
+        options_(options),
+        clock_(clock),
+        t0_(t0),
+        deadline_(deadline),
+        timing_deadline_(deadline - kRetimeReserve * (deadline - t0)) {}
+
+  // `episodes` timed in order while fewer than `max_timed` are timed in all and `stop` has not
+  // come (the very first whatever the time; each call bounded by `stop`). Only the fastest
+  // kRetimedFinalists keep their sessions; the others' end here (the server bounds a client's
+  // sessions).
+  void Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed, absl::Time stop);
+
+  // Where the timings of a wave after the first stop: at the reserve, or earlier where the time
+  // left would not hold the re-timings (kRetimedFinalists calls as long as the longest timing
+  // call so far, and the peak measured beside the first).
+  absl::Time wave_stop() const {
+    return std::min(timing_deadline_, deadline_ - kRetimedFinalists * longest_call_ - kBesidePeak);
+  }
+
+  // The fastest re-timed where a timing still fits, and the fastest of all the result.
+  absl::StatusOr<SearchResult> Finish();
+
+  int timed() const { return static_cast<int>(timed_.size()); }
+  absl::Time timing_deadline() const { return timing_deadline_; }
+  absl::Duration longest_call() const { return longest_call_; }
+
+ private:
+  struct Timed {
+    SearchResult result;
+    std::unique_ptr<StateSource> source;  // null once it cannot be a finalist
+  };
+  const StateSource& start_;
+  const SearchOptions& options_;
+  const Clock& clock_;
+  const absl::Time t0_;
+  const absl::Time deadline_;
+  const absl::Time timing_deadline_;
+  std::vector<Timed> timed_;  // the fastest first after each Time
+  absl::Status first_error_;
+  absl::Duration longest_call_;
+};
+
+void EpisodeTimer::Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed,
+                        absl::Time stop) {
+  for (PolicyEpisodeEnd& e : episodes) {
+    if (timed() >= max_timed || (!timed_.empty() && clock_.Now() >= stop)) break;
+    e.source->set_deadline(timed_.empty() ? absl::InfiniteFuture() : stop);
+    SearchResult out;
+    for (int a : e.path) out.actions.push_back(start_.action_names()[a]);
+    const absl::Time called = clock_.Now();
+    absl::StatusOr<SearchResult> r =
+        TimeFinalState(*e.source, std::move(out), options_, clock_, t0_);
+    longest_call_ = std::max(longest_call_, clock_.Now() - called);
+    if (!r.ok()) {
+      if (first_error_.ok()) first_error_ = r.status();
+      continue;
+    }
+    timed_.push_back({*std::move(r), std::move(e.source)});
+  }
+  std::stable_sort(timed_.begin(), timed_.end(), [](const Timed& a, const Timed& b) {
+    return a.result.gflops > b.result.gflops;
+  });
+  for (size_t i = kRetimedFinalists; i < timed_.size(); ++i) timed_[i].source.reset();
+}
+
+absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
+  if (timed_.empty()) {
+    return first_error_.ok() ? absl::FailedPreconditionError("no episode to time") : first_error_;
+  }
+  // The fastest few re-timed where they fit (a slow spell of the host during one short timing
+  // misreads a small kernel by tens of percent), each where the time left holds the longest
+  // timing call so far (the first also the peak measured beside it): each kernel's GFLOPS the
+  // faster of its timing and its re-timing, the peak measured beside a re-timing reported with
+  // it.
+  for (int i = 0; i < std::min(timed(), kRetimedFinalists); ++i) {
+    if (clock_.Now() + longest_call_ + (i == 0 ? kBesidePeak : absl::ZeroDuration()) >
+        deadline_) {
+      break;
+    }
+    Timed& t = timed_[i];
+    if (t.result.gflops <= 0) break;
+    const absl::StatusOr<Retiming> again = t.source->Remeasure();
+    if (!again.ok()) continue;
+    t.result.retimed = true;
+    if (again->gflops > t.result.gflops) t.result.gflops = again->gflops;
+    if (options_.on_retimed) options_.on_retimed(KernelKey(t.result.ir), t.result.gflops);
+    if (again->peak_gflops > 0) {
+      t.result.peak_gflops = again->peak_gflops;
+      t.result.peak_beside_retimed = true;
+    }
+  }
+  SearchResult best = std::move(std::max_element(timed_.begin(), timed_.end(),
+                                                 [](const Timed& a, const Timed& b) {
+                                                   return a.result.gflops < b.result.gflops;
+                                                 })->result);
+  best.states_evaluated = timed();
+  best.seconds = absl::ToDoubleSeconds(clock_.Now() - t0_);
+  return best;
 }
 
 }  // namespace
@@ -137,27 +323,7 @@ absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& 
                                                              int max_episodes,
                                                              absl::Time deadline,
                                                              const Clock& clock) {
-  std::vector<const Policy*> networks = {&policy};
-  for (const Policy& member : policy.members()) networks.push_back(&member);
-  const int n = static_cast<int>(networks.size());
-  std::vector<PolicyEpisodeEnd> out;
-  std::set<std::vector<float>> finals;
-  for (int i = 0; i < n; ++i) {
-    // An even share of the episodes (the first networks one more where they do not divide) and
-    // of the time left.
-    const int share = max_episodes / n + (i < max_episodes % n ? 1 : 0);
-    if (share == 0) continue;
-    const absl::Time now = clock.Now();
-    const absl::Time until = deadline <= now ? deadline : now + (deadline - now) / (n - i);
-    absl::StatusOr<std::vector<PolicyEpisodeEnd>> got =
-        NetworkEpisodes(start, *networks[i], depth, share, until, clock, finals);
-    if (!got.ok()) {
-      if (i == 0) return got.status();  // the policy's own greedy episode failed
-      continue;
-    }
-    for (PolicyEpisodeEnd& e : *got) out.push_back(std::move(e));
-  }
-  return out;
+  return LikelyEpisodeStream(start, policy, depth).Next(max_episodes, deadline, clock);
 }
 
 absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& episodes) {
@@ -189,64 +355,37 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
                                                 int max_timed, absl::Time deadline,
                                                 const SearchOptions& options, const Clock& clock,
                                                 absl::Time t0) {
-  // New candidates are timed until the reserve; re-timings use it (and any time the timings
-  // left), each only where it fits: one takes about as long as the longest timing call so far.
-  const absl::Time timing_deadline = deadline - kRetimeReserve * (deadline - t0);
-  struct Timed {
-    SearchResult result;
-    StateSource* source = nullptr;
-  };
-  std::vector<Timed> timed;
-  absl::Status first_error;
-  absl::Duration longest_call;
-  for (PolicyEpisodeEnd& e : episodes) {
-    if (static_cast<int>(timed.size()) >= max_timed ||
-        (!timed.empty() && clock.Now() >= timing_deadline)) {
+  EpisodeTimer timer(start, options, clock, t0, deadline);
+  timer.Time(episodes, max_timed, timer.timing_deadline());
+  return timer.Finish();
+}
+
+absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Policy& policy,
+                                              int depth, int wave_size, int max_timed,
+                                              absl::Time first_wave_until, absl::Time deadline,
+                                              const SearchOptions& options, const Clock& clock,
+                                              absl::Time t0) {
+  LikelyEpisodeStream stream(start, policy, depth);
+  EpisodeTimer timer(start, options, clock, t0, deadline);
+  absl::Time until = first_wave_until;
+  absl::Time stop = timer.timing_deadline();  // the first wave's timings: to the reserve
+  while (true) {
+    ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
+                     stream.Next(wave_size, until, clock));
+    if (episodes.empty()) break;
+    RETURN_IF_ERROR(RankEpisodes(policy, episodes));
+    timer.Time(episodes, max_timed, stop);
+    // Another wave where more may be timed, episodes are left, and the time to where its
+    // timings stop (wave_stop: the re-timings kept whole) holds its episodes (half of it) and
+    // two timings at least.
+    const absl::Time now = clock.Now();
+    stop = timer.wave_stop();
+    if (timer.timed() >= max_timed || stream.exhausted() || stop - now < 2 * timer.longest_call()) {
       break;
     }
-    e.source->set_deadline(timed.empty() ? absl::InfiniteFuture() : timing_deadline);
-    SearchResult out;
-    for (int a : e.path) out.actions.push_back(start.action_names()[a]);
-    const absl::Time called = clock.Now();
-    absl::StatusOr<SearchResult> r = TimeFinalState(*e.source, std::move(out), options, clock, t0);
-    longest_call = std::max(longest_call, clock.Now() - called);
-    if (!r.ok()) {
-      if (first_error.ok()) first_error = r.status();
-      continue;
-    }
-    timed.push_back({*std::move(r), e.source.get()});
+    until = now + (stop - now) / 2;
   }
-  if (timed.empty()) {
-    return first_error.ok() ? absl::FailedPreconditionError("no episode to time") : first_error;
-  }
-  const int count = static_cast<int>(timed.size());
-  std::stable_sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) {
-    return a.result.gflops > b.result.gflops;
-  });
-  // The fastest few re-timed where they fit (a slow spell of the host during one short timing
-  // misreads a small kernel by tens of percent): each kernel's GFLOPS the faster of its timing
-  // and its re-timing, the peak measured beside a re-timing reported with it.
-  for (int i = 0; i < std::min(count, kRetimedFinalists); ++i) {
-    if (clock.Now() + longest_call > deadline) break;
-    Timed& t = timed[i];
-    if (t.result.gflops <= 0) break;
-    const absl::StatusOr<Retiming> again = t.source->Remeasure();
-    if (!again.ok()) continue;
-    t.result.retimed = true;
-    if (again->gflops > t.result.gflops) t.result.gflops = again->gflops;
-    if (options.on_retimed) options.on_retimed(KernelKey(t.result.ir), t.result.gflops);
-    if (again->peak_gflops > 0) {
-      t.result.peak_gflops = again->peak_gflops;
-      t.result.peak_beside_retimed = true;
-    }
-  }
-  SearchResult best = std::move(std::max_element(timed.begin(), timed.end(),
-                                                 [](const Timed& a, const Timed& b) {
-                                                   return a.result.gflops < b.result.gflops;
-                                                 })->result);
-  best.states_evaluated = count;
-  best.seconds = absl::ToDoubleSeconds(clock.Now() - t0);
-  return best;
+  return timer.Finish();
 }
 
 absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
@@ -254,14 +393,13 @@ absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const Sear
   const absl::Time t0 = clock.Now();
   RETURN_IF_ERROR(CheckPolicyFits(policy, start));
   const absl::Time deadline = t0 + absl::Seconds(options.time_limit_seconds);
-  // 1. Episodes, the most likely first, in at most 40% of the time; 2. ranked untimed.
-  ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
-                   LikelyEpisodes(start, policy, options.policy_depth, options.guided_candidates,
-                                  t0 + absl::Seconds(0.4 * options.time_limit_seconds), clock));
-  RETURN_IF_ERROR(RankEpisodes(policy, episodes));
-  // 3. Timed in that order while time is left (the first whatever the time); the fastest wins.
-  return TimeRankedEpisodes(start, episodes, static_cast<int>(episodes.size()), deadline, options,
-                            clock, t0);
+  // Waves: episodes, the most likely first (the first wave in at most 40% of the time), ranked
+  // untimed, then timed in that order while time is left (the first whatever the time); the
+  // fastest wins.
+  return TimeEpisodeWaves(start, policy, options.policy_depth, options.guided_candidates,
+                          options.guided_timed,
+                          t0 + absl::Seconds(0.4 * options.time_limit_seconds), deadline, options,
+                          clock, t0);
 }
 
 }  // namespace looptool::client::internal

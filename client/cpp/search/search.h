@@ -14,7 +14,8 @@
 //                         resulting state it values most; a loop_set policy with a cost model
 //                         ends its likeliest episodes (policy_candidates) untimed and times the
 //                         ones its cost model ranks first while its budget lasts
-//                         (policy_timed, policy_seconds), keeping the fastest, the two
+//                         (policy_timed, policy_seconds), wave after wave of the next
+//                         likeliest while time is left, keeping the fastest, the two
 //                         fastest re-timed where the budget still holds a timing
 //                         (policy_episode.cc, policy_rollouts.cc)
 //   policy_guided         best-first over measured states, expanding each by the policy's
@@ -22,8 +23,8 @@
 //                         sketch_value policy, evolution from the sketches it values in its top
 //                         half, in its order (policy_guided.cc); with a loop_set policy, its
 //                         likeliest episodes (guided_candidates) untimed, then timed in the
-//                         order its cost model ranks them while time lasts, the two fastest
-//                         re-timed in the last 5% (policy_rollouts.cc)
+//                         order its cost model ranks them while time lasts, in waves, the
+//                         two fastest re-timed in the last 5% (policy_rollouts.cc)
 // Children are evaluated on forks of the session, ranked by measured GFLOPS (the published code
 // ranks beams by action name, a bug not copied here), and states already visited are never
 // measured again (searcher.h). Every algorithm stops at a hard time limit.
@@ -92,20 +93,25 @@ struct SearchOptions {
   const Policy* policy = nullptr;
   // policy_guided: the policy's top actions expanded at each state.
   int policy_width = 3;
-  // policy, with a loop_set policy that has a cost model: its likeliest episodes, up to this
-  // many in half its budget (policy_seconds), untimed, and those the cost model ranks best timed
+  // policy, with a loop_set policy that has a cost model: waves of its likeliest episodes, up
+  // to this many each, untimed (the first wave in half its budget, policy_seconds), each
+  // wave's timed in the order the cost model ranks them, and another wave while time is left
   // (1: the greedy episode only, timed).
   int policy_candidates = 16;
-  // policy, as above: the candidates the cost model ranks first timed, this many at most (the
-  // first whatever the time, the others while policy_seconds lasts, less 5% kept for re-timing
-  // the two fastest where a timing still fits); the fastest is the result.
-  int policy_timed = 16;
+  // policy, as above: the candidates timed in all waves, this many at most (the first whatever
+  // the time, the others while policy_seconds lasts, less 5% kept for re-timing the two fastest
+  // where a timing still fits); the fastest is the result.
+  int policy_timed = 64;
   // policy, as above: its budget, from the start (the time limit where that is shorter): half
-  // of it for the episodes, the rest for timing them. Below 1 timed or 0 s: INVALID_ARGUMENT.
+  // of it for the first wave's episodes, the rest for timing them and the next waves. Below 1
+  // timed or 0 s: INVALID_ARGUMENT.
   double policy_seconds = 0.3;
-  // policy_guided, with a loop_set policy: its likeliest episodes up to this many, timed in the
-  // order its cost model (or the server's) ranks them while the time lasts.
+  // policy_guided, with a loop_set policy: its likeliest episodes per wave, up to this many,
+  // timed in the order its cost model (or the server's) ranks them while the time lasts, and
+  // another wave while time is left.
   int guided_candidates = 256;
+  // policy_guided, as above: the candidates timed in all waves, this many at most.
+  int guided_timed = 1024;
   // evolution: the policy's greedy episode seeds the population before the random rollouts,
   // so that the search starts from a good schedule (evolution.h says how a policy of another
   // space or a sketch_value policy seeds). Skipped when nothing fits, and when two or more of

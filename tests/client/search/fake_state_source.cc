@@ -1,5 +1,6 @@
 #include "tests/client/search/fake_state_source.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -28,6 +29,22 @@ FakeStateSource::FakeStateSource(std::shared_ptr<FakeWorld> world)
     space_ = "loop_nest";
     while (names_.size() < 560) names_.push_back(absl::StrCat("noop_", names_.size()));
   }
+  CountLive();
+}
+
+FakeStateSource::FakeStateSource(const FakeStateSource& other)
+    : world_(other.world_),
+      space_(other.space_),
+      names_(other.names_),
+      knobs_(other.knobs_),
+      deadline_(other.deadline_) {
+  CountLive();
+}
+
+FakeStateSource::~FakeStateSource() { --world_->live_sources; }
+
+void FakeStateSource::CountLive() {
+  world_->most_live_sources = std::max(world_->most_live_sources, ++world_->live_sources);
 }
 
 absl::StatusOr<std::unique_ptr<StateSource>> FakeStateSource::Fork() const {

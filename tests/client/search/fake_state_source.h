@@ -8,7 +8,8 @@
 // nothing, as the server's. The world counts what was measured, in order. plan_features is
 // {"knobs":"<ir>"}; with `loop_set`, the space is named loop_nest and padded to a loop_set
 // policy's 560 actions with no-ops the mask never allows, loop_features is one row of 38 per
-// knob ([1, knob / 7, knob's index / 2, 0...]) and plan_features {"knob_0": k0, ...}.
+// knob ([1, knob / 7, knob's index / 2, 0...]) and plan_features {"knob_0": k0, ...}. The world
+// counts its live sources (sessions), as the server bounds them.
 #ifndef LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
 #define LOOPTOOL_TESTS_CLIENT_SEARCH_FAKE_STATE_SOURCE_H_
 
@@ -51,6 +52,9 @@ struct FakeWorld {
   // The n-th re-timing (from 0) reports remeasure_factors[n % size] x the state's GFLOPS.
   std::vector<double> remeasure_factors = {0.99};
   int predictions = 0;
+  // Sources (sessions) alive now, and the most alive at once.
+  int live_sources = 0;
+  int most_live_sources = 0;
 
   double Gflops(const std::vector<int>& knobs) const;
   static std::string Key(const std::vector<int>& knobs);  // the `ir`: "knobs 5 2 7"
@@ -59,6 +63,9 @@ struct FakeWorld {
 class FakeStateSource final : public StateSource {
  public:
   explicit FakeStateSource(std::shared_ptr<FakeWorld> world);
+  FakeStateSource(const FakeStateSource& other);  // a fork: one more live source
+  FakeStateSource& operator=(const FakeStateSource&) = delete;
+  ~FakeStateSource() override;
 
   absl::StatusOr<std::unique_ptr<StateSource>> Fork() const override;
   absl::StatusOr<StepResult> Step(const std::vector<int>& actions,
@@ -74,6 +81,7 @@ class FakeStateSource final : public StateSource {
   const std::vector<int>& knobs() const { return knobs_; }
 
  private:
+  void CountLive();
   // Advances the clock by `cost`; DEADLINE_EXCEEDED (at the deadline) when that passes it.
   absl::Status Spend(absl::Duration cost);
   absl::StatusOr<Value> ObserveOne(const std::string& name);

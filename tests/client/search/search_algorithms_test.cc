@@ -431,19 +431,22 @@ double DistanceScore(const std::string& key) {
 // that stops as soon as it may adds its one-action episode beside the greedy one.
 TEST(SearchAlgorithms, ALoopSetPolicysMembersPlayTheirOwnEpisodes) {
   const nlohmann::json j = LoopSetWithDistanceCostJson();
-  const auto guided = [](const Policy& policy, int candidates) {
-    Trial t("policy_guided", 60);
+  const auto all_timed = [](const Policy& policy, int candidates) {
+    Trial t("policy", 60);
     t.world->loop_set = true;
     t.options.policy = &policy;
-    t.options.guided_candidates = candidates;
+    t.options.policy_candidates = candidates;
+    t.options.policy_timed = candidates;  // one wave
+    t.options.policy_seconds = 5;
     EXPECT_TRUE(t.Go().ok());
     return t.world->measured;
   };
   const Policy alone = LoopSetWithDistanceCost();
   const Policy twice = LoopSetWithDistanceCost(nlohmann::json::array({testing::NetworkLayers(j, 0)}));
-  const std::vector<std::string> sixteen = guided(alone, 16);
-  EXPECT_EQ(guided(twice, 16), sixteen);
-  EXPECT_GT(sixteen.size(), guided(alone, 8).size());
+  const std::vector<std::string> sixteen = all_timed(alone, 16);
+  ASSERT_EQ(sixteen.size(), 16u);
+  EXPECT_EQ(all_timed(twice, 16), sixteen);
+  EXPECT_EQ(all_timed(alone, 8).size(), 8u);
 
   const Policy stopping = LoopSetWithDistanceCost(nlohmann::json::array({testing::NetworkLayers(j, 1000)}));
   const auto policy = [](const Policy& p, int candidates) {
@@ -532,7 +535,8 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
   // the first three as above. A 60 ms budget (the time limit where shorter): fewer episodes
   // (played in half of it) and fewer timed, distinct, none past it.
   Trial all = trial("policy", 5);
-  ASSERT_EQ(all.options.policy_timed, 16);
+  ASSERT_EQ(all.options.policy_candidates, 16);
+  ASSERT_EQ(all.options.policy_timed, 64);
   ASSERT_EQ(all.options.policy_seconds, 0.3);
   const absl::Time t0 = all.world->clock.Now();
   ASSERT_TRUE(all.Go().ok());
@@ -564,20 +568,20 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
     EXPECT_TRUE(bad.world->measured.empty()) << n;
   }
   // policy_guided over the same sixteen episodes: timed in the cost model's order (the first
-  // the one `policy` timed), distinct, the fastest the result.
-  Trial guided = trial("policy_guided", 60);
+  // the one `policy` timed), then, with time left, the next waves; distinct, the fastest the
+  // result.
+  Trial guided = trial("policy_guided", 0.5);
   guided.options.guided_candidates = 16;
   absl::StatusOr<SearchResult> best = guided.Go();
   ASSERT_TRUE(best.ok()) << best.status();
   const std::vector<std::string>& timed = guided.world->measured;
-  ASSERT_GE(timed.size(), 2u);
-  EXPECT_LE(timed.size(), 16u);
+  ASSERT_GT(timed.size(), 16u);
   EXPECT_EQ(best->states_evaluated, static_cast<int64_t>(timed.size()));
   EXPECT_EQ(std::set<std::string>(timed.begin(), timed.end()).size(), timed.size());
   EXPECT_EQ(DistanceScore(timed[0]), DistanceScore(ranked.world->measured[0]));
   double fastest = 0;
   for (size_t i = 0; i < timed.size(); ++i) {
-    if (i > 0) {
+    if (i > 0 && i < 16) {
       EXPECT_LE(DistanceScore(timed[i]), DistanceScore(timed[i - 1])) << i;
     }
     fastest = std::max(fastest, guided.world->Gflops(Knobs(timed[i])));
@@ -587,6 +591,65 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheFewEpisodesItsCostModelRanksFirst) 
   Trial short_guided = trial("policy_guided", 0.012);
   ASSERT_TRUE(short_guided.Go().ok());
   EXPECT_EQ(short_guided.world->measured.size(), 1u);
+}
+
+// With time left after a wave, the policy plays the next likeliest episodes and times them
+// likewise: its first wave as when it has one, its first two waves the likeliest episodes of
+// twice the number, each wave timed in its cost model's order, no more than policy_timed in
+// all, and only the two fastest of earlier waves keep their sessions.
+TEST(SearchAlgorithms, ALoopSetPolicyPlaysAndTimesWavesWhileTimeIsLeft) {
+  const Policy policy = LoopSetWithDistanceCost();
+  struct Run {
+    absl::StatusOr<SearchResult> result;
+    std::vector<std::string> measured;
+    int most_live = 0;
+    int remeasured = 0;
+    absl::Duration took;
+  };
+  const auto run = [&policy](int candidates, int timed, double seconds) {
+    Trial t("policy", 60);
+    t.world->loop_set = true;
+    t.options.policy = &policy;
+    t.options.policy_candidates = candidates;
+    t.options.policy_timed = timed;
+    t.options.policy_seconds = seconds;
+    const absl::Time t0 = t.world->clock.Now();
+    Run r{t.Go()};
+    r.measured = t.world->measured;
+    r.most_live = t.world->most_live_sources;
+    r.remeasured = t.world->remeasured;
+    r.took = t.world->clock.Now() - t0;
+    return r;
+  };
+  const Run four = run(4, 4, 5);
+  const Run eight = run(8, 8, 5);
+  const Run waves = run(4, 12, 5);
+  ASSERT_TRUE(waves.result.ok()) << waves.result.status();
+  ASSERT_EQ(four.measured.size(), 4u);
+  ASSERT_EQ(eight.measured.size(), 8u);
+  const std::vector<std::string>& w = waves.measured;
+  ASSERT_EQ(w.size(), 12u);
+  EXPECT_EQ(waves.result->states_evaluated, 12);
+  EXPECT_EQ(std::set<std::string>(w.begin(), w.end()).size(), 12u);
+  EXPECT_EQ(std::vector<std::string>(w.begin(), w.begin() + 4), four.measured);
+  EXPECT_EQ(std::set<std::string>(w.begin(), w.begin() + 8),
+            std::set<std::string>(eight.measured.begin(), eight.measured.end()));
+  for (size_t i = 1; i < w.size(); ++i) {
+    if (i % 4 != 0) EXPECT_LE(DistanceScore(w[i]), DistanceScore(w[i - 1])) << i;
+  }
+  // Sessions: the start's and its fork, a wave's four, and the fastest two kept; twelve and more
+  // were every wave's kept.
+  EXPECT_LE(waves.most_live, 8);
+  EXPECT_GT(waves.most_live, 4);
+  // A budget that ends the waves: more than the first wave timed, fewer than allowed; the
+  // waves' timings leave the re-timings their time (two 10 ms calls and the 30 ms peak beside
+  // the first), none past the budget.
+  const Run budget = run(4, 64, 0.2);
+  ASSERT_TRUE(budget.result.ok()) << budget.result.status();
+  EXPECT_GT(budget.measured.size(), 4u);
+  EXPECT_LT(budget.measured.size(), 64u);
+  EXPECT_EQ(budget.remeasured, 2);
+  EXPECT_LE(budget.took, absl::Milliseconds(200));
 }
 
 TEST(SearchAlgorithms, ALoopSetPolicyRetimesItsTwoFastestCandidatesWhereTheyFit) {

@@ -107,8 +107,9 @@ def generate(args: argparse.Namespace) -> int:
     extra = []
     if args.policy:
         extra.append(f"--policy={args.policy}")
-    if args.guided_candidates > 0:
-        extra.append(f"--guided_candidates={args.guided_candidates}")
+    if args.guided_candidates > 0:  # one wave of them, each timed while the time lasts
+        extra += [f"--guided_candidates={args.guided_candidates}",
+                  f"--guided_timed={args.guided_candidates}"]
     bar = _progress(len(programs))
     done = {"ok": 0, "failed": 0, "recorded": 0}
     failures: List[str] = []

@@ -1,6 +1,7 @@
 """A loop_set policy's episodes from Python, as `looptool tune --search=policy` plays them in C++
 (client/cpp/search/policy_rollouts.cc): the likeliest episodes, untimed, and those the
-policy's cost model ranks first timed while the budget lasts, the fastest kept.
+policy's cost model ranks first timed while the budget lasts, wave after wave of the next
+likeliest while time is left, the fastest kept.
 
     from looptool.rl import episodes, loop_set
     policy = loop_set.load("datasets/policies/loop_set.json")
@@ -21,7 +22,7 @@ import itertools
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Set, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -73,21 +74,52 @@ def likely_episodes(env: LoopToolEnv, uri: str, program: str, policy: loop_set.L
     LikelyEpisodes (client/cpp/search/algorithms.h), without its deadline. (Unlike C++, which
     leaves out a member whose greedy episode fails, a server error here is raised whichever
     network's episode met it.)"""
-    networks = [policy] + list(policy.members)
-    env.reset(uri, program=program, observation_spaces=[])
-    finals: Set[bytes] = set()
-    out: List[Episode] = []
-    for i, net in enumerate(networks):
-        share = count // len(networks) + (1 if i < count % len(networks) else 0)
-        if share > 0:
-            out += _network_episodes(env, net, share, max_steps, finals)
-    return out
+    return EpisodeStream(env, uri, program, policy, max_steps).next(count)
 
 
-def _network_episodes(env: LoopToolEnv, policy: loop_set.LoopSetPolicy, count: int,
-                      max_steps: int, finals: Set[bytes]) -> List[Episode]:
-    """One network's episodes from `env`'s (reset) state, none ending in a state of `finals`,
-    which gains theirs."""
+class EpisodeStream:
+    """likely_episodes wave after wave: each `next` plays on where the last left off, no episode
+    ending where an earlier one (of any wave) ended (C++'s waves: TimeEpisodeWaves)."""
+
+    def __init__(self, env: LoopToolEnv, uri: str, program: str,
+                 policy: loop_set.LoopSetPolicy, max_steps: int = 16):
+        env.reset(uri, program=program, observation_spaces=[])
+        self._finals: Set[bytes] = set()
+        self._networks = [_network_episodes(env, net, max_steps, self._finals)
+                          for net in [policy] + list(policy.members)]
+        self._exhausted = [False] * len(self._networks)
+        self._started = [False] * len(self._networks)
+
+    def next(self, count: int, until: Optional[float] = None) -> List[Episode]:
+        """Up to `count` more episodes (each network its share), the greedy ones whatever the
+        time, no other begun after `until` (time.perf_counter()) where given."""
+        out: List[Episode] = []
+        n = len(self._networks)
+        for i, net in enumerate(self._networks):
+            share = count // n + (1 if i < count % n else 0)
+            taken = 0
+            while taken < share and not self._exhausted[i]:
+                if self._started[i] and until is not None and time.perf_counter() >= until:
+                    break
+                self._started[i] = True
+                e = next(net, None)
+                if e is None:
+                    self._exhausted[i] = True
+                    break
+                out.append(e)
+                taken += 1
+        return out
+
+    @property
+    def exhausted(self) -> bool:
+        """Every network has played all its episodes."""
+        return all(self._exhausted)
+
+
+def _network_episodes(env: LoopToolEnv, policy: loop_set.LoopSetPolicy, max_steps: int,
+                      finals: Set[bytes]) -> Iterator[Episode]:
+    """One network's episodes from `env`'s (reset) state, the likeliest first, none ending in a
+    state of `finals`, which gains theirs (played one by one as asked for)."""
     names = env.action_space.names
     branches: List[Tuple[float, int, List[int], Optional[int]]] = []
     tie = itertools.count()
@@ -111,16 +143,15 @@ def _network_episodes(env: LoopToolEnv, policy: loop_set.LoopSetPolicy, count: i
             values, _, _, _ = e.step(best, observation_spaces=OBSERVE)
             path.append(best)
 
-    out: List[Episode] = []
     greedy = env.fork()
     path: List[int] = []
     key = go_on(greedy, path, 0.0, _observed(greedy))
     if key in finals:
         greedy.close()
     else:
-        out.append(Episode([names[a] for a in path], 0.0, greedy, key))
         finals.add(key)
-    while len(out) < count and branches:
+        yield Episode([names[a] for a in path], 0.0, greedy, key)
+    while branches:
         loss, _, prefix, action = heapq.heappop(branches)
         path = prefix + ([action] if action is not None else [])
         e = env.fork()
@@ -132,56 +163,80 @@ def _network_episodes(env: LoopToolEnv, policy: loop_set.LoopSetPolicy, count: i
             e.close()
             continue
         finals.add(key)
-        out.append(Episode([names[a] for a in path], loss, e, key))
-    return out
+        yield Episode([names[a] for a in path], loss, e, key)
 
 
 RETIME_RESERVE = 0.05  # ranked_rollout: the budget's share kept for re-timing the fastest
 RETIMED_FINALISTS = 2
+# What a re-timing may take beyond a timing: the FMA peak the server measures beside it (three
+# 10 ms rounds, once a second; the first re-timing pays it), in seconds.
+BESIDE_PEAK = 0.03
 
 
 def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
-                   count: int = 16, max_steps: int = 16, timed: int = 16,
+                   count: int = 16, max_steps: int = 16, timed: int = 64,
                    seconds: float = 0.3) -> Rollout:
-    """The likeliest `count` episodes ranked by the policy's cost model (its score less
-    loss_weight times the episode's loss; only the greedy one when the policy has no cost model),
-    timed in that order, `timed` at most, the first whatever the time and the others while
-    `seconds` from the start (less 5%) last; the two fastest re-timed where a timing still fits
-    (each the faster of its timing and its re-timing); the fastest kept: `looptool tune --search=policy` with
-    --policy_candidates=count --policy_timed=timed --policy_seconds=seconds (Python's episodes
-    take longer than C++'s, so fewer may be timed). ValueError: `timed` below 1 or `seconds` not
-    above 0."""
+    """Waves of the likeliest episodes, `count` each, ranked by the policy's cost model (its
+    score less loss_weight times the episode's loss; only the greedy one when the policy has no
+    cost model) and timed in that order, `timed` at most in all, the first whatever the time and
+    the others while `seconds` from the start (less 5%) last; another wave (the next likeliest,
+    played in half the time left, its timings stopping where the time left would no longer hold
+    the re-timings) while that time holds two of the longest timings; the two fastest re-timed
+    where a timing (the first also the peak beside it) still fits (each the faster of its timing
+    and its re-timing); the fastest kept: `looptool tune --search=policy` with
+    --policy_candidates=count --policy_timed=timed --policy_seconds=seconds (Python's first wave
+    has no deadline, and its episodes take longer than C++'s, so fewer may be timed).
+    ValueError: `timed` below 1 or `seconds` not above 0."""
     if timed < 1 or not seconds > 0:
         raise ValueError(f"ranked_rollout times 1 episode or more within more than 0 s, not "
                          f"timed={timed} within seconds={seconds}")
     t0 = time.perf_counter()
-    eps = likely_episodes(env, uri, program, policy, count if policy.cost else 1, max_steps)
+    stop_timing = t0 + (1 - RETIME_RESERVE) * seconds  # the first wave's timings stop there
+    stream = EpisodeStream(env, uri, program, policy, max_steps)
+    wave = stream.next(count if policy.cost else 1)
+    open_eps = list(wave)  # forks still open (closed at the end whatever happens)
+    # Each kernel timed: (GFLOPS, its episode), the fastest first after each wave (stable: the
+    # earlier of equals first); only the RETIMED_FINALISTS' forks stay open from wave to wave.
+    measured: List[Tuple[float, Episode]] = []
+    longest = 0.0
     try:
-        order = list(range(len(eps)))
-        if policy.cost is not None and len(eps) > 1:
-            features = [json.loads(str(e.env.observe(["plan_features"])["plan_features"]))
-                        for e in eps]
-            scores = policy.cost.predict(features) - policy.cost.loss_weight * np.array(
-                [e.loss for e in eps])
-            order.sort(key=lambda i: -float(scores[i]))  # stable: C++'s order on ties
+        while wave:
+            order = list(range(len(wave)))
+            if policy.cost is not None and len(wave) > 1:
+                features = [json.loads(str(e.env.observe(["plan_features"])["plan_features"]))
+                            for e in wave]
+                scores = policy.cost.predict(features) - policy.cost.loss_weight * np.array(
+                    [e.loss for e in wave])
+                order.sort(key=lambda i: -float(scores[i]))  # stable: C++'s order on ties
+            for i in order:
+                if len(measured) >= timed or (measured and time.perf_counter() >= stop_timing):
+                    break
+                called = time.perf_counter()
+                measured.append((float(wave[i].env.observe(["flops"])["flops"]), wave[i]))
+                longest = max(longest, time.perf_counter() - called)
+            measured.sort(key=lambda m: -m[0])
+            finalists = [id(e) for _, e in measured[:RETIMED_FINALISTS]]
+            for e in [e for e in open_eps if id(e) not in finalists]:
+                e.env.close()
+            open_eps = [e for e in open_eps if id(e) in finalists]
+            now = time.perf_counter()
+            stop_timing = min(t0 + (1 - RETIME_RESERVE) * seconds,
+                              t0 + seconds - RETIMED_FINALISTS * longest - BESIDE_PEAK)
+            if (policy.cost is None or len(measured) >= timed or stream.exhausted
+                    or stop_timing - now < 2 * longest):
+                break
+            wave = stream.next(count, until=now + (stop_timing - now) / 2)
+            open_eps += wave
         # New timings stop RETIME_RESERVE of the budget early; the fastest RETIMED_FINALISTS are
         # then re-timed where a call as long as the longest timing still fits (as C++'s
         # TimeRankedEpisodes): each kernel's GFLOPS the faster of its timing and re-timing.
-        measured: List[Tuple[float, int]] = []
-        longest = 0.0
-        for i in order[:timed]:
-            if measured and time.perf_counter() - t0 >= (1 - RETIME_RESERVE) * seconds:
+        for k, (gflops, e) in enumerate(measured[:RETIMED_FINALISTS]):
+            if (gflops <= 0 or
+                    time.perf_counter() - t0 + longest + (BESIDE_PEAK if k == 0 else 0) > seconds):
                 break
-            called = time.perf_counter()
-            measured.append((float(eps[i].env.observe(["flops"])["flops"]), i))
-            longest = max(longest, time.perf_counter() - called)
-        measured.sort(key=lambda m: -m[0])  # stable: the earlier of equals first
-        for k, (gflops, i) in enumerate(measured[:RETIMED_FINALISTS]):
-            if gflops <= 0 or time.perf_counter() - t0 + longest > seconds:
-                break
-            measured[k] = (max(gflops, eps[i].env.remeasure()[0]), i)
-        gflops, i = max(measured, key=lambda m: m[0])
-        return Rollout(eps[i].actions, gflops, time.perf_counter() - t0)
+            measured[k] = (max(gflops, e.env.remeasure()[0]), e)
+        gflops, best = max(measured, key=lambda m: m[0])
+        return Rollout(best.actions, gflops, time.perf_counter() - t0)
     finally:
-        for e in eps:
+        for e in open_eps:
             e.env.close()
