@@ -656,10 +656,10 @@ class LoopSetTest(unittest.TestCase):
             self.assertIn(ranked.actions, [e.actions for e in eps])
             with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
                              reward_space=None) as env:
-                for bad in ({"timed": 0}, {"seconds": 0.0}):
+                for bad in ({"timed": 0}, {"seconds": 0.0}, {"count": 0}):
                     with self.assertRaisesRegex(ValueError, "1 episode or more"):
                         episodes.ranked_rollout(env, "benchmark://user-v0/bad", d.program,
-                                                policy, count=8, **bad)  # type: ignore[arg-type]
+                                                policy, **{"count": 8, **bad})  # type: ignore
             result = self.cli_policy(program, path, "--policy_candidates=8", "--policy_timed=1")
             self.assertEqual(result["actions"], ranked.actions)
             self.assertEqual(result["states_evaluated"], 1)

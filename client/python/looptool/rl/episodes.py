@@ -186,7 +186,9 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     and its re-timing); the fastest kept: `looptool tune --search=policy` with
     --policy_candidates=count --policy_timed=timed --policy_seconds=seconds (Python's first wave
     has no deadline, and its episodes take longer than C++'s, so fewer may be timed).
-    ValueError: `timed` below 1 or `seconds` not above 0."""
+    ValueError: `count` or `timed` below 1, or `seconds` not above 0."""
+    if count < 1:
+        raise ValueError(f"ranked_rollout plays 1 episode or more a wave, not count={count}")
     if timed < 1 or not seconds > 0:
         raise ValueError(f"ranked_rollout times 1 episode or more within more than 0 s, not "
                          f"timed={timed} within seconds={seconds}")
