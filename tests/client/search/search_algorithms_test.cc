@@ -635,7 +635,9 @@ TEST(SearchAlgorithms, ALoopSetPolicyPlaysAndTimesWavesWhileTimeIsLeft) {
   EXPECT_EQ(std::set<std::string>(w.begin(), w.begin() + 8),
             std::set<std::string>(eight.measured.begin(), eight.measured.end()));
   for (size_t i = 1; i < w.size(); ++i) {
-    if (i % 4 != 0) EXPECT_LE(DistanceScore(w[i]), DistanceScore(w[i - 1])) << i;
+    if (i % 4 != 0) {
+      EXPECT_LE(DistanceScore(w[i]), DistanceScore(w[i - 1])) << i;
+    }
   }
   // Sessions: the start's and its fork, a wave's four, and the fastest two kept; twelve and more
   // were every wave's kept.
