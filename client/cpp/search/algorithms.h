@@ -79,8 +79,8 @@ absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& e
 // `episodes` (ranked: RankEpisodes) timed in order, `max_timed` at most: the first whatever the
 // time, each other while `deadline` less a reserve (5% of the time from `t0`) lasts. Then the
 // two fastest are re-timed (StateSource::Remeasure), the faster first, each while the time to
-// `deadline` holds the longest timing call made (the first also 30 ms for the FMA peak a server
-// measures beside it): a kernel's GFLOPS is the faster of its timing and its re-timing
+// `deadline` holds its re-timing: a call as long as its own timing call, or as the median timing
+// call where that is longer (the first also 40 ms for the FMA peak a server measures beside it): a kernel's GFLOPS is the faster of its timing and its re-timing
 // (retimed, with the peak measured beside it; on_retimed hears it). The fastest is the result
 // (states_evaluated: how many were timed; seconds since `t0`). A kernel the server cannot
 // measure (over its limits) is passed over; when none is measured, the first one's error
@@ -94,21 +94,26 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 // Waves of a loop_set policy's episodes, timed as TimeRankedEpisodes times them: the first
 // wave LikelyEpisodes' (at most `wave_size`, by `first_wave_until`), ranked by RankEpisodes and
 // timed in order (the first whatever the time); then, while fewer than `max_timed` are timed in
-// all, episodes are left, and the time to where a later wave's timings stop holds two of the
-// longest timing calls made, the next wave: the next likeliest episodes (none ending where an
+// all, episodes are left, and the time to where a later wave's timings stop holds two median
+// timing calls, the next wave: the next likeliest episodes (none ending where an
 // earlier one ended) in half of that time, ranked and timed likewise. A later wave's timings
-// stop at the reserve, or earlier where the time left would not hold the re-timings (two calls
-// as long as the longest timing call and the 30 ms peak). Only the fastest two keep their sessions from
-// one wave to the next. Then the two fastest of all are re-timed where they fit, and the
-// fastest is the result (states_evaluated: how many were timed in all waves).
+// stop at the reserve, or earlier where the time left would not hold the re-timings of the two
+// fastest so far (as above) and the 40 ms peak; with `keep_retimings`, every wave's timings (the
+// first wave's too, but its first timing) stop so, the two fastest as they stand before each
+// timing (a short budget's large kernels want their candidates timed rather than
+// their re-timings: without it, the first wave's timings stop at the reserve). Only the fastest
+// two keep their sessions from one wave to the next. Then the two fastest of all are re-timed
+// where they fit, and the fastest is the result (states_evaluated: how many were timed in all
+// waves).
 absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Policy& policy,
                                               int depth, int wave_size, int max_timed,
-                                              absl::Time first_wave_until, absl::Time deadline,
-                                              const SearchOptions& options, const Clock& clock,
-                                              absl::Time t0);
+                                              absl::Time first_wave_until, bool keep_retimings,
+                                              absl::Time deadline, const SearchOptions& options,
+                                              const Clock& clock, absl::Time t0);
 
 // policy_guided for a loop_set policy: TimeEpisodeWaves of options.guided_candidates episodes
-// each, the first wave in 40% of the time limit, options.guided_timed timed at most.
+// each, the first wave in 40% of the time limit, options.guided_timed timed at most, the
+// re-timings kept whole.
 absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
                                             const Policy& policy, const Clock& clock);
 

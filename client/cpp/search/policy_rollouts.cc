@@ -23,8 +23,9 @@ constexpr int kStop = -1;
 constexpr double kRetimeReserve = 0.05;
 constexpr int kRetimedFinalists = 2;
 // What a re-timing may take beyond a timing call: the FMA peak a server measures beside it
-// (LocalTimer: three 10 ms rounds, once a second; the first re-timing pays it).
-constexpr absl::Duration kBesidePeak = absl::Milliseconds(30);
+// (LocalTimer: three 10 ms rounds, once a second; the first re-timing pays it). Seen on a Zen 5
+// host: first re-timings of 46 ms after timing calls of 13-14 ms at most.
+constexpr absl::Duration kBesidePeak = absl::Milliseconds(40);
 // Alternatives kept per step of an episode: the choices after the one taken, most likely first.
 constexpr int kAlternativesPerStep = 3;
 
@@ -223,30 +224,38 @@ class EpisodeTimer {
         timing_deadline_(deadline - kRetimeReserve * (deadline - t0)) {}
 
   // `episodes` timed in order while fewer than `max_timed` are timed in all and `stop` has not
-  // come (the very first whatever the time; each call bounded by `stop`). Only the fastest
-  // kRetimedFinalists keep their sessions; the others' end here (the server bounds a client's
-  // sessions).
-  void Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed, absl::Time stop);
+  // come (the very first whatever the time; each call bounded by `stop`); with
+  // `keep_retimings`, each (but the very first) only before wave_stop() as it stands then.
+  // Only the fastest kRetimedFinalists keep their sessions; the others' end here (the server
+  // bounds a client's sessions).
+  void Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed, absl::Time stop,
+            bool keep_retimings = false);
 
   // Where the timings of a wave after the first stop: at the reserve, or earlier where the time
-  // left would not hold the re-timings (kRetimedFinalists calls as long as the longest timing
-  // call so far, and the peak measured beside the first).
-  absl::Time wave_stop() const {
-    return std::min(timing_deadline_, deadline_ - kRetimedFinalists * longest_call_ - kBesidePeak);
-  }
+  // left would not hold the re-timings of the kRetimedFinalists fastest so far (RetimingTime each,
+  // and the peak measured beside the first).
+  absl::Time wave_stop() const;
 
   // The fastest re-timed where a timing still fits, and the fastest of all the result.
   absl::StatusOr<SearchResult> Finish();
 
   int timed() const { return static_cast<int>(timed_.size()); }
   absl::Time timing_deadline() const { return timing_deadline_; }
-  absl::Duration longest_call() const { return longest_call_; }
+  // The median of the timing calls so far (zero before any): a candidate's typical timing.
+  absl::Duration typical_call() const;
 
  private:
   struct Timed {
     SearchResult result;
     std::unique_ptr<StateSource> source;  // null once it cannot be a finalist
+    absl::Duration call;                  // how long its timing call took
   };
+  // What re-timing `t` may take (the peak beside it aside): a call as long as its own timing's,
+  // or as the typical call where that is longer (a kernel whose timing the server had cached
+  // came back at once, but its re-timing is timed in full). Not the longest call: a slow
+  // candidate's timing (runs longer than the server's budget, a large kernel's compilation)
+  // says nothing of the finalists'.
+  absl::Duration RetimingTime(const Timed& t) const { return std::max(t.call, typical_call()); }
   const StateSource& start_;
   const SearchOptions& options_;
   const Clock& clock_;
@@ -255,25 +264,48 @@ class EpisodeTimer {
   const absl::Time timing_deadline_;
   std::vector<Timed> timed_;  // the fastest first after each Time
   absl::Status first_error_;
-  absl::Duration longest_call_;
+  std::vector<absl::Duration> calls_;  // every timing call's, in order
 };
 
+absl::Duration EpisodeTimer::typical_call() const {
+  if (calls_.empty()) return absl::ZeroDuration();
+  std::vector<absl::Duration> calls = calls_;
+  std::nth_element(calls.begin(), calls.begin() + calls.size() / 2, calls.end());
+  return calls[calls.size() / 2];
+}
+
+absl::Time EpisodeTimer::wave_stop() const {
+  // The fastest kRetimedFinalists (timed_ is sorted only after each Time).
+  std::vector<const Timed*> fastest;
+  for (const Timed& t : timed_) fastest.push_back(&t);
+  const size_t n = std::min<size_t>(fastest.size(), kRetimedFinalists);
+  std::partial_sort(fastest.begin(), fastest.begin() + n, fastest.end(),
+                    [](const Timed* a, const Timed* b) {
+                      return a->result.gflops > b->result.gflops;
+                    });
+  absl::Duration retimings = kBesidePeak;
+  for (size_t i = 0; i < n; ++i) retimings += RetimingTime(*fastest[i]);
+  return std::min(timing_deadline_, deadline_ - retimings);
+}
+
 void EpisodeTimer::Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed,
-                        absl::Time stop) {
+                        absl::Time stop, bool keep_retimings) {
   for (PolicyEpisodeEnd& e : episodes) {
-    if (timed() >= max_timed || (!timed_.empty() && clock_.Now() >= stop)) break;
+    const absl::Time until = keep_retimings ? std::min(stop, wave_stop()) : stop;
+    if (timed() >= max_timed || (!timed_.empty() && clock_.Now() >= until)) break;
     e.source->set_deadline(timed_.empty() ? absl::InfiniteFuture() : stop);
     SearchResult out;
     for (int a : e.path) out.actions.push_back(start_.action_names()[a]);
     const absl::Time called = clock_.Now();
     absl::StatusOr<SearchResult> r =
         TimeFinalState(*e.source, std::move(out), options_, clock_, t0_);
-    longest_call_ = std::max(longest_call_, clock_.Now() - called);
+    const absl::Duration call = clock_.Now() - called;
+    calls_.push_back(call);
     if (!r.ok()) {
       if (first_error_.ok()) first_error_ = r.status();
       continue;
     }
-    timed_.push_back({*std::move(r), std::move(e.source)});
+    timed_.push_back({*std::move(r), std::move(e.source), call});
   }
   std::stable_sort(timed_.begin(), timed_.end(), [](const Timed& a, const Timed& b) {
     return a.result.gflops > b.result.gflops;
@@ -286,16 +318,14 @@ absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
     return first_error_.ok() ? absl::FailedPreconditionError("no episode to time") : first_error_;
   }
   // The fastest few re-timed where they fit (a slow spell of the host during one short timing
-  // misreads a small kernel by tens of percent), each where the time left holds the longest
-  // timing call so far (the first also the peak measured beside it): each kernel's GFLOPS the
-  // faster of its timing and its re-timing, the peak measured beside a re-timing reported with
-  // it.
+  // misreads a small kernel by tens of percent), each where the time left holds its RetimingTime
+  // (the first also the peak measured beside it): each kernel's GFLOPS the faster of its timing
+  // and its re-timing, the peak measured beside a re-timing reported with it.
   for (int i = 0; i < std::min(timed(), kRetimedFinalists); ++i) {
-    if (clock_.Now() + longest_call_ + (i == 0 ? kBesidePeak : absl::ZeroDuration()) >
-        deadline_) {
+    Timed& t = timed_[i];
+    if (clock_.Now() + RetimingTime(t) + (i == 0 ? kBesidePeak : absl::ZeroDuration()) > deadline_) {
       break;
     }
-    Timed& t = timed_[i];
     if (t.result.gflops <= 0) break;
     const absl::StatusOr<Retiming> again = t.source->Remeasure();
     if (!again.ok()) continue;
@@ -362,9 +392,9 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 
 absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Policy& policy,
                                               int depth, int wave_size, int max_timed,
-                                              absl::Time first_wave_until, absl::Time deadline,
-                                              const SearchOptions& options, const Clock& clock,
-                                              absl::Time t0) {
+                                              absl::Time first_wave_until, bool keep_retimings,
+                                              absl::Time deadline, const SearchOptions& options,
+                                              const Clock& clock, absl::Time t0) {
   LikelyEpisodeStream stream(start, policy, depth);
   EpisodeTimer timer(start, options, clock, t0, deadline);
   absl::Time until = first_wave_until;
@@ -374,13 +404,13 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
                      stream.Next(wave_size, until, clock));
     if (episodes.empty()) break;
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
-    timer.Time(episodes, max_timed, stop);
+    timer.Time(episodes, max_timed, stop, keep_retimings);
     // Another wave where more may be timed, episodes are left, and the time to where its
     // timings stop (wave_stop: the re-timings kept whole) holds its episodes (half of it) and
-    // two timings at least.
+    // two typical timings at least.
     const absl::Time now = clock.Now();
     stop = timer.wave_stop();
-    if (timer.timed() >= max_timed || stream.exhausted() || stop - now < 2 * timer.longest_call()) {
+    if (timer.timed() >= max_timed || stream.exhausted() || stop - now < 2 * timer.typical_call()) {
       break;
     }
     until = now + (stop - now) / 2;
@@ -394,12 +424,12 @@ absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const Sear
   RETURN_IF_ERROR(CheckPolicyFits(policy, start));
   const absl::Time deadline = t0 + absl::Seconds(options.time_limit_seconds);
   // Waves: episodes, the most likely first (the first wave in at most 40% of the time), ranked
-  // untimed, then timed in that order while time is left (the first whatever the time); the
-  // fastest wins.
+  // untimed, then timed in that order while time is left and the re-timings still fit after
+  // them (the first whatever the time); the fastest wins.
   return TimeEpisodeWaves(start, policy, options.policy_depth, options.guided_candidates,
                           options.guided_timed,
-                          t0 + absl::Seconds(0.4 * options.time_limit_seconds), deadline, options,
-                          clock, t0);
+                          t0 + absl::Seconds(0.4 * options.time_limit_seconds),
+                          /*keep_retimings=*/true, deadline, options, clock, t0);
 }
 
 }  // namespace looptool::client::internal

@@ -23,8 +23,9 @@
 //                         sketch_value policy, evolution from the sketches it values in its top
 //                         half, in its order (policy_guided.cc); with a loop_set policy, its
 //                         likeliest episodes (guided_candidates) untimed, then timed in the
-//                         order its cost model ranks them while time lasts, in waves, the
-//                         two fastest re-timed in the last 5% (policy_rollouts.cc)
+//                         order its cost model ranks them, in waves, while the time left
+//                         holds the re-timings of the two fastest, then those
+//                         (policy_rollouts.cc)
 // Children are evaluated on forks of the session, ranked by measured GFLOPS (the published code
 // ranks beams by action name, a bug not copied here), and states already visited are never
 // measured again (searcher.h). Every algorithm stops at a hard time limit.

@@ -95,7 +95,8 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
   } else if (name == "flops") {
     if (world_->times_observed[key] == 0) {
       const bool start = world_->measured.empty();
-      if (absl::Status s = Spend(start && world_->start_measure_cost > absl::ZeroDuration()
+      if (absl::Status s = Spend(world_->slow_states.count(key) > 0 ? world_->slow_measure_cost
+                                 : start && world_->start_measure_cost > absl::ZeroDuration()
                                      ? world_->start_measure_cost
                                      : world_->measure_cost);
           !s.ok()) {

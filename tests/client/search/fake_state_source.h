@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ struct FakeWorld {
   // The first measured state's (the start's) measurement instead, when positive (a large
   // program's untiled start and its reference run).
   absl::Duration start_measure_cost = absl::ZeroDuration();
+  // States whose first measurement takes `slow_measure_cost` instead (a slow candidate's long
+  // timing).
+  std::set<std::string> slow_states;
+  absl::Duration slow_measure_cost = absl::Milliseconds(100);
   std::string sketches;     // the `sketches` observation
   bool cost_model = false;  // predicted_gflops: the exact GFLOPS; else UNIMPLEMENTED
   bool loop_set = false;    // a space and observations a loop_set policy fits (above)

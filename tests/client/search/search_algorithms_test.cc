@@ -12,6 +12,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cpp/built_in_policies.h"
 #include "client/cpp/policy.h"
@@ -644,7 +645,7 @@ TEST(SearchAlgorithms, ALoopSetPolicyPlaysAndTimesWavesWhileTimeIsLeft) {
   EXPECT_LE(waves.most_live, 8);
   EXPECT_GT(waves.most_live, 4);
   // A budget that ends the waves: more than the first wave timed, fewer than allowed; the
-  // waves' timings leave the re-timings their time (two 10 ms calls and the 30 ms peak beside
+  // waves' timings leave the re-timings their time (two 10 ms calls and the 40 ms peak beside
   // the first), none past the budget.
   const Run budget = run(4, 64, 0.2);
   ASSERT_TRUE(budget.result.ok()) << budget.result.status();
@@ -708,6 +709,46 @@ TEST(SearchAlgorithms, ALoopSetPolicyRetimesItsTwoFastestCandidatesWhereTheyFit)
   EXPECT_EQ(full.world->remeasured, 0);
   EXPECT_FALSE(rf->retimed);
   EXPECT_LE(full.world->clock.Now() - t0, absl::Milliseconds(60));
+}
+
+// policy_guided keeps its re-timings whole: its first wave's timings (as many candidates as
+// would fill the time) stop where the two re-timings (10 ms each, the first with the 40 ms
+// peak) still fit after them, and both run within the limit.
+TEST(SearchAlgorithms, PolicyGuidedStopsItsTimingsWhereItsRetimingsStillFit) {
+  const Policy policy = LoopSetWithDistanceCost();
+  Trial t("policy_guided", 0.2);
+  t.world->loop_set = true;
+  t.options.policy = &policy;
+  t.options.guided_candidates = 64;
+  const absl::Time t0 = t.world->clock.Now();
+  absl::StatusOr<SearchResult> r = t.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(t.world->remeasured, 2);
+  EXPECT_TRUE(r->retimed);
+  EXPECT_GE(r->states_evaluated, 4);
+  EXPECT_LE(t.world->clock.Now() - t0, absl::Milliseconds(200));
+  // A slow candidate's timing (100 ms, knobs 0 0 0, the third timed, not a finalist) does not
+  // stop the timings as if the finalists' re-timings would take as long: they go on past 0.16 s
+  // (where two 100 ms re-timings and the peak would leave 0.4 s), and both re-timings run within
+  // the limit.
+  Trial slow("policy_guided", 0.4);
+  slow.world->loop_set = true;
+  slow.world->slow_states = {"knobs 0 0 0"};
+  slow.options.policy = &policy;
+  slow.options.guided_candidates = 64;
+  std::vector<absl::Duration> at;
+  const absl::Time s0 = slow.world->clock.Now();
+  slow.options.on_measured = [&](const MeasuredKernel&) {
+    at.push_back(slow.world->clock.Now() - s0);
+  };
+  absl::StatusOr<SearchResult> rs = slow.Go();
+  ASSERT_TRUE(rs.ok()) << rs.status();
+  ASSERT_GE(slow.world->measured.size(), 5u);
+  EXPECT_EQ(slow.world->measured[2], "knobs 0 0 0") << absl::StrJoin(slow.world->measured, ", ");
+  ASSERT_FALSE(at.empty());
+  EXPECT_GT(at.back(), absl::Milliseconds(250));
+  EXPECT_EQ(slow.world->remeasured, 2);
+  EXPECT_LE(slow.world->clock.Now() - s0, absl::Milliseconds(400));
 }
 
 // Tuning records: every kernel the world measured is reported once, in order, with actions that

@@ -169,8 +169,17 @@ def _network_episodes(env: LoopToolEnv, policy: loop_set.LoopSetPolicy, max_step
 RETIME_RESERVE = 0.05  # ranked_rollout: the budget's share kept for re-timing the fastest
 RETIMED_FINALISTS = 2
 # What a re-timing may take beyond a timing: the FMA peak the server measures beside it (three
-# 10 ms rounds, once a second; the first re-timing pays it), in seconds.
-BESIDE_PEAK = 0.03
+# 10 ms rounds, once a second; the first re-timing pays it), in seconds (C++'s kBesidePeak: a
+# Zen 5 host's first re-timings took 32-33 ms more than the kernel's timing call).
+BESIDE_PEAK = 0.04
+
+
+def _retiming_time(call: float, calls: Sequence[float]) -> float:
+    """What re-timing a kernel whose timing call took `call` seconds may take (the peak beside it
+    aside): as long as that call, or as the median of all timing calls `calls` where that is
+    longer (a kernel the server had cached came back at once; its re-timing is timed in full);
+    not the longest call, which a slow candidate sets (C++'s EpisodeTimer::RetimingTime)."""
+    return max(call, float(np.median(calls)) if len(calls) else 0.0)
 
 
 def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
@@ -181,8 +190,8 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     cost model) and timed in that order, `timed` at most in all, the first whatever the time and
     the others while `seconds` from the start (less 5%) last; another wave (the next likeliest,
     played in half the time left, its timings stopping where the time left would no longer hold
-    the re-timings) while that time holds two of the longest timings; the two fastest re-timed
-    where a timing (the first also the peak beside it) still fits (each the faster of its timing
+    the re-timings) while that time holds two typical (median) timings; the two fastest
+    re-timed where their re-timing (_retiming_time; the first also the peak beside it) still fits (each the faster of its timing
     and its re-timing); the fastest kept: `looptool tune --search=policy` with
     --policy_candidates=count --policy_timed=timed --policy_seconds=seconds (Python's first wave
     has no deadline, and its episodes take longer than C++'s, so fewer may be timed).
@@ -197,10 +206,11 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     stream = EpisodeStream(env, uri, program, policy, max_steps)
     wave = stream.next(count if policy.cost else 1)
     open_eps = list(wave)  # forks still open (closed at the end whatever happens)
-    # Each kernel timed: (GFLOPS, its episode), the fastest first after each wave (stable: the
-    # earlier of equals first); only the RETIMED_FINALISTS' forks stay open from wave to wave.
-    measured: List[Tuple[float, Episode]] = []
-    longest = 0.0
+    # Each kernel timed: (GFLOPS, its episode, its timing call's seconds), the fastest first
+    # after each wave (stable: the earlier of equals first); only the RETIMED_FINALISTS' forks
+    # stay open from wave to wave.
+    measured: List[Tuple[float, Episode, float]] = []
+    calls: List[float] = []  # every timing call's seconds
     try:
         while wave:
             order = list(range(len(wave)))
@@ -214,30 +224,32 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
                 if len(measured) >= timed or (measured and time.perf_counter() >= stop_timing):
                     break
                 called = time.perf_counter()
-                measured.append((float(wave[i].env.observe(["flops"])["flops"]), wave[i]))
-                longest = max(longest, time.perf_counter() - called)
+                gflops = float(wave[i].env.observe(["flops"])["flops"])
+                calls.append(time.perf_counter() - called)
+                measured.append((gflops, wave[i], calls[-1]))
             measured.sort(key=lambda m: -m[0])
-            finalists = [id(e) for _, e in measured[:RETIMED_FINALISTS]]
+            finalists = [id(e) for _, e, _ in measured[:RETIMED_FINALISTS]]
             for e in [e for e in open_eps if id(e) not in finalists]:
                 e.env.close()
             open_eps = [e for e in open_eps if id(e) in finalists]
             now = time.perf_counter()
+            retimings = sum(_retiming_time(c, calls) for _, _, c in measured[:RETIMED_FINALISTS])
             stop_timing = min(t0 + (1 - RETIME_RESERVE) * seconds,
-                              t0 + seconds - RETIMED_FINALISTS * longest - BESIDE_PEAK)
+                              t0 + seconds - retimings - BESIDE_PEAK)
             if (policy.cost is None or len(measured) >= timed or stream.exhausted
-                    or stop_timing - now < 2 * longest):
+                    or stop_timing - now < 2 * float(np.median(calls))):
                 break
             wave = stream.next(count, until=now + (stop_timing - now) / 2)
             open_eps += wave
         # New timings stop RETIME_RESERVE of the budget early; the fastest RETIMED_FINALISTS are
-        # then re-timed where a call as long as the longest timing still fits (as C++'s
-        # TimeRankedEpisodes): each kernel's GFLOPS the faster of its timing and re-timing.
-        for k, (gflops, e) in enumerate(measured[:RETIMED_FINALISTS]):
-            if (gflops <= 0 or
-                    time.perf_counter() - t0 + longest + (BESIDE_PEAK if k == 0 else 0) > seconds):
+        # then re-timed where their _retiming_time still fits (as C++'s TimeRankedEpisodes):
+        # each kernel's GFLOPS the faster of its timing and re-timing.
+        for k, (gflops, e, call) in enumerate(measured[:RETIMED_FINALISTS]):
+            if (gflops <= 0 or time.perf_counter() - t0 + _retiming_time(call, calls) +
+                    (BESIDE_PEAK if k == 0 else 0) > seconds):
                 break
-            measured[k] = (max(gflops, e.env.remeasure()[0]), e)
-        gflops, best = max(measured, key=lambda m: m[0])
+            measured[k] = (max(gflops, e.env.remeasure()[0]), e, call)
+        gflops, best, _ = max(measured, key=lambda m: m[0])
         return Rollout(best.actions, gflops, time.perf_counter() - t0)
     finally:
         for e in open_eps:
