@@ -80,11 +80,12 @@ absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& e
 // time, each other while `deadline` less a reserve (5% of the time from `t0`) lasts. Then the
 // two fastest are re-timed (StateSource::Remeasure), the faster first, each while the time to
 // `deadline` holds its re-timing: a call as long as its own timing call, or as the median timing
-// call where that is longer (the first also 40 ms for the FMA peak a server measures beside it): a kernel's GFLOPS is the faster of its timing and its re-timing
-// (retimed, with the peak measured beside it; on_retimed hears it). The fastest is the result
-// (states_evaluated: how many were timed; seconds since `t0`). A kernel the server cannot
-// measure (over its limits) is passed over; when none is measured, the first one's error
-// (FAILED_PRECONDITION when `episodes` is empty or `max_timed` below 1).
+// call, or 15 ms (the server's fixed budget and overhead), where longer (the first also 40 ms
+// for the FMA peak a server measures beside it): a kernel's GFLOPS is the faster of its timing
+// and its re-timing (retimed, with the peak measured beside it; on_retimed hears it). The
+// fastest is the result (states_evaluated: how many were timed; seconds since `t0`). A kernel
+// the server cannot measure (over its limits) is passed over; when none is measured, the first
+// one's error (FAILED_PRECONDITION when `episodes` is empty or `max_timed` below 1).
 absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
                                                 std::vector<PolicyEpisodeEnd>& episodes,
                                                 int max_timed, absl::Time deadline,

@@ -26,6 +26,10 @@ constexpr int kRetimedFinalists = 2;
 // (LocalTimer: three 10 ms rounds, once a second; the first re-timing pays it). Seen on a Zen 5
 // host: first re-timings of 46 ms after timing calls of 13-14 ms at most.
 constexpr absl::Duration kBesidePeak = absl::Milliseconds(40);
+// What a re-timing takes at least (the peak aside): the server's fixed budget of runs (10 ms by
+// default) and its overhead; seen on a Zen 5 host: 12.5-13.7 ms where the kernel's own timing
+// call, adaptive (it stops once the fastest run settles), took 10-14 ms, or less.
+constexpr absl::Duration kLeastRetiming = absl::Milliseconds(15);
 // Alternatives kept per step of an episode: the choices after the one taken, most likely first.
 constexpr int kAlternativesPerStep = 3;
 
@@ -251,11 +255,13 @@ class EpisodeTimer {
     absl::Duration call;                  // how long its timing call took
   };
   // What re-timing `t` may take (the peak beside it aside): a call as long as its own timing's,
-  // or as the typical call where that is longer (a kernel whose timing the server had cached
-  // came back at once, but its re-timing is timed in full). Not the longest call: a slow
-  // candidate's timing (runs longer than the server's budget, a large kernel's compilation)
-  // says nothing of the finalists'.
-  absl::Duration RetimingTime(const Timed& t) const { return std::max(t.call, typical_call()); }
+  // or as the typical call, or kLeastRetiming, where longer (a kernel whose timing the server
+  // had cached came back at once, and an adaptive timing may stop early; a re-timing runs the
+  // full budget). Not the longest call: a slow candidate's timing (runs longer than the
+  // server's budget, a large kernel's compilation) says nothing of the finalists'.
+  absl::Duration RetimingTime(const Timed& t) const {
+    return std::max({t.call, typical_call(), kLeastRetiming});
+  }
   const StateSource& start_;
   const SearchOptions& options_;
   const Clock& clock_;
@@ -323,9 +329,8 @@ absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
   // and its re-timing, the peak measured beside a re-timing reported with it.
   for (int i = 0; i < std::min(timed(), kRetimedFinalists); ++i) {
     Timed& t = timed_[i];
-    if (clock_.Now() + RetimingTime(t) + (i == 0 ? kBesidePeak : absl::ZeroDuration()) > deadline_) {
-      break;
-    }
+    const absl::Duration peak = i == 0 ? kBesidePeak : absl::ZeroDuration();
+    if (clock_.Now() + RetimingTime(t) + peak > deadline_) break;
     if (t.result.gflops <= 0) break;
     const absl::StatusOr<Retiming> again = t.source->Remeasure();
     if (!again.ok()) continue;

@@ -174,12 +174,18 @@ RETIMED_FINALISTS = 2
 BESIDE_PEAK = 0.04
 
 
+# What a re-timing takes at least, in seconds: the server's fixed budget of runs (10 ms by
+# default) and its overhead (C++'s kLeastRetiming).
+LEAST_RETIMING = 0.015
+
+
 def _retiming_time(call: float, calls: Sequence[float]) -> float:
     """What re-timing a kernel whose timing call took `call` seconds may take (the peak beside it
-    aside): as long as that call, or as the median of all timing calls `calls` where that is
-    longer (a kernel the server had cached came back at once; its re-timing is timed in full);
-    not the longest call, which a slow candidate sets (C++'s EpisodeTimer::RetimingTime)."""
-    return max(call, float(np.median(calls)) if len(calls) else 0.0)
+    aside): as long as that call, or as the median of all timing calls `calls`, or
+    LEAST_RETIMING, where longer (a kernel the server had cached came back at once, and an
+    adaptive timing may stop early; a re-timing runs the full budget); not the longest call,
+    which a slow candidate sets (C++'s EpisodeTimer::RetimingTime)."""
+    return max(call, float(np.median(calls)) if len(calls) else 0.0, LEAST_RETIMING)
 
 
 def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
@@ -191,10 +197,11 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     the others while `seconds` from the start (less 5%) last; another wave (the next likeliest,
     played in half the time left, its timings stopping where the time left would no longer hold
     the re-timings) while that time holds two typical (median) timings; the two fastest
-    re-timed where their re-timing (_retiming_time; the first also the peak beside it) still fits (each the faster of its timing
-    and its re-timing); the fastest kept: `looptool tune --search=policy` with
-    --policy_candidates=count --policy_timed=timed --policy_seconds=seconds (Python's first wave
-    has no deadline, and its episodes take longer than C++'s, so fewer may be timed).
+    re-timed where their re-timing (_retiming_time; the first also the peak beside it) still
+    fits (each the faster of its timing and its re-timing); the fastest kept: `looptool tune
+    --search=policy` with --policy_candidates=count --policy_timed=timed
+    --policy_seconds=seconds (Python's first wave has no deadline, and its episodes take longer
+    than C++'s, so fewer may be timed).
     ValueError: `count` or `timed` below 1, or `seconds` not above 0."""
     if count < 1:
         raise ValueError(f"ranked_rollout plays 1 episode or more a wave, not count={count}")
