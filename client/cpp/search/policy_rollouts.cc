@@ -259,8 +259,9 @@ class EpisodeTimer {
   // had cached came back at once, and an adaptive timing may stop early; a re-timing runs the
   // full budget). Not the longest call: a slow candidate's timing (runs longer than the
   // server's budget, a large kernel's compilation) says nothing of the finalists'.
-  absl::Duration RetimingTime(const Timed& t) const {
-    return std::max({t.call, typical_call(), kLeastRetiming});
+  // `typical`: typical_call(), computed once by callers that ask about several.
+  static absl::Duration RetimingTime(const Timed& t, absl::Duration typical) {
+    return std::max({t.call, typical, kLeastRetiming});
   }
   const StateSource& start_;
   const SearchOptions& options_;
@@ -289,8 +290,9 @@ absl::Time EpisodeTimer::wave_stop() const {
                     [](const Timed* a, const Timed* b) {
                       return a->result.gflops > b->result.gflops;
                     });
+  const absl::Duration typical = typical_call();
   absl::Duration retimings = kBesidePeak;
-  for (size_t i = 0; i < n; ++i) retimings += RetimingTime(*fastest[i]);
+  for (size_t i = 0; i < n; ++i) retimings += RetimingTime(*fastest[i], typical);
   return std::min(timing_deadline_, deadline_ - retimings);
 }
 
@@ -327,10 +329,11 @@ absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
   // misreads a small kernel by tens of percent), each where the time left holds its RetimingTime
   // (the first also the peak measured beside it): each kernel's GFLOPS the faster of its timing
   // and its re-timing, the peak measured beside a re-timing reported with it.
+  const absl::Duration typical = typical_call();
   for (int i = 0; i < std::min(timed(), kRetimedFinalists); ++i) {
     Timed& t = timed_[i];
     const absl::Duration peak = i == 0 ? kBesidePeak : absl::ZeroDuration();
-    if (clock_.Now() + RetimingTime(t) + peak > deadline_) break;
+    if (clock_.Now() + RetimingTime(t, typical) + peak > deadline_) break;
     if (t.result.gflops <= 0) break;
     const absl::StatusOr<Retiming> again = t.source->Remeasure();
     if (!again.ok()) continue;
