@@ -4,6 +4,7 @@
 #include <limits>
 #include <random>
 
+#include "eigen3/Eigen/Core"
 #include "backend/ir/strides.h"
 #include "util/check.h"
 
@@ -72,6 +73,8 @@ class Interpreter {
     }
     children_.resize(tree.nodes().size());
     steps_.resize(tree.nodes().size());
+    counts_scratch_.resize(tree.nodes().size());
+    index_scratch_.resize(tree.nodes().size());
     leaf_parent_.assign(tree.nodes().size(), true);
     for (int ref = 0; ref < static_cast<int>(tree.nodes().size()); ++ref) {
       const TreeNode& n = tree.nodes()[ref];
@@ -83,6 +86,8 @@ class Interpreter {
         roots_.push_back(ref);
       }
     }
+    chains_.resize(tree.nodes().size());
+    for (int r : roots_) ChainFrom(r);
   }
 
   void Run() {
@@ -90,7 +95,12 @@ class Interpreter {
   }
 
  private:
-  // One leaf of an innermost loop: its pointers at the loop's first iteration and their steps.
+  // How a leaf's addresses move along one loop (elements per iteration).
+  struct Delta {
+    int64_t x = 0, y = 0, acc = 0, out = 0;
+  };
+  // One leaf of a perfect nest's innermost loop (PerfectNest): its pointers at the current
+  // iteration of the loops above and their steps along each loop of the nest.
   struct Step {
     TreeNode::Leaf kind;
     const Statement* st;
@@ -99,7 +109,15 @@ class Interpreter {
     const float* y = nullptr;
     float* acc = nullptr;
     float* out = nullptr;
-    int64_t dx = 0, dy = 0, dacc = 0, dout = 0;
+    std::vector<Delta> along;  // per loop of the chain, outermost first
+
+    // Only the pointers the leaf reads or writes move (the others stay null).
+    void Advance(const Delta& d, int64_t times) {
+      x += d.x * times;
+      if (y != nullptr) y += d.y * times;
+      acc += d.acc * times;
+      if (out != nullptr) out += d.out * times;
+    }
   };
 
   struct StatementInfo {
@@ -114,8 +132,8 @@ class Interpreter {
       Leaf(n);
       return;
     }
-    if (!counts_ && leaf_parent_[ref]) {
-      InnermostLoop(n, ref);
+    if (!counts_ && !chains_[ref].empty()) {
+      PerfectNest(ref);
       return;
     }
     const StatementSchedule& sched = tree_.schedule(n.statement);
@@ -172,28 +190,60 @@ class Interpreter {
     }
   }
 
-  // The same as the generic loop for a loop whose children are all leaves (it is then the
-  // innermost loop over its variable: inner extent 1, no tail), with addresses stepped instead
-  // of recomputed: the interpreter's hot path.
-  void InnermostLoop(const TreeNode& n, int ref) {
-    const int v = n.loop.var;
-    const int64_t count = std::min(n.loop.size, limit_[v]);
-    // The leaves' strides along the loop are fixed: worked out once per loop, and only their
-    // pointers at this iteration of the loops above computed here (the hot path runs once per
-    // iteration of the loops above).
+  // Sets chains_ for `ref`'s subtree: chains_[ref] the loops of a perfect nest from `ref` down,
+  // each the only child of the one above and the innermost loop over its variable (inner extent
+  // 1, no tail), the last one's children all leaves; empty where `ref` does not start one.
+  void ChainFrom(int ref) {
+    const TreeNode& n = tree_.nodes()[ref];
+    if (n.kind != TreeNode::Kind::kLoop) return;
+    for (int c : children_[ref]) ChainFrom(c);
+    const StatementSchedule& sched = tree_.schedule(n.statement);
+    if (n.loop.tail != 0 ||
+        InnerExtent(n.in_compute ? sched.compute : sched.write, n.order_depth) != 1) {
+      return;
+    }
+    if (leaf_parent_[ref]) {
+      chains_[ref] = {ref};
+    } else if (children_[ref].size() == 1 && !chains_[children_[ref][0]].empty()) {
+      chains_[ref] = {ref};
+      const std::vector<int>& below = chains_[children_[ref][0]];
+      chains_[ref].insert(chains_[ref].end(), below.begin(), below.end());
+    }
+  }
+
+  // The generic loops' work for a perfect nest (chains_[ref]), with the leaves' addresses
+  // stepped instead of recomputed: the interpreter's hot path. The loops' variables are not
+  // set in base_ as they run: nothing below them reads it.
+  void PerfectNest(int ref) {
+    const std::vector<int>& chain = chains_[ref];
+    const int depth = static_cast<int>(chain.size());
+    // The leaves' strides along each loop of the chain are fixed: worked out once per chain,
+    // and only their pointers at this iteration of the loops above computed here.
     std::vector<Step>& steps = steps_[ref];
     if (steps.empty()) {
-      for (int c : children_[ref]) {
+      for (int c : children_[chain.back()]) {
         const TreeNode& leaf = tree_.nodes()[c];
         const Statement& st = p_.statement(leaf.statement);
         const StatementInfo& info = stmts_[leaf.statement];
         Step s{leaf.leaf, &st, leaf.statement};
-        s.dacc = info.accumulator.stride[v];
-        s.dx = info.inputs[0].stride[v];
-        if (st.inputs.size() > 1) s.dy = info.inputs[1].stride[v];
-        if (leaf.leaf == TreeNode::Leaf::kWrite) s.dout = info.output.stride[v];
+        for (int level : chain) {
+          const int v = tree_.nodes()[level].loop.var;
+          Delta d;
+          d.acc = info.accumulator.stride[v];
+          d.x = info.inputs[0].stride[v];
+          if (st.inputs.size() > 1) d.y = info.inputs[1].stride[v];
+          if (leaf.leaf == TreeNode::Leaf::kWrite) d.out = info.output.stride[v];
+          s.along.push_back(d);
+        }
         steps.push_back(s);
       }
+    }
+    std::vector<int64_t>& counts = counts_scratch_[ref];
+    counts.assign(depth, 0);
+    for (int l = 0; l < depth; ++l) {
+      const TreeNode& n = tree_.nodes()[chain[l]];
+      counts[l] = std::min(n.loop.size, limit_[n.loop.var]);
+      if (counts[l] <= 0) return;
     }
     for (Step& s : steps) {
       const Statement& st = *s.st;
@@ -201,51 +251,94 @@ class Interpreter {
       s.acc = &info.acc[info.accumulator.At(base_)];
       s.x = &data_[st.inputs[0].tensor][info.inputs[0].At(base_)];
       if (st.inputs.size() > 1) s.y = &data_[st.inputs[1].tensor][info.inputs[1].At(base_)];
-      if (s.kind == TreeNode::Leaf::kWrite) s.out = &data_[st.output.tensor][info.output.At(base_)];
+      if (s.kind == TreeNode::Leaf::kWrite) {
+        s.out = &data_[st.output.tensor][info.output.At(base_)];
+      }
     }
+    std::vector<int64_t>& index = index_scratch_[ref];
+    index.assign(depth, 0);
+    const int inner = depth - 1;
+    while (true) {
+      RunInner(steps, inner, counts[inner]);
+      // The next iteration of the loops above the innermost (an odometer), pointers stepped.
+      int l = inner - 1;
+      for (; l >= 0; --l) {
+        if (++index[l] < counts[l]) {
+          for (Step& s : steps) s.Advance(s.along[l], 1);
+          break;
+        }
+        for (Step& s : steps) s.Advance(s.along[l], -(counts[l] - 1));
+        index[l] = 0;
+      }
+      if (l < 0) return;
+    }
+  }
+
+  // One run of the innermost loop of `steps`' chain (level `inner`), `count` iterations from
+  // their pointers (left as they are).
+  void RunInner(std::vector<Step>& steps, int inner, int64_t count) {
     if (steps.size() == 2 && steps[0].kind == TreeNode::Leaf::kCombine &&
         steps[1].kind == TreeNode::Leaf::kReduce && steps[0].st == steps[1].st &&
         steps[0].st->combiner == Combiner::kMultiply && steps[0].st->reduction == Reduction::kSum) {
       // A sum of products alone in its loop (every contraction's start): the loop below, fused.
       const float *x = steps[0].x, *y = steps[0].y;
       float* acc = steps[0].acc;
-      const int64_t dx = steps[0].dx, dy = steps[0].dy, dacc = steps[0].dacc;
+      const Delta& d = steps[0].along[inner];
+      const int64_t dx = d.x, dy = d.y, dacc = d.acc;
       float value = 0;
-      for (int64_t i = 0; i < count; ++i) {
-        value = x[i * dx] * y[i * dy];
-        acc[i * dacc] += value;
+      if (dacc == 1 && (dx == 0 || dy == 0)) {
+        // Along an output row, one factor fixed (a convolution's weight, a matmul's A[m, k]).
+        const float* v = dy == 0 ? x : y;
+        const int64_t dv = dy == 0 ? dx : dy;
+        const float w = dy == 0 ? *y : *x;
+        if (dv == 1) {  // an axpy (Eigen's, vectorised: the same products and sums)
+          Eigen::Map<Eigen::ArrayXf>(acc, count) += Eigen::Map<const Eigen::ArrayXf>(v, count) * w;
+        } else {
+          for (int64_t i = 0; i < count; ++i) acc[i] += v[i * dv] * w;
+        }
+        value = v[(count - 1) * dv] * w;
+      } else if (dacc == 0) {  // along the reduction: the same sum, held in a register
+        float sum = *acc;
+        for (int64_t i = 0; i < count; ++i) {
+          value = x[i * dx] * y[i * dy];
+          sum += value;
+        }
+        *acc = sum;
+      } else {
+        for (int64_t i = 0; i < count; ++i) {
+          value = x[i * dx] * y[i * dy];
+          acc[i * dacc] += value;
+        }
       }
-      if (count > 0) combined_ = value;
+      combined_ = value;
       return;
     }
     for (int64_t i = 0; i < count; ++i) {
       for (Step& s : steps) {
         const Statement& st = *s.st;
+        const Delta& d = s.along[inner];
         switch (s.kind) {
           case TreeNode::Leaf::kCombine: {
-            float value = *s.x;
-            if (st.combiner == Combiner::kMultiply) value *= *s.y;
-            if (st.combiner == Combiner::kAdd) value += *s.y;
+            float value = s.x[i * d.x];
+            if (st.combiner == Combiner::kMultiply) value *= s.y[i * d.y];
+            if (st.combiner == Combiner::kAdd) value += s.y[i * d.y];
             combined_ = value;
-            if (st.reduction == Reduction::kAssign) *s.acc = value;
+            if (st.reduction == Reduction::kAssign) s.acc[i * d.acc] = value;
             break;
           }
           case TreeNode::Leaf::kReduce: {
-            const float value = st.combiner == Combiner::kIdentity ? *s.x : combined_;
-            *s.acc = st.reduction == Reduction::kSum ? *s.acc + value : std::max(*s.acc, value);
+            const float value = st.combiner == Combiner::kIdentity ? s.x[i * d.x] : combined_;
+            float& acc = s.acc[i * d.acc];
+            acc = st.reduction == Reduction::kSum ? acc + value : std::max(acc, value);
             break;
           }
           case TreeNode::Leaf::kWrite: {
-            float value = *s.acc;
+            float value = s.acc[i * d.acc];
             if (st.post_op == PostOp::kRelu) value = std::max(value, 0.0f);
-            *s.out = value;
+            s.out[i * d.out] = value;
             break;
           }
         }
-        s.x += s.dx;
-        s.y += s.dy;
-        s.acc += s.dacc;
-        s.out += s.dout;
       }
     }
   }
@@ -260,11 +353,13 @@ class Interpreter {
   VisitCounts* counts_;
   std::vector<StatementInfo> stmts_;
   std::vector<std::vector<int>> children_;
-  std::vector<bool> leaf_parent_;  // loops whose children are all leaves
+  std::vector<bool> leaf_parent_;  // loops whose children are all leaves (the last of a chain)
   std::vector<int> roots_;
   std::vector<int64_t> base_, limit_;  // per variable: first element and elements available
   float combined_ = 0;                 // the combine leaf's value, read by the reduce leaf
-  std::vector<std::vector<Step>> steps_;  // per innermost loop: its leaves (InnermostLoop)
+  std::vector<std::vector<int>> chains_;   // per loop: the perfect nest it starts (ChainFrom)
+  std::vector<std::vector<Step>> steps_;   // per chain's first loop: its leaves (PerfectNest)
+  std::vector<std::vector<int64_t>> counts_scratch_, index_scratch_;  // per chain, reused
 };
 
 }  // namespace
@@ -282,10 +377,20 @@ TensorData AllocateTensors(const Program& program) {
 
 void FillInputs(const Program& program, uint64_t seed, bool small_integers, TensorData& data) {
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> ints(-2, 2);
   std::uniform_real_distribution<float> reals(-1.0f, 1.0f);
   for (int t : program.InputTensors()) {
-    for (float& x : data[t]) x = small_integers ? static_cast<float>(ints(rng)) : reals(rng);
+    if (!small_integers) {
+      for (float& x : data[t]) x = reals(rng);
+      continue;
+    }
+    // Eight integers per draw, one per byte (byte % 5 - 2: 0 a 1/256 likelier than the others),
+    // a tenth of a distribution call's cost each (a reference's inputs reach millions).
+    uint64_t bits = 0;
+    for (size_t i = 0; i < data[t].size(); ++i) {
+      if (i % 8 == 0) bits = rng();
+      data[t][i] = static_cast<float>(static_cast<int>(bits & 0xff) % 5 - 2);
+      bits >>= 8;
+    }
   }
 }
 

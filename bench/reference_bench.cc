@@ -1,0 +1,93 @@
+// reference_bench: what a program's first measurement pays before its first kernel is timed,
+// the reference run every kernel is verified against (MakeReference: seeded inputs, the untiled
+// nest interpreted once per program). A search on a program the server has not seen (or no
+// longer caches) waits for it, so it bounds how fast `--search=policy` can answer a new layer.
+//
+//   bazel build //bench:reference_bench && bazel-bin/bench/reference_bench \
+//       --datasets=resnet18-v0,mobilenet_v2-v0,bert_base-v0,conv2d-v0,pool-v0,reduce-v0
+//
+// Prints a markdown table per dataset (seconds per program, best of --repeats, and the
+// interpreter's GFLOPS over the program's flop count) and a summary line.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "backend/codegen/verify.h"
+#include "backend/ir/parser.h"
+#include "datasets/registry.h"
+
+ABSL_FLAG(std::string, datasets,
+          "resnet18-v0,mobilenet_v2-v0,bert_base-v0,conv2d-v0,pool-v0,reduce-v0,transpose-v0,"
+          "elementwise-v0",
+          "comma-separated datasets whose every benchmark is timed");
+ABSL_FLAG(int, repeats, 2, "runs per program, the fastest reported (1..100)");
+
+namespace looptool {
+namespace {
+
+double Seconds(const Program& program) {
+  const auto start = std::chrono::steady_clock::now();
+  const ReferenceRun ref = MakeReference(program);
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (ref.expected.empty()) std::printf("(no tensors)\n");  // keeps the run from being elided
+  return s;
+}
+
+int Main() {
+  const int repeats = std::clamp(absl::GetFlag(FLAGS_repeats), 1, 100);
+  double total = 0, worst = 0;
+  std::string worst_name;
+  int programs = 0;
+  const std::vector<std::string> names =
+      absl::StrSplit(absl::GetFlag(FLAGS_datasets), ',', absl::SkipEmpty());
+  for (const std::string& dataset : names) {
+    const absl::StatusOr<std::vector<std::string>> uris =
+        datasets::BenchmarkUris(dataset, datasets::Split::kAll);
+    if (!uris.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(uris.status().message()).c_str());
+      return 1;
+    }
+    std::printf("\n## %s\n\n| program | MFLOP | reference s | interpreter GFLOPS |\n"
+                "|---|---:|---:|---:|\n",
+                dataset.c_str());
+    for (const std::string& uri : *uris) {
+      const std::optional<std::string> text = datasets::ResolveUri(uri);
+      absl::StatusOr<Program> program = ParseProgram(text.value_or(""), Limits{});
+      if (!program.ok()) {
+        std::printf("| %s | - | %s | - |\n", uri.c_str(),
+                    std::string(program.status().message()).c_str());
+        continue;
+      }
+      double best = 1e30;
+      for (int r = 0; r < repeats; ++r) best = std::min(best, Seconds(*program));
+      const double flops = static_cast<double>(program->Flops());
+      std::printf("| %s | %.1f | %.4f | %.2f |\n", uri.substr(uri.rfind('/') + 1).c_str(),
+                  flops * 1e-6, best, flops / best * 1e-9);
+      std::fflush(stdout);
+      total += best;
+      ++programs;
+      if (best > worst) {
+        worst = best;
+        worst_name = uri;
+      }
+    }
+  }
+  std::printf("\n%d programs: reference runs %.3f s in all, mean %.4f s, longest %.4f s (%s)\n",
+              programs, total, programs > 0 ? total / programs : 0.0, worst, worst_name.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace looptool
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return looptool::Main();
+}
