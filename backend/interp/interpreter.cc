@@ -258,61 +258,78 @@ class Interpreter {
     std::vector<int64_t>& index = index_scratch_[ref];
     index.assign(depth, 0);
     const int inner = depth - 1;
+    // A sum of products alone in its loop (every contraction's start) reads the combine leaf's
+    // pointers only: the reduce leaf's are not stepped.
+    const bool fused = FusedProduct(steps);
+    const size_t stepped = fused ? 1 : steps.size();
     while (true) {
-      RunInner(steps, inner, counts[inner]);
+      if (fused) {
+        ProductInner(steps[0], inner, counts[inner]);
+      } else {
+        RunInner(steps, inner, counts[inner]);
+      }
       // The next iteration of the loops above the innermost (an odometer), pointers stepped.
       int l = inner - 1;
       for (; l >= 0; --l) {
         if (++index[l] < counts[l]) {
-          for (Step& s : steps) s.Advance(s.along[l], 1);
+          for (size_t i = 0; i < stepped; ++i) steps[i].Advance(steps[i].along[l], 1);
           break;
         }
-        for (Step& s : steps) s.Advance(s.along[l], -(counts[l] - 1));
+        for (size_t i = 0; i < stepped; ++i) {
+          steps[i].Advance(steps[i].along[l], -(counts[l] - 1));
+        }
         index[l] = 0;
       }
       if (l < 0) return;
     }
   }
 
+  // Whether `steps` are a multiply leaf and the sum that reduces it, alone (ProductInner).
+  static bool FusedProduct(const std::vector<Step>& steps) {
+    return steps.size() == 2 && steps[0].kind == TreeNode::Leaf::kCombine &&
+           steps[1].kind == TreeNode::Leaf::kReduce && steps[0].st == steps[1].st &&
+           steps[0].st->combiner == Combiner::kMultiply &&
+           steps[0].st->reduction == Reduction::kSum;
+  }
+
+  // One run of the innermost loop (level `inner` of the chain) of a multiply leaf and its sum
+  // (FusedProduct), `count` iterations from its pointers (left as they are).
+  void ProductInner(const Step& step, int inner, int64_t count) {
+    const float *x = step.x, *y = step.y;
+    float* acc = step.acc;
+    const Delta& d = step.along[inner];
+    const int64_t dx = d.x, dy = d.y, dacc = d.acc;
+    float value = 0;
+    if (dacc == 1 && (dx == 0 || dy == 0)) {
+      // Along an output row, one factor fixed (a convolution's weight, a matmul's A[m, k]).
+      const float* v = dy == 0 ? x : y;
+      const int64_t dv = dy == 0 ? dx : dy;
+      const float w = dy == 0 ? *y : *x;
+      if (dv == 1) {  // an axpy (Eigen's, vectorised: the same products and sums)
+        Eigen::Map<Eigen::ArrayXf>(acc, count) += Eigen::Map<const Eigen::ArrayXf>(v, count) * w;
+      } else {
+        for (int64_t i = 0; i < count; ++i) acc[i] += v[i * dv] * w;
+      }
+      value = v[(count - 1) * dv] * w;
+    } else if (dacc == 0) {  // along the reduction: the same sum, held in a register
+      float sum = *acc;
+      for (int64_t i = 0; i < count; ++i) {
+        value = x[i * dx] * y[i * dy];
+        sum += value;
+      }
+      *acc = sum;
+    } else {
+      for (int64_t i = 0; i < count; ++i) {
+        value = x[i * dx] * y[i * dy];
+        acc[i * dacc] += value;
+      }
+    }
+    combined_ = value;
+  }
+
   // One run of the innermost loop of `steps`' chain (level `inner`), `count` iterations from
   // their pointers (left as they are).
   void RunInner(std::vector<Step>& steps, int inner, int64_t count) {
-    if (steps.size() == 2 && steps[0].kind == TreeNode::Leaf::kCombine &&
-        steps[1].kind == TreeNode::Leaf::kReduce && steps[0].st == steps[1].st &&
-        steps[0].st->combiner == Combiner::kMultiply && steps[0].st->reduction == Reduction::kSum) {
-      // A sum of products alone in its loop (every contraction's start): the loop below, fused.
-      const float *x = steps[0].x, *y = steps[0].y;
-      float* acc = steps[0].acc;
-      const Delta& d = steps[0].along[inner];
-      const int64_t dx = d.x, dy = d.y, dacc = d.acc;
-      float value = 0;
-      if (dacc == 1 && (dx == 0 || dy == 0)) {
-        // Along an output row, one factor fixed (a convolution's weight, a matmul's A[m, k]).
-        const float* v = dy == 0 ? x : y;
-        const int64_t dv = dy == 0 ? dx : dy;
-        const float w = dy == 0 ? *y : *x;
-        if (dv == 1) {  // an axpy (Eigen's, vectorised: the same products and sums)
-          Eigen::Map<Eigen::ArrayXf>(acc, count) += Eigen::Map<const Eigen::ArrayXf>(v, count) * w;
-        } else {
-          for (int64_t i = 0; i < count; ++i) acc[i] += v[i * dv] * w;
-        }
-        value = v[(count - 1) * dv] * w;
-      } else if (dacc == 0) {  // along the reduction: the same sum, held in a register
-        float sum = *acc;
-        for (int64_t i = 0; i < count; ++i) {
-          value = x[i * dx] * y[i * dy];
-          sum += value;
-        }
-        *acc = sum;
-      } else {
-        for (int64_t i = 0; i < count; ++i) {
-          value = x[i * dx] * y[i * dy];
-          acc[i * dacc] += value;
-        }
-      }
-      combined_ = value;
-      return;
-    }
     for (int64_t i = 0; i < count; ++i) {
       for (Step& s : steps) {
         const Statement& st = *s.st;
