@@ -25,6 +25,7 @@ from typing import List, Sequence, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"), os.path.join(ROOT, "client/python")]
 
+from looptool import errors  # noqa: E402
 from looptool.connection import Connection  # noqa: E402
 from looptool.server import LocalServer  # noqa: E402
 
@@ -61,14 +62,17 @@ def main() -> None:
     args = p.parse_args()
     rows: List[list] = []
     with LocalServer(args.server) as server, Connection(server.address) as conn:
+        try:
+            uris = [u for d in args.sets.split(",") for u in conn.dataset_benchmarks(d)]
+        except (ValueError, errors.ServiceError) as e:
+            raise SystemExit(f"--sets: {e}") from None
         tune(args.cli, server.address, "benchmark://mm64_256_16_range-v0/mm64_64_64", args.policy)
-        for dataset in args.sets.split(","):
-            for uri in conn.dataset_benchmarks(dataset):
-                cold = tune(args.cli, server.address, uri, args.policy)
-                warm = tune(args.cli, server.address, uri, args.policy)
-                rows.append([uri, *cold, *warm])
-                print(f"{uri}: cold {cold[0]:.3f} s, {cold[1]} timed, {cold[2]:.1f} GFLOPS; "
-                      f"warm {warm[0]:.3f} s, {warm[1]} timed, {warm[2]:.1f} GFLOPS", flush=True)
+        for uri in uris:
+            cold = tune(args.cli, server.address, uri, args.policy)
+            warm = tune(args.cli, server.address, uri, args.policy)
+            rows.append([uri, *cold, *warm])
+            print(f"{uri}: cold {cold[0]:.3f} s, {cold[1]} timed, {cold[2]:.1f} GFLOPS; "
+                  f"warm {warm[0]:.3f} s, {warm[1]} timed, {warm[2]:.1f} GFLOPS", flush=True)
     over = [r for r in rows if r[1] > args.budget + 0.005]
     print(f"{len(over)} of {len(rows)} cold searches past {args.budget} s "
           f"(longest {max(r[1] for r in rows):.3f} s); candidates timed, mean: cold "
