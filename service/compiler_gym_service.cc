@@ -244,7 +244,8 @@ absl::Status LoopToolService::DoStartSession(const CallContext& call,
   RETURN_IF_ERROR(sessions_.CheckRoomFor(call.owner));  // before any work is done for it
   EpisodeRequest episode_request{uri, ref.index, [&](const std::string& benchmark) {
                                    return benchmarks_.Load(call.client, benchmark);
-                                 }};
+                                 },
+                                 TenantOf(call.owner)};
   ASSIGN_OR_RETURN(std::unique_ptr<Episode> episode,
                    engines_[engine]->NewEpisode(episode_request));
   episode->set_tenant(TenantOf(call.owner));  // kernels queue fairly per client

@@ -144,6 +144,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   config.workers.isa = absl::GetFlag(FLAGS_isa).isa;
   config.workers.deadline_seconds = absl::GetFlag(FLAGS_eval_deadline).value;
   config.workers.max_kernel_seconds = absl::GetFlag(FLAGS_max_kernel_seconds).value;
+  if (!absl::GetFlag(FLAGS_prepare_references)) config.workers.max_pending_prepares = 0;
   config.workers.budget_ms = absl::GetFlag(FLAGS_timing_budget_ms).value;
   config.workers.adaptive_timing = absl::GetFlag(FLAGS_timing) == TimingMode::kAdaptive;
   return config;
@@ -235,6 +236,10 @@ ABSL_FLAG(Positive<double>, eval_deadline, Positive<double>{30},
           "seconds a kernel evaluation may take before it is a hang");
 ABSL_FLAG(NonNegative<double>, max_kernel_seconds, NonNegative<double>{10},
           "refuse (RESOURCE_EXHAUSTED) kernels whose estimated evaluation cost is larger; 0: none");
+ABSL_FLAG(bool, prepare_references, true,
+          "when a session starts, a kernel worker computes its program's reference run (what "
+          "every new kernel is verified against) while the client plans, not at the first "
+          "measurement; false: at the first measurement");
 ABSL_FLAG(Positive<double>, timing_budget_ms, Positive<double>{10},
           "timing budget for each new schedule, milliseconds (with --timing=adaptive: its cap)");
 ABSL_FLAG(TimingMode, timing, TimingMode::kAdaptive,

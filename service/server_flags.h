@@ -5,7 +5,7 @@
 //
 //   --port --bind --auth_token_file --tls_cert_file --tls_key_file --max_sessions
 //   --session_idle_timeout --manage_connections --max_connections --client_gone_grace
-//   --eval_cores --eval_deadline --max_kernel_seconds --timing_budget_ms
+//   --eval_cores --eval_deadline --max_kernel_seconds --prepare_references --timing_budget_ms
 //   --timing --isa --max_loops --upstream_spaces_first
 #ifndef LOOPTOOL_SERVICE_SERVER_FLAGS_H_
 #define LOOPTOOL_SERVICE_SERVER_FLAGS_H_
@@ -93,6 +93,7 @@ ABSL_DECLARE_FLAG(looptool::service::NonNegative<double>, drain_seconds);
 ABSL_DECLARE_FLAG(looptool::service::CpuList, eval_cores);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, eval_deadline);
 ABSL_DECLARE_FLAG(looptool::service::NonNegative<double>, max_kernel_seconds);
+ABSL_DECLARE_FLAG(bool, prepare_references);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, timing_budget_ms);
 ABSL_DECLARE_FLAG(looptool::service::TimingMode, timing);
 ABSL_DECLARE_FLAG(looptool::service::IsaChoice, isa);

@@ -20,6 +20,9 @@ class LearningTimer final : public KernelTimer {
   absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
   absl::StatusOr<double> PeakGflops() override { return inner_->PeakGflops(); }
   absl::StatusOr<MemoryProfile> Memory() override { return inner_->Memory(); }
+  void PrepareFor(const LoopTree& tree, uint64_t tenant) override {
+    inner_->PrepareFor(tree, tenant);
+  }
 
  private:
   // Teaches the model a successful measurement; returns `m` unchanged.

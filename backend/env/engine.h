@@ -6,6 +6,7 @@
 #ifndef LOOPTOOL_BACKEND_ENV_ENGINE_H_
 #define LOOPTOOL_BACKEND_ENV_ENGINE_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,6 +43,9 @@ struct EpisodeRequest {
   // the calling client's added benchmarks). Engines of generated benchmarks need not call it.
   std::function<absl::StatusOr<std::shared_ptr<const Program>>(const std::string& uri)>
       load_program;
+  // Whom the episode's kernels are measured for (Environment::set_tenant); the engine may hint
+  // its timer on the tenant's behalf (KernelTimer::PrepareFor).
+  uint64_t tenant = 0;
 };
 
 class Engine {

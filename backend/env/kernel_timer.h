@@ -90,6 +90,11 @@ class KernelTimer {
   // first MeasureFor when there is none): a search's winners are re-timed so that the speed it
   // reports is not the luckiest of many measurements.
   virtual absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) = 0;
+  // A hint that schedules of `tree`'s program will be measured soon (an episode on it has
+  // begun): a timer may compute now, in the background, what every first measurement of the
+  // program needs (its reference run), and the first measurement then waits less. Returns at
+  // once, reports nothing and changes no measurement; timers may ignore it (this default does).
+  virtual void PrepareFor(const LoopTree& tree, uint64_t tenant) {}
   // The single-core FMA peak (GFLOPS) rewards are normalised by, measured on the core kernels
   // are timed on. UNAVAILABLE when it could not be measured.
   virtual absl::StatusOr<double> PeakGflops() = 0;

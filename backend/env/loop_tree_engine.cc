@@ -25,6 +25,9 @@ absl::StatusOr<std::unique_ptr<Episode>> LoopTreeEngine::NewEpisode(
         absl::StrCat("Loop nest too large: benchmark ", request.uri, " has ", initial.num_loops(),
                      " loops, this server allows at most ", limits_.max_loops));
   }
+  // Its first measurement needs the program's reference run: the timer may start it now,
+  // while the client still reads observations and plans (a policy plays its episodes first).
+  if (kernels_.timer != nullptr) kernels_.timer->PrepareFor(initial, request.tenant);
   return std::make_unique<LoopTreeEpisode>(Environment(std::move(initial),
                                                        AllActionSpaces()[request.action_space],
                                                        limits_, kernels_, registry_));

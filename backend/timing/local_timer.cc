@@ -23,6 +23,7 @@ LocalTimer::ProgramData& LocalTimer::ProgramFor(const LoopTree& tree) {
   if (it == programs_.end()) {
     auto data = std::make_unique<ProgramData>();
     data->reference = MakeReference(tree.program());
+    ++stats_.references;
     data->scratch = data->reference.expected;
     for (const TensorData* tensors : {&data->reference.expected, &data->scratch}) {
       for (const auto& buffer : *tensors) {
@@ -46,6 +47,14 @@ LocalTimer::ProgramData& LocalTimer::ProgramFor(const LoopTree& tree) {
   }
   it->second->last_use = ++clock_;
   return *it->second;
+}
+
+double LocalTimer::Prepare(const LoopTree& tree) {
+  absl::MutexLock lock(&mu_);
+  const int64_t before = stats_.references;
+  const double t0 = MonotonicSeconds();
+  ProgramFor(tree);
+  return stats_.references > before ? MonotonicSeconds() - t0 : 0.0;
 }
 
 int64_t LocalTimer::cached_program_bytes() const {

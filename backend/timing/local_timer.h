@@ -62,6 +62,7 @@ class LocalTimer final : public KernelTimer {
     int64_t confirmed = 0;    // adaptive: candidates timed again with the fixed budget
     int64_t cache_hits = 0;
     int64_t remeasured = 0;   // RemeasureFor timings (not in `measured`)
+    int64_t references = 0;   // programs' reference runs computed (Measure's or Prepare's)
     int64_t beside_peaks = 0;  // peaks RemeasureFor measured (one serves a second of them)
     double compile_seconds = 0, verify_seconds = 0, timing_seconds = 0;
   };
@@ -77,6 +78,12 @@ class LocalTimer final : public KernelTimer {
   // options, which is returned and not cached, with the FMA peak measured right after it (or
   // by a re-timing of the second before).
   absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
+  // Computes and caches `tree`'s program's reference run (and buffers) now, as its first
+  // measurement would; nothing when it is cached. Returns the seconds it took (0 when cached);
+  // they count in no measurement.
+  // (PrepareFor, the KernelTimer hint, stays the default no-op: an in-process timer has no
+  // background to run it in; kernel workers call this for WorkerPool::PrepareFor.)
+  double Prepare(const LoopTree& tree);
   // Measured once, at the first call: the best of a few spaced rounds. UNAVAILABLE when no round
   // could run the peak kernel.
   absl::StatusOr<double> PeakGflops() override;

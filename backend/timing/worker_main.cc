@@ -74,6 +74,15 @@ WorkerReply Serve(const WorkerRequest& request, LocalTimer& evaluator, const Lim
       }
       reply = extension(request.payload);
       break;
+    case WorkerTask::kPrepare: {
+      absl::StatusOr<LoopTree> tree = ParseIr(request.payload, limits);
+      if (!tree.ok()) {
+        reply.status = tree.status();
+        break;
+      }
+      reply.measurement.seconds = evaluator.Prepare(*tree);
+      break;
+    }
     case WorkerTask::kMeasure:
     case WorkerTask::kRemeasure: {
       absl::StatusOr<LoopTree> tree = ParseIr(request.payload, limits);

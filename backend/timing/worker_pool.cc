@@ -84,6 +84,7 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(Options options) {
   if (!peak->status.ok()) return peak->status;
   pool->peak_gflops_ = peak->measurement.gflops;
   pool->monitor_ = std::thread([raw = pool.get()] { raw->MonitorLoop(); });
+  pool->preparer_ = std::thread([raw = pool.get()] { raw->PrepareLoop(); });
   return pool;
 }
 
@@ -95,14 +96,77 @@ void WorkerPool::Stop() {
     stopping_ = true;
   }
   if (monitor_.joinable()) monitor_.join();
-  absl::MutexLock lock(&mu_);
-  for (Worker& w : workers_) {
-    if (!w.busy) {
-      Kill(w);
-    } else if (w.pid > 0) {
-      kill(w.pid, SIGKILL);  // its call reads end of file and cleans up
+  {
+    absl::MutexLock lock(&mu_);
+    for (Worker& w : workers_) {
+      if (!w.busy) {
+        Kill(w);
+      } else if (w.pid > 0) {
+        kill(w.pid, SIGKILL);  // its call reads end of file and cleans up
+      }
     }
   }
+  // A hint being sent fails UNAVAILABLE now (its worker killed, or stopping_ seen).
+  if (preparer_.joinable()) preparer_.join();
+}
+
+bool WorkerPool::TooCostly(const Program& program) const {
+  if (options_.max_kernel_seconds <= 0) return false;
+  // A kernel estimated to outlast the hang deadline would only be killed there.
+  const double budget = std::min(options_.max_kernel_seconds, options_.deadline_seconds);
+  return EstimateEvaluationSeconds(program) > budget;
+}
+
+void WorkerPool::PrepareFor(const LoopTree& tree, uint64_t tenant) {
+  std::string key = PrintProgram(tree.program());
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  if (std::find(hinted_.begin(), hinted_.end(), key) != hinted_.end() ||
+      static_cast<int>(prepares_.size()) >= options_.max_pending_prepares ||
+      TooCostly(tree.program())) {
+    ++stats_.prepares_skipped;
+    return;
+  }
+  hinted_.push_back(std::move(key));
+  if (hinted_.size() > 64) hinted_.pop_front();
+  prepares_.emplace_back(PrintIr(tree), tenant);
+}
+
+void WorkerPool::PrepareLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+          return p->stopping_ || !p->prepares_.empty();
+        },
+        this));
+    if (stopping_) break;
+    auto [ir, tenant] = std::move(prepares_.front());
+    prepares_.pop_front();
+    preparing_ = true;
+    mu_.Unlock();
+    absl::StatusOr<WorkerReply> reply = Call({WorkerTask::kPrepare, std::move(ir)}, tenant);
+    mu_.Lock();
+    preparing_ = false;
+    if (reply.ok() && reply->status.ok()) {
+      if (reply->measurement.seconds > 0) {
+        ++stats_.prepared;
+        stats_.prepare_seconds += reply->measurement.seconds;
+      } else {
+        ++stats_.prepares_cached;
+      }
+    }
+  }
+  prepares_.clear();
+}
+
+void WorkerPool::WaitForPrepares() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+        return p->stopping_ || (p->prepares_.empty() && !p->preparing_);
+      },
+      this));
 }
 
 void WorkerPool::MonitorLoop() {
@@ -244,7 +308,7 @@ absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request, uint6
   worker->busy = false;
   Dispatch();
   if (frame.ok()) {
-    ++stats_.measured;
+    if (request.task != WorkerTask::kPrepare) ++stats_.measured;
     return DecodeReply(*frame);
   }
   // The worker died or hung: replace it (a new one starts on the next request).
@@ -294,19 +358,16 @@ absl::StatusOr<Measurement> WorkerPool::Evaluate(WorkerTask task, const LoopTree
       return *cached;
     }
   }
-  if (options_.max_kernel_seconds > 0) {
-    // A kernel estimated to outlast the hang deadline would only be killed there.
+  if (TooCostly(tree.program())) {
     const double budget = std::min(options_.max_kernel_seconds, options_.deadline_seconds);
     const double estimate = EstimateEvaluationSeconds(tree.program());
-    if (estimate > budget) {
-      absl::MutexLock lock(&mu_);
-      ++stats_.refused;
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "Kernel too costly to evaluate on this server: %.3g GFLOP per run, an estimated %.1f s "
-          "to verify and time, over the per-kernel budget of %.1f s (--max_kernel_seconds, at "
-          "most --eval_deadline)",
-          static_cast<double>(tree.program().Flops()) * 1e-9, estimate, budget));
-    }
+    absl::MutexLock lock(&mu_);
+    ++stats_.refused;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "Kernel too costly to evaluate on this server: %.3g GFLOP per run, an estimated %.1f s "
+        "to verify and time, over the per-kernel budget of %.1f s (--max_kernel_seconds, at "
+        "most --eval_deadline)",
+        static_cast<double>(tree.program().Flops()) * 1e-9, estimate, budget));
   }
   absl::StatusOr<WorkerReply> reply = Call({task, PrintIr(tree)}, tenant);
   absl::StatusOr<Measurement> result = Measurement{};

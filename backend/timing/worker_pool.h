@@ -47,6 +47,8 @@ class WorkerPool final : public KernelTimer {
     int64_t max_cached_bytes = int64_t{64} << 20;  // ... and their bytes
     std::string executable = "/proc/self/exe";  // a binary that calls MaybeRunKernelWorker
     double monitor_period_seconds = 1;  // how often idle workers are checked for life
+    int max_pending_prepares = 4;    // PrepareFor hints waiting to be sent; more are dropped
+                                     // (0: every hint dropped)
   };
 
   struct Stats {
@@ -57,6 +59,11 @@ class WorkerPool final : public KernelTimer {
     int64_t refused = 0;      // kernels refused for their estimated cost
     int64_t idle_deaths = 0;  // workers found dead while idle, and replaced
     int64_t waiting = 0;      // requests waiting for a worker now
+    int64_t prepared = 0;     // reference runs workers made for PrepareFor hints
+    int64_t prepares_cached = 0;   // hints whose worker had the program's reference already
+    double prepare_seconds = 0;    // the prepared reference runs' time
+    int64_t prepares_skipped = 0;  // hints not sent: the program's sent recently, too costly to
+                                   // evaluate (as MeasureFor refuses), or too many waiting
   };
 
   // Starts the workers and measures the FMA peak on the first one. INVALID_ARGUMENT when a core
@@ -69,6 +76,15 @@ class WorkerPool final : public KernelTimer {
   // A worker times the schedule again (LocalTimer::RemeasureFor); not cached. A schedule
   // whose measurement failed before fails the same way without running.
   absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override;
+  // Queues a kPrepare request (LocalTimer::Prepare: the program's reference run) and returns at
+  // once; a background thread sends it, waiting in `tenant`'s queue like any request, so the
+  // worker runs it between measurements, never during one. Skipped for a program hinted among
+  // the last 64, one MeasureFor would refuse as too costly, or when max_pending_prepares wait.
+  // With several workers the next measurement may go to another one, which then makes the
+  // reference itself, as without the hint.
+  void PrepareFor(const LoopTree& tree, uint64_t tenant) override;
+  // Blocks until no hint waits or is being sent (or the pool stops); for tests.
+  void WaitForPrepares();
   // Measured by the first worker when the pool started.
   absl::StatusOr<double> PeakGflops() override { return peak_gflops_; }
   // Measured by a worker at the first call (queued as tenant 0), then kept; a failure is not
@@ -113,6 +129,9 @@ class WorkerPool final : public KernelTimer {
   // MeasureFor and RemeasureFor: `task` is kMeasure or kRemeasure.
   absl::StatusOr<Measurement> Evaluate(WorkerTask task, const LoopTree& tree, uint64_t tenant);
   void MonitorLoop();
+  void PrepareLoop();
+  // A kernel MeasureFor refuses before it runs: its estimated evaluation time over the budget.
+  bool TooCostly(const Program& program) const;
 
   const Options options_;
   double peak_gflops_ = 0;
@@ -125,7 +144,12 @@ class WorkerPool final : public KernelTimer {
   MeasurementCache cache_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // PrepareFor hints: waiting (PrintIr, tenant), being sent, and the programs hinted lately.
+  std::deque<std::pair<std::string, uint64_t>> prepares_ ABSL_GUARDED_BY(mu_);
+  bool preparing_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::string> hinted_ ABSL_GUARDED_BY(mu_);
   std::thread monitor_;
+  std::thread preparer_;
 };
 
 }  // namespace looptool

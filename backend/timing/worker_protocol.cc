@@ -54,6 +54,7 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
   switch (frame[0]) {
     case 'M': r.task = WorkerTask::kMeasure; break;
     case 'R': r.task = WorkerTask::kRemeasure; break;
+    case 'V': r.task = WorkerTask::kPrepare; break;
     case 'P': r.task = WorkerTask::kPeak; break;
     case 'B': r.task = WorkerTask::kMemory; break;
     case 'X': r.task = WorkerTask::kExtension; break;

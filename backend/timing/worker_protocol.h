@@ -17,8 +17,11 @@ namespace looptool {
 // (tests install a fault injector; production binaries none: UNIMPLEMENTED).
 // kRemeasure times a schedule again (LocalTimer::RemeasureFor).
 // kMemory measures the memory's bandwidth (LocalTimer::Memory).
+// kPrepare computes a program's reference run ahead of its first measurement
+// (LocalTimer::Prepare).
 enum class WorkerTask : char {
   kMeasure = 'M',
+  kPrepare = 'V',
   kRemeasure = 'R',
   kPeak = 'P',
   kMemory = 'B',
@@ -27,13 +30,14 @@ enum class WorkerTask : char {
 
 struct WorkerRequest {
   WorkerTask task = WorkerTask::kMeasure;
-  // kMeasure, kRemeasure: PrintIr of the loop tree (program and schedule); kExtension: its
+  // kMeasure, kRemeasure, kPrepare: PrintIr of the loop tree (program and schedule); kExtension: its
   // argument.
   std::string payload;
 };
 
 // The worker's answer: a Measurement, or the status that replaced it. kPeak answers with the
-// peak in `gflops`, kMemory with `memory`.
+// peak in `gflops`, kMemory with `memory`, kPrepare with the reference run's seconds in
+// `seconds` (0: the worker had it).
 struct WorkerReply {
   absl::Status status;
   Measurement measurement;

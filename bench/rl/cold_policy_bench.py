@@ -11,7 +11,9 @@ measurement, which waits for the reference run every kernel is verified against)
 policy_search_bench measures the warm case only (its untrained run pays each program's reference
 first). Prints one line per layer and a summary; --out writes the rows as JSON
 ([uri, cold seconds, timed, GFLOPS, wall, warm seconds, timed, GFLOPS, wall]). --cli and
---server pick the binaries (to compare two builds, run it once with each).
+--server pick the binaries (to compare two builds, run it once with each); --server-flags
+passes flags to the server (--prepare_references=false: each reference made at the program's
+first measurement, as before the server computed it when a session starts).
 """
 import argparse
 import json
@@ -59,9 +61,11 @@ def main() -> None:
     p.add_argument("--budget", type=float, default=0.3,
                    help="the searches' budget, for the summary's count of overruns")
     p.add_argument("--out", default="")
+    p.add_argument("--server-flags", default="",
+                   help="space-separated flags for the server, e.g. --prepare_references=false")
     args = p.parse_args()
     rows: List[list] = []
-    with LocalServer(args.server) as server, Connection(server.address) as conn:
+    with LocalServer(args.server, flags=args.server_flags.split()) as server, Connection(server.address) as conn:
         try:
             uris = [u for d in args.sets.split(",") for u in conn.dataset_benchmarks(d)]
         except (ValueError, errors.ServiceError) as e:

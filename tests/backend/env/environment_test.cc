@@ -6,6 +6,7 @@
 #include "backend/codegen/kernel.h"
 #include "backend/codegen/kernel_plan.h"
 #include "backend/interp/interpreter.h"
+#include "backend/env/loop_tree_engine.h"
 #include "backend/ir/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -31,12 +32,16 @@ class FakeTimer : public KernelTimer {
   absl::StatusOr<Measurement> RemeasureFor(const LoopTree& tree, uint64_t tenant) override {
     return MeasureFor(tree, tenant);
   }
+  void PrepareFor(const LoopTree& tree, uint64_t tenant) override {
+    prepared.emplace_back(tree.num_loops(), tenant);
+  }
   absl::StatusOr<double> PeakGflops() override { return 123.0; }
   absl::StatusOr<MemoryProfile> Memory() override {
     return MemoryProfile{{{"L1", 32 << 10}, {"L2", 1 << 20}, {"DRAM", 0}},
                          {{4096, 100.0}, {262144, 50.0}, {1 << 20, 10.0}}};
   }
   int calls = 0;
+  std::vector<std::pair<int, uint64_t>> prepared;  // (loops, tenant) of each PrepareFor
 };
 
 // A timer of an older kind: no memory levels.
@@ -175,6 +180,24 @@ TEST(Environment, KernelAbiAndMachineCodeTakeTheKernelAway) {
   std::vector<float*> pointers = {got[0].data(), got[1].data(), got[2].data()};
   kernel->Run(pointers.data());
   EXPECT_EQ(got[0], want[0]);
+}
+
+TEST(LoopTreeEngine, ANewEpisodeHintsItsTimerOnItsTenantsBehalf) {
+  auto timer = std::make_shared<FakeTimer>();
+  LoopTreeEngine engine(Limits{}, KernelBackend{DetectIsa(), timer});
+  EpisodeRequest request{"benchmark://test-v0/mm", 0, [](const std::string&) {
+                           return absl::StatusOr<std::shared_ptr<const Program>>(
+                               std::make_shared<const Program>(
+                                   *ParseProgram("C[m,n] += A[m,k] * B[k,n]; m=4 n=8 k=2",
+                                                 Limits{})));
+                         },
+                         7};
+  ASSERT_TRUE(engine.NewEpisode(request).ok());
+  const int loops = LoopTree::Initial(std::make_shared<const Program>(*ParseProgram(
+                                          "C[m,n] += A[m,k] * B[k,n]; m=4 n=8 k=2", Limits{})))
+                        .num_loops();
+  EXPECT_THAT(timer->prepared, ElementsAre(std::make_pair(loops, uint64_t{7})));
+  EXPECT_EQ(timer->calls, 0);  // a hint, no measurement
 }
 
 TEST(Environment, ForkIsIndependent) {

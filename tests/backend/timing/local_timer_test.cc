@@ -41,6 +41,20 @@ TEST(LocalTimer, ProgramCacheIsBoundedInBytes) {
   EXPECT_GE(ev.cached_program_bytes(), 2 * 4 * 512 * 512 * 4);  // the last two stay
 }
 
+TEST(LocalTimer, PrepareMakesTheReferenceTheFirstMeasurementWouldHaveMade) {
+  LocalTimer ev(Fast());
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
+  EXPECT_GT(ev.Prepare(t), 0);
+  EXPECT_EQ(ev.stats().references, 1);
+  EXPECT_EQ(ev.stats().measured, 0);  // nothing compiled or timed
+  EXPECT_EQ(ev.Prepare(WithActions(t, "split_4")), 0);  // same program: cached
+  ASSERT_TRUE(ev.Measure(WithActions(t, "split_4")).ok());
+  EXPECT_EQ(ev.stats().references, 1);  // the measurement used the prepared one
+  EXPECT_EQ(ev.stats().measured, 1);
+  ASSERT_TRUE(ev.Measure(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=8")).ok());
+  EXPECT_EQ(ev.stats().references, 2);
+}
+
 TEST(LocalTimer, MeasuresOnceAndCachesBySchedule) {
   LocalTimer ev(Fast());
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");

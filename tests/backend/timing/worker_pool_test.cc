@@ -120,6 +120,65 @@ TEST(WorkerPool, KernelsTooCostlyToEvaluateAreRefusedBeforeTheyRun) {
   EXPECT_EQ(pool->stats().measured, 1);  // the peak only: no worker was asked
 }
 
+TEST(WorkerPool, PrepareHintsRunTheReferenceInAWorkerOncePerProgram) {
+  auto pool = StartPool();
+  ASSERT_NE(pool, nullptr);
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
+  pool->PrepareFor(t, 1);
+  pool->WaitForPrepares();
+  EXPECT_EQ(pool->stats().prepared, 1);
+  EXPECT_GT(pool->stats().prepare_seconds, 0);
+  EXPECT_EQ(pool->stats().measured, 1);  // the peak: a hint is no measurement
+  // The same program again (any schedule): not sent.
+  pool->PrepareFor(WithActions(t, "split_4"), 2);
+  EXPECT_EQ(pool->stats().prepares_skipped, 1);
+  // One MeasureFor would refuse: not sent either.
+  pool->PrepareFor(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=2048 n=2048 k=2048"), 1);
+  EXPECT_EQ(pool->stats().prepares_skipped, 2);
+  pool->WaitForPrepares();
+  EXPECT_EQ(pool->stats().prepared, 1);
+  EXPECT_EQ(pool->stats().prepares_cached, 0);
+  // The measurement finds the reference made.
+  auto m = pool->MeasureFor(t, 1);
+  ASSERT_TRUE(m.ok()) << m.status();
+  // A program the worker measured before it was hinted: the worker has its reference.
+  const LoopTree u = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16");
+  ASSERT_TRUE(pool->MeasureFor(u, 1).ok());
+  pool->PrepareFor(u, 1);
+  pool->WaitForPrepares();
+  EXPECT_EQ(pool->stats().prepared, 1);
+  EXPECT_EQ(pool->stats().prepares_cached, 1);
+}
+
+TEST(WorkerPool, PrepareHintsAreBoundedAndStopDoesNotWaitForThem) {
+  WorkerPool::Options o;
+  o.budget_ms = 1;
+  o.max_pending_prepares = 0;  // none may wait: every hint dropped
+  auto none = WorkerPool::Start(o);
+  ASSERT_TRUE(none.ok()) << none.status();
+  for (int n = 100; n < 106; ++n) {
+    (*none)->PrepareFor(InitialTree(absl::StrCat("B[n,m] = A[m,n]; m=300 n=", n)), 1);
+  }
+  (*none)->WaitForPrepares();
+  EXPECT_EQ((*none)->stats().prepares_skipped, 6);
+  EXPECT_EQ((*none)->stats().prepared, 0);
+
+  o.max_pending_prepares = 2;
+  auto started = WorkerPool::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<WorkerPool> pool = *std::move(started);
+  for (int n = 100; n < 106; ++n) {
+    pool->PrepareFor(InitialTree(absl::StrCat("B[n,m] = A[m,n]; m=600 n=", n)), 1);
+  }
+  pool->Stop();  // returns with hints pending or in flight
+  pool->PrepareFor(InitialTree("B[n,m] = A[m,n]; m=600 n=99"), 1);  // after Stop: ignored
+  pool->WaitForPrepares();
+  const WorkerPool::Stats s = pool->stats();
+  EXPECT_LE(s.prepared + s.prepares_skipped, 6);
+  auto m = pool->MeasureFor(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"), 0);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnavailable) << m.status();
+}
+
 TEST(WorkerPool, TenantsAreServedInTurn) {
   WorkerPool::Options o;
   // Each of tenant 1's kernels is timed for 20 ms: the counts below are read by this thread
