@@ -117,13 +117,26 @@ bool WorkerPool::TooCostly(const Program& program) const {
   return EstimateEvaluationSeconds(program) > budget;
 }
 
+bool WorkerPool::TooCostlyToPrepare(const Program& program) const {
+  // As MeasureFor's refusal; with no --max_kernel_seconds bound, the hang deadline still bounds
+  // what a hint may make a worker do.
+  const double budget = options_.max_kernel_seconds > 0
+                            ? std::min(options_.max_kernel_seconds, options_.deadline_seconds)
+                            : options_.deadline_seconds;
+  return EstimateEvaluationSeconds(program) > budget;
+}
+
 void WorkerPool::PrepareFor(const LoopTree& tree, uint64_t tenant) {
   std::string key = PrintProgram(tree.program());
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
-  if (std::find(hinted_.begin(), hinted_.end(), key) != hinted_.end() ||
-      static_cast<int>(prepares_.size()) >= options_.max_pending_prepares ||
-      TooCostly(tree.program())) {
+  const bool tenant_waits = std::any_of(prepares_.begin(), prepares_.end(),
+                                        [&](const auto& p) { return p.second == tenant; });
+  const auto queued = queues_.find(tenant);
+  const bool tenant_queued = queued != queues_.end() && !queued->second.empty();
+  if (std::find(hinted_.begin(), hinted_.end(), key) != hinted_.end() || tenant_waits ||
+      tenant_queued || static_cast<int>(prepares_.size()) >= options_.max_pending_prepares ||
+      TooCostlyToPrepare(tree.program())) {
     ++stats_.prepares_skipped;
     return;
   }
@@ -133,6 +146,7 @@ void WorkerPool::PrepareFor(const LoopTree& tree, uint64_t tenant) {
 }
 
 void WorkerPool::PrepareLoop() {
+  if (!options_.send_prepares) return;
   absl::MutexLock lock(&mu_);
   while (true) {
     mu_.Await(absl::Condition(
@@ -148,13 +162,13 @@ void WorkerPool::PrepareLoop() {
     absl::StatusOr<WorkerReply> reply = Call({WorkerTask::kPrepare, std::move(ir)}, tenant);
     mu_.Lock();
     preparing_ = false;
-    if (reply.ok() && reply->status.ok()) {
-      if (reply->measurement.seconds > 0) {
-        ++stats_.prepared;
-        stats_.prepare_seconds += reply->measurement.seconds;
-      } else {
-        ++stats_.prepares_cached;
-      }
+    if (!reply.ok() || !reply->status.ok()) {
+      ++stats_.prepares_failed;
+    } else if (reply->measurement.seconds > 0) {
+      ++stats_.prepared;
+      stats_.prepare_seconds += reply->measurement.seconds;
+    } else {
+      ++stats_.prepares_cached;
     }
   }
   prepares_.clear();
@@ -278,6 +292,8 @@ absl::StatusOr<WorkerReply> WorkerPool::Call(const WorkerRequest& request, uint6
         +[](Waiter* w) { return w->worker != nullptr; }, &waiter));
     worker = waiter.worker;
     if (stopping_) {
+      // Stop() may have SIGKILLed it as busy while it was being handed over: reap it here.
+      Kill(*worker);
       worker->busy = false;
       Dispatch();
       return absl::UnavailableError("the kernel workers have stopped (the server is shutting down)");

@@ -49,10 +49,11 @@ class WorkerPool final : public KernelTimer {
     double monitor_period_seconds = 1;  // how often idle workers are checked for life
     int max_pending_prepares = 4;    // PrepareFor hints waiting to be sent; more are dropped
                                      // (0: every hint dropped)
+    bool send_prepares = true;       // false: hints wait and are never sent (for tests)
   };
 
   struct Stats {
-    int64_t measured = 0;     // requests a worker answered
+    int64_t measured = 0;     // requests a worker answered (PrepareFor's hints not counted)
     int64_t cache_hits = 0;
     int64_t crashes = 0;      // workers that died mid-request
     int64_t timeouts = 0;     // workers killed at the deadline
@@ -61,9 +62,12 @@ class WorkerPool final : public KernelTimer {
     int64_t waiting = 0;      // requests waiting for a worker now
     int64_t prepared = 0;     // reference runs workers made for PrepareFor hints
     int64_t prepares_cached = 0;   // hints whose worker had the program's reference already
+    int64_t prepares_failed = 0;   // hints whose worker failed, crashed or hung (or the pool
+                                   // stopped while they were sent)
     double prepare_seconds = 0;    // the prepared reference runs' time
     int64_t prepares_skipped = 0;  // hints not sent: the program's sent recently, too costly to
-                                   // evaluate (as MeasureFor refuses), or too many waiting
+                                   // evaluate, one of its tenant's waiting (a hint or a request),
+                                   // or max_pending_prepares waiting
   };
 
   // Starts the workers and measures the FMA peak on the first one. INVALID_ARGUMENT when a core
@@ -79,11 +83,14 @@ class WorkerPool final : public KernelTimer {
   // Queues a kPrepare request (LocalTimer::Prepare: the program's reference run) and returns at
   // once; a background thread sends it, waiting in `tenant`'s queue like any request, so the
   // worker runs it between measurements, never during one. Skipped for a program hinted among
-  // the last 64, one MeasureFor would refuse as too costly, or when max_pending_prepares wait.
+  // the last 64, one MeasureFor would refuse as too costly (or, with no max_kernel_seconds, one
+  // estimated past the deadline), while a hint or request of the same tenant waits (one client
+  // cannot crowd out the others' hints), or when max_pending_prepares wait.
   // With several workers the next measurement may go to another one, which then makes the
   // reference itself, as without the hint.
   void PrepareFor(const LoopTree& tree, uint64_t tenant) override;
-  // Blocks until no hint waits or is being sent (or the pool stops); for tests.
+  // Blocks until no hint waits or is being sent (or the pool stops; with send_prepares false,
+  // only then); for tests.
   void WaitForPrepares();
   // Measured by the first worker when the pool started.
   absl::StatusOr<double> PeakGflops() override { return peak_gflops_; }
@@ -132,6 +139,7 @@ class WorkerPool final : public KernelTimer {
   void PrepareLoop();
   // A kernel MeasureFor refuses before it runs: its estimated evaluation time over the budget.
   bool TooCostly(const Program& program) const;
+  bool TooCostlyToPrepare(const Program& program) const;
 
   const Options options_;
   double peak_gflops_ = 0;

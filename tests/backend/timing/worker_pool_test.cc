@@ -138,6 +138,7 @@ TEST(WorkerPool, PrepareHintsRunTheReferenceInAWorkerOncePerProgram) {
   pool->WaitForPrepares();
   EXPECT_EQ(pool->stats().prepared, 1);
   EXPECT_EQ(pool->stats().prepares_cached, 0);
+  EXPECT_EQ(pool->stats().prepares_failed, 0);
   // The measurement finds the reference made.
   auto m = pool->MeasureFor(t, 1);
   ASSERT_TRUE(m.ok()) << m.status();
@@ -157,24 +158,30 @@ TEST(WorkerPool, PrepareHintsAreBoundedAndStopDoesNotWaitForThem) {
   auto none = WorkerPool::Start(o);
   ASSERT_TRUE(none.ok()) << none.status();
   for (int n = 100; n < 106; ++n) {
-    (*none)->PrepareFor(InitialTree(absl::StrCat("B[n,m] = A[m,n]; m=300 n=", n)), 1);
+    (*none)->PrepareFor(InitialTree(absl::StrCat("B[n,m] = A[m,n]; m=300 n=", n)), n);
   }
   (*none)->WaitForPrepares();
   EXPECT_EQ((*none)->stats().prepares_skipped, 6);
   EXPECT_EQ((*none)->stats().prepared, 0);
 
+  // Hints that are never sent, so that what waits is known: two at most, one per tenant.
   o.max_pending_prepares = 2;
+  o.send_prepares = false;
   auto started = WorkerPool::Start(o);
   ASSERT_TRUE(started.ok()) << started.status();
   std::unique_ptr<WorkerPool> pool = *std::move(started);
-  for (int n = 100; n < 106; ++n) {
-    pool->PrepareFor(InitialTree(absl::StrCat("B[n,m] = A[m,n]; m=600 n=", n)), 1);
-  }
-  pool->Stop();  // returns with hints pending or in flight
-  pool->PrepareFor(InitialTree("B[n,m] = A[m,n]; m=600 n=99"), 1);  // after Stop: ignored
+  pool->PrepareFor(InitialTree("B[n,m] = A[m,n]; m=600 n=100"), 1);  // waits
+  pool->PrepareFor(InitialTree("B[n,m] = A[m,n]; m=600 n=101"), 1);  // tenant 1's waits already
+  EXPECT_EQ(pool->stats().prepares_skipped, 1);
+  pool->PrepareFor(InitialTree("B[n,m] = A[m,n]; m=600 n=102"), 2);  // waits
+  pool->PrepareFor(InitialTree("B[n,m] = A[m,n]; m=600 n=103"), 3);  // two wait already
+  EXPECT_EQ(pool->stats().prepares_skipped, 2);
+  pool->Stop();  // returns with hints waiting, and drops them
   pool->WaitForPrepares();
+  pool->PrepareFor(InitialTree("B[n,m] = A[m,n]; m=600 n=99"), 4);  // after Stop: ignored
   const WorkerPool::Stats s = pool->stats();
-  EXPECT_LE(s.prepared + s.prepares_skipped, 6);
+  EXPECT_EQ(s.prepared + s.prepares_cached + s.prepares_failed, 0);
+  EXPECT_EQ(s.prepares_skipped, 2);
   auto m = pool->MeasureFor(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=16 n=16 k=16"), 0);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kUnavailable) << m.status();
 }
