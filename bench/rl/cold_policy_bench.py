@@ -29,7 +29,7 @@ sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"), os.path.join(ROOT
 
 from looptool import errors  # noqa: E402
 from looptool.connection import Connection  # noqa: E402
-from looptool.server import LocalServer  # noqa: E402
+from looptool.server import LocalServer, ServerStartError  # noqa: E402
 
 MODELS = ["resnet18-v0", "mobilenet_v2-v0", "bert_base-v0"]
 
@@ -65,7 +65,11 @@ def main() -> None:
                    help="space-separated flags for the server, e.g. --prepare_references=false")
     args = p.parse_args()
     rows: List[list] = []
-    with LocalServer(args.server, flags=args.server_flags.split()) as server, Connection(server.address) as conn:
+    try:  # the server starts here
+        server = LocalServer(args.server, flags=args.server_flags.split())
+    except ServerStartError as e:
+        raise SystemExit(f"--server / --server-flags: {e}") from None
+    with server, Connection(server.address) as conn:
         try:
             uris = [u for d in args.sets.split(",") for u in conn.dataset_benchmarks(d)]
         except (ValueError, errors.ServiceError) as e:
