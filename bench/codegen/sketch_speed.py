@@ -13,15 +13,16 @@ rounds; per program the best schedule of each binary, and their ratio; the FMA p
 measured at its start beside them.
 """
 import argparse
-import math
 import os
 import sys
 from typing import Dict, List, Tuple
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"), os.path.join(ROOT, "client/python")]
 
 import looptool  # noqa: E402
+from ab_report import finish  # noqa: E402
 from looptool.server import LocalServer  # noqa: E402
 
 # ResNet-18's distinct convolutions, NHWC (k output channels, c input channels, output map h x w).
@@ -111,14 +112,7 @@ def main() -> None:
         ratios.append(w / o)
         per = " ".join(f"{b / a:.2f}" for a, b in zip(best["old"][n], best["new"][n]))
         lines.append(f"| {n} | {o:.1f} | {w:.1f} | {w / o:.3f} | {per} |")
-    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    lines += ["", f"Geomean new / old over {len(ratios)} programs: {geo:.3f}."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-
+    finish(lines, ratios, "new / old", args.out)
 
 if __name__ == "__main__":
     main()
