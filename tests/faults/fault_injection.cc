@@ -41,11 +41,32 @@ class Armed {
   int64_t taken_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// The server's worker pool, once the timer wrapper has seen it; for `test.prepares`.
+class PoolHolder {
+ public:
+  void Set(std::shared_ptr<WorkerPool> pool) {
+    absl::MutexLock lock(&mu_);
+    pool_ = std::move(pool);
+  }
+  std::shared_ptr<WorkerPool> Get() {
+    absl::MutexLock lock(&mu_);
+    return pool_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::shared_ptr<WorkerPool> pool_ ABSL_GUARDED_BY(mu_);
+};
+
 // Runs a tenant's armed fault in a worker before measuring; the step gets the fault's status.
+// Everything else goes to the pool as the server's own timer would send it.
 class FaultInjectingTimer : public KernelTimer {
  public:
   FaultInjectingTimer(std::shared_ptr<WorkerPool> pool, std::shared_ptr<Armed> armed)
       : pool_(std::move(pool)), armed_(std::move(armed)) {}
+  void PrepareFor(const LoopTree& tree, uint64_t tenant) override {
+    pool_->PrepareFor(tree, tenant);
+  }
   absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override {
     if (std::string fault = armed_->Take(tenant); !fault.empty()) {
       absl::Status s = pool_->RunExtension(fault, tenant);
@@ -68,17 +89,26 @@ class FaultInjectingTimer : public KernelTimer {
 
 service::ServerExtensions FaultServerExtensions() {
   auto armed = std::make_shared<Armed>();
+  auto pools = std::make_shared<PoolHolder>();
   service::ServerExtensions ext;
-  ext.wrap_timer = [armed](std::shared_ptr<WorkerPool> pool) {
+  ext.wrap_timer = [armed, pools](std::shared_ptr<WorkerPool> pool) {
+    pools->Set(pool);
     return std::make_shared<FaultInjectingTimer>(std::move(pool), armed);
   };
-  ext.parameter_handler = [armed](const Episode& episode, const std::string& key,
-                                  const std::string& value) -> absl::StatusOr<std::string> {
+  ext.parameter_handler = [armed, pools](const Episode& episode, const std::string& key,
+                                         const std::string& value) -> absl::StatusOr<std::string> {
     if (key == kTrimHeapParameter) {
       malloc_trim(0);
       return std::string("trimmed");
     }
     if (key == kFaultsFiredParameter) return absl::StrCat(armed->taken());
+    if (key == kPreparesParameter) {
+      const std::shared_ptr<WorkerPool> pool = pools->Get();
+      if (pool == nullptr) return absl::FailedPreconditionError("no worker pool yet");
+      const WorkerPool::Stats st = pool->stats();
+      return absl::StrCat(st.prepared, " ", st.prepares_cached, " ", st.prepares_failed, " ",
+                          st.measured);
+    }
     if (key != kInjectFaultParameter) {
       return absl::InvalidArgumentError(absl::StrCat("Unknown parameter: ", key));
     }

@@ -7,6 +7,8 @@
 // its reaper does every second, so that memory tests read the server's memory without waiting.
 // `test.faults_fired` answers how many armed faults have fired (their kernels were asked of a
 // worker, which may still be running or queueing them), so that tests wait for that, not a time.
+// `test.prepares` answers the worker pool's reference runs made for hints, hints whose worker
+// had the reference already, failed hints, and measurements: "PREPARED CACHED FAILED MEASURED".
 #ifndef LOOPTOOL_TESTS_FAULTS_FAULT_INJECTION_H_
 #define LOOPTOOL_TESTS_FAULTS_FAULT_INJECTION_H_
 
@@ -18,6 +20,7 @@ namespace looptool::testing {
 inline constexpr char kInjectFaultParameter[] = "test.inject_fault";
 inline constexpr char kTrimHeapParameter[] = "test.trim_heap";
 inline constexpr char kFaultsFiredParameter[] = "test.faults_fired";
+inline constexpr char kPreparesParameter[] = "test.prepares";
 
 // For RunServerMain / ServerConfig: the evaluator wrapper and the parameter handler.
 service::ServerExtensions FaultServerExtensions();

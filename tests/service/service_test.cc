@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "backend/actions/action_space.h"
 #include "backend/env/environment.h"
@@ -25,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "tests/service/eventually.h"
 #include "tests/service/server_process.h"
 
 extern char** environ;
@@ -34,6 +36,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using testing::Eventually;
 using testing::ServerProcess;
 namespace cg = compiler_gym;
 
@@ -771,6 +774,50 @@ TEST(ServiceLimits, HangingKernelHitsTheDeadline) {
   s = c.Step(id, {}, {"flops"}, &r);
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(server.Terminate(), 0);
+}
+
+// A session's start hints its program's reference run to a worker through the server's timer
+// (the test server's fault-injecting timer passes hints on as the plain server's does). The
+// pool's counts (test.prepares): the hint reaches a worker with no step taken, which makes the
+// reference (prepared) or finds it made by the start's own measurement, whichever ran first
+// (cached); a measured step afterwards adds one measurement and no hint. With
+// --prepare_references=false no hint is made.
+TEST(ServiceTiming, ASessionsStartSendsItsProgramsReferenceRunToAWorker) {
+  for (const bool prepare : {true, false}) {
+    ServerProcess server(
+        {"--timing_budget_ms=1", absl::StrCat("--prepare_references=", prepare ? "true" : "false")},
+        ServerProcess::kTestServerBinary);
+    ASSERT_TRUE(server.ok());
+    Client c(server.stub());
+    const int64_t id = c.StartOk();
+    // {prepared, cached, failed, measured}; all -1 when the parameter failed.
+    const auto counts = [&] {
+      cg::SendSessionParameterReply param;
+      const grpc::Status s = c.Param(id, "test.prepares", "", &param);
+      EXPECT_TRUE(s.ok()) << s.error_message();
+      std::vector<int64_t> n(4, -1);
+      if (!s.ok() || param.reply_size() != 1) return n;
+      const std::vector<std::string> words = absl::StrSplit(param.reply(0), ' ');
+      for (size_t i = 0; i < words.size() && i < n.size(); ++i) n[i] = std::stoll(words[i]);
+      return n;
+    };
+    if (prepare) {
+      EXPECT_TRUE(Eventually([&] { return counts()[0] + counts()[1] == 1; }, absl::Seconds(60),
+                             absl::Milliseconds(5)));
+    }
+    const std::vector<int64_t> before = counts();
+    EXPECT_EQ(before[0] + before[1], prepare ? 1 : 0);
+    EXPECT_EQ(before[2], 0);
+    cg::StepReply r;
+    const grpc::Status s = c.Step(id, {}, {"flops"}, &r);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    const std::vector<int64_t> after = counts();
+    EXPECT_EQ(after[0], before[0]);
+    EXPECT_EQ(after[1], before[1]);
+    EXPECT_EQ(after[2], 0);
+    EXPECT_EQ(after[3], before[3] + 1);
+    EXPECT_EQ(server.Terminate(), 0);
+  }
 }
 
 TEST(ServiceLimits, MaxSessionsAndIdleReaping) {
