@@ -394,9 +394,7 @@ TEST(Kernel, ATailBlockSpreadsItsReductionStepsOverAccumulatorSets) {
   };
   for (const LoopTree& tree : trees) {
     for (Isa isa : HostIsas()) {
-      if (isa != Isa::kSse) {
-        EXPECT_TRUE(Lower(tree, isa).statements[0].spread_small_blocks);
-      }
+      if (isa != Isa::kSse) EXPECT_TRUE(Lower(tree, isa).statements[0].spread_small_blocks);
       // Negative inputs too: a max whose sets started at 0 would show.
       EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "");
     }
