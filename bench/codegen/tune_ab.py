@@ -23,13 +23,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"), os.path.join(ROOT, "client/python")]
 
 from ab_report import finish  # noqa: E402
-from looptool.server import LocalServer, default_cli  # noqa: E402
+from looptool.server import LocalServer, ServerStartError, default_cli  # noqa: E402
 
 
 def tuned(server: str, isa: str, programs: List[str], seconds: float) -> Dict[str, float]:
     """GFLOPS of each program's tuned kernel on a fresh server of `server`."""
     out: Dict[str, float] = {}
-    with LocalServer(server, flags=[f"--isa={isa}"]) as srv:
+    try:
+        srv = LocalServer(server, flags=[f"--isa={isa}"])
+    except (ServerStartError, OSError) as e:
+        sys.exit(f"tune_ab: the server {server} did not start: {e}")
+    with srv:
         for path in programs:
             p = subprocess.run([default_cli(), "tune", f"--server={srv.address}",
                                 f"--benchmark={path}", f"--time_limit={seconds}", "--json"],
