@@ -36,6 +36,7 @@ struct Point {
   std::vector<int64_t> limit;     // per program variable
   int lanes = 1;
   bool in_scope = false;
+  int set = 0;  // the accumulator set of a block spread over sets (KernelEmitter::sets_)
   bool not_first = false, not_last = false;
   std::vector<std::pair<Counter, int64_t>> first;  // counter == value on the first visit
   std::vector<Counter> last;                        // counter == 1 on the last visit
@@ -136,17 +137,21 @@ class KernelEmitter {
     const bool outer_reduction = l.reduction && !l.in_scope;
 
     if (l.unrolled || full <= 1) {
+      // Unrolled reduction steps in the scope take the block's accumulator sets in turn.
+      const bool spread = pt.in_scope && l.reduction && sets_ > 1;
       for (int64_t i = 0; i < full; ++i) {
         Point c = Child(pt, j, i * step, step);
         if (outer_reduction) {
           c.not_first |= i > 0;
           c.not_last |= i + 1 < full || rem > 0;
         }
+        if (spread) c.set = static_cast<int>((pt.set + i) % sets_);
         EmitLevel(j + 1, c);
       }
       if (rem > 0) {
         Point c = Child(pt, j, full * step, rem);
         if (outer_reduction) c.not_first |= full > 0;
+        if (spread) c.set = static_cast<int>((pt.set + full) % sets_);
         EmitLevel(j + 1, c);
       }
       return;
@@ -221,6 +226,13 @@ class KernelEmitter {
     LT_CHECK(static_cast<int>(tile_.size()) <= s_->accumulators);
     acc_of_.clear();
     for (int i = 0; i < static_cast<int>(tile_.size()); ++i) acc_of_[tile_[i].disp] = i;
+    // A block smaller than the latency needs (a tail's) spreads over sets of accumulators in
+    // the registers the full block would take: set k's accumulator i is register k * size + i.
+    const int size = static_cast<int>(tile_.size());
+    sets_ = 1;
+    if (s_->spread_small_blocks && size > 0 && size < kLatencyChains) {
+      sets_ = std::min((kLatencyChains + size - 1) / size, s_->accumulators / size);
+    }
 
     // Entry: identity on the first visit of the block, else its partial results.
     const bool vertical_reduce = s_->reduction != Reduction::kAssign && !s_->horizontal;
@@ -242,10 +254,25 @@ class KernelEmitter {
       }
     }
 
+    for (int i = size; i < sets_ * size; ++i) {  // the other sets start from the identity
+      s_->reduction == Reduction::kMax ? vec_.NegativeInfinity(vec_.V(i)) : vec_.Zero(vec_.V(i));
+    }
+
     Point inside = pt;
     inside.in_scope = true;
+    inside.set = 0;
     EmitLevel(j, inside);
     FlushBlock();
+    if (sets_ > 1) {  // set 0 takes the others in (every lane: the stores mask a tail's)
+      const Arithmetic combine{s_->reduction, Combiner::kIdentity, false};
+      for (int k = 1; k < sets_; ++k) {
+        for (int i = 0; i < size; ++i) {
+          vec_.Accumulate(combine, vec_.V(i), vec_.V(k * size + i), vec_.V(k * size + i),
+                          s_->width, vec_.V(tmp_));
+        }
+      }
+      sets_ = 1;
+    }
 
     // Exit: fold lanes and earlier partial results (horizontal), relu on the last visit, store.
     if (s_->horizontal) {
@@ -370,7 +397,7 @@ class KernelEmitter {
     auto it = acc_of_.find(pt.disp[0]);
     LT_CHECK(it != acc_of_.end());
     PointOp op;
-    op.acc = it->second;
+    op.acc = it->second + pt.set * static_cast<int>(tile_.size());
     op.lanes = pt.lanes;
     auto operand = [&](int input) {
       const AccessPlan& a = s_->inputs[input];
@@ -494,7 +521,8 @@ class KernelEmitter {
   int tmp_ = 0, load0_ = 0, load1_ = 0, zero_ = -1;
   std::vector<int> cache_regs_;
   std::vector<TileEntry> tile_;
-  std::map<int64_t, int> acc_of_;  // output displacement -> accumulator register
+  std::map<int64_t, int> acc_of_;  // output displacement -> accumulator register (set 0)
+  int sets_ = 1;                    // accumulator sets of the current block
   std::vector<PointOp> pending_;
 };
 

@@ -275,6 +275,17 @@ void PlanUnrolling(const CodegenOptions& options, StatementPlan& sp) {
   }
 }
 
+// Small blocks spread over accumulator sets: where the reduction is vertical and some reduction
+// loop inside the scope is unrolled (its steps are the ones that alternate sets).
+void PlanAccumulatorSets(StatementPlan& sp) {
+  if (sp.horizontal || (sp.reduction != Reduction::kSum && sp.reduction != Reduction::kMax)) {
+    return;
+  }
+  sp.spread_small_blocks = std::any_of(sp.loops.begin(), sp.loops.end(), [](const LoopPlan& l) {
+    return l.in_scope && l.reduction && l.unrolled && l.size >= 2;
+  });
+}
+
 }  // namespace
 
 KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
@@ -291,6 +302,7 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
     if (sp.width > 1) CollectTailLanes(sp, lanes);
     PlanRegisterScope(p, isa, sp);
     PlanUnrolling(options, sp);
+    PlanAccumulatorSets(sp);
     plan.statements.push_back(std::move(sp));
   }
   plan.tail_lanes.assign(lanes.begin(), lanes.end());

@@ -57,11 +57,20 @@ struct StatementPlan {
   int accumulators = 0;     // vector registers the output block takes (at full extents)
   RegisterBudget budget;    // how the statement's code divides the registers
   bool pair_phases = true;  // blocks load stride-2 chunks at elements d and d + 1 together
+  // A register block of fewer than kLatencyChains accumulators (a tail's: the last row of a
+  // 7-row map blocked by 3) spreads the unrolled reduction steps inside the scope over several
+  // sets of accumulators, as many as bring it to kLatencyChains and the full block's registers
+  // hold, combined on exit: a vertical sum or max with an unrolled reduction loop in the scope.
+  bool spread_small_blocks = false;
   std::vector<LoopPlan> loops;  // the compute nest, outermost first
   AccessPlan output;
   std::vector<AccessPlan> inputs;
   std::vector<std::string> notes;  // decisions worth telling a user (scalar fallback, ...)
 };
+
+// Independent accumulators that keep the FMA pipes busy: latency 4 cycles x 2 pipes on the
+// cores we target (AMD Zen 3-5, Intel since Skylake).
+inline constexpr int kLatencyChains = 8;
 
 struct KernelPlan {
   Isa isa = Isa::kSse;

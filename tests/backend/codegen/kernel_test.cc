@@ -268,15 +268,24 @@ TEST(Kernel, Broadcast) { ExpectExact("B[m,n] = a[n]; m=3 n=35"); }
 // (ModRM's mod below 3).
 struct Avx2Counts {
   int broadcasts = 0, fmas = 0, fmas_from_memory = 0;
+  int adds = 0;  // vaddps ymm (two- or three-byte VEX, map 0F)
+  std::vector<int> fma_targets;  // each FMA's destination register, in code order
 };
 Avx2Counts CountAvx2(const std::vector<uint8_t>& code) {
   Avx2Counts n;
   for (size_t i = 0; i + 4 < code.size(); ++i) {
+    if (code[i] == 0xC5 && (code[i + 1] & 0x07) == 0x04 && code[i + 2] == 0x58) ++n.adds;
+    if (code[i] == 0xC4 && (code[i + 1] & 0x1F) == 0x01 && (code[i + 2] & 0x07) == 0x04 &&
+        code[i + 3] == 0x58) {
+      ++n.adds;
+    }
     if (code[i] != 0xC4 || (code[i + 1] & 0x1F) != 0x02) continue;
     if (code[i + 2] == 0x7D && code[i + 3] == 0x18) ++n.broadcasts;
     if ((code[i + 2] & 0x87) == 0x05 && code[i + 3] == 0xB8) {
       ++n.fmas;
       if ((code[i + 4] >> 6) != 3) ++n.fmas_from_memory;
+      // ModRM.reg, extended by VEX's inverted R bit.
+      n.fma_targets.push_back(((code[i + 4] >> 3) & 7) | ((code[i + 1] & 0x80) ? 0 : 8));
     }
   }
   return n;
@@ -343,6 +352,56 @@ TEST(Kernel, AnAvx2FmaBlockCachesItsVectorsInTheTemporaryAndTheMaskRegister) {
   // A tail of 5 lanes (k = 29) needs the mask: its blocks keep the weights in memory, and the
   // kernel stays exact.
   ExpectExact(ConvBlock(29, 12, 6, 16));
+}
+
+// A matmul of m rows blocked by 3 rows x 4 vectors (n 32), k's steps unrolled by 4 inside the
+// register scope: for m = 7 the last block is 1 row of 4 accumulators, too few to cover the FMA
+// latency (kLatencyChains).
+LoopTree RowsOfThree(int m) {
+  return WithActions(
+      InitialTree("C[m,n] += A[m,k] * B[k,n]; m=" + std::to_string(m) + " n=32 k=256"),
+      "tile_L0_3, tile_L2_4, interchange_L1_L2, interchange_L2_L3");
+}
+
+TEST(Kernel, ATailBlockSpreadsItsReductionStepsOverAccumulatorSets) {
+  // The tail row's 4 accumulators alternate with 4 more across k's unrolled steps (2 sets),
+  // added into the first set before the store: 4 adds; 6 rows have no tail, no adds.
+  for (int m : {7, 6}) {
+    const LoopTree tree = RowsOfThree(m);
+    EXPECT_TRUE(Lower(tree, Isa::kAvx2).statements[0].spread_small_blocks);
+    const std::optional<Avx2Counts> n = CompiledAvx2(tree);
+    if (!n.has_value()) GTEST_SKIP() << "no AVX2 on this host";
+    EXPECT_EQ(n->adds, m == 7 ? 4 : 0) << m;
+    EXPECT_EQ(n->fmas, (m == 7 ? 12 + 4 : 12) * 4) << m;  // each k' step once, per block
+    if (m == 7) {
+      // The tail's 16 FMAs, emitted last, write registers 0-3 at even k' steps and 4-7 at odd
+      // ones: 8 of them the second set.
+      const std::vector<int> tail(n->fma_targets.end() - 16, n->fma_targets.end());
+      EXPECT_EQ(std::count_if(tail.begin(), tail.end(), [](int r) { return r >= 4 && r < 8; }),
+                8);
+      EXPECT_EQ(std::count_if(tail.begin(), tail.end(), [](int r) { return r < 4; }), 8);
+    }
+  }
+  // Tails with sets, exact on every ISA: 1 and 2 leftover rows; a max pool's 1-row tail over 3
+  // sets (they start at -inf), s's 3 steps one per set; 2 masked accumulators over 3 sets, k's
+  // 4 steps in turn; k's remainder step.
+  for (int m = 4; m <= 11; ++m) ExpectExact(RowsOfThree(m));
+  const LoopTree trees[] = {
+      WithActions(InitialTree("O[h,w,c] max= I[h+r, w+s, c]; h=7 w=5 c=19 r=3 s=3"),
+                  "tile_L0_3, interchange_L1_L2, interchange_L2_L3, interchange_L3_L4"),
+      WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=7 n=13 k=29"),
+                  "tile_L0_3, tile_L2_4, interchange_L1_L2, interchange_L2_L3"),
+  };
+  for (const LoopTree& tree : trees) {
+    for (Isa isa : HostIsas()) {
+      if (isa != Isa::kSse) {
+        EXPECT_TRUE(Lower(tree, isa).statements[0].spread_small_blocks);
+      }
+      // Negative inputs too: a max whose sets started at 0 would show.
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "");
+    }
+    ExpectExact(tree);
+  }
 }
 
 TEST(Kernel, Concatenation) { ExpectExact("C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13"); }
