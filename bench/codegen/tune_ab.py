@@ -3,20 +3,25 @@ change makes the kernels the searches find faster (sketch_speed.py and schedule_
 schedules; a change that helps only schedules the searches reach, such as a block's tail, shows
 here).
 
-    /usr/bin/python3 bench/codegen/tune_ab.py OLD_SERVER NEW_SERVER PROGRAM_FILE ...
+    /usr/bin/python3 bench/codegen/tune_ab.py OLD_SERVER NEW_SERVER PROGRAM_FILE_OR_URI ...
         [--isa=avx2] [--time-limit=10] [--rounds=2] [--out=FILE.md]
 
-Each round starts a fresh server of OLD, tunes every program (`looptool tune --server`, the
-default search, --time-limit seconds; the result re-timed as the CLI reports it), stops it, then
-the same with NEW. Per program the best and every round's GFLOPS of each binary and new / old of
-the bests; the geomean of those ratios.
+One server of each binary runs throughout (each with its kernel worker on the same core; one
+tunes at a time). For every program and round both tune it (`looptool tune --server`, the
+default search, --time-limit seconds; the result re-timed as the CLI reports it, with the FMA
+peak measured beside the re-timing), one right after the other, the binary that goes first
+alternating from program to program and round to round: the host's clock drifts over minutes
+(the boost clock falls under sustained load), so a binary that always went first, or tuned all
+programs before the other did, would be compared at another clock. The ratio per program is
+new / old of the best round's percent of peak (the clock divided out), with the GFLOPS beside
+it; the geomean of those ratios closes the table.
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,22 +31,22 @@ from ab_report import finish  # noqa: E402
 from looptool.server import LocalServer, ServerStartError, default_cli  # noqa: E402
 
 
-def tuned(server: str, isa: str, programs: List[str], seconds: float) -> Dict[str, float]:
-    """GFLOPS of each program's tuned kernel on a fresh server of `server`."""
-    out: Dict[str, float] = {}
+def start(server: str, isa: str) -> LocalServer:
     try:
-        srv = LocalServer(server, flags=[f"--isa={isa}"])
+        return LocalServer(server, flags=[f"--isa={isa}"])
     except (ServerStartError, OSError) as e:
         sys.exit(f"tune_ab: the server {server} did not start: {e}")
-    with srv:
-        for path in programs:
-            p = subprocess.run([default_cli(), "tune", f"--server={srv.address}",
-                                f"--benchmark={path}", f"--time_limit={seconds}", "--json"],
-                               capture_output=True, text=True, check=False)
-            if p.returncode != 0:
-                sys.exit(f"tune_ab: tuning {path} on {server} failed: {p.stderr.strip()}")
-            out[path] = float(json.loads(p.stdout)["gflops"])
-    return out
+
+
+def tuned(srv: LocalServer, path: str, seconds: float) -> Tuple[float, float]:
+    """(GFLOPS, percent of the peak measured beside it) of `path`'s tuned kernel on `srv`."""
+    p = subprocess.run([default_cli(), "tune", f"--server={srv.address}", f"--benchmark={path}",
+                        f"--time_limit={seconds}", "--json"],
+                       capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        sys.exit(f"tune_ab: tuning {path} on {srv.address} failed: {p.stderr.strip()}")
+    result = json.loads(p.stdout.splitlines()[0])
+    return float(result["gflops"]), float(result["percent_of_peak"])
 
 
 def main() -> None:
@@ -55,24 +60,33 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--out", default="")
     args = p.parse_args()
-    got: Dict[str, Dict[str, List[float]]] = {"old": {}, "new": {}}
-    for _ in range(args.rounds):
-        for which, binary in (("old", args.old), ("new", args.new)):
-            for path, gflops in tuned(binary, args.isa, args.programs, args.time_limit).items():
-                got[which].setdefault(path, []).append(gflops)
+    got: Dict[str, Dict[str, List[Tuple[float, float]]]] = {"old": {}, "new": {}}
+    with start(args.old, args.isa) as old_srv, start(args.new, args.isa) as new_srv:
+        servers = {"old": old_srv, "new": new_srv}
+        for r in range(args.rounds):
+            for i, path in enumerate(args.programs):
+                order = ("old", "new") if (r + i) % 2 == 0 else ("new", "old")
+                for which in order:
+                    got[which].setdefault(path, []).append(
+                        tuned(servers[which], path, args.time_limit))
+                print(f"round {r + 1} {path}: old {got['old'][path][-1][0]:.1f} new "
+                      f"{got['new'][path][-1][0]:.1f} GFLOPS", file=sys.stderr)
     lines = [f"`bench/codegen/tune_ab.py OLD NEW ... --isa={args.isa} "
              f"--time-limit={args.time_limit:g} --rounds={args.rounds}`: each program tuned by "
-             "a fresh server of each binary in turn; GFLOPS of the tuned kernels.", "",
-             "| program | old, per round | new, per round | best new / best old |",
-             "|---|---|---|---:|"]
+             "a server of each binary, one right after the other, the first alternating; "
+             "GFLOPS (% of the peak measured beside it) of the tuned kernels.", "",
+             "| program | old, per round | new, per round | best new / best old (% of peak) "
+             "| GFLOPS |", "|---|---|---|---:|---:|"]
     ratios = []
     for path in args.programs:
         old, new = got["old"][path], got["new"][path]
-        ratios.append(max(new) / max(old))
+        ratios.append(max(x[1] for x in new) / max(x[1] for x in old))
         name = os.path.splitext(os.path.basename(path))[0]
-        lines.append(f"| {name} | {', '.join(f'{x:.1f}' for x in old)} | "
-                     f"{', '.join(f'{x:.1f}' for x in new)} | {ratios[-1]:.3f} |")
-    finish(lines, ratios, "best new / best old", args.out)
+        cell = lambda runs: ", ".join(f"{g:.1f} ({pct:.1f}%)" for g, pct in runs)  # noqa: E731
+        lines.append(f"| {name} | {cell(old)} | {cell(new)} | {ratios[-1]:.3f} | "
+                     f"{max(x[0] for x in new) / max(x[0] for x in old):.3f} |")
+    finish(lines, ratios, "best new / best old (% of peak)", args.out)
+
 
 if __name__ == "__main__":
     main()
