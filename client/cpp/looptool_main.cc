@@ -469,9 +469,11 @@ absl::StatusOr<ExportedKernel> ExportKernel(std::shared_ptr<Connection> connecti
   return k;
 }
 
-// Exports `sources` through `connection`'s server into --output (or `directory`) as --library.
-int ExportSources(std::shared_ptr<Connection> connection, const std::vector<ExportSource>& sources,
-                  const std::string& directory) {
+// Exports `sources` through `connection`'s server into `directory` as --library (a line per
+// kernel on stderr); the library's files and kernel count as JSON.
+absl::StatusOr<json> ExportLibrary(std::shared_ptr<Connection> connection,
+                                   const std::vector<ExportSource>& sources,
+                                   const std::string& directory) {
   std::vector<ExportedKernel> kernels;
   std::map<std::string, int> used;
   for (const ExportSource& source : sources) {
@@ -479,8 +481,8 @@ int ExportSources(std::shared_ptr<Connection> connection, const std::vector<Expo
     if (const int n = ++used[name]; n > 1) absl::StrAppend(&name, "_", n);
     absl::StatusOr<ExportedKernel> k = ExportKernel(connection, source, std::move(name));
     if (!k.ok()) {
-      return Fail(absl::Status(k.status().code(), absl::StrCat(source.benchmark.uri, ": ",
-                                                                k.status().message())));
+      return absl::Status(k.status().code(),
+                          absl::StrCat(source.benchmark.uri, ": ", k.status().message()));
     }
     std::fprintf(stderr, "%-52s %8.2f GFLOPS  %6zu bytes of %s code  -> %s\n",
                  source.benchmark.uri.c_str(), k->gflops, k->code.size(),
@@ -492,19 +494,32 @@ int ExportSources(std::shared_ptr<Connection> connection, const std::vector<Expo
   options.name = absl::GetFlag(FLAGS_library);
   options.cc = absl::GetFlag(FLAGS_cc);
   absl::StatusOr<LibraryFiles> files = WriteKernelLibrary(kernels, options);
-  if (!files.ok()) return Fail(files.status());
+  if (!files.ok()) return files.status();
+  return json{{"header", files->header},
+              {"shared_library", files->shared_library},
+              {"static_library", files->static_library},
+              {"manifest", files->manifest},
+              {"kernels", kernels.size()}};
+}
+
+// The text form of ExportLibrary's result.
+void PrintLibrary(const json& library) {
+  std::printf("%d kernels exported:\n  %s\n  %s\n  %s\n  %s\n", library["kernels"].get<int>(),
+              library["header"].get<std::string>().c_str(),
+              library["shared_library"].get<std::string>().c_str(),
+              library["static_library"].get<std::string>().c_str(),
+              library["manifest"].get<std::string>().c_str());
+}
+
+// `looptool export`: ExportLibrary, its result printed (one JSON object with --json).
+int ExportSources(std::shared_ptr<Connection> connection, const std::vector<ExportSource>& sources,
+                  const std::string& directory) {
+  absl::StatusOr<json> library = ExportLibrary(std::move(connection), sources, directory);
+  if (!library.ok()) return Fail(library.status());
   if (absl::GetFlag(FLAGS_json)) {
-    std::cout << json{{"header", files->header},
-                      {"shared_library", files->shared_library},
-                      {"static_library", files->static_library},
-                      {"manifest", files->manifest},
-                      {"kernels", kernels.size()}}
-                     .dump()
-              << "\n";
+    std::cout << library->dump() << "\n";
   } else {
-    std::printf("%zu kernels exported:\n  %s\n  %s\n  %s\n  %s\n", kernels.size(),
-                files->header.c_str(), files->shared_library.c_str(),
-                files->static_library.c_str(), files->manifest.c_str());
+    PrintLibrary(*library);
   }
   return 0;
 }
@@ -565,8 +580,10 @@ absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
 }
 
 // One benchmark's result, as text (or one JSON object with --json).
+// `exported`: what tune --export-dir wrote (ExportLibrary's result), null when nothing; with
+// --json it is the object's "export" member (one JSON object in all), else printed last.
 void PrintTuneResult(const std::string& uri, const TuneOptions& tune, const TuneResult& t,
-                     const ScheduleStore* store) {
+                     const ScheduleStore* store, const json& exported) {
   const SearchResult& r = t.search;
   const std::string search_name = tune.search.search.Name();
   if (absl::GetFlag(FLAGS_json)) {
@@ -574,6 +591,7 @@ void PrintTuneResult(const std::string& uri, const TuneOptions& tune, const Tune
     j["benchmark"] = uri;
     j["search"] = search_name;
     j["action_space"] = tune.action_space;
+    if (!exported.is_null()) j["export"] = exported;
     std::cout << j.dump() << "\n";
     return;
   }
@@ -617,6 +635,7 @@ void PrintTuneResult(const std::string& uri, const TuneOptions& tune, const Tune
                 t.stored ? "kept in" : "not kept (the stored one is as fast):",
                 store->path().c_str());
   }
+  if (!exported.is_null()) PrintLibrary(exported);
 }
 
 int Tune() {
@@ -627,6 +646,9 @@ int Tune() {
   const bool many = !absl::GetFlag(FLAGS_dataset).empty() ||
                     !absl::GetFlag(FLAGS_servers).empty() ||
                     (absl::StrContains(arg, ',') && !std::filesystem::is_regular_file(arg));
+  if (!absl::GetFlag(FLAGS_export_dir).empty()) {  // before the tuning time is spent
+    if (absl::Status s = CheckLibraryName(absl::GetFlag(FLAGS_library)); !s.ok()) return Fail(s);
+  }
   if (many) {
     if (!absl::GetFlag(FLAGS_export_dir).empty()) {
       return Fail(absl::InvalidArgumentError(
@@ -666,7 +688,7 @@ int Tune() {
   if (tty) std::fprintf(stderr, "\n");
   if (!t.ok()) return Fail(t.status());
   t->attempts = 1;
-  PrintTuneResult(started->benchmark.uri, tune, *t, (*setup)->store.get());
+  absl::StatusOr<json> exported = json();  // null: nothing asked for
   if (const std::string dir = absl::GetFlag(FLAGS_export_dir); !dir.empty()) {
     ExportSource source{started->benchmark, tune.action_space, t->search.actions, std::nullopt};
     source.stored = StoredSchedule{};
@@ -674,8 +696,12 @@ int Tune() {
     source.stored->search = search_name;
     source.stored->gflops = t->search.gflops;
     source.stored->updated_unix = absl::ToUnixSeconds(absl::Now());
-    return ExportSources(c->connection, {source}, dir);
+    exported = ExportLibrary(c->connection, {source}, dir);
   }
+  // The tuning result stands (and is printed) when the export fails; the exit status says so.
+  PrintTuneResult(started->benchmark.uri, tune, *t, (*setup)->store.get(),
+                  exported.ok() ? *exported : json());
+  if (!exported.ok()) return Fail(exported.status());
   return 0;
 }
 

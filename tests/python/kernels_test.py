@@ -387,10 +387,29 @@ class KernelsTest(unittest.TestCase):
         p = run("tune", "--benchmark=mm64_80_96", "--search=random", "--time-limit=0.5",
                 "--timing-budget-ms=1", "--export-dir=" + out, "--json")
         self.assertEqual(p.returncode, 0, p.stderr)
-        result = json.loads(p.stdout.splitlines()[0])
+        result = json.loads(p.stdout)  # one JSON object, the library's files in it
+        self.assertEqual(result["export"]["kernels"], 1)
+        self.assertEqual(result["export"]["manifest"], os.path.join(out, "looptool_kernels.json"))
         kernel = kernels.load(out).mm64_80_96
         self.assertEqual(kernel.manifest["actions"], result["actions"])
         self.assertEqual(kernel.manifest["tuned"]["search"], "random")
+        # An export that fails after the tuning: the result printed without "export", status 2.
+        blocker = os.path.join(self.tmp, "a_file")
+        with open(blocker, "w") as f:
+            f.write("not a directory\n")
+        p = run("tune", "--benchmark=mm64_80_96", "--search=random", "--time-limit=0.2",
+                "--timing-budget-ms=1", "--export-dir=" + os.path.join(blocker, "lib"), "--json")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        result = json.loads(p.stdout)
+        self.assertNotIn("export", result)
+        self.assertGreater(result["gflops"], 0)
+        self.assertIn(blocker, p.stderr)
+        # A library name that is no C identifier fails before any tuning.
+        p = run("tune", "--benchmark=mm64_80_96", "--time-limit=30", "--export-dir=" + out,
+                "--library=9lives", "--json")
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stdout, "")
+        self.assertIn("library name '9lives' is not a C identifier", p.stderr)
 
     def test_cli_errors(self):
         p = run("export", "--benchmark=mm64_64_64")
