@@ -153,6 +153,7 @@ absl::StatusOr<std::unique_ptr<LoopToolServer>> LoopToolServer::Start(ServerConf
   // Every kernel measured teaches the cost model behind predicted_gflops.
   KernelBackend kernels;
   kernels.target = config.workers.isa;
+  kernels.codegen.stream_output_min_bytes = config.workers.stream_output_min_bytes;
   auto cost_model = std::make_shared<LearnedCostModel>(kernels.target);
   kernels.timer = std::make_shared<LearningTimer>(std::move(measuring), cost_model);
   kernels.cost_model = std::move(cost_model);

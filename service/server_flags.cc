@@ -142,6 +142,8 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   config.workers.cores = absl::GetFlag(FLAGS_eval_cores).cpus;
   if (config.workers.cores.empty()) config.workers.cores = DefaultEvalCores();
   config.workers.isa = absl::GetFlag(FLAGS_isa).isa;
+  config.workers.stream_output_min_bytes =
+      static_cast<int64_t>(absl::GetFlag(FLAGS_stream_stores_min_bytes).value);
   config.workers.deadline_seconds = absl::GetFlag(FLAGS_eval_deadline).value;
   config.workers.max_kernel_seconds = absl::GetFlag(FLAGS_max_kernel_seconds).value;
   if (!absl::GetFlag(FLAGS_prepare_references)) config.workers.max_pending_prepares = 0;
@@ -248,6 +250,9 @@ ABSL_FLAG(TimingMode, timing, TimingMode::kAdaptive,
           "schedule runs for the whole budget");
 ABSL_FLAG(IsaChoice, isa, (IsaChoice{"auto", looptool::DetectIsa()}),
           "code generation target: auto (this CPU's best), avx512, avx2 or sse");
+ABSL_FLAG(NonNegative<double>, stream_stores_min_bytes, NonNegative<double>{0},
+          "non-temporal stores of a statement's output where it assigns each element once and "
+          "the output has at least this many bytes (aligned vectors only; 0: never)");
 ABSL_FLAG(Positive<int>, max_loops, Positive<int>{16}, "loops a loop tree may have (both nests)");
 ABSL_FLAG(bool, upstream_spaces_first, false,
           "list CompilerGym loop_tool-v0's action spaces (simple, split) first in GetSpaces, for "

@@ -97,6 +97,7 @@ ABSL_DECLARE_FLAG(bool, prepare_references);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, timing_budget_ms);
 ABSL_DECLARE_FLAG(looptool::service::TimingMode, timing);
 ABSL_DECLARE_FLAG(looptool::service::IsaChoice, isa);
+ABSL_DECLARE_FLAG(looptool::service::NonNegative<double>, stream_stores_min_bytes);
 ABSL_DECLARE_FLAG(looptool::service::Positive<int>, max_loops);
 ABSL_DECLARE_FLAG(bool, upstream_spaces_first);
 

@@ -19,6 +19,15 @@ struct CodegenOptions {
   // stride-2 window) loads them together: two loads instead of four (StatementPlan::
   // pair_phases). Off only to compare.
   bool pair_stride_two_phases = true;
+  // A statement that writes each element of its output once (an assignment: a copy, transpose,
+  // broadcast or elementwise op) and whose output tensor has at least this many bytes stores
+  // its full vectors with non-temporal stores (vmovntps), past the caches, where every such
+  // store is aligned to the vector's size relative to the tensor's base (StatementPlan::
+  // stream_output); the kernel checks the base and runs a copy with plain stores when it is
+  // not aligned. 0: never. Off by default: it pays where the output's rows fall into few cache
+  // sets (a power-of-two transpose), and sends the output to memory, past a next kernel's
+  // cache.
+  int64_t stream_output_min_bytes = 0;
 };
 
 }  // namespace looptool

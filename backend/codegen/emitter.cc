@@ -61,14 +61,41 @@ class KernelEmitter {
     LT_CHECK(frame.p[0] == rdi);
     for (size_t i = 0; i < std::size(kGprPool); ++i) LT_CHECK(frame.t[i] == kGprPool[i]);
     vec_.LoadTailMasks();
-    for (const StatementPlan& s : plan_.statements) EmitStatement(s);
-    frame.close(/*callRet=*/false);
-    if (plan_.isa != Isa::kSse) g_.vzeroupper();
-    g_.ret();
+    std::vector<int> streamed;  // tensors, each aligned where the plan streams its stores
+    for (const StatementPlan& s : plan_.statements) {
+      if (s.stream_output) streamed.push_back(s.output.tensor);
+    }
+    if (streamed.empty()) {
+      EmitBody(frame);
+    } else {
+      // Non-temporal stores fault on an unaligned address: the plan proved each streamed store
+      // aligned relative to its tensor's base, so a base off the largest vector's bytes takes
+      // the copy of the body with plain stores.
+      Xbyak::Label plain;
+      g_.xor_(eax, eax);
+      for (int t : streamed) g_.or_(rax, qword[rdi + 8 * t]);
+      g_.test(al, Traits(plan_.isa).vector_width * 4 - 1);
+      g_.jnz(plain, Xbyak::CodeGenerator::T_NEAR);
+      streaming_ = true;
+      EmitBody(frame);
+      g_.L(plain);
+      streaming_ = false;
+      EmitBody(frame);
+    }
     vec_.EmitMaskTable();
   }
 
  private:
+  // The statements, then the return (an sfence first after streamed stores: they are weakly
+  // ordered, and the caller may hand the output to another thread).
+  void EmitBody(Xbyak::util::StackFrame& frame) {
+    for (const StatementPlan& s : plan_.statements) EmitStatement(s);
+    if (streaming_) g_.sfence();
+    frame.close(/*callRet=*/false);
+    if (plan_.isa != Isa::kSse) g_.vzeroupper();
+    g_.ret();
+  }
+
   // ---- statements -----------------------------------------------------------------------
   void EmitStatement(const StatementPlan& s) {
     s_ = &s;
@@ -285,7 +312,12 @@ class KernelEmitter {
       });
     }
     for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
-      vec_.Store(OutputAt(tile_[i]), vec_.V(i), tile_[i].lanes);
+      if (streaming_ && s_->stream_output && tile_[i].lanes == s_->width) {
+        LT_CHECK((tile_[i].disp + s_->output.offset) % s_->width == 0);
+        vec_.StoreStreaming(OutputAt(tile_[i]), vec_.V(i));
+      } else {
+        vec_.Store(OutputAt(tile_[i]), vec_.V(i), tile_[i].lanes);
+      }
     }
   }
 
@@ -523,6 +555,7 @@ class KernelEmitter {
   std::vector<TileEntry> tile_;
   std::map<int64_t, int> acc_of_;  // output displacement -> accumulator register (set 0)
   int sets_ = 1;                    // accumulator sets of the current block
+  bool streaming_ = false;          // the body whose plan-streamed stores are non-temporal
   std::vector<PointOp> pending_;
 };
 

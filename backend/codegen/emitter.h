@@ -1,8 +1,12 @@
 // EmitKernel: writes the machine code of a KernelPlan, `void kernel(float* const* tensors)`
-// (one base pointer per tensor of the program, by tensor id), into a code generator.
+// (one base pointer per tensor of the program, by tensor id), into a code generator. A plan
+// that streams stores (StatementPlan::stream_output) gets the body twice: with non-temporal
+// stores and an sfence, entered when every streamed tensor's base is aligned to the widest
+// vector's bytes, and with plain stores otherwise.
 //
 // Register use (System V x86-64):
-//   rdi        the tensors array              rax        scratch (mask and constant setup)
+//   rdi        the tensors array              rax        scratch (mask and constant setup,
+//                                                        the streamed bases' alignment)
 //   rsi, rdx, rcx, r8 ...   one pointer per access of the statement (output, inputs), then
 //                           loop counters; Xbyak::util::StackFrame pushes the callee-saved
 //                           rbx, rbp, r12-r15 and reserves the stack slots of the counters

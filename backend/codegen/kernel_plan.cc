@@ -286,6 +286,34 @@ void PlanAccumulatorSets(StatementPlan& sp) {
   });
 }
 
+// Streams the output's stores where the options ask for it and every full-vector store is
+// aligned to the vector's bytes relative to the tensor's base: the output's offset and each
+// loop's step along it are multiples of the width (a vector loop steps by the width, stride 1).
+void PlanStreaming(const Program& p, const CodegenOptions& options, StatementPlan& sp) {
+  if (options.stream_output_min_bytes <= 0 || sp.width == 1 || sp.horizontal ||
+      sp.reduction != Reduction::kAssign ||
+      p.NumElements(sp.output.tensor) * 4 < options.stream_output_min_bytes) {
+    return;
+  }
+  const auto refuse = [&](const std::string& why) {
+    sp.notes.push_back(absl::StrCat("stores not streamed: ", why, " is not a multiple of ",
+                                    sp.width, " elements"));
+  };
+  const LoopPlan& vector = sp.loops[sp.vector_loop];
+  if (vector.size * vector.inner + vector.tail < sp.width) return;  // no full vector to store
+  if (sp.output.offset % sp.width != 0) return refuse("the output's offset");
+  for (const LoopPlan& l : sp.loops) {
+    const int64_t step = l.vector ? sp.width : l.inner;
+    if (step * sp.output.stride[l.var] % sp.width != 0) {
+      return refuse(absl::StrCat("the output's step along '", p.var(l.var).name, "'"));
+    }
+  }
+  sp.stream_output = true;
+  sp.notes.push_back(absl::StrCat(
+      "stores streamed (non-temporal) where the output's base is aligned to ", sp.width * 4,
+      " bytes; plain stores otherwise"));
+}
+
 }  // namespace
 
 KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
@@ -303,6 +331,7 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
     PlanRegisterScope(p, isa, sp);
     PlanUnrolling(options, sp);
     PlanAccumulatorSets(sp);
+    PlanStreaming(p, options, sp);
     plan.statements.push_back(std::move(sp));
   }
   plan.tail_lanes.assign(lanes.begin(), lanes.end());

@@ -300,6 +300,11 @@ void VectorOps::Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lane
   }
 }
 
+void VectorOps::StoreStreaming(const Xbyak::Address& dst, const Xbyak::Xmm& src) {
+  LT_CHECK(width_ > 1);
+  sse() ? g_.movntps(dst, src) : g_.vmovntps(dst, src);
+}
+
 void VectorOps::Copy(const Xbyak::Xmm& dst, const Xbyak::Xmm& src) {
   if (dst.getIdx() == src.getIdx()) return;
   sse() ? g_.movaps(dst, src) : g_.vmovaps(dst, src);

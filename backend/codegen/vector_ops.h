@@ -89,6 +89,9 @@ class VectorOps {
   void ReleasePairIndices() { pair_index_registers_ = {-1, -1}; }
   void Broadcast(const Xbyak::Xmm& dst, const Xbyak::Address& src);
   void Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lanes);
+  // A full vector stored past the caches (movntps / vmovntps); `dst` must be aligned to the
+  // vector's bytes. Weakly ordered: the kernel ends with an sfence.
+  void StoreStreaming(const Xbyak::Address& dst, const Xbyak::Xmm& src);
   void Copy(const Xbyak::Xmm& dst, const Xbyak::Xmm& src);
   void Zero(const Xbyak::Xmm& dst);
   void NegativeInfinity(const Xbyak::Xmm& dst);

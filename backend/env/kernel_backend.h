@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "backend/codegen/codegen_options.h"
 #include "backend/codegen/isa.h"
 #include "backend/env/cost_predictor.h"
 #include "backend/env/kernel_timer.h"
@@ -16,6 +17,9 @@ namespace looptool {
 
 struct KernelBackend {
   Isa target = Isa::kAvx512;
+  // The code generator's knobs for the `kernel_plan` and `machine_code` observations (the
+  // timer's own must match: a server sets both from its flags).
+  CodegenOptions codegen;
   // Null: the timed observations fail with FAILED_PRECONDITION.
   std::shared_ptr<KernelTimer> timer;
   // Null: predicted_gflops fails with UNIMPLEMENTED.

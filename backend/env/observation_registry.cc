@@ -174,7 +174,7 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
   // unroll marks) and the loops as emitted (backend/codegen/kernel_plan.h's DescribePlan).
   Entry plan = Text("kernel_plan", [](const ObservationInputs& in) {
     return Observation::String(
-        DescribePlan(Lower(in.tree, in.kernels.target), in.tree.program()));
+        DescribePlan(Lower(in.tree, in.kernels.target, in.kernels.codegen), in.tree.program()));
   });
   plan.space.platform_dependent = true;
   entries.push_back(std::move(plan));
@@ -189,15 +189,14 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
   // observations verify a kernel against the interpreter, in the kernel worker, before timing it
   // (`looptool export` asks for `flops` in the same step). Slow: up to max_code_bytes of code
   // are emitted, so it runs where calls may wait.
-  const CodegenOptions codegen;
   ObservationSpace code{"machine_code", Observation::Kind::kBytes};
   code.min_length = 0;
-  code.max_length = codegen.max_code_bytes;
+  code.max_length = CodegenOptions().max_code_bytes;
   code.platform_dependent = true;
   code.default_value = Observation::Bytes("");
   entries.push_back({std::move(code), /*slow=*/true,
-                     [codegen](const ObservationInputs& in) -> absl::StatusOr<Observation> {
-                       KernelCompiler compiler(in.kernels.target, codegen);
+                     [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
+                       KernelCompiler compiler(in.kernels.target, in.kernels.codegen);
                        ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
                                         compiler.CompileCode(in.tree));
                        return Observation::Bytes(std::string(bytes.begin(), bytes.end()));

@@ -36,6 +36,11 @@ absl::StatusOr<WorkerArgs> ParseArgs(int argc, char** argv) {
     if (absl::ConsumePrefix(&v, "--budget_ms=") && absl::SimpleAtod(v, &a.budget_ms)) continue;
     v = arg;
     if (absl::ConsumePrefix(&v, "--max_loops=") && absl::SimpleAtoi(v, &a.max_loops)) continue;
+    v = arg;
+    if (absl::ConsumePrefix(&v, "--stream_output_min_bytes=") &&
+        absl::SimpleAtoi(v, &a.stream_output_min_bytes)) {
+      continue;
+    }
     if (arg == "--timing=adaptive" || arg == "--timing=fixed") {
       a.adaptive = arg == "--timing=adaptive";
       continue;
@@ -110,6 +115,7 @@ std::vector<std::string> WorkerArgs::ToArgv() const {
   return {kWorkerFlag, absl::StrCat("--fd=", fd), absl::StrCat("--core=", core),
           absl::StrCat("--isa=", isa), absl::StrCat("--budget_ms=", budget_ms),
           absl::StrCat("--max_loops=", max_loops),
+          absl::StrCat("--stream_output_min_bytes=", stream_output_min_bytes),
           adaptive ? "--timing=adaptive" : "--timing=fixed"};
 }
 
@@ -129,6 +135,7 @@ std::optional<int> MaybeRunKernelWorker(int argc, char** argv,
   if (!isa.ok()) return 2;
   LocalTimer::Options options;
   options.isa = *isa;
+  options.codegen.stream_output_min_bytes = args->stream_output_min_bytes;
   options.timing.budget_seconds = args->budget_ms / 1000.0;
   options.adaptive = args->adaptive;
   LocalTimer evaluator(options);

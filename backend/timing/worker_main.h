@@ -4,6 +4,7 @@
 #ifndef LOOPTOOL_BACKEND_TIMING_WORKER_MAIN_H_
 #define LOOPTOOL_BACKEND_TIMING_WORKER_MAIN_H_
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@ struct WorkerArgs {
   double budget_ms = 10;   // timing budget per new schedule (adaptive: its cap)
   bool adaptive = true;    // LocalTimer::Options::adaptive
   int max_loops = 16;      // the server's Limits::max_loops (it has checked the rest)
+  int64_t stream_output_min_bytes = 0;  // CodegenOptions::stream_output_min_bytes
   std::vector<std::string> ToArgv() const;
 };
 

@@ -242,6 +242,7 @@ absl::Status WorkerPool::Spawn(Worker& worker) const {
   args.budget_ms = options_.budget_ms;
   args.adaptive = options_.adaptive_timing;
   args.max_loops = options_.max_loops;
+  args.stream_output_min_bytes = options_.stream_output_min_bytes;
   std::vector<std::string> argv_strings = args.ToArgv();
   argv_strings.insert(argv_strings.begin(), "looptool-kernel-worker");
   std::vector<char*> argv;

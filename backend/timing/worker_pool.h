@@ -37,6 +37,7 @@ class WorkerPool final : public KernelTimer {
   struct Options {
     std::vector<int> cores;          // one worker pinned to each; empty: one unpinned worker
     Isa isa = DetectIsa();           // the target kernels are generated for
+    int64_t stream_output_min_bytes = 0;  // CodegenOptions::stream_output_min_bytes
     double budget_ms = 10;           // timing budget per new schedule (adaptive: its cap)
     bool adaptive_timing = true;     // see LocalTimer::Options::adaptive
     int max_loops = 16;              // the loop trees callers send may have this many loops

@@ -5,6 +5,10 @@ here).
 
     /usr/bin/python3 bench/codegen/tune_ab.py OLD_SERVER NEW_SERVER PROGRAM_FILE_OR_URI ...
         [--isa=avx2] [--time-limit=10] [--rounds=2] [--out=FILE.md]
+        [--old-flags="--flag=value ..."] [--new-flags=...]
+
+OLD and NEW may be one binary started with different flags (--new-flags="--stream_stores_min_bytes=1"
+compares a code-generator option).
 
 One server of each binary runs throughout (each with its kernel worker on the same core; one
 tunes at a time). For every program and round both tune it (`looptool tune --server`, the
@@ -31,9 +35,9 @@ from ab_report import finish  # noqa: E402
 from looptool.server import LocalServer, ServerStartError, default_cli  # noqa: E402
 
 
-def start(server: str, isa: str) -> LocalServer:
+def start(server: str, isa: str, flags: List[str]) -> LocalServer:
     try:
-        return LocalServer(server, flags=[f"--isa={isa}"])
+        return LocalServer(server, flags=[f"--isa={isa}"] + flags)
     except (ServerStartError, OSError) as e:
         sys.exit(f"tune_ab: the server {server} did not start: {e}")
 
@@ -59,9 +63,12 @@ def main() -> None:
     p.add_argument("--time-limit", type=float, default=10.0)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--out", default="")
+    p.add_argument("--old-flags", default="", help="more flags for the old server")
+    p.add_argument("--new-flags", default="", help="more flags for the new server")
     args = p.parse_args()
     got: Dict[str, Dict[str, List[Tuple[float, float]]]] = {"old": {}, "new": {}}
-    with start(args.old, args.isa) as old_srv, start(args.new, args.isa) as new_srv:
+    with start(args.old, args.isa, args.old_flags.split()) as old_srv, \
+            start(args.new, args.isa, args.new_flags.split()) as new_srv:
         servers = {"old": old_srv, "new": new_srv}
         for r in range(args.rounds):
             for i, path in enumerate(args.programs):
@@ -71,8 +78,10 @@ def main() -> None:
                         tuned(servers[which], path, args.time_limit))
                 print(f"round {r + 1} {path}: old {got['old'][path][-1][0]:.1f} new "
                       f"{got['new'][path][-1][0]:.1f} GFLOPS", file=sys.stderr)
+    flags = "".join(f" --{k}-flags='{v}'" for k, v in (("old", args.old_flags),
+                                                       ("new", args.new_flags)) if v)
     lines = [f"`bench/codegen/tune_ab.py OLD NEW ... --isa={args.isa} "
-             f"--time-limit={args.time_limit:g} --rounds={args.rounds}`: each program tuned by "
+             f"--time-limit={args.time_limit:g} --rounds={args.rounds}{flags}`: each program tuned by "
              "a server of each binary, one right after the other, the first alternating; "
              "GFLOPS (% of the peak measured beside it) of the tuned kernels.", "",
              "| program | old, per round | new, per round | best new / best old (% of peak) "

@@ -504,7 +504,8 @@ absl::StatusOr<json> ExportLibrary(std::shared_ptr<Connection> connection,
 
 // The text form of ExportLibrary's result.
 void PrintLibrary(const json& library) {
-  std::printf("%d kernels exported:\n  %s\n  %s\n  %s\n  %s\n", library["kernels"].get<int>(),
+  const int kernels = library["kernels"].get<int>();
+  std::printf("%d kernel%s exported:\n  %s\n  %s\n  %s\n  %s\n", kernels, kernels == 1 ? "" : "s",
               library["header"].get<std::string>().c_str(),
               library["shared_library"].get<std::string>().c_str(),
               library["static_library"].get<std::string>().c_str(),

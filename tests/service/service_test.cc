@@ -524,6 +524,33 @@ TEST(ServiceLimits, LoopNestTooLargeIsRefused) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// --stream_stores_min_bytes reaches the kernel plan, the machine code and the kernel workers: a
+// 64 x 64 elementwise add (16 KiB out) streams its stores with the threshold at 16 KiB and not
+// one byte above; the streamed kernel is verified against the interpreter in the worker before
+// it is timed, and its code (two bodies, the alignment check) differs from the plain one.
+TEST(ServiceCodegen, StreamStoresFlag) {
+  std::vector<std::string> codes;
+  for (const std::string bytes : {"16384", "16385"}) {
+    SCOPED_TRACE(bytes);
+    ServerProcess server({"--stream_stores_min_bytes=" + bytes, "--timing_budget_ms=1"});
+    ASSERT_TRUE(server.ok());
+    Client c(server.stub());
+    ASSERT_TRUE(c.AddBenchmark("benchmark://user/add", "C[m,n] = A[m,n] + B[m,n]; m=64 n=64").ok());
+    const int64_t id = c.StartOk("benchmark://user/add");
+    cg::StepReply r;
+    const grpc::Status s = c.Step(id, {}, {"kernel_plan", "machine_code", "flops"}, &r);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    const std::string& plan = r.observation(0).string_value();
+    EXPECT_EQ(plan.find("stores streamed") != std::string::npos, bytes == "16384") << plan;
+    codes.push_back(r.observation(1).byte_tensor().value());
+    EXPECT_GT(r.observation(2).double_value(), 0);
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+  ASSERT_EQ(codes.size(), 2u);
+  EXPECT_FALSE(codes[0].empty());
+  EXPECT_NE(codes[0], codes[1]);
+}
+
 TEST_F(ServiceTest, ForkIsIndependentAndIdsAreUnguessable) {
   Client c(server_->stub());
   const int64_t parent = c.StartOk();

@@ -24,8 +24,9 @@ namespace {
 
 // Each tensor alone in a mapping between two inaccessible pages, its first element (kAtStart) or
 // its last (kAtEnd) against one of them, 4-byte aligned only as the kernel ABI allows: a kernel
-// that reads or writes one float outside a tensor faults.
-enum class Placement { kAtStart, kAtEnd };
+// that reads or writes one float outside a tensor faults. kOneFloatIn starts every tensor one
+// float after its leading guard: no base is aligned to a vector (streamed stores' other body).
+enum class Placement { kAtStart, kAtEnd, kOneFloatIn };
 
 class GuardedTensors {
  public:
@@ -33,7 +34,7 @@ class GuardedTensors {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     for (const TensorBuffer& t : data) {
       const size_t bytes = std::max<size_t>(t.size(), 1) * sizeof(float);
-      const size_t inner = (bytes + page - 1) / page * page;
+      const size_t inner = (bytes + sizeof(float) + page - 1) / page * page;
       Region r;
       r.size = inner + 2 * page;
       void* base =
@@ -42,8 +43,9 @@ class GuardedTensors {
       r.base = static_cast<char*>(base);
       LT_CHECK(mprotect(r.base, page, PROT_NONE) == 0);
       LT_CHECK(mprotect(r.base + page + inner, page, PROT_NONE) == 0);
-      char* first =
-          placement == Placement::kAtStart ? r.base + page : r.base + page + inner - bytes;
+      char* first = placement == Placement::kAtStart     ? r.base + page
+                    : placement == Placement::kOneFloatIn ? r.base + page + sizeof(float)
+                                                          : r.base + page + inner - bytes;
       r.data = reinterpret_cast<float*>(first);
       r.count = t.size();
       std::memcpy(r.data, t.data(), t.size() * sizeof(float));
@@ -90,7 +92,8 @@ void RunGuarded(const Kernel& kernel, Placement placement, const std::string& wh
   GuardedTensors guarded(data, placement);
   const std::string note = absl::StrCat(
       "\nThe kernel touched memory outside its tensors (a guard page; each tensor's ",
-      placement == Placement::kAtStart ? "first" : "last", " element against it): ", what);
+      placement == Placement::kAtEnd ? "last" : "first", " element against it",
+      placement == Placement::kOneFloatIn ? ", one float in" : "", "): ", what);
   std::snprintf(fault_note, sizeof(fault_note), "%s\n", note.c_str());
   struct sigaction action = {}, old_segv = {}, old_bus = {};
   action.sa_handler = PrintFaultNote;
@@ -136,9 +139,9 @@ LoopTree WithActions(const LoopTree& tree, const std::string& actions) {
 }
 
 std::string CompareWithInterpreter(const LoopTree& tree, Isa isa, bool real_inputs,
-                                   bool negative_inputs) {
+                                   bool negative_inputs, const CodegenOptions& options) {
   const Program& p = tree.program();
-  KernelCompiler compiler(isa);
+  KernelCompiler compiler(isa, options);
   auto kernel = compiler.Compile(tree);
   if (!kernel.ok()) return absl::StrCat("compile failed: ", kernel.status().ToString());
   for (bool integers : {true, false}) {
@@ -156,7 +159,9 @@ std::string CompareWithInterpreter(const LoopTree& tree, Isa isa, bool real_inpu
       for (float& x : poisoned[t]) x = std::nanf("");
     }
     Interpret(tree, expected);
-    for (Placement placement : {Placement::kAtEnd, Placement::kAtStart}) {
+    std::vector<Placement> placements = {Placement::kAtEnd, Placement::kAtStart};
+    if (options.stream_output_min_bytes > 0) placements.push_back(Placement::kOneFloatIn);
+    for (Placement placement : placements) {
       TensorData actual = poisoned;
       RunGuarded(*kernel, placement,
                  absl::StrCat(Traits(isa).name, " kernel of\n", LoopTreeText(tree)), actual);
@@ -168,7 +173,7 @@ std::string CompareWithInterpreter(const LoopTree& tree, Isa isa, bool real_inpu
             return absl::StrCat(Traits(isa).name, ": ", p.tensor(t).name, "[", i, "] = ", a,
                                 ", expected ", e, " (", integers ? "integer" : "real",
                                 " inputs)\nschedule:\n", LoopTreeText(tree), "plan:\n",
-                                DescribePlan(Lower(tree, isa), p));
+                                DescribePlan(Lower(tree, isa, options), p));
           }
         }
       }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/codegen/codegen_options.h"
 #include "backend/codegen/isa.h"
 #include "backend/schedule/loop_tree.h"
 
@@ -30,9 +31,11 @@ inline constexpr char kHandMatmul[] =
 // With `negative_inputs`, every input is shifted to [-5, -1] first (max reductions must then
 // never see a lane that was not loaded). The kernel runs twice, each tensor alone between
 // inaccessible pages, first with its last element and then with its first against one: a read
-// or write of one float outside a tensor kills the test, printing the schedule.
+// or write of one float outside a tensor kills the test, printing the schedule. With `options`
+// that stream stores, a third run starts every tensor one float in (no base aligned).
 std::string CompareWithInterpreter(const LoopTree& tree, Isa isa, bool real_inputs = false,
-                                   bool negative_inputs = false);
+                                   bool negative_inputs = false,
+                                   const CodegenOptions& options = {});
 
 }  // namespace looptool::testing
 

@@ -404,6 +404,75 @@ TEST(Kernel, ATailBlockSpreadsItsReductionStepsOverAccumulatorSets) {
   }
 }
 
+// Non-temporal stores (CodegenOptions::stream_output_min_bytes): a transpose (gathers, and
+// in registers with 16- and 8-row blocks, tails of rows), a split vector loop whose last part
+// is a full vector, a broadcast, an elementwise op with relu, a concatenation and a narrow
+// vector loop (AVX-512's 8 lanes), each run with aligned bases (the streamed body) and with
+// every tensor one float in (the plain body), on every ISA. At AVX2 and AVX-512 the code must
+// differ from the code without streaming, or the streamed body went untested. Outputs whose rows or offset are no multiple
+// of the width, vector loops shorter than it, outputs below the threshold and accumulations keep
+// plain stores: the same code, and the plan says why where it is the alignment.
+TEST(Kernel, StreamedStores) {
+  CodegenOptions streamed;
+  streamed.stream_output_min_bytes = 1;
+  const struct {
+    std::string program, actions;
+  } kStreamed[] = {
+      {"B[n,m] = A[m,n]; m=48 n=21", "swap_down"},
+      {"B[n,m] = A[m,n]; m=64 n=35", "split_16, down, swap_down, up, split_16"},
+      {"B[n,m] = A[m,n] -> relu; m=32 n=20", "split_16, down, swap_down, up, split_8"},
+      {"B[n,m] = A[m,n]; m=80 n=5", "split_32, down, swap_down"},
+      {"B[m,n] = a[n]; m=3 n=64", ""},
+      {"C[m,n] = A[m,n] + B[m,n] -> relu; m=5 n=48", "split_2"},
+      {"C[m,a] = A[m,a]; C[m,b+32] = B[m,b]; m=3 a=32 b=16", ""},
+      {"C[m,n] = A[m,n] + B[m,n]; m=6 n=8", ""},
+  };
+  for (const auto& c : kStreamed) {
+    SCOPED_TRACE(c.program + " | " + c.actions);
+    const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    for (Isa isa : HostIsas()) {
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, false, streamed), "");
+      if (isa == Isa::kSse) continue;  // scalar code for some (SSE transposes by lanes none)
+      const auto with = KernelCompiler(isa, streamed).CompileCode(tree);
+      const auto without = KernelCompiler(isa).CompileCode(tree);
+      ASSERT_TRUE(with.ok() && without.ok());
+      EXPECT_NE(*with, *without) << Traits(isa).name << ": nothing streamed\n"
+                                 << DescribePlan(Lower(tree, isa, streamed), tree.program());
+    }
+  }
+  const struct {
+    std::string program, actions, why;  // why: the plan's note where alignment refused it
+  } kPlain[] = {
+      {"B[n,m] = A[m,n]; m=36 n=5", "swap_down", "the output's step along 'n'"},
+      {"C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13", "", "the output's step along 'm'"},
+      {"C[m,a] = A[m,a]; C[m,b+4] = B[m,b]; m=3 a=4 b=28", "", "the output's offset"},
+      {"C[m,n] += A[m,k] * B[k,n]; m=4 n=32 k=8", "", ""},
+  };
+  for (const auto& c : kPlain) {
+    SCOPED_TRACE(c.program);
+    const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    for (Isa isa : HostIsas()) {
+      if (isa == Isa::kSse) continue;  // 4 lanes: some of these rows are multiples of it
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, false, streamed), "");
+      const auto with = KernelCompiler(isa, streamed).CompileCode(tree);
+      const auto without = KernelCompiler(isa).CompileCode(tree);
+      ASSERT_TRUE(with.ok() && without.ok());
+      EXPECT_EQ(*with, *without) << Traits(isa).name;
+      const std::string plan = DescribePlan(Lower(tree, isa, streamed), tree.program());
+      if (!c.why.empty()) {
+        EXPECT_NE(plan.find("stores not streamed: " + c.why), std::string::npos) << plan;
+      }
+    }
+  }
+  CodegenOptions large = streamed;
+  large.stream_output_min_bytes = 4 * 48 * 21 + 1;  // one byte more than the output
+  const LoopTree transpose = InitialTree("B[n,m] = A[m,n]; m=48 n=21");
+  for (Isa isa : HostIsas()) {
+    EXPECT_EQ(*KernelCompiler(isa, large).CompileCode(transpose),
+              *KernelCompiler(isa).CompileCode(transpose));
+  }
+}
+
 TEST(Kernel, Concatenation) { ExpectExact("C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13"); }
 TEST(Kernel, ElementwiseAddWithRelu) { ExpectExact("C[m,n] = A[m,n] + B[m,n] -> relu; m=3 n=41"); }
 TEST(Kernel, GevmAndMatmulRelu) {
