@@ -4,7 +4,8 @@
 //   1. The entry point is `void kernel(float* const* tensors)`, System V x86-64: `tensors[i]`
 //      is the base of tensor i of the program (by id, the order `tensors` lists them).
 //   2. Every tensor is dense row-major float32 of the listed shape; no alignment beyond 4 bytes
-//      (unaligned vector loads and stores).
+//      (unaligned vector loads and stores; code generated with streamed stores, CodegenOptions::
+//      stream_output_min_bytes, checks its outputs' bases and streams only into aligned ones).
 //   3. Inputs are only read; every element of every output is overwritten (no tensor is both;
 //      the language forbids it). Outputs must not overlap inputs or each other.
 //   4. The code keeps no state between calls and writes only the outputs and its own stack
