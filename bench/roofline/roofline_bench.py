@@ -12,6 +12,10 @@ bandwidth curve).
     bazel build //client/cpp:looptool //service:looptool-server && \\
       PYTHONPATH=bazel-bin/client/python:client/python \\
       /usr/bin/python3 bench/roofline/roofline_bench.py [--time-limit=10] [--references] [--out=FILE]
+        [--stream-stores-min-bytes=N]
+
+--stream-stores-min-bytes=N tunes on an embedded server started with that flag
+(service/server_flags.h: non-temporal stores of outputs of at least N bytes; 0, the default: none).
 """
 import argparse
 import datetime
@@ -30,10 +34,11 @@ DATASETS = ["reduce-v0", "transpose-v0", "pool-v0", "elementwise-v0"]
 TARGET = 0.80  # issue 26: memory-bound kernels at >= 80% of their roofline bound
 
 
-def tune(cli, dataset, time_limit):
+def tune(cli, dataset, time_limit, stream_min_bytes=0):
     """One JSON object per benchmark of the dataset (`looptool tune --json`)."""
     p = subprocess.run([cli, "tune", f"--dataset={dataset}", f"--time_limit={time_limit}",
-                        "--json"], capture_output=True, text=True, check=False)
+                        f"--stream_stores_min_bytes={stream_min_bytes}", "--json"],
+                       capture_output=True, text=True, check=False)
     rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     if p.returncode != 0 and not rows:
         sys.exit(f"roofline_bench: looptool tune --dataset={dataset} failed: {p.stderr.strip()}")
@@ -105,6 +110,8 @@ def main():
     parser.add_argument("--out", default=os.path.join(ROOT, "bench/results/roofline_bench.md"))
     parser.add_argument("--cli", default=os.path.join(ROOT, "bazel-bin/client/cpp/looptool"))
     parser.add_argument("--server", default=os.path.join(ROOT, "bazel-bin/service/looptool-server"))
+    parser.add_argument("--stream-stores-min-bytes", type=int, default=0,
+                        help="the embedded server's --stream_stores_min_bytes (0: off)")
     parser.add_argument("--references", action="store_true",
                         help="time each benchmark's library reference too (references.py)")
     args = parser.parse_args()
@@ -112,14 +119,16 @@ def main():
         check_references_can_run(args.server)
     rows = []
     for dataset in DATASETS:
-        rows += tune(args.cli, dataset, args.time_limit)
+        rows += tune(args.cli, dataset, args.time_limit, args.stream_stores_min_bytes)
         print(f"{dataset}: {len(rows)} benchmarks so far", file=sys.stderr)
     refs = references(rows, args.server) if args.references else {}
     lines = [
         "# Memory-bound kernels against their roofline bound",
         "",
         f"`/usr/bin/python3 bench/roofline/roofline_bench.py --time-limit={args.time_limit:g}"
-        f"{' --references' if args.references else ''}` "
+        f"{' --references' if args.references else ''}"
+        + (f" --stream-stores-min-bytes={args.stream_stores_min_bytes}"
+           if args.stream_stores_min_bytes else "") + "` "
         f"({datetime.date.today()}); `looptool tune` (default search, {args.time_limit:g} s "
         "each, one embedded server, one kernel worker core). Bound: the smaller of the FMA peak "
         "and bytes moved (every tensor once) x the read bandwidth over a buffer the size of the "
