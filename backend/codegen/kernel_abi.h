@@ -15,6 +15,7 @@
 #define LOOPTOOL_BACKEND_CODEGEN_KERNEL_ABI_H_
 
 #include <string>
+#include <vector>
 
 #include "backend/codegen/isa.h"
 #include "backend/ir/program.h"
@@ -24,7 +25,9 @@ namespace looptool {
 // {"entry": "void kernel(float* const* tensors)", "isa": "avx512", "cpu_features": [...],
 //  "program": "<the program's text>", "flops": N, "alignment_bytes": 4,
 //  "tensors": [{"id": 0, "name": "C", "shape": [M, N], "role": "output"}, ...]}
-std::string KernelAbiJson(const Program& program, Isa isa);
+// and, when `streamed` (output tensor ids) is not empty, "streamed_outputs": [ids]: outputs the
+// code writes with non-temporal stores, past the caches, when their base is 64-byte aligned.
+std::string KernelAbiJson(const Program& program, Isa isa, const std::vector<int>& streamed = {});
 
 }  // namespace looptool
 

@@ -17,13 +17,13 @@ namespace looptool {
 
 struct KernelBackend {
   Isa target = Isa::kAvx512;
-  // The code generator's knobs for the `kernel_plan` and `machine_code` observations (the
-  // timer's own must match: a server sets both from its flags).
-  CodegenOptions codegen;
   // Null: the timed observations fail with FAILED_PRECONDITION.
   std::shared_ptr<KernelTimer> timer;
   // Null: predicted_gflops fails with UNIMPLEMENTED.
   std::shared_ptr<const CostPredictor> cost_model;
+  // The code generator's knobs for the `kernel_plan`, `machine_code` and `kernel_abi`
+  // observations (the timer's own must match: a server sets both from its flags).
+  CodegenOptions codegen;
 };
 
 }  // namespace looptool

@@ -180,7 +180,17 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
   entries.push_back(std::move(plan));
   // How to call the kernel once taken away (backend/codegen/kernel_abi.h), as JSON.
   Entry abi = Text("kernel_abi", [](const ObservationInputs& in) {
-    return Observation::String(KernelAbiJson(in.tree.program(), in.kernels.target));
+    std::vector<int> streamed;  // outputs of statements whose stores are streamed
+    if (in.kernels.codegen.stream_output_min_bytes > 0) {
+      const KernelPlan plan = Lower(in.tree, in.kernels.target, in.kernels.codegen);
+      for (const StatementPlan& s : plan.statements) {
+        if (s.stream_output &&
+            std::find(streamed.begin(), streamed.end(), s.output.tensor) == streamed.end()) {
+          streamed.push_back(s.output.tensor);
+        }
+      }
+    }
+    return Observation::String(KernelAbiJson(in.tree.program(), in.kernels.target, streamed));
   });
   abi.space.platform_dependent = true;
   entries.push_back(std::move(abi));

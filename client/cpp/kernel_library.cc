@@ -67,6 +67,7 @@ struct AbiTensor {
   std::string param;  // the C parameter: the name, or t<id> when it is not usable in C
   std::vector<int64_t> shape;
   bool output = false;
+  bool streamed = false;  // written with non-temporal stores when 64-byte aligned
 };
 
 // The facts of one kernel's `kernel_abi` observation.
@@ -104,6 +105,14 @@ absl::StatusOr<Abi> ParseAbi(const ExportedKernel& k) {
       if (a.id != static_cast<int>(abi.tensors.size())) return bad("tensors out of id order");
       a.param = IsIdentifier(a.name) && !IsCKeyword(a.name) ? a.name : absl::StrCat("t", a.id);
       abi.tensors.push_back(std::move(a));
+    }
+    if (j.contains("streamed_outputs")) {
+      for (const int id : j.at("streamed_outputs").get<std::vector<int>>()) {
+        if (id < 0 || id >= static_cast<int>(abi.tensors.size()) || !abi.tensors[id].output) {
+          return bad(absl::StrCat("streamed output ", id, " is no output"));
+        }
+        abi.tensors[id].streamed = true;
+      }
     }
   } catch (const json::exception& e) {
     return bad(e.what());
@@ -183,6 +192,14 @@ std::string Header(const std::vector<ExportedKernel>& kernels, const std::vector
       absl::StrAppend(&h, " *   ", t.param, ": ", t.output ? "output" : "input", " float",
                       Dims(t.shape), t.param != t.name ? absl::StrCat(" (tensor ", t.name, ")") : "",
                       "\n");
+    }
+    std::vector<std::string> streamed;
+    for (const AbiTensor& t : a.tensors) {
+      if (t.streamed) streamed.push_back(t.param);
+    }
+    if (!streamed.empty()) {
+      absl::StrAppend(&h, " *   non-temporal stores (past the caches) into ",
+                      absl::StrJoin(streamed, ", "), " when 64-byte aligned\n");
     }
     absl::StrAppend(&h, " *   ", a.flops, " flops; ISA ", a.isa, " (",
                     a.cpu_features.empty() ? "any x86-64" : absl::StrJoin(a.cpu_features, " "),
@@ -316,6 +333,7 @@ json Manifest(const std::vector<ExportedKernel>& kernels, const std::vector<Abi>
                          {"shape", t.shape},
                          {"role", t.output ? "output" : "input"},
                          {"dtype", "float32"}});
+      if (t.streamed) tensors.back()["streamed"] = true;
     }
     json tuned = nullptr;
     if (k.tuned_unix > 0) {

@@ -2,7 +2,9 @@
 // directory it writes
 //   <name>.h       the C contract of every kernel (shapes, layouts, roles, ISA, reentrancy),
 //   lib<name>.so   a shared library and lib<name>.a a static archive, the same objects in both,
-//   <name>.json    the manifest: per kernel its program, tensors, schedule, the GFLOPS the server
+//   <name>.json    the manifest: per kernel its program, tensors (`"streamed": true` on an output
+//                  the code writes with non-temporal stores when it is 64-byte aligned: a
+//                  server's --stream_stores_min_bytes), schedule, the GFLOPS the server
 //                  measured for it, and where and when it was tuned.
 // The machine code is the server's (the `machine_code` observation, position-independent),
 // wrapped into an ELF object by the assembler (.incbin) and linked by the C compiler; the only

@@ -411,6 +411,46 @@ class KernelsTest(unittest.TestCase):
         self.assertEqual(p.stdout, "")
         self.assertIn("library name '9lives' is not a C identifier", p.stderr)
 
+    def test_streamed_stores_exported_and_called_aligned_or_not(self):
+        # An embedded server with --stream_stores_min_bytes: the output is written with
+        # non-temporal stores when 64-byte aligned, by a plain copy of the code otherwise; the
+        # manifest and the header say so, and both bodies compute what numpy does.
+        src = os.path.join(self.tmp, "add_streamed.lt")
+        with open(src, "w") as f:
+            f.write("C[m,n] = A[m,n] + B[m,n]\nm=64 n=64\n")
+        out = os.path.join(self.tmp, "streamed")
+        p = run("export", "--benchmark=" + src, "--output=" + out, "--library=streamed",
+                "--stream-stores-min-bytes=1", "--timing-budget-ms=1", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        reply = json.loads(p.stdout)
+        with open(reply["manifest"]) as f:
+            tensors = {t["name"]: t for t in json.load(f)["kernels"][0]["tensors"]}
+        self.assertTrue(tensors["C"].get("streamed"))
+        self.assertNotIn("streamed", tensors["A"])
+        with open(reply["header"]) as f:
+            self.assertIn("non-temporal stores (past the caches) into C when 64-byte aligned",
+                          f.read())
+        k = kernels.load(out).add_streamed
+        rng = np.random.default_rng(11)
+        A = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
+        B = rng.uniform(-1, 1, (64, 64)).astype(np.float32)
+        aligned = kernels.empty((64, 64))
+        backing = kernels.empty((64 * 64 + 1,))  # 64-byte aligned
+        unaligned = backing[1:].reshape(64, 64)  # 4 bytes past an aligned base
+        self.assertEqual(aligned.ctypes.data % 64, 0)
+        self.assertNotEqual(unaligned.ctypes.data % 64, 0)
+        for C in (aligned, unaligned):
+            C[...] = np.nan
+            self.assertIs(k(A, B, out=C), C)
+            np.testing.assert_array_equal(C, A + B)
+        # Without the flag nothing is streamed.
+        p = run("export", "--benchmark=" + src, "--output=" + out + "_plain", "--library=plain",
+                "--timing-budget-ms=1", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(json.loads(p.stdout)["manifest"]) as f:
+            plain = json.load(f)["kernels"][0]["tensors"]
+        self.assertFalse([t for t in plain if "streamed" in t])
+
     def test_cli_errors(self):
         p = run("export", "--benchmark=mm64_64_64")
         self.assertEqual(p.returncode, 2)

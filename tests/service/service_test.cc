@@ -527,7 +527,8 @@ TEST(ServiceLimits, LoopNestTooLargeIsRefused) {
 // --stream_stores_min_bytes reaches the kernel plan, the machine code and the kernel workers: a
 // 64 x 64 elementwise add (16 KiB out) streams its stores with the threshold at 16 KiB and not
 // one byte above; the streamed kernel is verified against the interpreter in the worker before
-// it is timed, and its code (two bodies, the alignment check) differs from the plain one.
+// it is timed, its code (two bodies, the alignment check) differs from the plain one, and its
+// kernel_abi names the streamed output.
 TEST(ServiceCodegen, StreamStoresFlag) {
   std::vector<std::string> codes;
   for (const std::string bytes : {"16384", "16385"}) {
@@ -538,10 +539,13 @@ TEST(ServiceCodegen, StreamStoresFlag) {
     ASSERT_TRUE(c.AddBenchmark("benchmark://user/add", "C[m,n] = A[m,n] + B[m,n]; m=64 n=64").ok());
     const int64_t id = c.StartOk("benchmark://user/add");
     cg::StepReply r;
-    const grpc::Status s = c.Step(id, {}, {"kernel_plan", "machine_code", "flops"}, &r);
+    const grpc::Status s =
+        c.Step(id, {}, {"kernel_plan", "machine_code", "flops", "kernel_abi"}, &r);
     ASSERT_TRUE(s.ok()) << s.error_message();
     const std::string& plan = r.observation(0).string_value();
     EXPECT_EQ(plan.find("stores streamed") != std::string::npos, bytes == "16384") << plan;
+    const std::string& abi = r.observation(3).string_value();  // C is tensor 0
+    EXPECT_EQ(abi.find("\"streamed_outputs\":[0]") != std::string::npos, bytes == "16384") << abi;
     codes.push_back(r.observation(1).byte_tensor().value());
     EXPECT_GT(r.observation(2).double_value(), 0);
     EXPECT_EQ(server.Terminate(), 0);
