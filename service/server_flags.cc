@@ -46,9 +46,16 @@ bool AbslParseFlag(absl::string_view text, NonNegative<double>* out, std::string
   *error = "must be 0 or more";
   return false;
 }
+bool AbslParseFlag(absl::string_view text, NonNegative<int64_t>* out, std::string* error) {
+  if (!ParseNumber(text, &out->value, error)) return false;
+  if (out->value >= 0) return true;
+  *error = "must be 0 or more";
+  return false;
+}
 std::string AbslUnparseFlag(const Positive<double>& v) { return absl::StrCat(v.value); }
 std::string AbslUnparseFlag(const Positive<int>& v) { return absl::StrCat(v.value); }
 std::string AbslUnparseFlag(const NonNegative<double>& v) { return absl::StrCat(v.value); }
+std::string AbslUnparseFlag(const NonNegative<int64_t>& v) { return absl::StrCat(v.value); }
 
 bool AbslParseFlag(absl::string_view text, CpuList* out, std::string* error) {
   out->cpus.clear();
@@ -142,8 +149,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   config.workers.cores = absl::GetFlag(FLAGS_eval_cores).cpus;
   if (config.workers.cores.empty()) config.workers.cores = DefaultEvalCores();
   config.workers.isa = absl::GetFlag(FLAGS_isa).isa;
-  config.workers.stream_output_min_bytes =
-      static_cast<int64_t>(absl::GetFlag(FLAGS_stream_stores_min_bytes).value);
+  config.workers.stream_output_min_bytes = absl::GetFlag(FLAGS_stream_stores_min_bytes).value;
   config.workers.deadline_seconds = absl::GetFlag(FLAGS_eval_deadline).value;
   config.workers.max_kernel_seconds = absl::GetFlag(FLAGS_max_kernel_seconds).value;
   if (!absl::GetFlag(FLAGS_prepare_references)) config.workers.max_pending_prepares = 0;
@@ -250,7 +256,7 @@ ABSL_FLAG(TimingMode, timing, TimingMode::kAdaptive,
           "schedule runs for the whole budget");
 ABSL_FLAG(IsaChoice, isa, (IsaChoice{"auto", looptool::DetectIsa()}),
           "code generation target: auto (this CPU's best), avx512, avx2 or sse");
-ABSL_FLAG(NonNegative<double>, stream_stores_min_bytes, NonNegative<double>{0},
+ABSL_FLAG(NonNegative<int64_t>, stream_stores_min_bytes, NonNegative<int64_t>{0},
           "non-temporal stores of a statement's output where it assigns each element once and "
           "the output has at least this many bytes (aligned vectors only; 0: never)");
 ABSL_FLAG(Positive<int>, max_loops, Positive<int>{16}, "loops a loop tree may have (both nests)");

@@ -33,9 +33,11 @@ struct NonNegative {
 bool AbslParseFlag(absl::string_view text, Positive<double>* out, std::string* error);
 bool AbslParseFlag(absl::string_view text, Positive<int>* out, std::string* error);
 bool AbslParseFlag(absl::string_view text, NonNegative<double>* out, std::string* error);
+bool AbslParseFlag(absl::string_view text, NonNegative<int64_t>* out, std::string* error);
 std::string AbslUnparseFlag(const Positive<double>& v);
 std::string AbslUnparseFlag(const Positive<int>& v);
 std::string AbslUnparseFlag(const NonNegative<double>& v);
+std::string AbslUnparseFlag(const NonNegative<int64_t>& v);
 
 // Comma-separated CPU numbers ("2,3"); empty: DefaultEvalCores().
 struct CpuList {
@@ -97,7 +99,7 @@ ABSL_DECLARE_FLAG(bool, prepare_references);
 ABSL_DECLARE_FLAG(looptool::service::Positive<double>, timing_budget_ms);
 ABSL_DECLARE_FLAG(looptool::service::TimingMode, timing);
 ABSL_DECLARE_FLAG(looptool::service::IsaChoice, isa);
-ABSL_DECLARE_FLAG(looptool::service::NonNegative<double>, stream_stores_min_bytes);
+ABSL_DECLARE_FLAG(looptool::service::NonNegative<int64_t>, stream_stores_min_bytes);
 ABSL_DECLARE_FLAG(looptool::service::Positive<int>, max_loops);
 ABSL_DECLARE_FLAG(bool, upstream_spaces_first);
 

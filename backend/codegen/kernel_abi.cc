@@ -15,12 +15,12 @@ std::string KernelAbiJson(const Program& program, Isa isa, const std::vector<int
                        {"role", tensor.is_output ? "output" : "input"}});
   }
   nlohmann::json abi = {{"entry", "void kernel(float* const* tensors)"},
-                              {"isa", Traits(isa).name},
-                              {"cpu_features", CpuFeatures(isa)},
-                              {"program", PrintProgram(program)},
-                              {"flops", program.Flops()},
-                              {"alignment_bytes", 4},
-                              {"tensors", std::move(tensors)}};
+                        {"isa", Traits(isa).name},
+                        {"cpu_features", CpuFeatures(isa)},
+                        {"program", PrintProgram(program)},
+                        {"flops", program.Flops()},
+                        {"alignment_bytes", 4},
+                        {"tensors", std::move(tensors)}};
   if (!streamed.empty()) abi["streamed_outputs"] = streamed;
   return abi.dump();
 }

@@ -1,5 +1,5 @@
 """same_machine_code: do two server binaries emit the same machine code for every sketch of a
-few matmul and convolution programs? A check that a code-generator change left those kernels
+few matmul, convolution, transpose and elementwise programs? A check that a code-generator change left those kernels
 as they were (bench/results/codegen_before_after.md).
 
     /usr/bin/python3 bench/codegen/same_machine_code.py OLD_SERVER NEW_SERVER
@@ -25,6 +25,8 @@ PROGRAMS = [
     "O[h,w,k] += I[h+r, w+s, c] * W[r,s,c,k]; k=64 h=56 w=56 c=64 r=3 s=3",
     "O[h,w,c] += I[h+r, w+s, c] * W[r,s,c]; c=96 h=28 w=28 r=3 s=3",
     "O[h,w,k] += I[2*h+r, 2*w+s, c] * W[r,s,c,k]; k=128 h=28 w=28 c=64 r=3 s=3",
+    "B[n,m] = A[m,n]; m=1024 n=512",
+    "C[m,n] = A[m,n] + B[m,n] -> relu; m=512 n=1024",
 ]
 
 

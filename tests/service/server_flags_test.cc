@@ -67,6 +67,18 @@ TEST_F(ServerFlags, EveryTransportFlagReachesTheConfig) {
   EXPECT_EQ(config->client_gone_grace, absl::ZeroDuration());
 }
 
+TEST_F(ServerFlags, StreamStoresReachTheWorkers) {
+  absl::StatusOr<ServerConfig> config = ServerConfigFromFlags();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->workers.stream_output_min_bytes, 0);  // off unless asked for
+  ASSERT_EQ(Set("stream_stores_min_bytes", "2097152"), "");
+  config = ServerConfigFromFlags();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->workers.stream_output_min_bytes, 2097152);
+  EXPECT_THAT(Set("stream_stores_min_bytes", "-1"), ::testing::HasSubstr("must be 0 or more"));
+  EXPECT_THAT(Set("stream_stores_min_bytes", "2.5"), ::testing::HasSubstr("is not a number"));
+}
+
 TEST_F(ServerFlags, ValuesOutOfRangeAreRefusedNamingWhatIsWrong) {
   for (const char* name : {"max_streams_per_connection", "max_connections",
                            "max_transport_memory_mb", "keepalive_time", "handshake_timeout",

@@ -780,6 +780,12 @@ TEST(ServiceLimits, BadFlagsAreRefusedEachWithItsOwnMessage) {
       {{"stray"}, "looptool-server: unexpected argument 'stray'"},
       {{"--no_such_flag"}, "Unknown command line flag 'no_such_flag'"},
       {{"--max_sessions=abc"}, "Illegal value 'abc' specified for flag 'max_sessions'"},
+      {{"--stream_stores_min_bytes=-1"},
+       "Illegal value '-1' specified for flag 'stream_stores_min_bytes'; must be 0 or more"},
+      {{"--stream_stores_min_bytes=1.5"},
+       "specified for flag 'stream_stores_min_bytes'; '1.5' is not a number"},
+      {{"--stream_stores_min_bytes=99999999999999999999"},
+       "specified for flag 'stream_stores_min_bytes'; '99999999999999999999' is not a number"},
   };
   for (const auto& [args, message] : cases) {
     const Refusal r = RunServerToExit(args);
