@@ -1,6 +1,6 @@
 """same_machine_code: do two server binaries emit the same machine code for every sketch of a
-few matmul, convolution, transpose and elementwise programs? A check that a code-generator change left those kernels
-as they were (bench/results/codegen_before_after.md).
+few matmul, convolution, transpose and elementwise programs? A check that a code-generator
+change left those kernels as they were (bench/results/codegen_before_after.md).
 
     /usr/bin/python3 bench/codegen/same_machine_code.py OLD_SERVER NEW_SERVER
 
