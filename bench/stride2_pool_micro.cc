@@ -197,7 +197,9 @@ int main(int argc, char** argv) {
     const double t = Fastest([&] { (p.*f.run)(); });
     int wrong = 0;
     for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < Pool::kOutWidth; ++c) wrong += p.out[r * Pool::kOutWidth + c] != p.Expected(r, c);
+      for (int c = 0; c < Pool::kOutWidth; ++c) {
+        wrong += p.out[r * Pool::kOutWidth + c] != p.Expected(r, c);
+      }
     failed += wrong > 0;
     std::printf("  %-9s %8.2f us  %6.1f GFLOPS  %s\n", f.name, t * 1e6, flops / t * 1e-9,
                 wrong ? "WRONG" : "checked");

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "backend/actions/action_space.h"
 #include "backend/actions/apply.h"
 #include "backend/codegen/compile.h"
 #include "backend/interp/interpreter.h"
@@ -136,6 +137,25 @@ LoopTree WithActions(const LoopTree& tree, const std::string& actions) {
     t = r.tree;
   }
   return t;
+}
+
+LoopTree RandomLoopNestSchedule(const LoopTree& initial, int length, std::mt19937& rng,
+                                int* applied) {
+  const ActionSpace& space = LoopNestActionSpace();
+  LoopTree tree = initial;
+  for (int i = 0; i < length; ++i) {
+    const std::vector<bool> mask = ActionMask(tree, space, Limits{});
+    std::vector<int> legal;
+    for (int a = 0; a < space.size(); ++a) {
+      if (mask[a]) legal.push_back(a);
+    }
+    if (legal.empty()) break;
+    ActionResult r = Apply(tree, space.actions[legal[rng() % legal.size()]], Limits{});
+    LT_CHECK(r.had_effect());  // the mask allowed it
+    tree = std::move(r.tree);
+    if (applied != nullptr) ++*applied;
+  }
+  return tree;
 }
 
 std::string CompareWithInterpreter(const LoopTree& tree, Isa isa, bool real_inputs,

@@ -3,6 +3,7 @@
 #ifndef LOOPTOOL_TESTS_BACKEND_CODEGEN_JIT_CHECK_H_
 #define LOOPTOOL_TESTS_BACKEND_CODEGEN_JIT_CHECK_H_
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,12 @@ LoopTree WithActions(const LoopTree& tree, const std::string& actions);
 inline constexpr char kHandMatmul[] =
     "split_4, down, down, split_64, swap_up, swap_up, down, down, swap_down, down, split_64, "
     "swap_up, swap_up";
+
+// `length` actions drawn uniformly among those loop_nest allows at each step (ActionMask; fewer
+// when none is allowed), each of which must change the tree; adds the number applied to
+// `*applied` when given.
+LoopTree RandomLoopNestSchedule(const LoopTree& initial, int length, std::mt19937& rng,
+                                int* applied = nullptr);
 
 // "" when the JIT kernel of `tree` for `isa` computes exactly what the interpreter computes on
 // small-integer inputs (and, with `real_inputs`, within 1e-4 relative on uniform inputs);

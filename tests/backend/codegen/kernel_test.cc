@@ -22,6 +22,7 @@ namespace {
 using testing::CompareWithInterpreter;
 using testing::HostIsas;
 using testing::InitialTree;
+using testing::RandomLoopNestSchedule;
 using testing::WithActions;
 
 void ExpectExact(const LoopTree& tree) {
@@ -540,27 +541,6 @@ TEST(Kernel, RandomSchedulesOfEveryPrimitiveMatchTheInterpreter) {
   EXPECT_EQ(checked, 13 * 60 * static_cast<int>(HostIsas().size()));
 }
 
-// `length` actions drawn among those loop_nest allows at each step (fewer when none is
-// allowed), each counted in `effective`.
-LoopTree RandomLoopNestSchedule(const LoopTree& initial, int length, std::mt19937& rng,
-                                int& effective) {
-  const ActionSpace& space = LoopNestActionSpace();
-  LoopTree tree = initial;
-  for (int i = 0; i < length; ++i) {
-    const std::vector<bool> mask = ActionMask(tree, space, Limits{});
-    std::vector<int> legal;
-    for (int a = 0; a < space.size(); ++a) {
-      if (mask[a]) legal.push_back(a);
-    }
-    if (legal.empty()) break;
-    ActionResult r = Apply(tree, space.actions[legal[rng() % legal.size()]], Limits{});
-    EXPECT_TRUE(r.had_effect());
-    tree = std::move(r.tree);
-    ++effective;
-  }
-  return tree;
-}
-
 // 40 random loop_nest schedules of each program (min_length..min_length+7 actions), each
 // compiled for every host ISA and compared with the interpreter (negative inputs: real ones
 // with both signs). Counts the kernels checked and the actions that applied.
@@ -579,7 +559,7 @@ RandomCheck CheckRandomLoopNestSchedules(const char* const (&programs)[N], uint3
     const LoopTree initial = InitialTree(text);
     for (int seq = 0; seq < 40; ++seq) {
       const LoopTree tree = RandomLoopNestSchedule(
-          initial, min_length + static_cast<int>(rng() % 8), rng, c.effective);
+          initial, min_length + static_cast<int>(rng() % 8), rng, &c.effective);
       const StatementPlan plan = Lower(tree, HostIsas()[0]).statements[0];
       bool fused = false, fused_split = false;
       for (const std::string& note : plan.notes) {
