@@ -16,7 +16,9 @@
 //   shifted2   shifted over two output rows at once (the shared input row loaded once).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -27,7 +29,7 @@ namespace {
 struct Pool {
   int in_width = 257, out_rows = 128;
   static constexpr int kOutWidth = 128;
-  std::vector<float, std::allocator<float>> storage;
+  std::vector<float> storage;
   float* in = nullptr;
   std::vector<float> out;
   __m512i even, odd;
@@ -40,15 +42,19 @@ struct Pool {
     for (size_t i = 0; i < static_cast<size_t>(2 * rows + 1) * width; ++i) in[i] = u(rng);
     out.resize(static_cast<size_t>(rows) * kOutWidth);
     alignas(64) int e[16], o[16];
-    for (int i = 0; i < 16; ++i) e[i] = 2 * i, o[i] = 2 * i + 1;
+    for (int i = 0; i < 16; ++i) {
+      e[i] = 2 * i;
+      o[i] = 2 * i + 1;
+    }
     even = _mm512_load_si512(e);
     odd = _mm512_load_si512(o);
   }
   const float* Row(int r) const { return in + static_cast<size_t>(r) * in_width; }
   float Expected(int r, int c) const {
     float m = -1e30f;
-    for (int a = 0; a < 3; ++a)
+    for (int a = 0; a < 3; ++a) {
       for (int b = 0; b < 3; ++b) m = std::max(m, Row(2 * r + a)[2 * c + b]);
+    }
     return m;
   }
   // max over the three rows of the 16 floats at column q.
@@ -196,10 +202,11 @@ int main(int argc, char** argv) {
     std::fill(p.out.begin(), p.out.end(), 0.f);
     const double t = Fastest([&] { (p.*f.run)(); });
     int wrong = 0;
-    for (int r = 0; r < rows; ++r)
+    for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < Pool::kOutWidth; ++c) {
         wrong += p.out[r * Pool::kOutWidth + c] != p.Expected(r, c);
       }
+    }
     failed += wrong > 0;
     std::printf("  %-9s %8.2f us  %6.1f GFLOPS  %s\n", f.name, t * 1e6, flops / t * 1e-9,
                 wrong ? "WRONG" : "checked");
