@@ -31,6 +31,7 @@ class Block {
   void Emit() {
     PlanTransposes();
     PlanPairs();
+    PlanShifts();
     HoldEvenIndex();
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
       auto group = transpose_before_.find(i);
@@ -54,16 +55,10 @@ class Block {
   // rarely read stride-2 chunks too.)
   void HoldEvenIndex() {
     if (!vec_.PermutesStrideTwo() || regs_.cache.empty()) return;
-    // Distinct chunks read by ops that load (a transpose's ops read rows as vectors instead).
+    // Chunks loaded alone: paired chunks permute by the pair's tables; shifted ones not at all.
     std::set<OperandRef> chunks;
-    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
-      if (transposed_[i]) continue;
-      for (const OperandRef* o : {&ops_[i].x, &ops_[i].y}) {
-        if (o == &ops_[i].y && !Binary()) continue;
-        if (FullStrideTwo(*o, vec_.width()) && !pair_even_.count(*o) && !pair_odd_.count(*o)) {
-          chunks.insert(*o);  // paired chunks permute by the pair's tables
-        }
-      }
+    for (const OperandRef& o : FullStrideTwoChunks()) {
+      if (!pair_even_.count(o) && !pair_odd_.count(o) && !shifted_.count(o)) chunks.insert(o);
     }
     if (chunks.size() < 2 || cached_.empty()) return;
     const int reg = cached_.rbegin()->first;  // the highest cache register PlanPairs left
@@ -82,8 +77,9 @@ class Block {
     return o.kind == AccessPlan::Kind::kStrided && o.stride == 2 && o.lanes == width;
   }
 
-  void PlanPairs() {
-    if (!s_.pair_phases || vec_.width() < 8 || vec_.sse()) return;
+  // The distinct full chunks of stride 2 the block's ops load (a transpose's ops read rows as
+  // vectors instead).
+  std::set<OperandRef> FullStrideTwoChunks() const {
     std::set<OperandRef> chunks;
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
       if (transposed_[i]) continue;
@@ -92,6 +88,12 @@ class Block {
         if (FullStrideTwo(*o, vec_.width())) chunks.insert(*o);
       }
     }
+    return chunks;
+  }
+
+  void PlanPairs() {
+    if (!s_.pair_phases || vec_.width() < 8 || vec_.sse()) return;
+    const std::set<OperandRef> chunks = FullStrideTwoChunks();
     for (const OperandRef& o : chunks) {
       OperandRef odd = o;
       odd.offset += 4;
@@ -118,6 +120,87 @@ class Block {
     }
   }
 
+  // ---- stride 2's chunk two elements on, from the chunks of this vector and the next ----------
+  // A full chunk of stride 2 at element d + 2 (a stride-2 window's column tap 2) holds lanes
+  // 1..W-1 of the chunk at d (tap 0) and lane 0 of the chunk at d + 2W (tap 0 of the next vector
+  // of outputs). When the block reads both of those (several vectors of the output row in one
+  // block), it is made from them by one lane shift (VectorOps::ShiftInOneLane) instead of two
+  // loads and a permute. Neither source may itself be made so, nor may the chunk be one of a
+  // pair; the sources count the shifted chunk's reads as their own uses, so that the cache keeps
+  // them for it. AVX-512 (8 or 16 lanes) only.
+  void PlanShifts() {
+    if (!s_.shift_taps || !vec_.PermutesStrideTwo() || (vec_.width() != 8 && vec_.width() != 16)) {
+      return;
+    }
+    const std::set<OperandRef> chunks = FullStrideTwoChunks();
+    std::set<OperandRef> sources;
+    for (const OperandRef& o : chunks) {  // by offset
+      if (pair_even_.count(o) || pair_odd_.count(o) || sources.count(o)) continue;
+      OperandRef lo = o, hi = o;
+      lo.offset -= 2 * 4;
+      hi.offset += (2 * vec_.width() - 2) * 4;
+      if (!chunks.count(lo) || !chunks.count(hi) || shifted_.count(lo)) continue;
+      shifted_[o] = {lo, hi};  // hi, after o by offset, is not decided yet: it never will be
+      sources.insert(lo);
+      sources.insert(hi);
+    }
+    for (const auto& [o, from] : shifted_) {
+      for (const OperandRef& source : {from.first, from.second}) {
+        std::vector<int>& uses = uses_[source];
+        const std::vector<int>& more = uses_.at(o);
+        uses.insert(uses.end(), more.begin(), more.end());
+        std::sort(uses.begin(), uses.end());
+        uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
+      }
+    }
+  }
+
+  // Makes shifted chunk `o` in `reg` from its sources: each from its cache register, or loaded
+  // there now (the low one into `reg` itself when no cache register pays). False, with nothing
+  // emitted, when the high one finds no register but `reg`.
+  bool LoadShifted(int reg, const OperandRef& o, int i) {
+    const auto& [lo, hi] = shifted_.at(o);
+    // Pin what is cached already, so that caching the other source cannot evict it.
+    for (const OperandRef* source : {&lo, &hi}) {
+      auto at = where_.find(*source);
+      if (at != where_.end()) cached_[at->second]->second = i;
+    }
+    int hi_reg = -1;
+    if (auto at = where_.find(hi); at != where_.end()) {
+      hi_reg = at->second;
+    } else {
+      const int next = NextUse(hi, i);
+      const int r = next == kNever ? -1 : CacheRegister(next);
+      if (r < 0 || r == reg) {
+        Unpin(lo, i);
+        return false;
+      }
+      cached_[r] = std::make_pair(hi, i);
+      where_[hi] = r;
+      LoadOperand(r, hi, i);
+      hi_reg = r;
+    }
+    int lo_reg = -1;
+    if (auto at = where_.find(lo); at != where_.end()) {
+      lo_reg = at->second;
+    } else {
+      const int next = NextUse(lo, i);
+      const int r = next == kNever ? -1 : CacheRegister(next);
+      if (r >= 0 && r != reg && r != hi_reg) {
+        cached_[r] = std::make_pair(lo, i);
+        where_[lo] = r;
+        lo_reg = r;
+      } else {
+        lo_reg = reg;
+      }
+      LoadOperand(lo_reg, lo, i);
+    }
+    vec_.ShiftInOneLane(vec_.V(reg), vec_.V(hi_reg), vec_.V(lo_reg));
+    Unpin(lo, i);
+    Unpin(hi, i);
+    return true;
+  }
+
   // `o`'s partner in a pair (the other phase of its span), or nullopt.
   std::optional<OperandRef> Partner(const OperandRef& o) const {
     OperandRef p = o;
@@ -134,6 +217,7 @@ class Block {
   // Loads `o` into `reg`: with its partner into a cache register when the partner is read
   // later in the block and not held yet, else alone.
   void LoadOperand(int reg, const OperandRef& o, int i) {
+    if (shifted_.count(o) && LoadShifted(reg, o, i)) return;
     const std::optional<OperandRef> partner = Partner(o);
     if (partner && !where_.count(*partner)) {
       const int next = NextUse(*partner, i);
@@ -433,6 +517,8 @@ class Block {
   std::vector<bool> transposed_;                    // ops whose value a transpose wrote
   std::map<int, TransposeGroup> transpose_before_;  // first op of a group -> the group
   std::set<OperandRef> pair_even_, pair_odd_;       // PlanPairs' pairs: chunk d, chunk d + 1
+  // PlanShifts' chunks at d + 2: their sources, the chunks at d and d + 2W.
+  std::map<OperandRef, std::pair<OperandRef, OperandRef>> shifted_;
 };
 
 }  // namespace

@@ -19,6 +19,11 @@ struct CodegenOptions {
   // stride-2 window) loads them together: two loads instead of four (StatementPlan::
   // pair_phases). Off only to compare.
   bool pair_stride_two_phases = true;
+  // A block that reads a full stride-2 chunk at element d + 2 (column tap 2) and the chunks at
+  // d and d + 2W (tap 0 of its vector of outputs and of the next) makes it from those two by a
+  // lane shift instead of two loads and a permute (AVX-512; StatementPlan::shift_taps). Off
+  // only to compare.
+  bool shift_stride_two_taps = true;
   // A statement that writes each element of its output once (an assignment: a copy, transpose,
   // broadcast or elementwise op) and whose output tensor has at least this many bytes stores
   // its full vectors with non-temporal stores (vmovntps), past the caches, where every such

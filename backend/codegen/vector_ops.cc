@@ -305,6 +305,12 @@ void VectorOps::StoreStreaming(const Xbyak::Address& dst, const Xbyak::Xmm& src)
   sse() ? g_.movntps(dst, src) : g_.vmovntps(dst, src);
 }
 
+void VectorOps::ShiftInOneLane(const Xbyak::Xmm& dst, const Xbyak::Xmm& hi,
+                               const Xbyak::Xmm& lo) {
+  LT_CHECK(PermutesStrideTwo() && (width_ == 8 || width_ == 16));
+  g_.valignd(dst, hi, lo, 1);
+}
+
 void VectorOps::Copy(const Xbyak::Xmm& dst, const Xbyak::Xmm& src) {
   if (dst.getIdx() == src.getIdx()) return;
   sse() ? g_.movaps(dst, src) : g_.vmovaps(dst, src);

@@ -87,6 +87,10 @@ class VectorOps {
   // PermutesStrideTwo().
   void HoldPairIndices(int even_reg, int odd_reg);
   void ReleasePairIndices() { pair_index_registers_ = {-1, -1}; }
+  // dst = lanes 1..W-1 of `lo`, then lane 0 of `hi` (valignd): the full chunk of stride 2 two
+  // elements on from `lo`'s, where `hi` is the chunk 2W elements on from `lo`'s (a stride-2
+  // window's column tap 2 from tap 0 of its vector and of the next). Needs PermutesStrideTwo().
+  void ShiftInOneLane(const Xbyak::Xmm& dst, const Xbyak::Xmm& hi, const Xbyak::Xmm& lo);
   void Broadcast(const Xbyak::Xmm& dst, const Xbyak::Address& src);
   void Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lanes);
   // A full vector stored past the caches (movntps / vmovntps); `dst` must be aligned to the

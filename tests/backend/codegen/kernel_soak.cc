@@ -2,11 +2,12 @@
 // every kind the language writes (matmuls with and without relu, GEMV, convolutions CHW and
 // NHWC at strides 1-3 with and without depthwise, pooling, reductions, transposes of 2 and 3
 // dimensions, broadcasts, elementwise ops, concatenations, two-statement programs) at random
-// sizes with tails, applies a random sequence of legal loop_nest actions, and compares the JIT
-// kernel of every host ISA, under random code generator options (stride-2 pairs on or off,
-// non-temporal stores of outputs above a random size), with the interpreter
-// (CompareWithInterpreter: guard pages around every tensor, negative inputs, unaligned bases when
-// stores stream). The CI's tests check fixed seeds; this runs for as long as it is given.
+// sizes with tails, applies a random sequence of legal loop_nest actions (from the untiled nest,
+// or a few from one of its sketches), and compares the JIT kernel of every host ISA, under random
+// code generator options (stride-2 pairs and tap shifts on or off, non-temporal stores of
+// outputs above a random size), with the interpreter (CompareWithInterpreter: guard pages around
+// every tensor, negative inputs, unaligned bases when stores stream). The CI's tests check fixed
+// seeds; this runs for as long as it is given.
 //
 //   bazel build //tests/backend/codegen:kernel_soak
 //   bazel-bin/tests/backend/codegen/kernel_soak [SECONDS=60] [SEED=1]
@@ -23,7 +24,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend/actions/action.h"
+#include "backend/actions/apply.h"
+#include "backend/actions/sketches.h"
 #include "backend/codegen/isa.h"
+#include "backend/ir/limits.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "tests/backend/codegen/jit_check.h"
 
@@ -144,17 +149,42 @@ int Main(int argc, char** argv) {
   int cases = 0, kernels = 0, refused = 0, failed = 0;
   while (std::chrono::steady_clock::now() < end) {
     const std::string text = draw.Next();
-    const LoopTree initial = testing::InitialTree(text);
-    const int length = std::uniform_int_distribution<int>(0, 14)(rng);
-    const LoopTree tree = testing::RandomLoopNestSchedule(initial, length, rng);
+    LoopTree start = testing::InitialTree(text);
+    // A third of the cases start from one of the program's sketches (either vector unit's), as
+    // the searches do, and take a few random actions from there.
+    std::string from = "the untiled nest";
+    if (rng() % 3 == 0) {
+      SketchOptions sketch_options;
+      sketch_options.target = rng() % 2 ? Isa::kAvx512 : Isa::kAvx2;
+      const std::vector<Sketch> sketches = LoopNestSketches(start, Limits{}, sketch_options);
+      if (!sketches.empty()) {
+        const Sketch& sketch = sketches[rng() % sketches.size()];
+        for (const Action& a : sketch.actions) {
+          ActionResult r = Apply(start, a, Limits{});
+          if (!r.had_effect()) {
+            std::printf("FAILED: sketch '%s' of %s: an action had no effect\n",
+                        sketch.description.c_str(), text.c_str());
+            return 1;
+          }
+          start = std::move(r.tree);
+        }
+        from = absl::StrCat("sketch '", sketch.description, "' (",
+                            Traits(sketch_options.target).name, ")");
+      }
+    }
+    const int length = std::uniform_int_distribution<int>(0, from[0] == 's' ? 4 : 14)(rng);
+    const LoopTree tree = testing::RandomLoopNestSchedule(start, length, rng);
     CodegenOptions options;
     options.pair_stride_two_phases = rng() % 4 != 0;
+    options.shift_stride_two_taps = rng() % 4 != 0;
     const int stream = static_cast<int>(rng() % 3);
     options.stream_output_min_bytes = stream == 0 ? 0 : stream == 1 ? 1 : 1 + rng() % 4096;
     ++cases;
     // One line a case (a fault prints the loop tree itself: jit_check's guard note).
-    std::fprintf(stderr, "case %d (seed %u, %d actions): %s | pairs %d stream %lld\n", cases,
-                 seed, length, text.c_str(), options.pair_stride_two_phases,
+    std::fprintf(stderr,
+                 "case %d (seed %u, %d actions from %s): %s | pairs %d shifts %d stream %lld\n",
+                 cases, seed, length, from.c_str(), text.c_str(), options.pair_stride_two_phases,
+                 options.shift_stride_two_taps,
                  static_cast<long long>(options.stream_output_min_bytes));
     for (Isa isa : testing::HostIsas()) {
       const bool negative = rng() % 2 == 0;

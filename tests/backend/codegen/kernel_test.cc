@@ -225,6 +225,49 @@ TEST(Kernel, StrideTwoPhasesLoadedTogether) {
   }
 }
 
+// Column tap 2 of a stride-2 window (the chunk at element d + 2) in a block that also reads tap 0
+// of its vector (d) and of the next (d + 2W): made from those two by a lane shift (AVX-512;
+// BlockEmitter's PlanShifts). Pools with several vectors of a row in one block, the taps
+// unrolled outside them and inside them (the next vector's chunk loaded first and not), rows
+// with a masked last chunk, a sum pool, a 5-wide window (taps 2, 3 and 4: two shifted, one of
+// them paired), an 8-lane block and a convolution; negative inputs under the guard pages. The
+// code must differ from the code with shifts off at AVX-512, or the shifts went untested.
+TEST(Kernel, StrideTwoTapShiftedFromNextVector) {
+  const struct {
+    std::string program, actions;
+  } kCases[] = {
+      // c = 64: 4 vectors, taps outside them (kr, kc, c' unrolled, c'' the vector)
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=64 kr=3 kc=3",
+       "tile_L2_16, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3"},
+      // the taps inside the vectors: tap 2 of a vector comes before tap 0 of the next
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=64 kr=3 kc=3",
+       "tile_L2_16, interchange_L1_L2, interchange_L4_L3, unroll_L1, unroll_L2, unroll_L3"},
+      // 37 columns: two full vectors and a masked one (never a source)
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=37 kr=3 kc=3", "down, down, swap_down"},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=2 c=48 kr=3 kc=3", "down, down, swap_down"},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=40 kr=2 kc=5", "down, down, swap_down"},
+      // vectors of 8 lanes (the vector loop a tile of 8)
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=24 kr=3 kc=3",
+       "tile_L2_8, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3"},
+      {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
+       "down, down, down, swap_down, swap_down"},
+  };
+  CodegenOptions unshifted;
+  unshifted.shift_stride_two_taps = false;
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.program);
+    const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    for (Isa isa : HostIsas()) {
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "") << LoopTreeText(tree);
+      if (isa != Isa::kAvx512) continue;
+      const auto shifted = KernelCompiler(isa).CompileCode(tree);
+      const auto loaded = KernelCompiler(isa, unshifted).CompileCode(tree);
+      ASSERT_TRUE(shifted.ok() && loaded.ok());
+      EXPECT_NE(*shifted, *loaded) << "no tap shifted\n" << LoopTreeText(tree);
+    }
+  }
+}
+
 // A stride-2 convolution as ResNet's downsampling layers have it, and a split of w that leaves
 // a tail (its sketches are in EverySketchMatchesTheInterpreter).
 TEST(Kernel, StridedConvolution) {
