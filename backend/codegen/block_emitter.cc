@@ -165,40 +165,33 @@ class Block {
       auto at = where_.find(*source);
       if (at != where_.end()) cached_[at->second]->second = i;
     }
-    int hi_reg = -1;
-    if (auto at = where_.find(hi); at != where_.end()) {
-      hi_reg = at->second;
-    } else {
-      const int next = NextUse(hi, i);
-      const int r = next == kNever ? -1 : CacheRegister(next);
-      if (r < 0 || r == reg) {
-        Unpin(lo, i);
-        return false;
-      }
-      cached_[r] = std::make_pair(hi, i);
-      where_[hi] = r;
-      LoadOperand(r, hi, i);
-      hi_reg = r;
+    const int hi_reg = CachedSource(hi, i, reg, reg);
+    if (hi_reg < 0) {
+      Unpin(lo, i);
+      return false;
     }
-    int lo_reg = -1;
-    if (auto at = where_.find(lo); at != where_.end()) {
-      lo_reg = at->second;
-    } else {
-      const int next = NextUse(lo, i);
-      const int r = next == kNever ? -1 : CacheRegister(next);
-      if (r >= 0 && r != reg && r != hi_reg) {
-        cached_[r] = std::make_pair(lo, i);
-        where_[lo] = r;
-        lo_reg = r;
-      } else {
-        lo_reg = reg;
-      }
-      LoadOperand(lo_reg, lo, i);
+    int lo_reg = CachedSource(lo, i, reg, hi_reg);
+    if (lo_reg < 0) {
+      lo_reg = reg;
+      LoadOperand(reg, lo, i);
     }
     vec_.ShiftInOneLane(vec_.V(reg), vec_.V(hi_reg), vec_.V(lo_reg));
     Unpin(lo, i);
     Unpin(hi, i);
     return true;
+  }
+
+  // The cache register holding `source` for op `i` (pinned), loading it into a new one where
+  // caching pays and that one is neither `avoid1` nor `avoid2`; else -1, nothing loaded.
+  int CachedSource(const OperandRef& source, int i, int avoid1, int avoid2) {
+    if (auto at = where_.find(source); at != where_.end()) return at->second;
+    const int next = NextUse(source, i);
+    const int r = next == kNever ? -1 : CacheRegister(next);
+    if (r < 0 || r == avoid1 || r == avoid2) return -1;
+    cached_[r] = std::make_pair(source, i);
+    where_[source] = r;
+    LoadOperand(r, source, i);
+    return r;
   }
 
   // `o`'s partner in a pair (the other phase of its span), or nullopt.
