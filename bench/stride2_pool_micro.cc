@@ -176,10 +176,23 @@ double Fastest(F&& call) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int width = argc > 1 ? std::atoi(argv[1]) : 257;
-  const int rows = argc > 2 ? std::atoi(argv[2]) : 128;
-  if (width < 2 * Pool::kOutWidth + 1 || rows < 2 || rows % 2) {
-    std::fprintf(stderr, "need input_row_floats >= 257 and an even output_rows >= 2\n");
+  if (!__builtin_cpu_supports("avx512f")) {
+    std::fprintf(stderr, "stride2_pool_micro: this CPU has no AVX-512\n");
+    return 2;
+  }
+  // A whole decimal argument within [low, high], or `fallback` when absent; -1 when bad.
+  auto arg = [&](int i, long fallback, long low, long high) -> long {
+    if (argc <= i) return fallback;
+    char* end = nullptr;
+    const long v = std::strtol(argv[i], &end, 10);
+    return (end == argv[i] || *end != '\0' || v < low || v > high) ? -1 : v;
+  };
+  const int width = static_cast<int>(arg(1, 257, 2 * Pool::kOutWidth + 1, 1 << 16));
+  const int rows = static_cast<int>(arg(2, 128, 2, 1 << 12));
+  if (argc > 3 || width < 0 || rows < 0 || rows % 2) {
+    std::fprintf(stderr,
+                 "usage: stride2_pool_micro [input_row_floats=257, 257..65536] "
+                 "[output_rows=128, even, 2..4096]\n");
     return 2;
   }
   Pool p(width, rows);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "backend/actions/action.h"
 #include "backend/actions/apply.h"
@@ -139,8 +140,16 @@ class ProgramDraw {
 };
 
 int Main(int argc, char** argv) {
-  const double seconds = argc > 1 ? std::atof(argv[1]) : 60;
-  const uint32_t seed = argc > 2 ? static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 10)) : 1;
+  double seconds = 60;
+  uint32_t seed = 1;
+  if (argc > 3 || (argc > 1 && (!absl::SimpleAtod(argv[1], &seconds) || !(seconds > 0) ||
+                                seconds > 7 * 24 * 3600)) ||
+      (argc > 2 && !absl::SimpleAtoi(argv[2], &seed))) {
+    std::fprintf(stderr,
+                 "usage: kernel_soak [SECONDS=60] [SEED=1]: SECONDS a number in (0, 604800], "
+                 "SEED an integer in 0..4294967295\n");
+    return 2;
+  }
   std::mt19937 rng(seed);
   ProgramDraw draw(rng);
   const auto end = std::chrono::steady_clock::now() +
