@@ -37,6 +37,7 @@
 #include "backend/timing/host_cpu.h"
 #include "bench/attacks.h"
 #include "bench/server_process.h"
+#include "bench/report_files.h"
 #include "proto/compiler_gym_service.grpc.pb.h"
 
 ABSL_FLAG(double, minutes, 30, "the whole run, split evenly between the phases");
@@ -353,6 +354,12 @@ std::string Report(const std::vector<Phase>& phases, const bench::ServerProcess&
 }
 
 int Main(const char* argv0) {
+  if (const std::string out = absl::GetFlag(FLAGS_out); !out.empty()) {
+    if (absl::Status s = bench::PrepareReportFile(out); !s.ok()) {
+      std::fprintf(stderr, "adversarial_soak_bench: %s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
   rlimit files;  // the attacks hold ~1,700 sockets
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
     files.rlim_cur = files.rlim_max;
@@ -452,11 +459,14 @@ int Main(const char* argv0) {
   const std::string r = Report(phases, server, stopped, wall_start, minutes, good_clients);
   std::printf("%s", r.c_str());
   const std::string out = absl::GetFlag(FLAGS_out);
+  bool written = true;
   if (!out.empty()) {
-    std::ofstream f(out);
-    f << r;
+    if (absl::Status s = bench::WriteReportFile(out, r); !s.ok()) {
+      std::fprintf(stderr, "adversarial_soak_bench: %s\n", s.ToString().c_str());
+      written = false;
+    }
   }
-  return exit_ok ? 0 : 1;
+  return exit_ok && written ? 0 : 1;
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "backend/timing/local_timer.h"
 #include "backend/timing/measure.h"
 #include "bench/clean_environment.h"
+#include "bench/report_files.h"
 #include "datasets/matmul_range.h"
 #include "util/status_macros.h"
 
@@ -236,6 +237,10 @@ int Main() {
                          "positive\n");
     return 1;
   }
+  if (absl::Status s = looptool::bench::PrepareReportDirectory(absl::GetFlag(FLAGS_out)); !s.ok()) {
+    std::fprintf(stderr, "eval_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
   const int core = PinToCore();
   if (core < 0) {
     std::fprintf(stderr, "eval_bench: cannot run on cpu %d (--core)\n", absl::GetFlag(FLAGS_core));
@@ -265,8 +270,12 @@ int Main() {
     }
   }
   const std::string md = Report(tally, core, count, budget);
-  std::ofstream(absl::GetFlag(FLAGS_out) + "/eval_bench.md") << md;
   std::printf("\n%s", md.c_str());
+  if (absl::Status s = WriteReportFile(absl::GetFlag(FLAGS_out) + "/eval_bench.md", md);
+      !s.ok()) {
+    std::fprintf(stderr, "eval_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
   return 0;
 }
 

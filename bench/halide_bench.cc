@@ -25,6 +25,7 @@
 #include "bench/clean_environment.h"
 #include "bench/matmul_shapes.h"
 #include "bench/references.h"
+#include "bench/report_files.h"
 #include "halide14/Halide.h"
 
 ABSL_FLAG(int, count, 25, "test-split matmuls (spread evenly over the split); 0: none");
@@ -207,6 +208,10 @@ int Main() {
                          "--budget_ms positive\n");
     return 1;
   }
+  if (absl::Status s = looptool::bench::PrepareReportDirectory(absl::GetFlag(FLAGS_out)); !s.ok()) {
+    std::fprintf(stderr, "halide_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
   const std::vector<std::string> autoschedulers =
       absl::StrSplit(absl::GetFlag(FLAGS_autoschedulers), ',', absl::SkipEmpty());
   for (const std::string& a : autoschedulers) {
@@ -251,10 +256,9 @@ int Main() {
     }
   }
   const std::string dir = absl::GetFlag(FLAGS_out);
-  std::ofstream csv(dir + "/halide_bench.csv");
-  csv << "shape,set,autoscheduler,schedule_seconds,gflops,onednn_gflops,error\n";
+  std::string csv = "shape,set,autoscheduler,schedule_seconds,gflops,onednn_gflops,error\n";
   for (const Result& r : results) {
-    csv << absl::StrFormat("%s,%s,%s,%.4f,%.3f,%.3f,\"%s\"\n", r.bench.name, r.bench.set,
+    csv += absl::StrFormat("%s,%s,%s,%.4f,%.3f,%.3f,\"%s\"\n", r.bench.name, r.bench.set,
                            r.autoscheduler,
                            r.schedule_seconds, r.gflops, r.onednn, r.error);
   }
@@ -295,8 +299,15 @@ int Main() {
     }
   }
   md += "\nPer shape: halide_bench.csv.\n";
-  std::ofstream(dir + "/halide_bench.md") << md;
   std::printf("%s", md.c_str());
+  for (const auto& [path, text] : {std::pair<std::string, const std::string*>{
+                                       dir + "/halide_bench.csv", &csv},
+                                   {dir + "/halide_bench.md", &md}}) {
+    if (absl::Status s = WriteReportFile(path, *text); !s.ok()) {
+      std::fprintf(stderr, "halide_bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
   return 0;
 }
 

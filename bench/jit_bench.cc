@@ -34,6 +34,7 @@
 #include "bench/clean_environment.h"
 #include "bench/hand_schedules.h"
 #include "bench/references.h"
+#include "bench/report_files.h"
 #include "datasets/matmul_range.h"
 
 ABSL_FLAG(std::string, sweep, "", "also sweep matmul shapes: 'grid' (64..256 step 64) or 'range' "
@@ -265,15 +266,20 @@ class Bench {
   std::unique_ptr<LocalTimer> evaluator_;
 };
 
-void Write(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  if (!f) std::printf("could not write %s\n", path.c_str());
+// Writes a report file; false (and a line on stderr) when it cannot.
+bool Write(const std::string& path, const std::string& text) {
+  const absl::Status s = WriteReportFile(path, text);
+  if (!s.ok()) std::fprintf(stderr, "jit_bench: %s\n", s.ToString().c_str());
+  return s.ok();
 }
 
 int Main() {
   const int core = absl::GetFlag(FLAGS_core) >= 0 ? absl::GetFlag(FLAGS_core)
                                                   : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) - 1;
+  if (absl::Status s = looptool::bench::PrepareReportDirectory(absl::GetFlag(FLAGS_out)); !s.ok()) {
+    std::fprintf(stderr, "jit_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
   PinToCore(core);
   const Isa isa = DetectIsa();
   const double peak = *MeasurePeakGflops(isa, 1.0);
@@ -330,10 +336,11 @@ int Main() {
   std::printf("%s\n", eval_line.c_str());
 
   const std::string dir = absl::GetFlag(FLAGS_out);
-  Write(dir + "/jit_bench.md", header + "## Matmul\n\n" + matmuls.Markdown() + "\n## Other primitives\n\n" +
-                                   others.Markdown() + "\n" + eval_line);
-  Write(dir + "/jit_bench_matmul.csv", matmuls.Csv());
-  Write(dir + "/jit_bench_other.csv", others.Csv());
+  bool written = Write(dir + "/jit_bench.md", header + "## Matmul\n\n" + matmuls.Markdown() +
+                                                  "\n## Other primitives\n\n" +
+                                                  others.Markdown() + "\n" + eval_line);
+  written = Write(dir + "/jit_bench_matmul.csv", matmuls.Csv()) && written;
+  written = Write(dir + "/jit_bench_other.csv", others.Csv()) && written;
 
   const std::string sweep = absl::GetFlag(FLAGS_sweep);
   if (!sweep.empty()) {
@@ -356,9 +363,9 @@ int Main() {
     }
     std::printf("\nsweep %s: %d shapes, best hand schedule below OpenBLAS on %d\n", sweep.c_str(),
                 total, below);
-    Write(dir + "/jit_bench_sweep_" + sweep + ".csv", rows.Csv());
+    written = Write(dir + "/jit_bench_sweep_" + sweep + ".csv", rows.Csv()) && written;
   }
-  return 0;
+  return written ? 0 : 1;
 }
 
 }  // namespace

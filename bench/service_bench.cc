@@ -18,6 +18,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "backend/timing/worker_main.h"
+#include "bench/report_files.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/compiler_gym_service.grpc.pb.h"
@@ -85,6 +86,12 @@ double Percentile(std::vector<double> v, double p) {
 }
 
 int Main() {
+  if (const std::string out = absl::GetFlag(FLAGS_out); !out.empty()) {
+    if (absl::Status s = bench::PrepareReportFile(out); !s.ok()) {
+      std::fprintf(stderr, "service_bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
   absl::StatusOr<service::ServerConfig> server_config = service::ServerConfigFromFlags();
   if (!server_config.ok()) {
     std::fprintf(stderr, "service_bench: %s\n", server_config.status().ToString().c_str());
@@ -174,8 +181,13 @@ int Main() {
   }
   std::printf("%s", report.c_str());
   const std::string out = absl::GetFlag(FLAGS_out);
-  if (!out.empty()) std::ofstream(out) << report;
   (*server)->Shutdown();
+  if (!out.empty()) {
+    if (absl::Status s = bench::WriteReportFile(out, report); !s.ok()) {
+      std::fprintf(stderr, "service_bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
   return 0;
 }
 

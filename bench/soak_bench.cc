@@ -43,6 +43,7 @@
 #include "absl/strings/str_split.h"
 #include "backend/timing/host_cpu.h"
 #include "bench/server_process.h"
+#include "bench/report_files.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -782,6 +783,12 @@ int Main(const char* argv0) {
     std::fprintf(stderr, "soak_bench: --clients and --minutes must be positive\n");
     return 2;
   }
+  if (const std::string out = absl::GetFlag(FLAGS_out); !out.empty()) {
+    if (absl::Status s = bench::PrepareReportFile(out); !s.ok()) {
+      std::fprintf(stderr, "soak_bench: %s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
   std::string address = absl::GetFlag(FLAGS_server);
   bench::ServerProcess started;
   pid_t pid = absl::GetFlag(FLAGS_server_pid);
@@ -840,16 +847,18 @@ int Main(const char* argv0) {
   std::printf("%s", r.c_str());
   std::fflush(stdout);
   const std::string out = absl::GetFlag(FLAGS_out);
+  bool written = true;
   if (!out.empty()) {
-    std::ofstream f(out);
-    f << r;
-    if (!f.good()) std::fprintf(stderr, "soak_bench: cannot write %s\n", out.c_str());
+    if (absl::Status s = bench::WriteReportFile(out, r); !s.ok()) {
+      std::fprintf(stderr, "soak_bench: %s\n", s.ToString().c_str());
+      written = false;
+    }
   }
   if (started.pid > 0 && !exit_ok) {
     std::fprintf(stderr, "soak_bench: the server %s (log: %s/server.log)\n", stop.c_str(),
                  started.dir.c_str());
   }
-  return unexpected == 0 && alive && exit_ok ? 0 : 1;
+  return unexpected == 0 && alive && exit_ok && written ? 0 : 1;
 }
 
 }  // namespace

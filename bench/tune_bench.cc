@@ -34,6 +34,7 @@
 #include "bench/clean_environment.h"
 #include "bench/matmul_shapes.h"
 #include "bench/references.h"
+#include "bench/report_files.h"
 #include "client/cpp/env.h"
 #include "client/cpp/search/search.h"
 #include "datasets/matmul_range.h"
@@ -397,18 +398,18 @@ absl::StatusOr<Row> RunSearch(const RunContext& ctx, const Bench& bench, const S
              retimed, r.states_evaluated, r.actions.size()};
 }
 
-void WriteCsv(const std::string& path, const std::vector<Row>& rows,
-              const std::map<std::string, Libraries>& libs) {
-  std::ofstream csv(path);
-  csv << "shape,set,search,gflops,percent_of_peak,speedup,seconds,states_evaluated,actions,"
-         "start_gflops,peak_gflops,onednn_gflops,openblas_gflops,retimed_gflops\n";
+std::string Csv(const std::vector<Row>& rows, const std::map<std::string, Libraries>& libs) {
+  std::string csv =
+      "shape,set,search,gflops,percent_of_peak,speedup,seconds,states_evaluated,actions,"
+      "start_gflops,peak_gflops,onednn_gflops,openblas_gflops,retimed_gflops\n";
   for (const Row& r : rows) {
     const Libraries& l = libs.at(r.name);
-    csv << absl::StrFormat("%s,%s,%s,%.2f,%.1f,%.3f,%.2f,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+    csv += absl::StrFormat("%s,%s,%s,%.2f,%.1f,%.3f,%.2f,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f\n",
                            r.name, r.set, r.search, r.gflops, 100 * r.gflops / r.peak,
                            r.gflops / r.start, r.seconds, r.states, r.actions, r.start, r.peak,
                            l.onednn, l.openblas, r.retimed);
   }
+  return csv;
 }
 
 // The report's opening paragraph: how everything was measured.
@@ -503,6 +504,8 @@ absl::Status Run() {
   RETURN_IF_ERROR(CheckFlags());
   ASSIGN_OR_RETURN(const service::ServerConfig config, service::ServerConfigFromFlags());
   ASSIGN_OR_RETURN(const std::vector<SearchRun> runs, ParseSearchRuns());
+  const std::string dir = absl::GetFlag(FLAGS_out);
+  RETURN_IF_ERROR(bench::PrepareReportDirectory(dir));
   // Process-wide pinning is main's (LoopToolServer::Start leaves it alone): this process's
   // threads (server, client, search) stay off the kernel worker's core.
   service::PinAwayFrom(config.workers.cores);
@@ -510,8 +513,11 @@ absl::Status Run() {
                    service::LoopToolServer::Start(config));
   ASSIGN_OR_RETURN(std::shared_ptr<client::Connection> connection,
                    client::Connection::Connect(server->address()));
-  const std::string dir = absl::GetFlag(FLAGS_out);
   std::ofstream curves(dir + "/tune_bench_curves.csv");
+  if (!curves) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open ", dir, "/tune_bench_curves.csv for writing"));
+  }
   curves << "shape,set,search,seconds,states_evaluated,best_gflops\n";
   const RunContext ctx{config, connection, server->eval_cores()[0], curves};
   std::vector<Row> rows;
@@ -534,16 +540,20 @@ absl::Status Run() {
       rows.push_back(r);
     }
   }
-  WriteCsv(dir + "/tune_bench.csv", rows, libs);
+  RETURN_IF_ERROR(bench::WriteReportFile(dir + "/tune_bench.csv", Csv(rows, libs)));
   std::vector<std::string> labels;
   for (const SearchRun& run : runs) labels.push_back(run.label);
   const double peak = server->peak_gflops();
   const std::string md =
       Report(Preamble(config, ctx.core, peak), labels, rows, libs, peak);
-  std::ofstream(dir + "/tune_bench.md") << md;
   std::printf("\n%s", md.c_str());
   server->Shutdown();
-  return absl::OkStatus();
+  curves.close();
+  if (!curves) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", dir, "/tune_bench_curves.csv"));
+  }
+  return bench::WriteReportFile(dir + "/tune_bench.md", md);
 }
 
 int Main() {
