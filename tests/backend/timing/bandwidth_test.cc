@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -167,12 +168,21 @@ TEST(ReadKernel, SumsEveryVectorOfEveryPass) {
 
 TEST(MeasureMemory, TheCurveDoublesFrom4KiBToFourTimesTheLastCache) {
   const std::vector<MemoryLevel> levels = {{"L1", 32 << 10}, {"L2", 256 << 10}, {"DRAM", 0}};
-  // Four times 256 KiB is below the 64 MiB floor: 4 KiB .. 64 MiB, 15 sizes.
+  // Four times 256 KiB is below the 64 MiB floor: 4 KiB .. 64 MiB, 15 doublings and a point
+  // at 1.5 times each of the 14 below 64 MiB.
   const std::vector<int64_t> sizes = CurveSizes(levels);
-  ASSERT_EQ(sizes.size(), 15u);
-  EXPECT_EQ(sizes.front(), 4096);
+  ASSERT_EQ(sizes.size(), 29u);
+  EXPECT_EQ(sizes[0], 4096);
+  EXPECT_EQ(sizes[1], 6144);
+  EXPECT_EQ(sizes[2], 8192);
+  EXPECT_EQ(sizes[27], int64_t{48} << 20);
   EXPECT_EQ(sizes.back(), int64_t{64} << 20);
-  EXPECT_EQ(CurveSizes({{"L3", int64_t{32} << 20}, {"DRAM", 0}}).back(), int64_t{128} << 20);
+  EXPECT_TRUE(std::is_sorted(sizes.begin(), sizes.end()));
+  // Above 64 MiB the doublings alone: ... 48 MiB, 64 MiB, 128 MiB.
+  const std::vector<int64_t> l3 = CurveSizes({{"L3", int64_t{32} << 20}, {"DRAM", 0}});
+  ASSERT_EQ(l3.size(), 30u);
+  EXPECT_EQ(l3[l3.size() - 2], int64_t{64} << 20);
+  EXPECT_EQ(l3.back(), int64_t{128} << 20);
   EXPECT_EQ(CurveSizes({{"L3", int64_t{1} << 30}, {"DRAM", 0}}).back(), int64_t{1} << 30);
 
   auto measured = MeasureMemory(DetectIsa(), levels, 0.05);
