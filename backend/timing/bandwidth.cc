@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "backend/codegen/read_kernel.h"
+#include "backend/ir/limits.h"
 #include "backend/timing/measure.h"
 
 namespace looptool {
@@ -42,7 +43,10 @@ int64_t ParseSize(const std::string& text) {
 }
 
 constexpr int64_t kMinDramBuffer = int64_t{64} << 20;
-constexpr int64_t kMaxDramBuffer = int64_t{1} << 30;
+// The largest working set a program may have (every tensor at most Limits' total, in floats): no
+// bound ever needs a point above it. (A larger buffer only costs: on a VM that reports its
+// socket's 480 MiB L3, 1 GiB buffers kept the kernel worker's core busy for seconds.)
+constexpr int64_t kMaxDramBuffer = Limits{}.max_total_elements * int64_t{sizeof(float)};
 
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
@@ -141,16 +145,19 @@ absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> le
   const std::vector<int64_t> sizes = CurveSizes(levels);
   MemoryProfile profile;
   profile.levels = std::move(levels);
+  // One buffer, filled once, for every size: each measurement reads a prefix of it (page faults
+  // and fills of a buffer per size cost more than the measurements' budget).
+  const int64_t largest = std::max<int64_t>(1, sizes.back() / step_bytes) * step_bytes;
+  std::unique_ptr<float, FreeDeleter> buffer(
+      static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(largest))));
+  if (buffer == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot allocate ", largest, " bytes to measure memory bandwidth"));
+  }
+  std::fill(buffer.get(), buffer.get() + largest / 4, 1.0f);
   for (const int64_t want : sizes) {
     const int64_t steps = std::max<int64_t>(1, want / step_bytes);
     const int64_t bytes = steps * step_bytes;
-    std::unique_ptr<float, FreeDeleter> buffer(
-        static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
-    if (buffer == nullptr) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot allocate ", bytes, " bytes to measure memory bandwidth"));
-    }
-    std::fill(buffer.get(), buffer.get() + bytes / 4, 1.0f);
     // Runs of at least 256 KiB read, so that the call's overhead is noise.
     const int64_t passes = std::max<int64_t>(1, (int64_t{256} << 10) / bytes);
     float out[16];
