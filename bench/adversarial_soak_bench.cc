@@ -36,8 +36,8 @@
 #include "absl/strings/str_split.h"
 #include "backend/timing/host_cpu.h"
 #include "bench/attacks.h"
-#include "bench/server_process.h"
 #include "bench/report_files.h"
+#include "bench/server_process.h"
 #include "proto/compiler_gym_service.grpc.pb.h"
 
 ABSL_FLAG(double, minutes, 30, "the whole run, split evenly between the phases");

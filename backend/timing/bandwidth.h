@@ -2,9 +2,9 @@
 // kernels (backend/costmodel/roofline.h). Caches come from sysfs or CPUID; the curve is the
 // fastest run of the read kernel (backend/codegen/read_kernel.h) over buffers of 4 KiB, 8 KiB,
 // ... doubling up to four times the last cache (at least 64 MiB, at most 256 MiB: the largest
-// working set Limits allows), with a point
-// at 1.5 times each size below 64 MiB (6 KiB, 12 KiB, ..., 48 MiB), in bytes read per second. Reads only: a kernel's writes cost at least as much, so the bound this gives is
-// an upper bound.
+// working set Limits allows), with a point at 1.5 times each size below 64 MiB (6 KiB, 12 KiB,
+// ..., 48 MiB), in bytes read per second; every size a prefix of one buffer filled once. Reads
+// only: a kernel's writes cost at least as much, so the bound this gives is an upper bound.
 #ifndef LOOPTOOL_BACKEND_TIMING_BANDWIDTH_H_
 #define LOOPTOOL_BACKEND_TIMING_BANDWIDTH_H_
 
