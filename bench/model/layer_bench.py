@@ -51,6 +51,15 @@ reads K[h,j,d] as the key projection writes it); the faster is the reference (`t
 latter). Where a model has such alternative forms, its summary also gives the total against
 PyTorch's first forms alone (NCHW convolutions, K^T contiguous): the reference issue 26 first
 measured against.
+
+`--transposed-keys`: attention's scores `S[h,i,j] += Q[h,i,d] * K[h,j,d]` run as two kernels, a
+transpose `KT[h,d,j] = K[h,j,d]` and the plain batched matmul `S[h,i,j] += Q[h,i,d] *
+KT[h,d,j]` (task `..._kt`), each tuned for --time-limit seconds: the repack is inside the timed
+layer. The layer's time is one call of both, the matmul reading the transpose's output buffer
+(checked once against numpy), timed as every other call; its GFLOPS the scores' FLOPs over that
+time. PyTorch's reference is unchanged (the faster of torch.bmm with K^T contiguous and with K^T
+the transposed view of K): PyTorch pays no repack, so the comparison is K as the key projection
+writes it on both sides.
 """
 import tempfile
 import argparse
@@ -176,6 +185,83 @@ def fastest_in_rounds(calls: List[Callable[[], object]], seconds: float,
     return best
 
 
+def dataset_programs(dataset: str) -> Dict[str, Tuple[str, str]]:
+    """{dataset name: (task name, program)} for every layer of `dataset`, as the dataset holds
+    it."""
+    out: Dict[str, Tuple[str, str]] = {}
+    with open(os.path.join(ROOT, "datasets/models", f"{dataset}.txt"), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("@ "):
+            out[line.split(" ")[1]] = (line.split(" ")[1], lines[i + 1] + "\n" + lines[i + 2] + "\n")
+    return out
+
+
+SCORES = "S[h,i,j] += Q[h,i,d] * K[h,j,d]"
+
+
+def transposed_key_programs(programs: Dict[str, Tuple[str, str]]
+                            ) -> Tuple[Dict[str, Tuple[str, str]], Dict[str, Tuple[str, str]]]:
+    """`programs` with every attention scores program `S[h,i,j] += Q[h,i,d] * K[h,j,d]` reading
+    K^T instead (`S[h,i,j] += Q[h,i,d] * KT[h,d,j]`, task `<task>_kt`), and {dataset name:
+    (repack task, its program)}: the transpose `KT[h,d,j] = K[h,j,d]` each such layer runs
+    first. Neither changes when no program is a scores program."""
+    out, repacks = dict(programs), {}
+    for name, (task, program) in programs.items():
+        statement, sizes = program.strip().split("\n")
+        if statement != SCORES:
+            continue
+        size = dict(t.split("=") for t in sizes.split())
+        h, j, d = size["h"], size["j"], size["d"]
+        out[name] = (f"{task}_kt", f"S[h,i,j] += Q[h,i,d] * KT[h,d,j]\n{sizes}\n")
+        repacks[name] = (f"kt_{h}x{d}x{j}", f"KT[h,d,j] = K[h,j,d]\nh={h} j={j} d={d}\n")
+    return out, repacks
+
+
+def chain_call(kernels: List[object]) -> Callable[[], object]:
+    """One call of `kernels` in order, each input named as an earlier kernel's output reading
+    that output's buffer, every other input random (kernel_call's placement). The last kernel's
+    result is checked once against numpy when the chain is a scores layer (K transposed, then
+    Q K^T); raises AssertionError if it differs."""
+    import numpy as np
+    from looptool.model.commands import kernel_call
+    if len(kernels) == 1:
+        return kernel_call(kernels[0])
+    rng = np.random.default_rng(0)
+    produced: Dict[str, object] = {}
+    calls = []
+    for k in kernels:
+        ins, outs = k.empty_tensors()  # type: ignore[attr-defined]
+        named = {}
+        for spec, a in zip(k.inputs, ins):  # type: ignore[attr-defined]
+            if spec.name in produced:
+                named[spec.name] = produced[spec.name]
+            else:
+                a[...] = rng.standard_normal(a.shape, dtype=np.float32)
+                named[spec.name] = a
+        for spec, a in zip(k.outputs, outs):  # type: ignore[attr-defined]
+            a[...] = 0
+            produced[spec.name] = a
+        calls.append((k.bind(out=outs, **named), named))  # type: ignore[attr-defined]
+    for call, _ in calls:
+        call()
+    first, last = calls[0][1], calls[-1][1]
+    if "K" in first and "Q" in last:
+        want = np.einsum("hid,hjd->hij", last["Q"], first["K"])
+        got = produced["S"]
+        if not np.allclose(got, want, rtol=1e-4, atol=1e-3):
+            raise AssertionError("layer_bench: the transposed-key scores chain differs from "
+                                 "numpy's Q K^T")
+    bound = [c for c, _ in calls]
+
+    def run() -> object:
+        result = None
+        for c in bound:
+            result = c()
+        return result
+    return run
+
+
 def blocked_linear_programs(dataset: str, block: int) -> Dict[str, Tuple[str, str]]:
     """{dataset name: (task name, program)} for every layer of `dataset`, its linear layers
     `Y[m,n] += X[m,k] * W[k,n]` whose N is a multiple of `block` above it reading their weights
@@ -296,6 +382,9 @@ def main() -> None:
                         help="linear layers Y[m,n] += X[m,k] * W[k,n] (BERT's) read their "
                              "weights blocked by this many output features, W[b,k,n] "
                              "(0: W[k,n])")
+    parser.add_argument("--transposed-keys", action="store_true",
+                        help="attention's scores as a transpose of K to K^T and a plain "
+                             "batched matmul, both timed as the layer")
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds each layer's calls take turns in (--ref-seconds spread "
                              "over them)")
@@ -326,6 +415,7 @@ def main() -> None:
              + (" --layout=nhwc" if nhwc else "")
              + (f" --out-block={args.out_block}" if args.out_block else "")
              + (f" --linear-block={args.linear_block}" if args.linear_block else "")
+             + (" --transposed-keys" if args.transposed_keys else "")
              + (f" --runs={args.runs}" if args.runs > 1 else "")
              + (f" --rounds={args.rounds}" if args.rounds != 5 else "")
              + (f" --isa={args.isa}" if args.isa != "auto" else "")
@@ -342,9 +432,14 @@ def main() -> None:
         programs = channels_last_programs(dataset, args.out_block) if nhwc else {}
         if not programs and args.linear_block:
             programs = blocked_linear_programs(dataset, args.linear_block)
+        repacks: Dict[str, Tuple[str, str]] = {}
+        if args.transposed_keys:
+            programs, repacks = transposed_key_programs(programs or dataset_programs(dataset))
+            if not repacks:
+                programs = {}
         work = tempfile.TemporaryDirectory(prefix="layer_bench")
         files = []
-        for task, program in programs.values():
+        for task, program in list(programs.values()) + list(repacks.values()):
             files.append(os.path.join(work.name, task + ".lt"))
             with open(files[-1], "w", encoding="utf-8") as f:
                 f.write(program)
@@ -360,8 +455,12 @@ def main() -> None:
             if programs:  # by dataset name
                 by_name = {name: dict(by_name[task], task=task)
                            for name, (task, _) in programs.items() if task in by_name}
-                kernels = {name: kernels[task] for name, (task, _) in programs.items()
-                           if task in kernels}
+                # A layer with a repack: its kernels in call order (the repack's first).
+                kernels = {name: [kernels[t] for t in
+                                  ([repacks[name][0]] if name in repacks else []) + [task]]
+                           for name, (task, _) in programs.items()
+                           if task in kernels and (name not in repacks
+                                                   or repacks[name][0] in kernels)}
             runs.append((by_name, kernels))
         os.sched_setaffinity(0, {core})
         tuned = {}
@@ -406,7 +505,8 @@ def main() -> None:
             # inputs placed as the server's timer placed them, PyTorch's call (and its
             # channels-last or transposed form where one exists), oneDNN's.
             pt_call, dnn_call = reference_ops(layer["reference"])
-            calls = [kernel_call(run["kernel"]) for run in r["runs"]] + [pt_call]
+            calls = [chain_call(run["kernel"]) if isinstance(run["kernel"], list)
+                     else kernel_call(run["kernel"]) for run in r["runs"]] + [pt_call]
             alternative = None
             if programs and layer["name"] in programs and not \
                     layer["reference"].startswith(("add", "linear", "bmm")):
@@ -452,7 +552,8 @@ def main() -> None:
                 if layer["reference"].startswith("conv2d"):
                     conv_ratios.append(dnn / ours)
             lines.append(
-                f"| {layer['name']} | {layer['weight']} | {r['fresh_gflops']:.1f} | "
+                f"| {layer['name']}{' (K^T + matmul)' if layer['name'] in repacks else ''} | "
+                f"{layer['weight']} | {r['fresh_gflops']:.1f} | "
                 f"{r['gflops']:.1f} | {100 * r['fresh_gflops'] / peak:.1f} | "
                 f"{100 * r['fresh_gflops'] / bound:.1f} | "
                 f"{ours * 1e3:.3f} | {pt * 1e3:.3f}{mark} | {pt / ours:.2f}x | "
