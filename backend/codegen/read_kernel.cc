@@ -62,6 +62,50 @@ class ReadGenerator : public Xbyak::CodeGenerator {
   }
 };
 
+Xbyak::Xmm Register(Isa isa, int i) {
+  if (isa == Isa::kAvx512) return Xbyak::Zmm(i);
+  if (isa == Isa::kAvx2) return Xbyak::Ymm(i);
+  return Xbyak::Xmm(i);
+}
+
+class CopyGenerator : public Xbyak::CodeGenerator {
+ public:
+  CopyGenerator(Isa isa, bool streaming) : Xbyak::CodeGenerator(4096, Xbyak::DontSetProtectRWE) {
+    const int bytes = ReadKernelLanes(isa) * 4;
+    // rdi: src, rsi: dst, rdx: steps, rcx: passes
+    Xbyak::Label pass, loop;
+    L(pass);
+    mov(rax, rdi);
+    mov(r9, rsi);
+    mov(r8, rdx);
+    L(loop);
+    for (int i = 0; i < kReadKernelUnroll; ++i) {
+      if (isa == Isa::kSse) {
+        movups(Register(isa, i), ptr[rax + i * bytes]);
+      } else {
+        vmovups(Register(isa, i), ptr[rax + i * bytes]);
+      }
+    }
+    for (int i = 0; i < kReadKernelUnroll; ++i) {
+      const Xbyak::Address to = ptr[r9 + i * bytes];
+      if (isa == Isa::kSse) {
+        streaming ? movntps(to, Register(isa, i)) : movups(to, Register(isa, i));
+      } else {
+        streaming ? vmovntps(to, Register(isa, i)) : vmovups(to, Register(isa, i));
+      }
+    }
+    add(rax, kReadKernelUnroll * bytes);
+    add(r9, kReadKernelUnroll * bytes);
+    dec(r8);
+    jnz(loop, T_NEAR);
+    dec(rcx);
+    jnz(pass, T_NEAR);
+    if (streaming) sfence();
+    if (isa != Isa::kSse) vzeroupper();
+    ret();
+  }
+};
+
 }  // namespace
 
 int ReadKernelLanes(Isa isa) {
@@ -74,6 +118,15 @@ absl::StatusOr<Kernel> MakeReadKernel(Isa isa) {
     return Kernel::FromCode(gen.getCode(), gen.getSize());
   } catch (const Xbyak::Error& e) {
     return absl::InternalError(absl::StrCat("read kernel generation failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<Kernel> MakeCopyKernel(Isa isa, bool streaming_stores) {
+  try {
+    CopyGenerator gen(isa, streaming_stores);
+    return Kernel::FromCode(gen.getCode(), gen.getSize());
+  } catch (const Xbyak::Error& e) {
+    return absl::InternalError(absl::StrCat("copy kernel generation failed: ", e.what()));
   }
 }
 

@@ -1,8 +1,9 @@
-// The memory-read kernel behind the host's bandwidth per cache level
-// (backend/timing/bandwidth.h): vector loads over a buffer, added into independent accumulators
-// so that loads, not adds, limit it; generated with the same JIT as every schedule, so a
-// memory-bound kernel's roofline is what this code generator's loads can reach. Reads like the
-// assembly it emits:
+// The memory kernels behind the host's bandwidth per cache level (backend/timing/bandwidth.h),
+// generated with the same JIT as every schedule, so that a memory-bound kernel's roofline is what
+// this code generator's loads and stores can reach.
+//
+// The read kernel: vector loads over a buffer, added into independent accumulators so that
+// loads, not adds, limit it. Reads like the assembly it emits:
 //
 //   pass: loop: vaddps v0, v0, [rsi] ... vaddps v7, v7, [rsi + 7 * width]   (8 vectors a step)
 //               add rsi, 8 * width; dec rcx; jnz loop
@@ -33,6 +34,20 @@ int ReadKernelLanes(Isa isa);
 // REQUIRES: steps >= 1, passes >= 1.
 using ReadKernelFn = void (*)(const float*, int64_t, int64_t, float*);
 absl::StatusOr<Kernel> MakeReadKernel(Isa isa);
+
+// The copy kernel: the same steps of kReadKernelUnroll vector loads, each step's vectors then
+// stored to a second buffer (regular stores, or non-temporal ones that skip the caches, fenced
+// at the end), so that a run moves as many bytes out as in:
+//
+//   pass: loop: vmovups v0, [rsi] ... vmovups v7, [rsi + 7 * width]
+//               vmovups [rdi], v0 ... vmovups [rdi + 7 * width], v7   (or vmovntps)
+//
+// void copy(const float* src, float* dst, int64_t steps, int64_t passes): copies `steps` *
+// kReadKernelUnroll vectors of ReadKernelLanes floats from `src` to `dst` (both aligned to 64
+// bytes, not overlapping), `passes` times over.
+// REQUIRES: steps >= 1, passes >= 1.
+using CopyKernelFn = void (*)(const float*, float*, int64_t, int64_t);
+absl::StatusOr<Kernel> MakeCopyKernel(Isa isa, bool streaming_stores);
 
 }  // namespace looptool
 

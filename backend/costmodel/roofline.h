@@ -1,18 +1,24 @@
 // The roofline bound of a program on this host: the least time any kernel of it can take, given
-// the core's FMA peak and the read bandwidth of the memory level its data fits in.
+// the core's FMA peak and the bandwidth of the memory level its data fits in.
 //
-//   bytes        every tensor's storage once (inputs read, outputs and intermediates written):
-//                the traffic no schedule avoids;
+//   bytes        every tensor's storage once (inputs read, outputs written): the traffic no
+//                schedule avoids; `read_bytes` of it the inputs', `written_bytes` the outputs';
 //   working set  the same bytes (kernels are timed by repeated runs over the same buffers, so the
 //                data stays where it fits): its level is the smallest that holds it (DRAM when
-//                none does), its bandwidth the host's read bandwidth over a buffer of that
-//                size (MemoryProfile::BandwidthOf: the curve's point at or below it, raised
-//                to any larger buffer's where the curve dips);
-//   seconds      max(flops / peak, bytes / that bandwidth);
+//                none does), its bandwidths the host's over buffers of that size
+//                (MemoryProfile::BandwidthOf and CopyBandwidthOf: the curve's point at or below
+//                it, raised to any larger buffer's where the curve dips);
+//   memory time  as many of the bytes written as there are bytes read move at the copy
+//                bandwidth, paired with as many of the reads (a copy's bytes, read and written);
+//                reads beyond those at the read bandwidth, writes beyond them at the copy
+//                bandwidth (a written byte costs at least what one byte of a copy does). Without
+//                a copy curve every byte moves at the read bandwidth;
+//   seconds      max(flops / peak, memory time);
 //   fraction     bound seconds / measured seconds (1 = at the bound).
 //
-// Reads set the bandwidth (backend/timing/bandwidth.h), so the bound is not below what a
-// schedule can reach; a kernel bound by memory reports its fraction of this, not of the peak.
+// Each bandwidth is the fastest this code generator's loads and stores reached over such a
+// buffer (backend/timing/bandwidth.h), so the bound is not below what a schedule can reach; a
+// kernel bound by memory reports its fraction of this, not of the peak.
 #ifndef LOOPTOOL_BACKEND_COSTMODEL_ROOFLINE_H_
 #define LOOPTOOL_BACKEND_COSTMODEL_ROOFLINE_H_
 
@@ -29,8 +35,12 @@ namespace looptool {
 struct RooflineBound {
   int64_t flops = 0;
   int64_t bytes = 0;                 // moved at least (= the working set)
+  int64_t read_bytes = 0;            // of them, the inputs'
+  int64_t written_bytes = 0;         // ... and the outputs'
   std::string level;                 // where the working set fits: "L1", "L2", "L3", "DRAM"
   double gbytes_per_second = 0;      // the read bandwidth over the working set
+  double copy_gbytes_per_second = 0; // the copy bandwidth over it (0: no copy curve)
+  double memory_seconds = 0;         // the memory time
   double peak_gflops = 0;
   double seconds = 0;                // the bound
   bool memory_bound = false;         // bytes / bandwidth > flops / peak
@@ -46,9 +56,10 @@ struct RooflineBound {
 absl::StatusOr<RooflineBound> Roofline(const Program& program, double peak_gflops,
                                        const MemoryProfile& memory);
 
-// The bound as one JSON object (the `roofline` observation), with keys flops, bytes, level,
-// gbytes_per_second, peak_gflops, seconds, gflops, memory_bound, levels (each level's name and
-// bytes, smallest first) and bandwidth (the curve: bytes and gbytes_per_second).
+// The bound as one JSON object (the `roofline` observation), with keys flops, bytes, read_bytes,
+// written_bytes, level, gbytes_per_second, copy_gbytes_per_second, memory_seconds, peak_gflops,
+// seconds, gflops, memory_bound, levels (each level's name and bytes, smallest first),
+// bandwidth and copy_bandwidth (the curves: bytes and gbytes_per_second).
 std::string RooflineJson(const RooflineBound& bound, const MemoryProfile& memory);
 
 }  // namespace looptool

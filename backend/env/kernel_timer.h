@@ -41,8 +41,9 @@ struct MemoryLevel {
   int64_t bytes = 0;  // capacity; 0 for DRAM (no bound)
 };
 
-// The read bandwidth the code generator's vector loads reach over a buffer of `bytes`, read
-// again and again (backend/timing/bandwidth.h).
+// The bandwidth the code generator's vector loads (and stores) reach over `bytes` of buffers,
+// gone over again and again (backend/timing/bandwidth.h): of a read, the bytes read per second;
+// of a copy (half the bytes read, half written), the bytes read and written per second.
 struct BandwidthPoint {
   int64_t bytes = 0;
   double gbytes_per_second = 0;  // 1e9 bytes per second
@@ -54,7 +55,10 @@ struct BandwidthPoint {
 // in L2), so the bound of a working set reads the curve, not the level.
 struct MemoryProfile {
   std::vector<MemoryLevel> levels;        // smallest first, DRAM (bytes 0) last
-  std::vector<BandwidthPoint> bandwidth;  // increasing bytes
+  std::vector<BandwidthPoint> bandwidth;  // reads; increasing bytes
+  // Copies (the faster of regular and non-temporal stores), increasing bytes; may end below the
+  // read curve's last point or be empty (no copy was measured).
+  std::vector<BandwidthPoint> copy_bandwidth;
 
   // The smallest level whose capacity holds `bytes`; DRAM when none does.
   const MemoryLevel& LevelOf(int64_t bytes) const {
@@ -69,9 +73,15 @@ struct MemoryProfile {
   // point is a floor for every smaller working set: a curve measured with a dip (seen: 194 GB/s
   // at 256 KiB between 254 at 128 KiB and 259 at 512 KiB) must not put the bound below what a
   // kernel reaches. This is never below the bandwidth a working set of `bytes` gets.
-  double BandwidthOf(int64_t bytes) const {
+  double BandwidthOf(int64_t bytes) const { return CurveAt(bandwidth, bytes); }
+  // The copy curve read the same way (0 when it is empty). Past its last point a working set
+  // takes that point's bandwidth, which a larger one never exceeds.
+  double CopyBandwidthOf(int64_t bytes) const { return CurveAt(copy_bandwidth, bytes); }
+
+ private:
+  static double CurveAt(const std::vector<BandwidthPoint>& curve, int64_t bytes) {
     double gbps = 0;
-    for (auto p = bandwidth.rbegin(); p != bandwidth.rend(); ++p) {
+    for (auto p = curve.rbegin(); p != curve.rend(); ++p) {
       gbps = std::max(gbps, p->gbytes_per_second);
       if (p->bytes <= bytes) break;
     }

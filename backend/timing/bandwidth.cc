@@ -155,18 +155,56 @@ absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> le
         absl::StrCat("cannot allocate ", largest, " bytes to measure memory bandwidth"));
   }
   std::fill(buffer.get(), buffer.get() + largest / 4, 1.0f);
+  // The copy curve's sizes: up to 64 MiB, with regular stores, and from 1 MiB on also with
+  // non-temporal ones (the faster counts). Every timing, read or copy, gets an equal share of
+  // the budget.
+  const int64_t largest_copy = std::min(largest, kMinDramBuffer);
+  int timings = static_cast<int>(sizes.size());
+  for (const int64_t want : sizes) {
+    if (want <= largest_copy) timings += want >= (int64_t{1} << 20) ? 2 : 1;
+  }
+  TimingOptions options;
+  options.budget_seconds = budget_seconds / timings;
+  options.warmup_seconds = options.budget_seconds / 10;
   for (const int64_t want : sizes) {
     const int64_t steps = std::max<int64_t>(1, want / step_bytes);
     const int64_t bytes = steps * step_bytes;
     // Runs of at least 256 KiB read, so that the call's overhead is noise.
     const int64_t passes = std::max<int64_t>(1, (int64_t{256} << 10) / bytes);
     float out[16];
-    TimingOptions options;
-    options.budget_seconds = budget_seconds / static_cast<double>(sizes.size());
-    options.warmup_seconds = options.budget_seconds / 10;
     const TimingResult t = MeasureRuns([&] { run(buffer.get(), steps, passes, out); }, options);
     profile.bandwidth.push_back(
         {bytes, static_cast<double>(bytes * passes) / t.min_seconds * 1e-9});
+  }
+  // The copy curve: the first half of each size read (a prefix of the same buffer), the second
+  // written to a buffer of its own.
+  absl::StatusOr<Kernel> copy = MakeCopyKernel(isa, /*streaming_stores=*/false);
+  absl::StatusOr<Kernel> stream = MakeCopyKernel(isa, /*streaming_stores=*/true);
+  if (!copy.ok() || !stream.ok()) {
+    return absl::UnavailableError(!copy.ok() ? copy.status().message()
+                                             : stream.status().message());
+  }
+  std::unique_ptr<float, FreeDeleter> destination(
+      static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(largest_copy / 2))));
+  if (destination == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot allocate ", largest_copy / 2, " bytes to measure copy bandwidth"));
+  }
+  std::fill(destination.get(), destination.get() + largest_copy / 8, 0.0f);  // pages in once
+  for (const int64_t want : sizes) {
+    if (want > largest_copy) break;
+    const int64_t steps = std::max<int64_t>(1, want / 2 / step_bytes);
+    const int64_t bytes = 2 * steps * step_bytes;  // read and written
+    const int64_t passes = std::max<int64_t>(1, (int64_t{256} << 10) / bytes);
+    double best = 0;
+    for (const Kernel* kernel : {&*copy, &*stream}) {
+      if (kernel == &*stream && want < (int64_t{1} << 20)) continue;
+      const auto run_copy = kernel->EntryAs<CopyKernelFn>();
+      const TimingResult t = MeasureRuns(
+          [&] { run_copy(buffer.get(), destination.get(), steps, passes); }, options);
+      best = std::max(best, static_cast<double>(bytes * passes) / t.min_seconds * 1e-9);
+    }
+    profile.copy_bandwidth.push_back({bytes, best});
   }
   return profile;
 }

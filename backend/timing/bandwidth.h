@@ -1,10 +1,14 @@
-// The host's memory levels and its read bandwidth curve, for the roofline bound of memory-bound
-// kernels (backend/costmodel/roofline.h). Caches come from sysfs or CPUID; the curve is the
+// The host's memory levels and its bandwidth curves, for the roofline bound of memory-bound
+// kernels (backend/costmodel/roofline.h). Caches come from sysfs or CPUID; the read curve is the
 // fastest run of the read kernel (backend/codegen/read_kernel.h) over buffers of 4 KiB, 8 KiB,
 // ... doubling up to four times the last cache (at least 64 MiB, at most 256 MiB: the largest
 // working set Limits allows), with a point at 1.5 times each size below 64 MiB (6 KiB, 12 KiB,
-// ..., 48 MiB), in bytes read per second; every size a prefix of one buffer filled once. Reads
-// only: a kernel's writes cost at least as much, so the bound this gives is an upper bound.
+// ..., 48 MiB), in bytes read per second; every size a prefix of one buffer filled once. The
+// copy curve is the copy kernel's over the same sizes up to 64 MiB (half of each read, half
+// written; regular or non-temporal stores, the faster), in bytes read and written per second:
+// a store to a line the core does not hold first reads it, then evicts it dirty, so inside a
+// cache a copy moves its bytes more slowly than a read does (seen: 0.6 of the read bandwidth
+// in a 2 MiB L2).
 #ifndef LOOPTOOL_BACKEND_TIMING_BANDWIDTH_H_
 #define LOOPTOOL_BACKEND_TIMING_BANDWIDTH_H_
 
@@ -45,8 +49,9 @@ std::string ThisCpuCacheDir();
 // The buffer sizes of the curve for these levels.
 std::vector<int64_t> CurveSizes(const std::vector<MemoryLevel>& levels);
 
-// `levels` with their bandwidth curve measured on this thread's core within `budget_seconds`
-// in all. UNAVAILABLE when a buffer cannot be allocated or the read kernel not generated.
+// `levels` with their bandwidth curves measured on this thread's core within `budget_seconds`
+// in all (each timing at least one run: the largest buffers may take longer).
+// UNAVAILABLE when a buffer cannot be allocated or a kernel not generated.
 absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> levels,
                                             double budget_seconds = 0.5);
 

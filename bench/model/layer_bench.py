@@ -531,11 +531,11 @@ def main() -> None:
             dnn = seconds[-1] if dnn_call else None
             peak = peak_now(args.cli, args.isa, core)
             peaks.append(peak)
-            # The roofline at this peak: the bandwidth bound as the search's (its bytes over its
+            # The roofline at this peak: the memory bound as the search's (its memory time: bytes over its
             # level's bandwidth), the compute bound this peak.
             rl = r["roofline"]
-            bound = min(peak, rl["flops"] / rl["bytes"] * rl["gbytes_per_second"]) \
-                if rl.get("bytes") and rl.get("gbytes_per_second") else peak
+            bound = min(peak, rl["flops"] / rl["memory_seconds"] * 1e-9) \
+                if rl.get("memory_seconds") else peak
             ours_total += layer["weight"] * ours
             torch_total += layer["weight"] * pt
             plain_total += layer["weight"] * seconds[len(in_order)]

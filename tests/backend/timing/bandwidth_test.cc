@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backend/codegen/read_kernel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -196,6 +197,46 @@ TEST(MeasureMemory, TheCurveDoublesFrom4KiBToFourTimesTheLastCache) {
     EXPECT_EQ(measured->bandwidth[i].bytes, sizes[i]);
     EXPECT_GT(measured->bandwidth[i].gbytes_per_second, 0) << sizes[i];
   }
+  // The copy curve: the same sizes up to 64 MiB (all of them here).
+  ASSERT_EQ(measured->copy_bandwidth.size(), sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(measured->copy_bandwidth[i].bytes, sizes[i]);
+    EXPECT_GT(measured->copy_bandwidth[i].gbytes_per_second, 0) << sizes[i];
+  }
+}
+
+TEST(CopyKernel, CopiesEveryVectorWithEitherStore) {
+  for (Isa isa : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) {
+    if (!IsaSupported(isa)) continue;
+    for (bool streaming : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(Traits(isa).name, streaming ? " streaming" : ""));
+      auto kernel = MakeCopyKernel(isa, streaming);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      const int64_t steps = 5;
+      const int64_t n = steps * kReadKernelUnroll * ReadKernelLanes(isa);
+      // One vector more on each side of the destination: untouched.
+      float* src = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+      float* dst = static_cast<float*>(std::aligned_alloc(64, (n + 32) * sizeof(float)));
+      for (int64_t i = 0; i < n; ++i) src[i] = static_cast<float>(i % 29) - 7;
+      std::fill(dst, dst + n + 32, -1.0f);
+      kernel->EntryAs<CopyKernelFn>()(src, dst + 16, steps, 2);
+      for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(dst[i], -1.0f) << i;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dst[16 + i], src[i]) << i;
+      for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(dst[16 + n + i], -1.0f) << i;
+      std::free(src);
+      std::free(dst);
+    }
+  }
+}
+
+TEST(MeasureMemory, TheCopyCurveEndsAt64MiB) {
+  // A last cache of 32 MiB: the read curve goes on to 128 MiB, the copy curve stops at 64.
+  auto measured = MeasureMemory(DetectIsa(), {{"L3", int64_t{32} << 20}, {"DRAM", 0}}, 0.03);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_EQ(measured->bandwidth.back().bytes, int64_t{128} << 20);
+  ASSERT_FALSE(measured->copy_bandwidth.empty());
+  EXPECT_EQ(measured->copy_bandwidth.back().bytes, int64_t{64} << 20);
+  EXPECT_EQ(measured->copy_bandwidth.size() + 1, measured->bandwidth.size());
 }
 
 TEST(MemoryProfile, LevelAndBandwidthOfAWorkingSet) {
@@ -210,6 +251,12 @@ TEST(MemoryProfile, LevelAndBandwidthOfAWorkingSet) {
   EXPECT_EQ(m.BandwidthOf(8191), 200);    // the largest buffer not larger
   EXPECT_EQ(m.BandwidthOf(8192), 190);
   EXPECT_EQ(m.BandwidthOf(1 << 30), 180);
+  // The copy curve is read the same way; none measured reads 0.
+  EXPECT_EQ(m.CopyBandwidthOf(8192), 0);
+  m.copy_bandwidth = {{4096, 120}, {8192, 100}, {16384, 110}};
+  EXPECT_EQ(m.CopyBandwidthOf(100), 120);
+  EXPECT_EQ(m.CopyBandwidthOf(8192), 110);  // raised to 16 KiB's point
+  EXPECT_EQ(m.CopyBandwidthOf(1 << 30), 110);
 }
 
 TEST(MemoryProfile, ADipInTheCurveIsRaisedToTheLargerBuffersPoint) {
