@@ -9,15 +9,18 @@ namespace {
 
 using namespace Xbyak::util;  // NOLINT: registers read like assembly here
 
+// Vector register i at the ISA's full width (SSE's xmm too: the hardware's bandwidth).
+Xbyak::Xmm Register(Isa isa, int i) {
+  if (isa == Isa::kAvx512) return Xbyak::Zmm(i);
+  if (isa == Isa::kAvx2) return Xbyak::Ymm(i);
+  return Xbyak::Xmm(i);
+}
+
 class ReadGenerator : public Xbyak::CodeGenerator {
  public:
   explicit ReadGenerator(Isa isa) : Xbyak::CodeGenerator(4096, Xbyak::DontSetProtectRWE) {
     const int bytes = ReadKernelLanes(isa) * 4;
-    auto v = [&](int i) -> Xbyak::Xmm {
-      if (isa == Isa::kAvx512) return Xbyak::Zmm(i);
-      if (isa == Isa::kAvx2) return Xbyak::Ymm(i);
-      return Xbyak::Xmm(i);
-    };
+    auto v = [isa](int i) { return Register(isa, i); };
     for (int i = 0; i < kReadKernelUnroll; ++i) {
       if (isa == Isa::kSse) {
         xorps(v(i), v(i));
@@ -61,12 +64,6 @@ class ReadGenerator : public Xbyak::CodeGenerator {
     ret();
   }
 };
-
-Xbyak::Xmm Register(Isa isa, int i) {
-  if (isa == Isa::kAvx512) return Xbyak::Zmm(i);
-  if (isa == Isa::kAvx2) return Xbyak::Ymm(i);
-  return Xbyak::Xmm(i);
-}
 
 class CopyGenerator : public Xbyak::CodeGenerator {
  public:

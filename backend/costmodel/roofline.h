@@ -43,7 +43,7 @@ struct RooflineBound {
   double memory_seconds = 0;         // the memory time
   double peak_gflops = 0;
   double seconds = 0;                // the bound
-  bool memory_bound = false;         // bytes / bandwidth > flops / peak
+  bool memory_bound = false;         // memory time > flops / peak
   double gflops() const { return seconds > 0 ? static_cast<double>(flops) / seconds * 1e-9 : 0; }
   // The fraction of the bound a run of `measured_seconds` reaches.
   double Fraction(double measured_seconds) const {
