@@ -58,9 +58,10 @@ KT[h,d,j]` (task `..._kt`), each tuned for --time-limit seconds: the repack is i
 layer. The layer's time is one call of both, the matmul reading the transpose's output buffer
 (checked once against numpy), timed as every other call; its GFLOPS the scores' FLOPs over that
 time, and the search's column the same FLOPs over the two searches' times (results before
-2026-12-03's evening gave the matmul's search alone there). PyTorch's reference is unchanged (the faster of torch.bmm with K^T contiguous and with K^T
-the transposed view of K): PyTorch pays no repack, so the comparison is K as the key projection
-writes it on both sides.
+2026-12-03's evening gave the matmul's search alone there). PyTorch's reference is unchanged
+(the faster of torch.bmm with K^T contiguous and with K^T the transposed view of K): PyTorch
+pays no repack, so the comparison is K as the key projection writes it on both sides. Datasets
+without a scores program run as without the flag.
 """
 import tempfile
 import argparse
@@ -194,7 +195,8 @@ def dataset_programs(dataset: str) -> Dict[str, Tuple[str, str]]:
         lines = f.read().split("\n")
     for i, line in enumerate(lines):
         if line.startswith("@ "):
-            out[line.split(" ")[1]] = (line.split(" ")[1], lines[i + 1] + "\n" + lines[i + 2] + "\n")
+            name = line.split(" ")[1]
+            out[name] = (name, lines[i + 1] + "\n" + lines[i + 2] + "\n")
     return out
 
 
@@ -281,21 +283,15 @@ def blocked_linear_programs(dataset: str, block: int) -> Dict[str, Tuple[str, st
     blocked by output feature instead: `Y[m,b,n] += X[m,k] * W[b,k,n]`, b = N / block (the same
     FLOPs and output bytes; the weights laid out once, untimed, as oneDNN's reorder). Empty when
     no layer is such a linear layer."""
-    out: Dict[str, Tuple[str, str]] = {}
-    with open(os.path.join(ROOT, "datasets/models", f"{dataset}.txt"), encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    for i, line in enumerate(lines):
-        if not line.startswith("@ "):
-            continue
-        name, statement, sizes = line.split(" ")[1], lines[i + 1], lines[i + 2]
+    out = dataset_programs(dataset)
+    for name, (_, program) in list(out.items()):
+        statement, sizes = program.strip().split("\n")
         size = dict(t.split("=") for t in sizes.split())
         if statement == "Y[m,n] += X[m,k] * W[k,n]" and int(size["n"]) % block == 0 and \
                 int(size["n"]) > block:
             out[name] = (f"{name}_lb{block}",
                          "Y[m,b,n] += X[m,k] * W[b,k,n]\n"
                          f"b={int(size['n']) // block} n={block} m={size['m']} k={size['k']}\n")
-        else:
-            out[name] = (name, statement + "\n" + sizes + "\n")
     return out if any(task != name for name, (task, _) in out.items()) else {}
 
 
@@ -447,9 +443,12 @@ def main() -> None:
             programs = blocked_linear_programs(dataset, args.linear_block)
         repacks: Dict[str, Tuple[str, str]] = {}
         if args.transposed_keys:
-            programs, repacks = transposed_key_programs(programs or dataset_programs(dataset))
-            if not repacks:
-                programs = {}
+            keyed, repacks = transposed_key_programs(programs or dataset_programs(dataset))
+            if repacks:
+                programs = keyed
+            else:
+                print(f"layer_bench: --transposed-keys: {dataset} has no attention scores "
+                      f"program ({SCORES}); its layers run as without it", file=sys.stderr)
         work = tempfile.TemporaryDirectory(prefix="layer_bench")
         files = []
         for task, program in list(programs.values()) + list(repacks.values()):
@@ -546,8 +545,8 @@ def main() -> None:
             dnn = seconds[-1] if dnn_call else None
             peak = peak_now(args.cli, args.isa, core)
             peaks.append(peak)
-            # The roofline at this peak: the memory bound as the search's (its memory time: bytes over its
-            # level's bandwidth), the compute bound this peak.
+            # The roofline at this peak: the memory bound as the search's (its memory time, the
+            # bytes over its level's bandwidths), the compute bound this peak.
             rl = r["roofline"]
             bound = min(peak, rl["flops"] / rl["memory_seconds"] * 1e-9) \
                 if rl.get("memory_seconds") else peak

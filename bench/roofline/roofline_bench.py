@@ -4,10 +4,11 @@ elementwise and broadcasts) with `looptool tune --dataset=... --json` on an embe
 prints each one's GFLOPS beside the bound the server reports for its program (the `roofline`
 observation: the smaller of the FMA peak and the bytes moved over the host's bandwidth, reads
 beyond the writes at the read bandwidth and the rest at the copy bandwidth over buffers the size
-of its working set, backend/costmodel/roofline.h), measured in the same run on the same core. With --references, each benchmark's library reference (references.py: PyTorch
-one-threaded, OpenBLAS for the 2-D transposes) is timed after the tuning, pinned to the core
-the embedded server's kernel worker used, and compared. Writes a Markdown table (and the host's
-bandwidth curve).
+of its working set, backend/costmodel/roofline.h), measured in the same run on the same core.
+With --references, each benchmark's library reference (references.py: PyTorch one-threaded,
+OpenBLAS for the 2-D transposes) is timed after the tuning, pinned to the core the embedded
+server's kernel worker used, and compared. Writes a Markdown table (and the host's read and copy
+bandwidth curves).
 
     bazel build //client/cpp:looptool //service:looptool-server && \\
       PYTHONPATH=bazel-bin/client/python:client/python \\
