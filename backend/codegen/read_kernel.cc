@@ -65,9 +65,35 @@ class ReadGenerator : public Xbyak::CodeGenerator {
   }
 };
 
-class CopyGenerator : public Xbyak::CodeGenerator {
+// What the copy and fill kernels share: their stores and their end.
+class StoreGenerator : public Xbyak::CodeGenerator {
+ protected:
+  StoreGenerator(Isa isa, bool streaming)
+      : Xbyak::CodeGenerator(4096, Xbyak::DontSetProtectRWE), isa_(isa), streaming_(streaming) {}
+
+  void Store(const Xbyak::Address& to, const Xbyak::Xmm& v) {
+    if (isa_ == Isa::kSse) {
+      streaming_ ? movntps(to, v) : movups(to, v);
+    } else {
+      streaming_ ? vmovntps(to, v) : vmovups(to, v);
+    }
+  }
+
+  // Non-temporal stores fenced, the upper halves cleared, return.
+  void End() {
+    if (streaming_) sfence();
+    if (isa_ != Isa::kSse) vzeroupper();
+    ret();
+  }
+
+ private:
+  Isa isa_;
+  bool streaming_;
+};
+
+class CopyGenerator : public StoreGenerator {
  public:
-  CopyGenerator(Isa isa, bool streaming) : Xbyak::CodeGenerator(4096, Xbyak::DontSetProtectRWE) {
+  CopyGenerator(Isa isa, bool streaming) : StoreGenerator(isa, streaming) {
     const int bytes = ReadKernelLanes(isa) * 4;
     // rdi: src, rsi: dst, rdx: steps, rcx: passes
     Xbyak::Label pass, loop;
@@ -83,23 +109,40 @@ class CopyGenerator : public Xbyak::CodeGenerator {
         vmovups(Register(isa, i), ptr[rax + i * bytes]);
       }
     }
-    for (int i = 0; i < kReadKernelUnroll; ++i) {
-      const Xbyak::Address to = ptr[r9 + i * bytes];
-      if (isa == Isa::kSse) {
-        streaming ? movntps(to, Register(isa, i)) : movups(to, Register(isa, i));
-      } else {
-        streaming ? vmovntps(to, Register(isa, i)) : vmovups(to, Register(isa, i));
-      }
-    }
+    for (int i = 0; i < kReadKernelUnroll; ++i) Store(ptr[r9 + i * bytes], Register(isa, i));
     add(rax, kReadKernelUnroll * bytes);
     add(r9, kReadKernelUnroll * bytes);
     dec(r8);
     jnz(loop, T_NEAR);
     dec(rcx);
     jnz(pass, T_NEAR);
-    if (streaming) sfence();
-    if (isa != Isa::kSse) vzeroupper();
-    ret();
+    End();
+  }
+};
+
+class FillGenerator : public StoreGenerator {
+ public:
+  FillGenerator(Isa isa, bool streaming) : StoreGenerator(isa, streaming) {
+    const int bytes = ReadKernelLanes(isa) * 4;
+    const Xbyak::Xmm value = Register(isa, 0);
+    // rdi: dst, rsi: steps, rdx: passes, xmm0: the value
+    if (isa == Isa::kSse) {
+      shufps(xmm0, xmm0, 0);
+    } else {
+      vbroadcastss(value, xmm0);
+    }
+    Xbyak::Label pass, loop;
+    L(pass);
+    mov(rax, rdi);
+    mov(r8, rsi);
+    L(loop);
+    for (int i = 0; i < kReadKernelUnroll; ++i) Store(ptr[rax + i * bytes], value);
+    add(rax, kReadKernelUnroll * bytes);
+    dec(r8);
+    jnz(loop, T_NEAR);
+    dec(rdx);
+    jnz(pass, T_NEAR);
+    End();
   }
 };
 
@@ -124,6 +167,15 @@ absl::StatusOr<Kernel> MakeCopyKernel(Isa isa, bool streaming_stores) {
     return Kernel::FromCode(gen.getCode(), gen.getSize());
   } catch (const Xbyak::Error& e) {
     return absl::InternalError(absl::StrCat("copy kernel generation failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<Kernel> MakeFillKernel(Isa isa, bool streaming_stores) {
+  try {
+    FillGenerator gen(isa, streaming_stores);
+    return Kernel::FromCode(gen.getCode(), gen.getSize());
+  } catch (const Xbyak::Error& e) {
+    return absl::InternalError(absl::StrCat("fill kernel generation failed: ", e.what()));
   }
 }
 

@@ -49,6 +49,20 @@ absl::StatusOr<Kernel> MakeReadKernel(Isa isa);
 using CopyKernelFn = void (*)(const float*, float*, int64_t, int64_t);
 absl::StatusOr<Kernel> MakeCopyKernel(Isa isa, bool streaming_stores);
 
+// The fill kernel: the same steps of kReadKernelUnroll vector stores of one value, nothing
+// loaded (regular stores, or non-temporal ones, fenced at the end), so that a run moves bytes
+// out only, as a broadcast or a memset does:
+//
+//   vbroadcastss v0, xmm0
+//   pass: loop: vmovups [rdi], v0 ... vmovups [rdi + 7 * width], v0   (or vmovntps)
+//
+// void fill(float* dst, int64_t steps, int64_t passes, float value): writes `value` to `steps`
+// * kReadKernelUnroll vectors of ReadKernelLanes floats at `dst` (aligned to 64 bytes),
+// `passes` times over.
+// REQUIRES: steps >= 1, passes >= 1.
+using FillKernelFn = void (*)(float*, int64_t, int64_t, float);
+absl::StatusOr<Kernel> MakeFillKernel(Isa isa, bool streaming_stores);
+
 }  // namespace looptool
 
 #endif  // LOOPTOOL_BACKEND_CODEGEN_READ_KERNEL_H_

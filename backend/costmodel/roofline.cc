@@ -14,7 +14,7 @@ absl::StatusOr<RooflineBound> Roofline(const Program& program, double peak_gflop
     return absl::InvalidArgumentError("memory levels must end with DRAM (bytes 0)");
   }
   if (memory.bandwidth.empty()) return absl::InvalidArgumentError("no bandwidth was measured");
-  for (const auto* curve : {&memory.bandwidth, &memory.copy_bandwidth}) {
+  for (const auto* curve : {&memory.bandwidth, &memory.copy_bandwidth, &memory.fill_bandwidth}) {
     for (const BandwidthPoint& p : *curve) {
       if (!(p.gbytes_per_second > 0)) {
         return absl::InvalidArgumentError(
@@ -33,11 +33,17 @@ absl::StatusOr<RooflineBound> Roofline(const Program& program, double peak_gflop
   b.level = memory.LevelOf(b.bytes).name;
   b.gbytes_per_second = memory.BandwidthOf(b.bytes);
   b.copy_gbytes_per_second = memory.CopyBandwidthOf(b.bytes);
+  b.fill_gbytes_per_second = memory.FillBandwidthOf(b.bytes);
   if (b.copy_gbytes_per_second > 0) {
     const int64_t paired = std::min(b.read_bytes, b.written_bytes);
+    // Writes beyond the paired ones at the fill bandwidth, or as a copy's without a fill curve.
+    const double unpaired_writes =
+        b.fill_gbytes_per_second > 0
+            ? static_cast<double>(b.written_bytes - paired) / (b.fill_gbytes_per_second * 1e9)
+            : static_cast<double>(b.written_bytes - paired) / (b.copy_gbytes_per_second * 1e9);
     b.memory_seconds =
         static_cast<double>(b.read_bytes - paired) / (b.gbytes_per_second * 1e9) +
-        static_cast<double>(b.written_bytes + paired) / (b.copy_gbytes_per_second * 1e9);
+        static_cast<double>(2 * paired) / (b.copy_gbytes_per_second * 1e9) + unpaired_writes;
   } else {
     b.memory_seconds = static_cast<double>(b.bytes) / (b.gbytes_per_second * 1e9);
   }
@@ -66,6 +72,7 @@ std::string RooflineJson(const RooflineBound& bound, const MemoryProfile& memory
                             {"level", bound.level},
                             {"gbytes_per_second", bound.gbytes_per_second},
                             {"copy_gbytes_per_second", bound.copy_gbytes_per_second},
+                            {"fill_gbytes_per_second", bound.fill_gbytes_per_second},
                             {"memory_seconds", bound.memory_seconds},
                             {"peak_gflops", bound.peak_gflops},
                             {"seconds", bound.seconds},
@@ -73,7 +80,8 @@ std::string RooflineJson(const RooflineBound& bound, const MemoryProfile& memory
                             {"memory_bound", bound.memory_bound},
                             {"levels", levels},
                             {"bandwidth", curve(memory.bandwidth)},
-                            {"copy_bandwidth", curve(memory.copy_bandwidth)}};
+                            {"copy_bandwidth", curve(memory.copy_bandwidth)},
+                            {"fill_bandwidth", curve(memory.fill_bandwidth)}};
   return j.dump();
 }
 

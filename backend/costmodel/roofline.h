@@ -6,13 +6,13 @@
 //   working set  the same bytes (kernels are timed by repeated runs over the same buffers, so the
 //                data stays where it fits): its level is the smallest that holds it (DRAM when
 //                none does), its bandwidths the host's over buffers of that size
-//                (MemoryProfile::BandwidthOf and CopyBandwidthOf: the curve's point at or below
-//                it, raised to any larger buffer's where the curve dips);
+//                (MemoryProfile::BandwidthOf, CopyBandwidthOf and FillBandwidthOf: the curve's
+//                point at or below it, raised to any larger buffer's where the curve dips);
 //   memory time  as many of the bytes written as there are bytes read move at the copy
 //                bandwidth, paired with as many of the reads (a copy's bytes, read and written);
-//                reads beyond those at the read bandwidth, writes beyond them at the copy
-//                bandwidth (a written byte costs at least what one byte of a copy does). Without
-//                a copy curve every byte moves at the read bandwidth;
+//                reads beyond those at the read bandwidth, writes beyond them at the fill
+//                bandwidth (bytes written per second by stores alone; without a fill curve at the
+//                copy bandwidth). Without a copy curve every byte moves at the read bandwidth;
 //   seconds      max(flops / peak, memory time);
 //   fraction     bound seconds / measured seconds (1 = at the bound).
 //
@@ -40,6 +40,7 @@ struct RooflineBound {
   std::string level;                 // where the working set fits: "L1", "L2", "L3", "DRAM"
   double gbytes_per_second = 0;      // the read bandwidth over the working set
   double copy_gbytes_per_second = 0; // the copy bandwidth over it (0: no copy curve)
+  double fill_gbytes_per_second = 0; // the fill bandwidth over it (0: no fill curve)
   double memory_seconds = 0;         // the memory time
   double peak_gflops = 0;
   double seconds = 0;                // the bound
@@ -57,9 +58,10 @@ absl::StatusOr<RooflineBound> Roofline(const Program& program, double peak_gflop
                                        const MemoryProfile& memory);
 
 // The bound as one JSON object (the `roofline` observation), with keys flops, bytes, read_bytes,
-// written_bytes, level, gbytes_per_second, copy_gbytes_per_second, memory_seconds, peak_gflops,
-// seconds, gflops, memory_bound, levels (each level's name and bytes, smallest first),
-// bandwidth and copy_bandwidth (the curves: bytes and gbytes_per_second).
+// written_bytes, level, gbytes_per_second, copy_gbytes_per_second, fill_gbytes_per_second,
+// memory_seconds, peak_gflops, seconds, gflops, memory_bound, levels (each level's name and
+// bytes, smallest first), bandwidth, copy_bandwidth and fill_bandwidth (the curves: bytes and
+// gbytes_per_second).
 std::string RooflineJson(const RooflineBound& bound, const MemoryProfile& memory);
 
 }  // namespace looptool

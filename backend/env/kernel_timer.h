@@ -43,7 +43,8 @@ struct MemoryLevel {
 
 // The bandwidth the code generator's vector loads (and stores) reach over `bytes` of buffers,
 // gone over again and again (backend/timing/bandwidth.h): of a read, the bytes read per second;
-// of a copy (half the bytes read, half written), the bytes read and written per second.
+// of a copy (half the bytes read, half written), the bytes read and written per second; of a
+// fill, the bytes written per second.
 struct BandwidthPoint {
   int64_t bytes = 0;
   double gbytes_per_second = 0;  // 1e9 bytes per second
@@ -59,6 +60,9 @@ struct MemoryProfile {
   // Copies (the faster of regular and non-temporal stores), increasing bytes; may end below the
   // read curve's last point or be empty (no copy was measured).
   std::vector<BandwidthPoint> copy_bandwidth;
+  // Fills (stores only, of one value; the faster of regular and non-temporal stores), in bytes
+  // written per second; like the copy curve, may end early or be empty.
+  std::vector<BandwidthPoint> fill_bandwidth;
 
   // The smallest level whose capacity holds `bytes`; DRAM when none does.
   const MemoryLevel& LevelOf(int64_t bytes) const {
@@ -77,6 +81,8 @@ struct MemoryProfile {
   // The copy curve read the same way (0 when it is empty). Past its last point a working set
   // takes that point's bandwidth, which a larger one never exceeds.
   double CopyBandwidthOf(int64_t bytes) const { return CurveAt(copy_bandwidth, bytes); }
+  // The fill curve read the same way (0 when it is empty).
+  double FillBandwidthOf(int64_t bytes) const { return CurveAt(fill_bandwidth, bytes); }
 
  private:
   static double CurveAt(const std::vector<BandwidthPoint>& curve, int64_t bytes) {

@@ -155,13 +155,13 @@ absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> le
         absl::StrCat("cannot allocate ", largest, " bytes to measure memory bandwidth"));
   }
   std::fill(buffer.get(), buffer.get() + largest / 4, 1.0f);
-  // The copy curve's sizes: up to 64 MiB, with regular stores, and from 1 MiB on also with
-  // non-temporal ones (the faster counts). Every timing, read or copy, gets an equal share of
-  // the budget.
+  // The copy and fill curves' sizes: up to 64 MiB, with regular stores, and from 1 MiB on also
+  // with non-temporal ones (the faster counts). Every timing, read, copy or fill, gets an equal
+  // share of the budget.
   const int64_t largest_copy = std::min(largest, kMinDramBuffer);
   int timings = static_cast<int>(sizes.size());
   for (const int64_t want : sizes) {
-    if (want <= largest_copy) timings += want >= (int64_t{1} << 20) ? 2 : 1;
+    if (want <= largest_copy) timings += 2 * (want >= (int64_t{1} << 20) ? 2 : 1);
   }
   TimingOptions options;
   options.budget_seconds = budget_seconds / timings;
@@ -205,6 +205,28 @@ absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> le
       best = std::max(best, static_cast<double>(bytes * passes) / t.min_seconds * 1e-9);
     }
     profile.copy_bandwidth.push_back({bytes, best});
+  }
+  // The fill curve: each size written over a prefix of the read buffer (read no more).
+  absl::StatusOr<Kernel> fill = MakeFillKernel(isa, /*streaming_stores=*/false);
+  absl::StatusOr<Kernel> stream_fill = MakeFillKernel(isa, /*streaming_stores=*/true);
+  if (!fill.ok() || !stream_fill.ok()) {
+    return absl::UnavailableError(!fill.ok() ? fill.status().message()
+                                             : stream_fill.status().message());
+  }
+  for (const int64_t want : sizes) {
+    if (want > largest_copy) break;
+    const int64_t steps = std::max<int64_t>(1, want / step_bytes);
+    const int64_t bytes = steps * step_bytes;  // written
+    const int64_t passes = std::max<int64_t>(1, (int64_t{256} << 10) / bytes);
+    double best = 0;
+    for (const Kernel* kernel : {&*fill, &*stream_fill}) {
+      if (kernel == &*stream_fill && want < (int64_t{1} << 20)) continue;
+      const auto run_fill = kernel->EntryAs<FillKernelFn>();
+      const TimingResult t =
+          MeasureRuns([&] { run_fill(buffer.get(), steps, passes, 1.0f); }, options);
+      best = std::max(best, static_cast<double>(bytes * passes) / t.min_seconds * 1e-9);
+    }
+    profile.fill_bandwidth.push_back({bytes, best});
   }
   return profile;
 }

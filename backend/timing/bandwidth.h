@@ -8,7 +8,9 @@
 // written; regular or non-temporal stores, the faster), in bytes read and written per second:
 // a store to a line the core does not hold first reads it, then evicts it dirty, so inside a
 // cache a copy moves its bytes more slowly than a read does (seen: 0.6 of the read bandwidth
-// in a 2 MiB L2).
+// in a 2 MiB L2). The fill curve is the fill kernel's over the same sizes as the copy's (stores
+// only; regular or non-temporal, the faster), in bytes written per second: what a kernel that
+// writes more than it reads (a broadcast) can reach with its writes beyond a copy's.
 #ifndef LOOPTOOL_BACKEND_TIMING_BANDWIDTH_H_
 #define LOOPTOOL_BACKEND_TIMING_BANDWIDTH_H_
 

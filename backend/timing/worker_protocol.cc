@@ -66,21 +66,23 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
 
 // "<code> <seconds> <gflops> <peak_gflops> <lines>\n", then `lines` lines of the memory profile,
 // "level <name> <bytes>\n" for each level, "point <bytes> <gbytes_per_second>\n" for each
-// point of the read curve and "copy <bytes> <gbytes_per_second>\n" for each point of the copy
-// curve, then the message; numbers printed exactly (%a round-trips doubles).
+// point of the read curve, "copy <bytes> <gbytes_per_second>\n" for each point of the copy
+// curve and "fill <bytes> <gbytes_per_second>\n" for each point of the fill curve, then the
+// message; numbers printed exactly (%a round-trips doubles).
 std::string EncodeReply(const WorkerReply& reply) {
   char numbers[160];
   std::snprintf(numbers, sizeof(numbers), "%d %a %a %a %zu\n",
                 static_cast<int>(reply.status.code()), reply.measurement.seconds,
                 reply.measurement.gflops, reply.measurement.peak_gflops,
                 reply.memory.levels.size() + reply.memory.bandwidth.size() +
-                    reply.memory.copy_bandwidth.size());
+                    reply.memory.copy_bandwidth.size() + reply.memory.fill_bandwidth.size());
   std::string out = numbers;
   for (const MemoryLevel& level : reply.memory.levels) {
     absl::StrAppend(&out, "level ", level.name, " ", level.bytes, "\n");
   }
   for (const auto& [kind, curve] : {std::pair{"point", &reply.memory.bandwidth},
-                                    std::pair{"copy", &reply.memory.copy_bandwidth}}) {
+                                    std::pair{"copy", &reply.memory.copy_bandwidth},
+                                    std::pair{"fill", &reply.memory.fill_bandwidth}}) {
     for (const BandwidthPoint& p : *curve) {
       std::snprintf(numbers, sizeof(numbers), "%s %lld %a\n", kind,
                     static_cast<long long>(p.bytes), p.gbytes_per_second);
@@ -121,6 +123,8 @@ absl::StatusOr<WorkerReply> DecodeReply(absl::string_view frame) {
       r.memory.bandwidth.push_back({bytes, std::strtod(line[2].c_str(), nullptr)});
     } else if (line[0] == "copy") {
       r.memory.copy_bandwidth.push_back({bytes, std::strtod(line[2].c_str(), nullptr)});
+    } else if (line[0] == "fill") {
+      r.memory.fill_bandwidth.push_back({bytes, std::strtod(line[2].c_str(), nullptr)});
     } else {
       return malformed();
     }

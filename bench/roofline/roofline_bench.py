@@ -3,12 +3,13 @@ every benchmark of the catalog's memory-bound datasets (reductions and GEMV, tra
 elementwise and broadcasts) with `looptool tune --dataset=... --json` on an embedded server, and
 prints each one's GFLOPS beside the bound the server reports for its program (the `roofline`
 observation: the smaller of the FMA peak and the bytes moved over the host's bandwidth, reads
-beyond the writes at the read bandwidth and the rest at the copy bandwidth over buffers the size
-of its working set, backend/costmodel/roofline.h), measured in the same run on the same core.
+beyond the writes at the read bandwidth, writes beyond the reads at the fill bandwidth and the
+rest at the copy bandwidth over buffers the size of its working set,
+backend/costmodel/roofline.h), measured in the same run on the same core.
 With --references, each benchmark's library reference (references.py: PyTorch one-threaded,
 OpenBLAS for the 2-D transposes) is timed after the tuning, pinned to the core the embedded
-server's kernel worker used, and compared. Writes a Markdown table (and the host's read and copy
-bandwidth curves).
+server's kernel worker used, and compared. Writes a Markdown table (and the host's read, copy
+and fill bandwidth curves).
 
     bazel build //client/cpp:looptool //service:looptool-server && \\
       PYTHONPATH=bazel-bin/client/python:client/python \\
@@ -135,7 +136,8 @@ def main():
         "and the bytes moved (every tensor once) over the bandwidth of buffers the size of the "
         "working set: as many bytes read as are written, and the written ones, at the copy "
         "bandwidth (a copy's bytes read and written per second), the other reads at the read "
-        "bandwidth; both measured by the server on the kernel worker's core."
+        "bandwidth, the other writes at the fill bandwidth (bytes written per second by stores "
+        "alone); all three measured by the server on the kernel worker's core."
         + (" Reference: the library's call timed after the tuning on the same core (PyTorch "
            "1.13 one-threaded; for the 2-D transposes the faster of it and OpenBLAS's "
            "cblas_somatcopy), in the program's own layout; its GFLOPS count the program's "
@@ -176,15 +178,18 @@ def main():
     memory = curve(args.cli)
     if memory:
         copies = {p["bytes"]: p["gbytes_per_second"] for p in memory.get("copy_bandwidth", [])}
-        lines += ["", "The host's bandwidth (GB/s) over buffers of each size: reads, and copies "
-                  "(bytes read and written; the faster of regular and non-temporal stores; "
-                  "measured up to 64 MiB):", "",
+        fills = {p["bytes"]: p["gbytes_per_second"] for p in memory.get("fill_bandwidth", [])}
+        lines += ["", "The host's bandwidth (GB/s) over buffers of each size: reads, copies "
+                  "(bytes read and written) and fills (bytes written); copies and fills the "
+                  "faster of regular and non-temporal stores, measured up to 64 MiB:", "",
                   "| | " + " | ".join(f"{p['bytes'] >> 10} KiB" for p in memory["bandwidth"])
                   + " |",
                   "|---|" + "---:|" * len(memory["bandwidth"]),
                   "| read | " + " | ".join(f"{p['gbytes_per_second']:.0f}"
                                            for p in memory["bandwidth"]) + " |",
                   "| copy | " + " | ".join(f"{copies[p['bytes']]:.0f}" if p["bytes"] in copies
+                                           else "-" for p in memory["bandwidth"]) + " |",
+                  "| fill | " + " | ".join(f"{fills[p['bytes']]:.0f}" if p["bytes"] in fills
                                            else "-" for p in memory["bandwidth"]) + " |",
                   "", "Levels: " + ", ".join(f"{l['name']} {l['bytes'] >> 10} KiB"
                                             for l in memory["levels"] if l["bytes"]) + "."]

@@ -203,6 +203,12 @@ TEST(MeasureMemory, TheCurveDoublesFrom4KiBToFourTimesTheLastCache) {
     EXPECT_EQ(measured->copy_bandwidth[i].bytes, sizes[i]);
     EXPECT_GT(measured->copy_bandwidth[i].gbytes_per_second, 0) << sizes[i];
   }
+  // The fill curve: the same sizes as the copy curve.
+  ASSERT_EQ(measured->fill_bandwidth.size(), sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(measured->fill_bandwidth[i].bytes, sizes[i]);
+    EXPECT_GT(measured->fill_bandwidth[i].gbytes_per_second, 0) << sizes[i];
+  }
 }
 
 TEST(CopyKernel, CopiesEveryVectorWithEitherStore) {
@@ -229,6 +235,27 @@ TEST(CopyKernel, CopiesEveryVectorWithEitherStore) {
   }
 }
 
+TEST(FillKernel, WritesTheValueToEveryVectorWithEitherStore) {
+  for (Isa isa : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) {
+    if (!IsaSupported(isa)) continue;
+    for (bool streaming : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(Traits(isa).name, streaming ? " streaming" : ""));
+      auto kernel = MakeFillKernel(isa, streaming);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      const int64_t steps = 3;
+      const int64_t n = steps * kReadKernelUnroll * ReadKernelLanes(isa);
+      // One vector more on each side of the destination: untouched.
+      float* dst = static_cast<float*>(std::aligned_alloc(64, (n + 32) * sizeof(float)));
+      std::fill(dst, dst + n + 32, -1.0f);
+      kernel->EntryAs<FillKernelFn>()(dst + 16, steps, 2, 2.5f);
+      for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(dst[i], -1.0f) << i;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dst[16 + i], 2.5f) << i;
+      for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(dst[16 + n + i], -1.0f) << i;
+      std::free(dst);
+    }
+  }
+}
+
 TEST(MeasureMemory, TheCopyCurveEndsAt64MiB) {
   // A last cache of 32 MiB: the read curve goes on to 128 MiB, the copy curve stops at 64.
   auto measured = MeasureMemory(DetectIsa(), {{"L3", int64_t{32} << 20}, {"DRAM", 0}}, 0.03);
@@ -237,6 +264,8 @@ TEST(MeasureMemory, TheCopyCurveEndsAt64MiB) {
   ASSERT_FALSE(measured->copy_bandwidth.empty());
   EXPECT_EQ(measured->copy_bandwidth.back().bytes, int64_t{64} << 20);
   EXPECT_EQ(measured->copy_bandwidth.size() + 1, measured->bandwidth.size());
+  ASSERT_EQ(measured->fill_bandwidth.size(), measured->copy_bandwidth.size());
+  EXPECT_EQ(measured->fill_bandwidth.back().bytes, int64_t{64} << 20);
 }
 
 TEST(MemoryProfile, LevelAndBandwidthOfAWorkingSet) {
@@ -257,6 +286,10 @@ TEST(MemoryProfile, LevelAndBandwidthOfAWorkingSet) {
   EXPECT_EQ(m.CopyBandwidthOf(100), 120);
   EXPECT_EQ(m.CopyBandwidthOf(8192), 110);  // raised to 16 KiB's point
   EXPECT_EQ(m.CopyBandwidthOf(1 << 30), 110);
+  EXPECT_EQ(m.FillBandwidthOf(8192), 0);
+  m.fill_bandwidth = {{4096, 90}, {8192, 60}, {16384, 70}};
+  EXPECT_EQ(m.FillBandwidthOf(4096), 90);
+  EXPECT_EQ(m.FillBandwidthOf(8192), 70);  // raised to 16 KiB's point
 }
 
 TEST(MemoryProfile, ADipInTheCurveIsRaisedToTheLargerBuffersPoint) {

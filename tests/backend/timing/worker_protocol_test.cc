@@ -105,10 +105,11 @@ TEST(WorkerProtocol, MemoryProfilesRoundTripExactly) {
   reply.memory.bandwidth = {{4096, 1.0 / 3}, {int64_t{1} << 30, 123.456789012345678},
                             {8192, 1e-300}};
   reply.memory.copy_bandwidth = {{8192, 2.0 / 3}, {int64_t{1} << 26, 77.25}};
+  reply.memory.fill_bandwidth = {{4096, 5.0 / 7}};
   reply.status = absl::Status(absl::StatusCode::kDataLoss, "a\nb");
   const std::string frame = EncodeReply(reply);
   EXPECT_EQ(frame.substr(0, frame.find("point")),
-            "15 0x0p+0 0x0p+0 0x0p+0 8\nlevel L1 49152\nlevel L2 1048576\nlevel DRAM 0\n");
+            "15 0x0p+0 0x0p+0 0x0p+0 9\nlevel L1 49152\nlevel L2 1048576\nlevel DRAM 0\n");
   auto decoded = DecodeReply(frame);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ASSERT_EQ(decoded->memory.levels.size(), 3u);
@@ -126,6 +127,9 @@ TEST(WorkerProtocol, MemoryProfilesRoundTripExactly) {
     EXPECT_EQ(decoded->memory.copy_bandwidth[i].gbytes_per_second,
               reply.memory.copy_bandwidth[i].gbytes_per_second);
   }
+  ASSERT_EQ(decoded->memory.fill_bandwidth.size(), 1u);
+  EXPECT_EQ(decoded->memory.fill_bandwidth[0].bytes, 4096);
+  EXPECT_EQ(decoded->memory.fill_bandwidth[0].gbytes_per_second, 5.0 / 7);
   EXPECT_EQ(decoded->status, reply.status);
 }
 
