@@ -29,6 +29,8 @@ class Block {
   }
 
   void Emit() {
+    PlanRowFolds();
+    EmitRowFolds();
     PlanTransposes();
     PlanPairs();
     PlanShifts();
@@ -38,13 +40,143 @@ class Block {
       if (group != transpose_before_.end() && !EmitTranspose(group->second)) {
         for (int op : group->second.ops) transposed_[op] = false;  // strided loads after all
       }
-      if (!transposed_[i]) EmitOp(i);
+      if (!transposed_[i] && !folded_[i]) EmitOp(i);
     }
     vec_.ReleaseEvenIndex();
     vec_.ReleasePairIndices();
   }
 
  private:
+  // ---- stride 2's window rows folded before the permutes --------------------------------------
+  // An accumulator of a sum or max with nothing multiplied (a pool) that reads, on each of two
+  // or more rows, the full chunks of stride 2 at elements d and d + 1 (column taps 0 and 1), and
+  // maybe d + 2 (tap 2), of one input: reduce(acc, chunk(row, tap)) over rows and taps is
+  // reduce(acc, chunk of the rows' spans reduced lane by lane, tap), for a chunk takes the same
+  // lanes of every span. So the rows' spans are summed or maxed as they lie in memory (one
+  // vector operation per row and vector, from memory) and permuted once: the even and odd
+  // phases of the span at d (taps 0 and 1), and tap 2 shifted in from the next vector's even
+  // phase when the block holds that accumulator too (the same rows, 2W elements on), else
+  // permuted from the rows' spans at d + 2. A 3x3 window then takes 3 permutes a vector where
+  // the chunks took 9 (AVX-512, 8 or 16 lanes).
+  struct RowFold {
+    int acc = 0;
+    int input = 0;
+    int64_t base = 0;           // bytes: the offset of the chunk at (first row, tap 0)
+    std::vector<int64_t> rows;  // bytes from `base`, ascending, 0 first
+    bool tap2 = false;          // it reads the chunk at d + 2 on every row too
+    int next = -1;              // the fold 2W elements on, on the same rows (tap 2 by shift)
+    bool has_prev = false;
+  };
+
+  void PlanRowFolds() {
+    folded_.assign(ops_.size(), false);
+    const int w = vec_.width();
+    if (!s_.fold_rows || Binary() || s_.horizontal || !vec_.PermutesStrideTwo() ||
+        (w != 8 && w != 16) ||
+        (s_.reduction != Reduction::kSum && s_.reduction != Reduction::kMax) ||
+        cached_.size() < 4) {
+      return;
+    }
+    std::map<int, std::vector<int>> by_acc;
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) by_acc[ops_[i].acc].push_back(i);
+    for (const auto& [acc, ops] : by_acc) {
+      std::set<int64_t> offsets;
+      const int input = ops_[ops[0]].x.input;
+      bool ok = true;
+      for (int i : ops) {
+        const OperandRef& x = ops_[i].x;
+        ok = ok && FullStrideTwo(x, w) && ops_[i].lanes == w && x.input == input &&
+             offsets.insert(x.offset).second;
+      }
+      if (!ok) continue;
+      RowFold f;
+      f.acc = acc;
+      f.input = input;
+      f.base = *offsets.begin();
+      f.tap2 = offsets.count(f.base + 8) > 0;
+      // Rows in order: each the smallest offset left, with its taps.
+      while (ok && !offsets.empty()) {
+        const int64_t row = *offsets.begin();
+        for (int64_t tap = 0; tap <= (f.tap2 ? 8 : 4); tap += 4) ok = ok && offsets.erase(row + tap);
+        f.rows.push_back(row - f.base);
+      }
+      if (!ok || f.rows.size() < 2) continue;
+      for (int i : ops) folded_[i] = true;
+      folds_.push_back(f);
+    }
+    // Tap 2 by shift: a fold whose next vector's fold reads the same rows (where no other fold
+    // starts at either place: accumulators reading the same window, as outputs that the input
+    // does not depend on have, stay apart).
+    std::map<std::pair<int, int64_t>, int> at;
+    std::set<std::pair<int, int64_t>> shared;
+    for (int k = 0; k < static_cast<int>(folds_.size()); ++k) {
+      if (!at.emplace(std::pair{folds_[k].input, folds_[k].base}, k).second) {
+        shared.insert({folds_[k].input, folds_[k].base});
+      }
+    }
+    for (RowFold& f : folds_) {
+      const std::pair<int, int64_t> here{f.input, f.base}, there{f.input, f.base + 2 * w * 4};
+      auto it = at.find(there);
+      if (!f.tap2 || it == at.end() || shared.count(here) || shared.count(there)) continue;
+      RowFold& g = folds_[it->second];
+      if (g.tap2 && g.rows == f.rows) {
+        f.next = it->second;
+        g.has_prev = true;
+      }
+    }
+    // The folded ops are emitted first, from no cache register: they count as no uses.
+    for (auto& [operand, uses] : uses_) {
+      uses.erase(std::remove_if(uses.begin(), uses.end(), [&](int i) { return folded_[i]; }),
+                 uses.end());
+    }
+  }
+
+  // Emits every fold, chain by chain (a fold, then its next, ...), in four cache registers (the
+  // pair's index tables, and the even phases of a vector and of the one before it), load0,
+  // load1 and tmp; the cache is as empty after as before.
+  void EmitRowFolds() {
+    if (folds_.empty()) return;
+    const int w = vec_.width();
+    std::vector<int> free_regs;
+    for (const auto& [reg, held] : cached_) free_regs.push_back(reg);
+    std::sort(free_regs.rbegin(), free_regs.rend());
+    vec_.HoldPairIndices(free_regs[0], free_regs[1]);
+    const int evens[2] = {free_regs[2], free_regs[3]};
+    const Xbyak::Xmm odd = vec_.V(regs_.load0), hi = vec_.V(regs_.load1), t = vec_.V(regs_.tmp);
+    // reg = the rows' vectors at base + at, reduced lane by lane.
+    auto fold_rows = [&](const Xbyak::Xmm& reg, const RowFold& f, int64_t at) {
+      vec_.Load(reg, ptr[pointers_[f.input] + (f.base + at)], w);
+      for (size_t r = 1; r < f.rows.size(); ++r) {
+        vec_.Reduce(s_.reduction, reg, vec_.VectorMemory(pointers_[f.input] + (f.base + at + f.rows[r])));
+      }
+    };
+    for (size_t start = 0; start < folds_.size(); ++start) {
+      if (folds_[start].has_prev) continue;
+      int prev = -1;
+      for (int k = static_cast<int>(start), n = 0; k >= 0; k = folds_[k].next, ++n) {
+        const RowFold& f = folds_[k];
+        const Xbyak::Xmm even = vec_.V(evens[n % 2]);
+        fold_rows(even, f, 0);
+        fold_rows(hi, f, int64_t{w} * 4);
+        vec_.StrideTwoPhases(even, &odd, hi);
+        vec_.Reduce(s_.reduction, vec_.V(f.acc), even);
+        vec_.Reduce(s_.reduction, vec_.V(f.acc), odd);
+        if (prev >= 0) {  // the fold before: its tap 2, lanes 1.. of its even phase, then ours
+          vec_.ShiftInOneLane(t, even, vec_.V(evens[(n + 1) % 2]));
+          vec_.Reduce(s_.reduction, vec_.V(folds_[prev].acc), t);
+        }
+        if (f.tap2 && f.next < 0) {  // tap 2 from the rows' spans at d + 2 (elements 2..2W)
+          fold_rows(odd, f, 8);
+          fold_rows(hi, f, 8 + int64_t{w - 1} * 4);
+          vec_.EvenPhase(odd, hi, t);
+          vec_.Reduce(s_.reduction, vec_.V(f.acc), odd);
+        }
+        prev = k;
+      }
+    }
+    vec_.ReleasePairIndices();
+  }
+
   // ---- stride 2's permute indices -------------------------------------------------------------
   // A block that reads two or more full chunks of stride 2 (strided convolutions and pooling
   // in CHW) holds their permute indices in its highest cache register, loaded once, instead of
@@ -82,7 +214,7 @@ class Block {
   std::set<OperandRef> FullStrideTwoChunks() const {
     std::set<OperandRef> chunks;
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
-      if (transposed_[i]) continue;
+      if (transposed_[i] || folded_[i]) continue;
       for (const OperandRef* o : {&ops_[i].x, &ops_[i].y}) {
         if (o == &ops_[i].y && !Binary()) continue;
         if (FullStrideTwo(*o, vec_.width())) chunks.insert(*o);
@@ -508,6 +640,8 @@ class Block {
   // Resolve and transposes write them within a block.
   std::map<int, OperandRef> held_;
   std::vector<bool> transposed_;                    // ops whose value a transpose wrote
+  std::vector<bool> folded_;                        // ops a row fold emitted
+  std::vector<RowFold> folds_;                      // PlanRowFolds' folds
   std::map<int, TransposeGroup> transpose_before_;  // first op of a group -> the group
   std::set<OperandRef> pair_even_, pair_odd_;       // PlanPairs' pairs: chunk d, chunk d + 1
   // PlanShifts' chunks at d + 2: their sources, the chunks at d and d + 2W.

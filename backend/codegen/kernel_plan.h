@@ -58,6 +58,7 @@ struct StatementPlan {
   RegisterBudget budget;    // how the statement's code divides the registers
   bool pair_phases = true;  // blocks load stride-2 chunks at elements d and d + 1 together
   bool shift_taps = true;   // ... and make the chunk at d + 2 from those at d and d + 2W
+  bool fold_rows = true;    // ... and fold a window's rows before permuting (a pool's)
   // A register block of fewer than kLatencyChains accumulators (a tail's: the last row of a
   // 7-row map blocked by 3) spreads the unrolled reduction steps inside the scope over several
   // sets of accumulators, as many as bring it to kLatencyChains and the full block's registers

@@ -210,12 +210,9 @@ void VectorOps::LoadStrideTwoPair(const Xbyak::Xmm& even, const Xbyak::Xmm& odd,
   LT_CHECK(width_ > 1 && even.getIdx() != odd.getIdx() && even.getIdx() != scratch.getIdx() &&
            odd.getIdx() != scratch.getIdx());
   if (isa_ == Isa::kAvx512) {
-    LT_CHECK(pair_index_registers_.first >= 0);
     g_.vmovups(even, ptr[src]);
     g_.vmovups(scratch, ptr[src + width_ * 4]);
-    g_.vmovaps(odd, even);
-    g_.vpermt2ps(even, V(pair_index_registers_.first), scratch);
-    g_.vpermt2ps(odd, V(pair_index_registers_.second), scratch);
+    StrideTwoPhases(even, &odd, scratch);
     return;
   }
   // AVX2: per 128-bit half the even (odd) elements of the first load, then of the second
@@ -227,6 +224,34 @@ void VectorOps::LoadStrideTwoPair(const Xbyak::Xmm& even, const Xbyak::Xmm& odd,
   g_.vshufps(e, e, t, 0x88);
   g_.vpermpd(e, e, 0xD8);
   g_.vpermpd(o, o, 0xD8);
+}
+
+void VectorOps::StrideTwoPhases(const Xbyak::Xmm& lo, const Xbyak::Xmm* odd,
+                                const Xbyak::Xmm& hi) {
+  LT_CHECK(PermutesStrideTwo() && pair_index_registers_.first >= 0 &&
+           lo.getIdx() != hi.getIdx());
+  if (odd != nullptr) {
+    LT_CHECK(odd->getIdx() != lo.getIdx() && odd->getIdx() != hi.getIdx());
+    g_.vmovaps(*odd, lo);
+    g_.vpermt2ps(*odd, V(pair_index_registers_.second), hi);
+  }
+  g_.vpermt2ps(lo, V(pair_index_registers_.first), hi);
+}
+
+void VectorOps::EvenPhase(const Xbyak::Xmm& lo, const Xbyak::Xmm& hi, const Xbyak::Xmm& scratch) {
+  LT_CHECK(PermutesStrideTwo() && lo.getIdx() != hi.getIdx());
+  if (even_index_register_ >= 0) {
+    g_.vpermt2ps(lo, V(even_index_register_), hi);
+    return;
+  }
+  LT_CHECK(scratch.getIdx() != lo.getIdx() && scratch.getIdx() != hi.getIdx());
+  g_.vmovdqu32(scratch, EvenTable(kFull16, kFull8));
+  g_.vpermt2ps(lo, scratch, hi);
+}
+
+void VectorOps::Reduce(Reduction reduction, const Xbyak::Xmm& d, const Xbyak::Operand& b) {
+  LT_CHECK(reduction == Reduction::kSum || reduction == Reduction::kMax);
+  reduction == Reduction::kMax ? Max(d, d, b) : Add(d, d, b);
 }
 
 Xbyak::Opmask VectorOps::Mask(int lanes) {

@@ -87,6 +87,16 @@ class VectorOps {
   // PermutesStrideTwo().
   void HoldPairIndices(int even_reg, int odd_reg);
   void ReleasePairIndices() { pair_index_registers_ = {-1, -1}; }
+  // LoadStrideTwoPair's permutes of a span already in registers: `lo` holds its elements
+  // 0..W-1, `hi` W..2W-1; the even phase goes to `lo`, the odd one to `odd` (unless null).
+  // Needs HoldPairIndices.
+  void StrideTwoPhases(const Xbyak::Xmm& lo, const Xbyak::Xmm* odd, const Xbyak::Xmm& hi);
+  // LoadStrided's permute of a full chunk of stride 2 already in registers: `lo` holds elements
+  // 0..W-1, `hi` W-1..2W-2; the chunk goes to `lo`. `scratch` takes the index table unless
+  // HoldEvenIndex holds it. Needs PermutesStrideTwo().
+  void EvenPhase(const Xbyak::Xmm& lo, const Xbyak::Xmm& hi, const Xbyak::Xmm& scratch);
+  // d = d + b, or max(d, b), lane by lane over the full width (b a register or memory).
+  void Reduce(Reduction reduction, const Xbyak::Xmm& d, const Xbyak::Operand& b);
   // dst = lanes 1..W-1 of `lo`, then lane 0 of `hi` (valignd): the full chunk of stride 2 two
   // elements on from `lo`'s, where `hi` is the chunk 2W elements on from `lo`'s (a stride-2
   // window's column tap 2 from tap 0 of its vector and of the next). Needs PermutesStrideTwo().

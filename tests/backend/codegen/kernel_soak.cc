@@ -186,14 +186,16 @@ int Main(int argc, char** argv) {
     CodegenOptions options;
     options.pair_stride_two_phases = rng() % 4 != 0;
     options.shift_stride_two_taps = rng() % 4 != 0;
+    options.fold_stride_two_rows = rng() % 4 != 0;
     const int stream = static_cast<int>(rng() % 3);
     options.stream_output_min_bytes = stream == 0 ? 0 : stream == 1 ? 1 : 1 + rng() % 4096;
     ++cases;
     // One line a case (a fault prints the loop tree itself: jit_check's guard note).
     std::fprintf(stderr,
-                 "case %d (seed %u, %d actions from %s): %s | pairs %d shifts %d stream %lld\n",
+                 "case %d (seed %u, %d actions from %s): %s | pairs %d shifts %d folds %d "
+                 "stream %lld\n",
                  cases, seed, length, from.c_str(), text.c_str(), options.pair_stride_two_phases,
-                 options.shift_stride_two_taps,
+                 options.shift_stride_two_taps, options.fold_stride_two_rows,
                  static_cast<long long>(options.stream_output_min_bytes));
     for (Isa isa : testing::HostIsas()) {
       const bool negative = rng() % 2 == 0;

@@ -197,7 +197,8 @@ TEST(Kernel, StridedLoadsOfEveryStrideAndTail) {
 // and a convolution (a binary combiner) with the vector loop innermost and the taps unrolled
 // around it, at widths with a masked last chunk (never paired) and without, negative inputs,
 // under the guard pages (the pair's second load reads the odd chunk's last element, no
-// further). The code must differ from the code with pairing off, or the pairs went untested.
+// further). The code must differ from the code with pairing off, or the pairs went untested
+// (both with the pools' row folds off: they take the pools' chunks before pairs do).
 TEST(Kernel, StrideTwoPhasesLoadedTogether) {
   const struct {
     std::string program, actions;
@@ -209,15 +210,18 @@ TEST(Kernel, StrideTwoPhasesLoadedTogether) {
       {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
        "down, down, down, swap_down, swap_down"},
   };
-  CodegenOptions unpaired;
+  CodegenOptions unfolded;
+  unfolded.fold_stride_two_rows = false;
+  CodegenOptions unpaired = unfolded;
   unpaired.pair_stride_two_phases = false;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.program);
     const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
     for (Isa isa : HostIsas()) {
       EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "");
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true, unfolded), "");
       if (isa == Isa::kSse) continue;
-      const auto paired = KernelCompiler(isa).CompileCode(tree);
+      const auto paired = KernelCompiler(isa, unfolded).CompileCode(tree);
       const auto alone = KernelCompiler(isa, unpaired).CompileCode(tree);
       ASSERT_TRUE(paired.ok() && alone.ok());
       EXPECT_NE(*paired, *alone) << Traits(isa).name << ": no pair loaded\n" << LoopTreeText(tree);
@@ -231,7 +235,8 @@ TEST(Kernel, StrideTwoPhasesLoadedTogether) {
 // unrolled outside them and inside them (the next vector's chunk loaded first and not), rows
 // with a masked last chunk, a sum pool, a 5-wide window (taps 2, 3 and 4: two shifted, one of
 // them paired), an 8-lane block and a convolution; negative inputs under the guard pages. The
-// code must differ from the code with shifts off at AVX-512, or the shifts went untested.
+// code must differ from the code with shifts off at AVX-512, or the shifts went untested (both
+// with the pools' row folds off: they take the pools' chunks before shifts do).
 TEST(Kernel, StrideTwoTapShiftedFromNextVector) {
   const struct {
     std::string program, actions;
@@ -252,18 +257,70 @@ TEST(Kernel, StrideTwoTapShiftedFromNextVector) {
       {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
        "down, down, down, swap_down, swap_down"},
   };
-  CodegenOptions unshifted;
+  CodegenOptions unfolded;
+  unfolded.fold_stride_two_rows = false;
+  CodegenOptions unshifted = unfolded;
   unshifted.shift_stride_two_taps = false;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.program);
     const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
     for (Isa isa : HostIsas()) {
       EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "") << LoopTreeText(tree);
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true, unfolded), "") << LoopTreeText(tree);
       if (isa != Isa::kAvx512) continue;
-      const auto shifted = KernelCompiler(isa).CompileCode(tree);
+      const auto shifted = KernelCompiler(isa, unfolded).CompileCode(tree);
       const auto loaded = KernelCompiler(isa, unshifted).CompileCode(tree);
       ASSERT_TRUE(shifted.ok() && loaded.ok());
       EXPECT_NE(*shifted, *loaded) << "no tap shifted\n" << LoopTreeText(tree);
+    }
+  }
+}
+
+// A pool's window rows folded before the permutes (BlockEmitter's PlanRowFolds): every row's
+// span at tap 0 (and at tap 2 where no next vector gives it) summed or maxed in memory's order,
+// then permuted once. Pools with several vectors of a row in one block (tap 2 shifted in from
+// the next vector's fold, and the last vector's from its own), the taps outside the vectors and
+// inside them, two output rows in one block, a masked last vector (never folded), a 2x2 sum
+// pool (no tap 2), an 8-lane block, a 5-wide window (taps 3 and 4: no fold) and outputs the
+// input does not depend on (two accumulators reading one window); negative inputs under the
+// guard pages (a fold reads no element its chunks do not). At AVX-512 the code must differ
+// from the code with folds off, or the folds went untested, except where nothing folds: the
+// 5-wide window and a convolution (a multiplied operand).
+TEST(Kernel, StrideTwoWindowRowsFoldedBeforeThePermutes) {
+  const struct {
+    std::string program, actions;
+    bool folds;
+  } kCases[] = {
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=64 kr=3 kc=3",
+       "tile_L2_16, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3", true},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=64 kr=3 kc=3",
+       "tile_L2_16, interchange_L1_L2, interchange_L4_L3, unroll_L1, unroll_L2, unroll_L3", true},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=4 c=128 kr=3 kc=3",
+       "tile_L0_2, tile_L3_64, interchange_L3_L1, interchange_L4_L5", true},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=37 kr=3 kc=3", "down, down, swap_down", true},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=3 c=48 kr=3 kc=3", "down, down, swap_down", true},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=2 c=64 kr=2 kc=2", "down, down, swap_down", true},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=24 kr=3 kc=3",
+       "tile_L2_8, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3", true},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=40 kr=2 kc=5", "down, down, swap_down", false},
+      {"O[k,r,c] max= I[2*r+kr, 2*c+kc]; k=2 r=2 c=32 kr=3 kc=3",
+       "tile_L3_16, interchange_L5_L3, interchange_L1_L0, unroll_L2, unroll_L3, unroll_L4", true},
+      {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
+       "down, down, down, swap_down, swap_down", false},
+  };
+  CodegenOptions unfolded;
+  unfolded.fold_stride_two_rows = false;
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.program);
+    const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    for (Isa isa : HostIsas()) {
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "") << LoopTreeText(tree);
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, false), "") << LoopTreeText(tree);
+      if (isa != Isa::kAvx512) continue;
+      const auto folded = KernelCompiler(isa).CompileCode(tree);
+      const auto chunks = KernelCompiler(isa, unfolded).CompileCode(tree);
+      ASSERT_TRUE(folded.ok() && chunks.ok());
+      EXPECT_EQ(*folded != *chunks, c.folds) << LoopTreeText(tree);
     }
   }
 }
