@@ -289,24 +289,31 @@ TEST(Kernel, StrideTwoTapShiftedFromNextVector) {
 TEST(Kernel, StrideTwoWindowRowsFoldedBeforeThePermutes) {
   const struct {
     std::string program, actions;
-    bool folds;
+    int folds;  // 1: the code differs from the unfolded code; 0: it does not; -1: either
   } kCases[] = {
       {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=64 kr=3 kc=3",
-       "tile_L2_16, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3", true},
+       "tile_L2_16, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3", 1},
       {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=64 kr=3 kc=3",
-       "tile_L2_16, interchange_L1_L2, interchange_L4_L3, unroll_L1, unroll_L2, unroll_L3", true},
+       "tile_L2_16, interchange_L1_L2, interchange_L4_L3, unroll_L1, unroll_L2, unroll_L3", 1},
       {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=4 c=128 kr=3 kc=3",
-       "tile_L0_2, tile_L3_64, interchange_L3_L1, interchange_L4_L5", true},
-      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=37 kr=3 kc=3", "down, down, swap_down", true},
-      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=3 c=48 kr=3 kc=3", "down, down, swap_down", true},
-      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=2 c=64 kr=2 kc=2", "down, down, swap_down", true},
+       "tile_L0_2, tile_L3_64, interchange_L3_L1, interchange_L4_L5", 1},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=37 kr=3 kc=3", "down, down, swap_down", 1},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=3 c=48 kr=3 kc=3", "down, down, swap_down", 1},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=2 c=64 kr=2 kc=2", "down, down, swap_down", 1},
       {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=24 kr=3 kc=3",
-       "tile_L2_8, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3", true},
-      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=40 kr=2 kc=5", "down, down, swap_down", false},
+       "tile_L2_8, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3", 1},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=40 kr=2 kc=5", "down, down, swap_down", 0},
       {"O[k,r,c] max= I[2*r+kr, 2*c+kc]; k=2 r=2 c=32 kr=3 kc=3",
-       "tile_L3_16, interchange_L5_L3, interchange_L1_L0, unroll_L2, unroll_L3, unroll_L4", true},
+       "tile_L3_16, interchange_L5_L3, interchange_L1_L0, unroll_L2, unroll_L3, unroll_L4", 1},
+      // a 4-wide window: taps 0..3 are no rows x {0, 1, 2} grid
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=32 kr=3 kc=4", "down, down, swap_down", 0},
+      // 7 rows blocked by 3 (a tail block of one row, its steps spread over accumulator sets)
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=7 c=64 kr=3 kc=3",
+       "tile_L0_3, tile_L3_32, interchange_L3_L1, interchange_L4_L5, unroll_L1", -1},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=7 c=96 kr=3 kc=3",
+       "tile_L0_3, tile_L3_48, interchange_L3_L1, interchange_L4_L5, unroll_L1", -1},
       {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
-       "down, down, down, swap_down, swap_down", false},
+       "down, down, down, swap_down, swap_down", 0},
   };
   CodegenOptions unfolded;
   unfolded.fold_stride_two_rows = false;
@@ -320,7 +327,7 @@ TEST(Kernel, StrideTwoWindowRowsFoldedBeforeThePermutes) {
       const auto folded = KernelCompiler(isa).CompileCode(tree);
       const auto chunks = KernelCompiler(isa, unfolded).CompileCode(tree);
       ASSERT_TRUE(folded.ok() && chunks.ok());
-      EXPECT_EQ(*folded != *chunks, c.folds) << LoopTreeText(tree);
+      if (c.folds >= 0) EXPECT_EQ(*folded != *chunks, c.folds == 1) << LoopTreeText(tree);
     }
   }
 }
