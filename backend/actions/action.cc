@@ -26,6 +26,8 @@ std::string LevelName(const Action& a) {
       return absl::StrCat("unroll", l);
     case Action::Kind::kVectorize:
       return absl::StrCat("vectorize", l);
+    case Action::Kind::kStream:
+      return absl::StrCat("stream", l);
     default:
       return "?";
   }
@@ -48,7 +50,7 @@ std::optional<Action> LevelActionFromName(absl::string_view name) {
   static const std::pair<const char*, Action::Kind> kKinds[] = {
       {"tile_", Action::Kind::kSplit},     {"interchange_", Action::Kind::kInterchange},
       {"merge_", Action::Kind::kMerge},    {"unroll_", Action::Kind::kUnroll},
-      {"vectorize_", Action::Kind::kVectorize}};
+      {"vectorize_", Action::Kind::kVectorize}, {"stream_", Action::Kind::kStream}};
   for (const auto& [prefix, kind] : kKinds) {
     absl::string_view rest = name;
     if (!absl::ConsumePrefix(&rest, prefix)) continue;
@@ -93,6 +95,8 @@ std::string ActionName(const Action& a) {
       return "unroll";
     case Action::Kind::kVectorize:
       return "vectorize";
+    case Action::Kind::kStream:
+      return "stream";
     case Action::Kind::kInterchange:
       return "?";  // level pointers only
   }
@@ -104,7 +108,7 @@ absl::StatusOr<Action> ActionFromName(absl::string_view name) {
       {"up", Action::Kind::kUp},           {"down", Action::Kind::kDown},
       {"swap_up", Action::Kind::kSwapUp},  {"swap_down", Action::Kind::kSwapDown},
       {"merge", Action::Kind::kMerge},     {"unroll", Action::Kind::kUnroll},
-      {"vectorize", Action::Kind::kVectorize}};
+      {"vectorize", Action::Kind::kVectorize}, {"stream", Action::Kind::kStream}};
   for (const auto& [n, kind] : kPlain) {
     if (name == n) return Action{kind, 0};
   }
@@ -145,6 +149,9 @@ std::string Describe(NoEffectReason r) {
       return "interchange: both level pointers name the same loop";
     case NoEffectReason::kDifferentNests:
       return "interchange: the two loops belong to different statements' nests";
+    case NoEffectReason::kNotAssignment:
+      return "stream: the statement accumulates into its output (only outputs assigned once "
+             "stream)";
   }
   return "?";
 }

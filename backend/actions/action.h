@@ -17,6 +17,7 @@ struct Action {
   enum class Kind {
     kUp, kDown, kSwapUp, kSwapDown, kSplit, kMerge, kUnroll, kVectorize,
     kInterchange,  // level pointers only: moves loop `level` to loop `target`'s depth
+    kStream,       // toggles non-temporal stores of the output of the loop's statement
   };
   Kind kind = Kind::kUp;
   int factor = 0;  // kSplit only: the inner loop's size
@@ -34,7 +35,8 @@ struct Action {
 std::string ActionName(const Action& action);
 // The inverse of ActionName for split factors 2, 4, ..., 1024, every other cursor action, and the
 // level-pointer actions `tile_L<p>_<n>` (n in 2..1024), `interchange_L<p>_L<q>`, `unroll_L<p>`,
-// `vectorize_L<p>`, `merge_L<p>` (p, q < 64); INVALID_ARGUMENT "Unknown action: <name>" otherwise.
+// `vectorize_L<p>`, `merge_L<p>`, `stream_L<p>` (p, q < 64) and the cursor's `stream`;
+// INVALID_ARGUMENT "Unknown action: <name>" otherwise.
 absl::StatusOr<Action> ActionFromName(absl::string_view name);
 
 // Why an action changed nothing. Each value is one numbered precondition of one action
@@ -53,6 +55,7 @@ enum class NoEffectReason {
   kNoSuchLoop,               // a level pointer: the tree has fewer loops
   kSameLoop,                 // interchange: both level pointers name one loop
   kDifferentNests,           // interchange: the loops belong to different statements
+  kNotAssignment,            // stream: the statement accumulates into its output
 };
 
 // A sentence for logs and replies: "swap_up: both loops run over one variable".

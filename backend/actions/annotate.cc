@@ -1,4 +1,4 @@
-// unroll and vectorize: toggle code-generation marks on the cursor loop.
+// unroll and vectorize: toggle code-generation marks on the cursor loop; stream, on its statement.
 #include "backend/actions/primitives.h"
 
 namespace looptool::actions_internal {
@@ -46,6 +46,19 @@ LoopTree DoVectorize(const LoopTree& tree) {
   for (Loop& l : sched.compute) l.vectorize = false;
   sched.compute[c.depth].vectorize = set;
   SyncSharedWriteLoops(tree, sched, c.statement);
+  return Rebuild(tree, std::move(schedules), c);
+}
+
+NoEffectReason CheckStream(const LoopTree& tree) {
+  return tree.program().statement(tree.cursor().statement).reduction != Reduction::kAssign
+             ? NoEffectReason::kNotAssignment
+             : NoEffectReason::kNone;
+}
+
+LoopTree DoStream(const LoopTree& tree) {
+  const Cursor c = tree.cursor();
+  std::vector<StatementSchedule> schedules = tree.schedules();
+  schedules[c.statement].stream = !schedules[c.statement].stream;
   return Rebuild(tree, std::move(schedules), c);
 }
 

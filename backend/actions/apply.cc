@@ -41,6 +41,8 @@ NoEffectReason CheckPrecondition(const LoopTree& tree, const Action& action) {
       return NoEffectReason::kNone;
     case Action::Kind::kVectorize:
       return CheckVectorize(tree);
+    case Action::Kind::kStream:
+      return CheckStream(tree);
     case Action::Kind::kInterchange:
       break;  // level pointers only: ApplyAtLevel
   }
@@ -67,6 +69,8 @@ LoopTree Do(const LoopTree& tree, const Action& action) {
       return DoUnroll(tree);
     case Action::Kind::kVectorize:
       return DoVectorize(tree);
+    case Action::Kind::kStream:
+      return DoStream(tree);
     case Action::Kind::kInterchange:
       break;  // level pointers only: ApplyAtLevel
   }

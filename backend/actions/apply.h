@@ -31,13 +31,17 @@
 // unroll     no precondition. Toggles X's unroll mark.
 // vectorize  1) X is the innermost loop over its variable (kNotInnermostOfVariable). Toggles X's
 //            vectorize mark; setting it clears the mark on every other loop of the nest.
+// stream     1) X's statement assigns its output, each element once (kNotAssignment). Toggles
+//            the statement's stream mark: the code generator stores its output's full vectors
+//            non-temporally, past the caches, where it proves them aligned (kernel_plan.h).
 //
 // Level pointers (the loop_nest space, after MLIR-RL): an action whose Action::level is p >= 0
 // acts on loop p of the cursor's walk order instead of the cursor's loop:
 // any        1) the tree has more than p compute loops (kNoSuchLoop).
-//            Then tile_L<p>_<n>, unroll_L<p>, vectorize_L<p> and merge_L<p> are split_n, unroll,
-//            vectorize and merge with the cursor moved to loop p first (their own preconditions
-//            and results; the cursor ends where they leave it; on no effect it stays where it was).
+//            Then tile_L<p>_<n>, unroll_L<p>, vectorize_L<p>, merge_L<p> and stream_L<p> are
+//            split_n, unroll, vectorize, merge and stream with the cursor moved to loop p first
+//            (their own preconditions and results; the cursor ends where they leave it; on no
+//            effect it stays where it was).
 // interchange_L<p>_L<q>  2) the tree has more than q compute loops (kNoSuchLoop);
 //            3) p != q (kSameLoop); 4) both loops are in one statement's compute nest
 //            (kDifferentNests); 5) every adjacent swap moving loop p to loop q's depth applies

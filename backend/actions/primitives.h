@@ -33,6 +33,8 @@ LoopTree DoMerge(const LoopTree& tree);
 NoEffectReason CheckVectorize(const LoopTree& tree);
 LoopTree DoUnroll(const LoopTree& tree);
 LoopTree DoVectorize(const LoopTree& tree);
+NoEffectReason CheckStream(const LoopTree& tree);
+LoopTree DoStream(const LoopTree& tree);
 
 // Builds a tree the primitives have kept valid; a failure is our bug (LT_CHECK).
 LoopTree Rebuild(const LoopTree& tree, std::vector<StatementSchedule> schedules, Cursor cursor);

@@ -34,9 +34,10 @@ struct CodegenOptions {
   // its full vectors with non-temporal stores (vmovntps), past the caches, where every such
   // store is aligned to the vector's size relative to the tensor's base (StatementPlan::
   // stream_output); the kernel checks the base and runs a copy with plain stores when it is
-  // not aligned. 0: never. Off by default: it pays where the output's rows fall into few cache
+  // not aligned. 0: by the schedule's stream marks alone (StatementSchedule::stream, the
+  // stream_L<p> action). Off by default: it pays where the output's rows fall into few cache
   // sets (a power-of-two transpose), and sends the output to memory, past a next kernel's
-  // cache.
+  // cache; a search chooses it per schedule with the action.
   int64_t stream_output_min_bytes = 0;
 };
 

@@ -286,13 +286,17 @@ void PlanAccumulatorSets(StatementPlan& sp) {
   });
 }
 
-// Streams the output's stores where the options ask for it and every full-vector store is
-// aligned to the vector's bytes relative to the tensor's base: the output's offset and each
-// loop's step along it are multiples of the width (a vector loop steps by the width, stride 1).
-void PlanStreaming(const Program& p, const CodegenOptions& options, StatementPlan& sp) {
-  if (options.stream_output_min_bytes <= 0 || sp.width == 1 || sp.horizontal ||
-      sp.reduction != Reduction::kAssign ||
-      p.NumElements(sp.output.tensor) * 4 < options.stream_output_min_bytes) {
+// Streams the output's stores where the schedule marks the statement (StatementSchedule::stream)
+// or the options ask for it by size, and every full-vector store is aligned to the vector's bytes
+// relative to the tensor's base: the output's offset and each loop's step along it are multiples
+// of the width (a vector loop steps by the width, stride 1).
+void PlanStreaming(const Program& p, const CodegenOptions& options, bool marked,
+                   StatementPlan& sp) {
+  const bool by_size = options.stream_output_min_bytes > 0 &&
+                       p.NumElements(sp.output.tensor) * 4 >= options.stream_output_min_bytes;
+  if (sp.reduction != Reduction::kAssign || (!marked && !by_size)) return;
+  if (sp.width == 1 || sp.horizontal) {
+    if (marked) sp.notes.push_back("stores not streamed: the output is not stored by vectors");
     return;
   }
   const auto refuse = [&](const std::string& why) {
@@ -333,7 +337,7 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
     PlanRegisterScope(p, isa, sp);
     PlanUnrolling(options, sp);
     PlanAccumulatorSets(sp);
-    PlanStreaming(p, options, sp);
+    PlanStreaming(p, options, tree.schedule(s).stream, sp);
     plan.statements.push_back(std::move(sp));
   }
   plan.tail_lanes.assign(lanes.begin(), lanes.end());

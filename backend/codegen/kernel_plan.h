@@ -64,8 +64,9 @@ struct StatementPlan {
   // sets of accumulators, as many as bring it to kLatencyChains and the full block's registers
   // hold, combined on exit: a vertical sum or max with an unrolled reduction loop in the scope.
   bool spread_small_blocks = false;
-  // Full-vector stores of the output are non-temporal (CodegenOptions::stream_output_min_bytes):
-  // every one is aligned to the vector's bytes relative to the output tensor's base.
+  // Full-vector stores of the output are non-temporal (the schedule's StatementSchedule::stream,
+  // or CodegenOptions::stream_output_min_bytes): every one is aligned to the vector's bytes
+  // relative to the output tensor's base.
   bool stream_output = false;
   std::vector<LoopPlan> loops;  // the compute nest, outermost first
   AccessPlan output;

@@ -181,7 +181,10 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
   // How to call the kernel once taken away (backend/codegen/kernel_abi.h), as JSON.
   Entry abi = Text("kernel_abi", [](const ObservationInputs& in) {
     std::vector<int> streamed;  // outputs of statements whose stores are streamed
-    if (in.kernels.codegen.stream_output_min_bytes > 0) {
+    const std::vector<StatementSchedule>& schedules = in.tree.schedules();
+    if (in.kernels.codegen.stream_output_min_bytes > 0 ||
+        std::any_of(schedules.begin(), schedules.end(),
+                    [](const StatementSchedule& s) { return s.stream; })) {
       const KernelPlan plan = Lower(in.tree, in.kernels.target, in.kernels.codegen);
       for (const StatementPlan& s : plan.statements) {
         if (s.stream_output &&

@@ -63,6 +63,7 @@ std::string ScheduleKey(const LoopTree& tree) {
   for (int s = 0; s < tree.program().num_statements(); ++s) {
     absl::StrAppend(&out, "compute ", s + 1, ":", OrderText(tree.program(), tree.schedule(s).compute),
                     "\nwrite ", s + 1, ":", OrderText(tree.program(), tree.schedule(s).write), "\n");
+    if (tree.schedule(s).stream) absl::StrAppend(&out, "stream ", s + 1, "\n");
   }
   return out;
 }
@@ -81,8 +82,9 @@ absl::StatusOr<LoopTree> ParseIr(absl::string_view text, const Limits& limits) {
   Cursor cursor;
   while (!ts.AtEnd()) {
     const Token keyword = ts.Next();
-    if (keyword.text != "compute" && keyword.text != "write" && keyword.text != "cursor") {
-      return TokenStream::Expected(keyword, "'compute', 'write' or 'cursor'");
+    if (keyword.text != "compute" && keyword.text != "write" && keyword.text != "cursor" &&
+        keyword.text != "stream") {
+      return TokenStream::Expected(keyword, "'compute', 'write', 'stream' or 'cursor'");
     }
     const Token number = ts.Peek();
     ASSIGN_OR_RETURN(int64_t stmt, ts.ExpectInt("a statement number"));
@@ -96,6 +98,9 @@ absl::StatusOr<LoopTree> ParseIr(absl::string_view text, const Limits& limits) {
         return TokenStream::ErrorAt(loop, absl::StrCat("there is no loop ", depth));
       }
       cursor = {static_cast<int>(stmt - 1), static_cast<int>(depth - 1)};
+      RETURN_IF_ERROR(ts.ExpectEndOfLine());
+    } else if (keyword.text == "stream") {
+      schedules[stmt - 1].stream = true;
       RETURN_IF_ERROR(ts.ExpectEndOfLine());
     } else {
       RETURN_IF_ERROR(ts.ExpectPunct(":"));

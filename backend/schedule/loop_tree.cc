@@ -110,6 +110,10 @@ absl::StatusOr<LoopTree> LoopTree::Create(std::shared_ptr<const Program> program
     st = CheckOrder(*program, schedules[s].write, program->OutputVars(s),
                     absl::StrCat("the write nest of statement ", s + 1));
     if (!st.ok()) return st;
+    if (schedules[s].stream && program->statement(s).reduction != Reduction::kAssign) {
+      return Invalid("statement ", s + 1,
+                     " accumulates into its output; only an output assigned once streams");
+    }
   }
   if (cursor.statement < 0 || cursor.statement >= program->num_statements() || cursor.depth < 0 ||
       cursor.depth >= static_cast<int>(schedules[cursor.statement].compute.size())) {

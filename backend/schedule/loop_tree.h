@@ -28,12 +28,14 @@ namespace looptool {
 
 // The schedule of one statement: its compute nest (every variable of the statement) and its
 // write-back nest (the output variables; it writes the finished accumulator to the output and
-// applies the post-op).
+// applies the post-op), and whether the code generator stores the output with non-temporal
+// stores, past the caches (`stream`; only a statement that assigns each output element once).
 struct StatementSchedule {
   LoopOrder compute;
   LoopOrder write;
+  bool stream = false;
   bool operator==(const StatementSchedule& o) const {
-    return compute == o.compute && write == o.write;
+    return compute == o.compute && write == o.write && stream == o.stream;
   }
 };
 
@@ -79,7 +81,8 @@ class LoopTree {
   // the statement's variables and the write order over exactly its output variables; 2) every
   // loop has size >= 1 and 0 <= tail < its inner extent, and the outermost loop over each
   // variable covers the variable's extent; 3) `vectorize` marks at most one loop per order, and
-  // only the innermost loop over its variable; 4) the cursor names an existing compute loop.
+  // only the innermost loop over its variable; 4) `stream` marks only a statement that assigns
+  // its output (Reduction::kAssign); 5) the cursor names an existing compute loop.
   // Returns INVALID_ARGUMENT saying which rule failed where.
   static absl::StatusOr<LoopTree> Create(std::shared_ptr<const Program> program,
                                          std::vector<StatementSchedule> schedules, Cursor cursor);

@@ -55,7 +55,8 @@ std::string LeafText(const LoopTree& tree, int ref) {
     case TreeNode::Leaf::kWrite: {
       std::string arg = absl::StrCat("%", n.node_id - 1);
       if (st.post_op == PostOp::kRelu) arg = absl::StrCat("relu(", arg, ")");
-      return absl::StrCat("%", n.node_id, out_vars, " <- write(", arg, ")");
+      return absl::StrCat("%", n.node_id, out_vars, " <- write(", arg, ")",
+                          tree.schedule(n.statement).stream ? " stream" : "");
     }
   }
   return "";

@@ -23,7 +23,8 @@ std::string LoopTreeText(const LoopTree& tree);
 // One loop as `for`-line text without indent, ref or cursor: "n' in 8", "n in 1 r 80".
 std::string LoopHeader(const Program& program, const LoopOrder& order, int depth);
 
-// One leaf's operation: "%2[m, k, n] <- multiply(%0, %1)".
+// One leaf's operation: "%2[m, k, n] <- multiply(%0, %1)"; a streamed statement's write ends in
+// " stream" ("%4[m, n] <- write(%3) stream").
 std::string LeafText(const LoopTree& tree, int ref);
 
 }  // namespace looptool

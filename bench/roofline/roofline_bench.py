@@ -148,8 +148,11 @@ def main():
         "|---|---:|---:|---:|---|---|---:|" + ("---|---:|---:|---:|" if refs else ""),
     ]
     reached = []
+    streamed = []  # best schedules with a stream_L<p> action (non-temporal stores)
     for r in rows:
         name = r["benchmark"].replace("benchmark://", "")
+        if any(a.startswith("stream_L") for a in r.get("actions", [])):
+            streamed.append(name)
         if "error" in r:
             lines.append(f"| {name} | error: {r['error']} | | | | | |" + (" | | | |" if refs else ""))
             continue
@@ -175,6 +178,8 @@ def main():
     peak = rows[0].get("peak_gflops", 0) if rows else 0
     lines += ["", f"{ok} of {len(reached)} at >= {TARGET:.0%} of their bound; "
               f"FMA peak {peak:.1f} GFLOPS ({rows[0].get('host_cpu', '') if rows else ''})."]
+    lines += ["", "Best schedules that stream their output (a `stream_L<p>` action: non-temporal "
+              "stores): " + (", ".join(streamed) if streamed else "none") + "."]
     memory = curve(args.cli)
     if memory:
         copies = {p["bytes"]: p["gbytes_per_second"] for p in memory.get("copy_bandwidth", [])}

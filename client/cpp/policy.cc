@@ -364,20 +364,22 @@ std::vector<float> Policy::LoopSetScores(absl::Span<const float> observation) co
 
 int Policy::Act(absl::Span<const float> observation, const std::vector<bool>& mask) const {
   const std::vector<float> scores = Scores(observation);
-  const std::vector<int> ranked = RankActions(scores, mask);
+  const std::vector<int> ranked = RankActions(scores, mask, num_actions_);
   if (ranked.empty()) return -1;
   if (kind_ == Kind::kLoopSet && scores[kLoopSetActions] > scores[ranked.front()]) return -1;
   return ranked.front();
 }
 
 int Policy::BestAllowed(absl::Span<const float> observation, const std::vector<bool>& mask) const {
-  const std::vector<int> ranked = RankActions(Scores(observation), mask);
+  const std::vector<int> ranked = RankActions(Scores(observation), mask, num_actions_);
   return ranked.empty() ? -1 : ranked.front();
 }
 
-std::vector<int> RankActions(const std::vector<float>& scores, const std::vector<bool>& mask) {
+std::vector<int> RankActions(const std::vector<float>& scores, const std::vector<bool>& mask,
+                             int num_actions) {
   std::vector<int> out;
-  for (int a = 0; a < static_cast<int>(std::min(scores.size(), mask.size())); ++a) {
+  const size_t n = std::min({scores.size(), mask.size(), static_cast<size_t>(num_actions)});
+  for (int a = 0; a < static_cast<int>(n); ++a) {
     if (mask[a]) out.push_back(a);
   }
   std::stable_sort(out.begin(), out.end(), [&](int a, int b) { return scores[a] > scores[b]; });

@@ -50,8 +50,8 @@ class Policy {
   // REQUIRES: ObservationFits(observation.size()).
   std::vector<float> Scores(absl::Span<const float> observation) const;
   // The highest-scoring action `mask` allows (the lowest index on ties); -1 when it allows none,
-  // and for a loop_set policy also when stop scores higher than that action.
-  // REQUIRES: mask.size() == num_actions().
+  // and for a loop_set policy also when stop scores higher than that action. Entries of `mask`
+  // past num_actions() (actions a space gained after the policy was trained) are never chosen.
   int Act(absl::Span<const float> observation, const std::vector<bool>& mask) const;
   // The highest-scoring action `mask` allows, whatever stop scores; -1 when it allows none.
   int BestAllowed(absl::Span<const float> observation, const std::vector<bool>& mask) const;
@@ -92,8 +92,11 @@ class Policy {
   std::vector<Policy> members_;   // loop_set only, optional
 };
 
-// Indices of the actions `mask` allows, best score first (ties: lowest index first).
-std::vector<int> RankActions(const std::vector<float>& scores, const std::vector<bool>& mask);
+// Indices below `num_actions` of the actions `mask` allows, best score first (ties: lowest index
+// first). A loop_set policy's scores end with stop's, at index num_actions, never ranked, even
+// where the session's space has more actions than the policy and its mask goes on past it.
+std::vector<int> RankActions(const std::vector<float>& scores, const std::vector<bool>& mask,
+                             int num_actions);
 
 }  // namespace looptool::client
 

@@ -87,7 +87,10 @@ TEST(Policy, ActTakesTheBestAllowedActionLowestIndexOnTies) {
   EXPECT_EQ(p->Act(x, {false, true, true}), 2);
   EXPECT_EQ(p->Act(x, {false, true, false}), 1);
   EXPECT_EQ(p->Act(x, {false, false, false}), -1);
-  EXPECT_THAT(RankActions({1, 3, 3, 2}, {true, true, true, false}), ElementsAre(1, 2, 0));
+  EXPECT_THAT(RankActions({1, 3, 3, 2}, {true, true, true, false}, 4), ElementsAre(1, 2, 0));
+  // A loop_set policy's stop score (index num_actions) is never ranked, though a longer mask of
+  // the session's space (actions appended after the policy) allows that index.
+  EXPECT_THAT(RankActions({1, 3, 9}, {true, true, true, true}, 2), ElementsAre(1, 0));
 }
 
 TEST(Policy, RefusesWhatIsNotAPolicyAndSaysWhy) {

@@ -81,7 +81,8 @@ class LoopSetTest(unittest.TestCase):
     def test_the_observation_is_a_row_per_loop(self):
         obs, masks = self.real_observations(4)
         self.assertEqual(obs.shape, (4, 16 * loop_set.FEATURES))
-        self.assertEqual(masks.shape, (4, loop_set.NUM_ACTIONS))
+        # loop_nest's 576: the policy's 560, then stream_L<p> (appended since; never the policy's)
+        self.assertEqual(masks.shape, (4, loop_set.NUM_ACTIONS + 16))
         rows = obs.reshape(4, 16, loop_set.FEATURES)
         for r, m in zip(rows, masks):
             loops = int(r[:, 0].sum())
@@ -110,7 +111,7 @@ class LoopSetTest(unittest.TestCase):
                 got = cpp_scores(arg, obs)
                 np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0, err_msg=arg)
                 for o, s_cpp, s_torch, m in zip(obs, got, expected, masks):
-                    allowed = np.flatnonzero(m)
+                    allowed = np.flatnonzero(m[:loop_set.NUM_ACTIONS])
                     self.assertGreater(np.ptp(s_torch[allowed]), 1e-4)  # actions are told apart
                     best = allowed[np.argmax(s_torch[allowed])]
                     self.assertEqual(allowed[np.argmax(s_cpp[allowed])], best)

@@ -96,7 +96,8 @@ absl::StatusOr<Node> Population::MappedPolicyEpisode(const MappedPolicy& p) {
   for (int d = 0; d < options_.depth && !s_.Expired(); ++d) {
     std::vector<bool> mask(p.map.size());
     for (size_t i = 0; i < p.map.size(); ++i) mask[i] = node.mask[p.map[i]];
-    const std::vector<int> ranked = RankActions(p.policy->Scores(node.features), mask);
+    const std::vector<int> ranked =
+        RankActions(p.policy->Scores(node.features), mask, p.policy->num_actions());
     if (ranked.empty()) break;
     ASSIGN_OR_RETURN(Reached next, s_.Advance(*source, node, p.map[ranked.front()]));
     node = std::move(next.node);

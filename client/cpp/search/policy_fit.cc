@@ -5,6 +5,18 @@
 #include "absl/strings/str_cat.h"
 
 namespace looptool::client::internal {
+namespace {
+
+// Whether `policy` acts in a space named `space` of `size` actions: one of its size, or for a
+// loop_set policy loop_nest with more (its layout is loop_nest's first 560 actions,
+// client/cpp/policy.cc; stream_L<p>, appended since, it never takes).
+bool ActsIn(const Policy& policy, const std::string& space, size_t size) {
+  const size_t n = static_cast<size_t>(policy.num_actions());
+  return n == size || (policy.kind() == Policy::Kind::kLoopSet &&
+                       space == policy.action_space() && n < size);
+}
+
+}  // namespace
 
 absl::Status CheckPolicyFits(const Policy& policy, const StateSource& session) {
   if (policy.kind() == Policy::Kind::kSketchValue) {
@@ -13,7 +25,7 @@ absl::Status CheckPolicyFits(const Policy& policy, const StateSource& session) {
         "a sketch_value policy chooses among the server's sketches, in ", policy.action_space(),
         "; the session's action space is ", session.action_space()));
   }
-  if (policy.num_actions() != static_cast<int>(session.action_names().size())) {
+  if (!ActsIn(policy, session.action_space(), session.action_names().size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the policy acts in a space of ", policy.num_actions(), " actions (",
         policy.action_space(), "); the session's has ", session.action_names().size()));
@@ -33,10 +45,10 @@ absl::Status CheckFeatures(const Policy& policy, const std::vector<float>& featu
 
 std::optional<MappedPolicy> MapPolicy(const Policy& policy, const StateSource& session) {
   absl::StatusOr<std::vector<std::string>> names = session.ActionNamesOf(policy.action_space());
-  if (!names.ok() || static_cast<int>(names->size()) != policy.num_actions()) return std::nullopt;
+  if (!names.ok() || !ActsIn(policy, policy.action_space(), names->size())) return std::nullopt;
   MappedPolicy mapped{&policy, {}};
-  for (const std::string& name : *names) {
-    const int index = session.ActionIndex(name);
+  for (int i = 0; i < policy.num_actions(); ++i) {  // the space's first ones (ActsIn)
+    const int index = session.ActionIndex((*names)[i]);
     if (index < 0) return std::nullopt;
     mapped.map.push_back(index);
   }

@@ -13,7 +13,8 @@
 namespace looptool::client::internal {
 
 // INVALID_ARGUMENT unless `policy` acts in `session`'s action space (a sketch_value policy: the
-// session runs in the space of its sketches' names).
+// session runs in the space of its sketches' names): a space of as many actions, or for a
+// loop_set policy loop_nest with more (stream_L<p>, appended after its 560; never taken).
 absl::Status CheckPolicyFits(const Policy& policy, const StateSource& session);
 
 // INVALID_ARGUMENT unless `features` (the policy's observation_space(): loops_tensor or
@@ -26,8 +27,9 @@ struct MappedPolicy {
   const Policy* policy = nullptr;
   std::vector<int> map;
 };
-// `policy` mapped into `session`'s space, or nullopt when the server does not list the policy's
-// space or the session's space lacks one of its actions.
+// `policy` mapped into `session`'s space (its actions: the first num_actions() of its space's
+// names), or nullopt when the server does not list the policy's space or the session's space
+// lacks one of its actions.
 std::optional<MappedPolicy> MapPolicy(const Policy& policy, const StateSource& session);
 
 }  // namespace looptool::client::internal

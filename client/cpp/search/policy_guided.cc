@@ -10,7 +10,7 @@ namespace looptool::client::internal {
 absl::Status PolicyGuided(Searcher& s, const Policy& policy, int width, int depth) {
   RETURN_IF_ERROR(CheckFeatures(policy, s.root().features));
   const auto ranked = [&policy](const Node& node) {
-    return RankActions(policy.Scores(node.features), node.mask);
+    return RankActions(policy.Scores(node.features), node.mask, policy.num_actions());
   };
   std::vector<Node> frontier;  // measured, not yet expanded
   {

@@ -48,7 +48,7 @@ std::vector<std::pair<int, double>> Choices(const Policy& policy, const std::vec
                                             const std::vector<bool>& mask, bool must_act) {
   const std::vector<float> scores = policy.Scores(features);
   std::vector<std::pair<int, double>> out;
-  for (int a : RankActions(scores, mask)) out.emplace_back(a, scores[a]);
+  for (int a : RankActions(scores, mask, policy.num_actions())) out.emplace_back(a, scores[a]);
   const double stop = scores.back();  // a loop_set policy's last score is stop's
   if (!must_act) {
     const auto at = std::find_if(out.begin(), out.end(),

@@ -3,6 +3,7 @@
 #include "backend/actions/apply.h"
 
 #include "absl/strings/str_split.h"
+#include "backend/schedule/ir_text.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -243,7 +244,7 @@ TEST(LoopNest, EachLevelPointerPreconditionFailsWithItsReason) {
 
 TEST(LoopNest, SpaceNamesAndMultiDiscreteIndices) {
   const ActionSpace& space = LoopNestActionSpace();
-  ASSERT_EQ(space.size(), 560);
+  ASSERT_EQ(space.size(), 576);
   EXPECT_EQ(space.name, "loop_nest");
   const std::vector<std::string> names = space.Names();
   EXPECT_EQ(names[0], "tile_L0_2");
@@ -253,23 +254,26 @@ TEST(LoopNest, SpaceNamesAndMultiDiscreteIndices) {
   EXPECT_EQ(names[512 + 3], "unroll_L3");
   EXPECT_EQ(names[528 + 5], "vectorize_L5");
   EXPECT_EQ(names[559], "merge_L15");
+  EXPECT_EQ(names[560], "stream_L0");
+  EXPECT_EQ(names[575], "stream_L15");
   for (const Action& a : space.actions) EXPECT_EQ(*ActionFromName(ActionName(a)), a);
   EXPECT_EQ(names[*LoopNestIndex(0, 3, 4)], "tile_L3_6");
   EXPECT_EQ(names[*LoopNestIndex(1, 7, 0)], "interchange_L7_L0");
   EXPECT_EQ(names[*LoopNestIndex(2, 9, 0)], "unroll_L9");
   EXPECT_EQ(names[*LoopNestIndex(3, 5, 11)], "vectorize_L5");  // the parameter is ignored
   EXPECT_EQ(names[*LoopNestIndex(4, 15, 0)], "merge_L15");
-  EXPECT_EQ(LoopNestIndex(5, 0, 0).status().message(),
-            "loop_nest action (5, 0, 0): the transformation is out of range (0..4)");
+  EXPECT_EQ(names[*LoopNestIndex(5, 2, 7)], "stream_L2");
+  EXPECT_EQ(LoopNestIndex(6, 0, 0).status().message(),
+            "loop_nest action (6, 0, 0): the transformation is out of range (0..5)");
   EXPECT_EQ(LoopNestIndex(0, 16, 0).status().message(),
             "loop_nest action (0, 16, 0): the level is out of range (0..15)");
   EXPECT_EQ(LoopNestIndex(1, 0, -1).status().code(), absl::StatusCode::kInvalidArgument);
   for (const char* bad : {"tile_L3_1", "tile_L64_4", "tile_L3", "interchange_L1", "unroll_L",
-                          "merge_L1_2", "tile_L3_6x"}) {
+                          "merge_L1_2", "tile_L3_6x", "stream_L", "stream_L1_2"}) {
     EXPECT_EQ(ActionFromName(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_EQ(AllActionSpaces().size(), 3u);
-  EXPECT_EQ(FindActionSpace("loop_nest")->size(), 560);
+  EXPECT_EQ(FindActionSpace("loop_nest")->size(), 576);
 }
 
 TEST(LoopNest, MaskOfTheInitialMatmul) {
@@ -279,12 +283,48 @@ TEST(LoopNest, MaskOfTheInitialMatmul) {
     if (mask[i]) legal.push_back(LoopNestActionSpace().Names()[i]);
   }
   // m=64: tiles 2..48; k=32: 2..24; n=48: 2..32; the six interchanges; unroll everywhere;
-  // vectorize everywhere (each loop is the innermost over its variable); no merge.
+  // vectorize everywhere (each loop is the innermost over its variable); no merge; no stream
+  // (the matmul accumulates into C).
   EXPECT_EQ(legal.size(), 12u + 10u + 11u + 6u + 3u + 3u);
   EXPECT_THAT(legal, ::testing::Contains("tile_L0_48"));
   EXPECT_THAT(legal, ::testing::Not(::testing::Contains("tile_L0_64")));
   EXPECT_THAT(legal, ::testing::Contains("interchange_L2_L0"));
   EXPECT_THAT(legal, ::testing::Not(::testing::Contains("merge_L1")));
+}
+
+// stream_L<p> toggles the stream mark of loop p's statement; an accumulating statement refuses it.
+TEST(LoopNest, StreamMarksTheStatementOfItsLoop) {
+  ExpectNoEffect(Initial(kMatmul), "stream_L1", NoEffectReason::kNotAssignment);
+  EXPECT_EQ(Describe(NoEffectReason::kNotAssignment),
+            "stream: the statement accumulates into its output (only outputs assigned once "
+            "stream)");
+  const LoopTree two = Initial("C[m,a] = A[m,a]; D[m,b] += B[m,b]; m=5 a=16 b=7");
+  ASSERT_EQ(two.CursorPositions().size(), 4u);  // m, a | m, b
+  const LoopTree marked = Do(two, {"stream_L1"});
+  EXPECT_TRUE(marked.schedule(0).stream);
+  EXPECT_FALSE(marked.schedule(1).stream);
+  EXPECT_EQ(marked.cursor(), (Cursor{0, 1}));  // the cursor ends on the loop, as unroll_L<p>'s
+  EXPECT_EQ(marked.schedule(0).compute, two.schedule(0).compute);
+  ExpectNoEffect(marked, "stream_L3", NoEffectReason::kNotAssignment);
+  EXPECT_EQ(Do(marked, {"stream_L0"}).schedules(), two.schedules());  // a toggle
+  EXPECT_EQ(Do(two, {"down", "stream"}), marked);
+  // Later actions keep the mark; the loop tree shows it on the write, the ir as a `stream` line
+  // that parses back.
+  const LoopTree tiled = Do(marked, {"tile_L1_4", "vectorize_L2"});
+  EXPECT_TRUE(tiled.schedule(0).stream);
+  EXPECT_THAT(LoopTreeText(tiled), ::testing::HasSubstr("<- write(%2) stream\n"));
+  EXPECT_THAT(PrintIr(tiled),
+              ::testing::HasSubstr("write 1: m(5) a(4) a(4 vectorize)\nstream 1\n"));
+  EXPECT_EQ(*ParseIr(PrintIr(tiled), Limits{}), tiled);
+  EXPECT_NE(ScheduleKey(tiled), ScheduleKey(Do(tiled, {"stream_L0"})));
+  EXPECT_THAT(ParseIr("D[m] += B[m,b]\nm=5 b=7\nstream 1\n", Limits{}).status().message(),
+              ::testing::HasSubstr("statement 1 accumulates into its output"));
+  const auto mask = ActionMask(two, LoopNestActionSpace(), Limits{});
+  std::vector<std::string> streams;
+  for (size_t i = 560; i < mask.size(); ++i) {
+    if (mask[i]) streams.push_back(LoopNestActionSpace().Names()[i]);
+  }
+  EXPECT_THAT(streams, ::testing::ElementsAre("stream_L0", "stream_L1"));
 }
 
 }  // namespace

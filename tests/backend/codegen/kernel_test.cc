@@ -581,6 +581,50 @@ TEST(Kernel, StreamedStores) {
   }
 }
 
+// The schedule's stream marks (StatementSchedule::stream, the stream_L<p> action) stream a
+// statement's stores whatever its size, without the option: the same code as the option with a
+// threshold of one byte, checked against the interpreter; an unmarked statement beside a marked
+// one keeps its plain stores, and so does a marked one with no full vector to store.
+TEST(Kernel, StreamMarksOfTheSchedule) {
+  CodegenOptions by_size;
+  by_size.stream_output_min_bytes = 1;
+  const auto marked = [](const LoopTree& t, std::vector<bool> which) {
+    std::vector<StatementSchedule> schedules = t.schedules();
+    for (size_t s = 0; s < schedules.size(); ++s) schedules[s].stream = which[s];
+    return *LoopTree::Create(t.program_ptr(), std::move(schedules), t.cursor());
+  };
+  for (const auto& [program, actions] : std::vector<std::pair<std::string, std::string>>{
+           {"B[n,m] = A[m,n]; m=48 n=21", "swap_down"},
+           {"B[n,m] = A[m,n]; m=64 n=35", "split_16, down, swap_down, up, split_16"},
+           {"C[m,n] = A[m,n] + B[m,n] -> relu; m=5 n=48", "split_2"},
+           {"C[m,a] = A[m,a]; C[m,b+32] = B[m,b]; m=3 a=32 b=16", ""}}) {
+    SCOPED_TRACE(program + " | " + actions);
+    const LoopTree tree = WithActions(InitialTree(program), actions);
+    const LoopTree all = marked(tree, std::vector<bool>(tree.schedules().size(), true));
+    for (Isa isa : HostIsas()) {
+      EXPECT_EQ(CompareWithInterpreter(all, isa, true, false), "");
+      EXPECT_EQ(*KernelCompiler(isa).CompileCode(all),
+                *KernelCompiler(isa, by_size).CompileCode(tree))
+          << Traits(isa).name;
+    }
+  }
+  const LoopTree concat = InitialTree("C[m,a] = A[m,a]; C[m,b+32] = B[m,b]; m=3 a=32 b=16");
+  const LoopTree first = marked(concat, {true, false});
+  for (Isa isa : HostIsas()) {
+    if (isa == Isa::kSse) continue;
+    EXPECT_EQ(CompareWithInterpreter(first, isa, true, false), "");
+    const KernelPlan plan = Lower(first, isa);
+    EXPECT_TRUE(plan.statements[0].stream_output) << Traits(isa).name;
+    EXPECT_FALSE(plan.statements[1].stream_output) << Traits(isa).name;
+  }
+  // Three elements: no full vector to store, plain stores.
+  const LoopTree short_row = marked(InitialTree("B[m] = A[m]; m=3"), {true});
+  for (Isa isa : HostIsas()) {
+    EXPECT_EQ(CompareWithInterpreter(short_row, isa, true, false), "");
+    EXPECT_FALSE(Lower(short_row, isa).statements[0].stream_output) << Traits(isa).name;
+  }
+}
+
 TEST(Kernel, Concatenation) { ExpectExact("C[m,a] = A[m,a]; C[m,b+20] = B[m,b]; m=3 a=20 b=13"); }
 TEST(Kernel, ElementwiseAddWithRelu) { ExpectExact("C[m,n] = A[m,n] + B[m,n] -> relu; m=3 n=41"); }
 TEST(Kernel, GevmAndMatmulRelu) {

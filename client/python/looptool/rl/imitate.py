@@ -179,7 +179,9 @@ def _uri(program_id: int) -> str:
 
 def _state(values: Sequence[Any]) -> Tuple[Array, Array]:
     obs = np.asarray(values[0], np.float32).reshape(-1)
-    mask = np.append(np.asarray(values[1], bool), True)
+    # The policy's actions (loop_nest's first NUM_ACTIONS; the space's later stream_L<p> are not
+    # the policy's), then stop.
+    mask = np.append(np.asarray(values[1], bool)[:loop_set.NUM_ACTIONS], True)
     return obs, mask
 
 
@@ -209,7 +211,7 @@ def replay(conn: Connection, demos: Sequence[Demo], progress: bool = False,
     may come out split where the search's had merged it), else along its own path."""
     ex = Examples()
     env = LoopToolEnv(conn, action_space="loop_nest", observation_space=None, reward_space=None)
-    index = {n: i for i, n in enumerate(env.action_space.names)}
+    index = {n: i for i, n in enumerate(env.action_space.names) if i < loop_set.NUM_ACTIONS}
     try:
         for n, d in enumerate(demos):
             path = None
