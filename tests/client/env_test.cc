@@ -638,6 +638,55 @@ TEST_F(ClientTest, EvolutionStartsFromTheServersSketches) {
   EXPECT_GT(r->gflops, 4 * r->start_gflops);
 }
 
+// The loop_set policy acts in loop_nest's first 560 actions and never streams; its searches time
+// their fastest episode once more with the first stream_L<p> appended, where the program assigns
+// its output, and keep whichever is faster. A matmul accumulates: nothing streamed is timed.
+TEST_F(ClientTest, LoopSetPolicySearchesTimeTheirFastestStreamed) {
+  for (const bool assigns : {true, false}) {
+    auto start = assigns ? Env::StartProgram(connection_, "benchmark://user-v0/transpose_96",
+                                             "B[n,m] = A[m,n]\nm=96 n=64\n", "loop_nest")
+                         : Env::Start(connection_, kMm, "loop_nest");
+    ASSERT_TRUE(start.ok()) << start.status();
+    for (const char* algorithm : {"policy", "policy_guided"}) {
+      SCOPED_TRACE(std::string(algorithm) + (assigns ? " transpose" : " matmul"));
+      SearchOptions o;
+      o.search = *ParseSearch(algorithm);
+      o.policy = &Policy::LoopSet();
+      o.time_limit_seconds = 3.0;  // room for the timings on a loaded machine
+      std::vector<std::vector<std::string>> measured;
+      o.on_measured = [&](const MeasuredKernel& k) { measured.push_back(k.actions); };
+      auto r = Search(*start, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      std::vector<std::vector<std::string>> streamed;
+      for (const auto& actions : measured) {
+        for (size_t i = 0; i < actions.size(); ++i) {
+          if (absl::StartsWith(actions[i], "stream_L")) {
+            EXPECT_EQ(i + 1, actions.size());  // the one appended, last
+            streamed.push_back(actions);
+          }
+        }
+      }
+      if (!assigns) {
+        EXPECT_TRUE(streamed.empty());
+        continue;
+      }
+      ASSERT_EQ(streamed.size(), 1u);
+      EXPECT_EQ(streamed[0].back(), "stream_L0");
+      // Appended to a timed episode: the fastest (the one the result is, or extends).
+      std::vector<std::string> base = streamed[0];
+      base.pop_back();
+      EXPECT_NE(std::find(measured.begin(), measured.end(), base), measured.end());
+      EXPECT_TRUE(r->actions == base || r->actions == streamed[0]);
+      auto replay = start->Fork();
+      ASSERT_TRUE(replay.ok());
+      auto s = replay->StepNamed(r->actions, {"ir"});
+      ASSERT_TRUE(s.ok());
+      EXPECT_EQ(s->Find("ir")->text, r->ir);
+      EXPECT_EQ(r->ir.find("\nstream 1\n") != std::string::npos, r->actions == streamed[0]);
+    }
+  }
+}
+
 TEST_F(ClientTest, PolicySearchesRefuseAPolicyForAnotherSpace) {
   auto start = Env::Start(connection_, "benchmark://mm64_256_16_range-v0/mm64_80_96");
   ASSERT_TRUE(start.ok());

@@ -118,6 +118,37 @@ class LoopSetTest(unittest.TestCase):
                     stop = s_torch[loop_set.STOP] > s_torch[best]
                     self.assertEqual(p.act(o, m), None if stop else best)
 
+    def test_a_rollout_times_its_fastest_streamed_where_the_program_assigns(self):
+        # The policy never takes stream_L<p> (loop_nest's actions 560..575); ranked_rollout times
+        # its fastest once more with the first legal one appended, as the CLI's searches do.
+        policy = loop_set.load(COMMITTED)
+        transpose = "B[n,m] = A[m,n]\nm=96 n=64\n"
+        matmul = "C[m,n] += A[m,k] * B[k,n]\nm=16 n=32 k=8\n"
+        with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                         reward_space=None) as env:
+            env.reset("benchmark://user-v0/streamed_t", program=transpose, observation_spaces=[])
+            name, gflops = episodes._time_streamed(env)
+            self.assertEqual(name, "stream_L0")
+            self.assertGreater(gflops, 0)
+            env.reset("benchmark://user-v0/streamed_m", program=matmul, observation_spaces=[])
+            self.assertIsNone(episodes._time_streamed(env))
+            seen: list = []
+
+            def fast(e: LoopToolEnv) -> tuple:
+                seen.append(str(e.observe(["ir"])["ir"]))
+                return "stream_L0", 1e9
+            with unittest.mock.patch.object(episodes, "_time_streamed", fast):
+                r = episodes.ranked_rollout(env, "benchmark://user-v0/streamed_t", transpose,
+                                            policy, count=4, timed=2, seconds=60)
+                self.assertEqual(len(seen), 1)
+                self.assertEqual(r.actions[-1], "stream_L0")
+                self.assertNotIn("stream_L0", r.actions[:-1])
+                self.assertEqual(r.gflops, 1e9)
+                m = episodes.ranked_rollout(env, "benchmark://user-v0/streamed_m", matmul,
+                                            policy, count=4, timed=2, seconds=60)
+                self.assertEqual(len(seen), 1)  # a matmul accumulates: not tried
+                self.assertFalse(any(a.startswith("stream_L") for a in m.actions))
+
     def test_bad_files_are_refused(self):
         good = json.loads(loop_set.network(hidden=(8,), key=4).to_policy().to_json())
         bad = [dict(good, preprocess="log2p1"), dict(good, mix=good["head"]),

@@ -188,6 +188,28 @@ def _retiming_time(call: float, calls: Sequence[float]) -> float:
     return max(call, float(np.median(calls)) if len(calls) else 0.0, LEAST_RETIMING)
 
 
+def _assigns(env: LoopToolEnv) -> bool:
+    """Whether the program assigns an output (a statement ` = `): where stream_L<p> is legal."""
+    return "] = " in str(env.observe(["ir"])["ir"])
+
+
+def _time_streamed(env: LoopToolEnv) -> Optional[Tuple[str, float]]:
+    """The first stream_L<p> the state allows (non-temporal stores of its statement's output;
+    appended to loop_nest after the policy was trained, which never takes it) and the GFLOPS of
+    the state with it, timed once in a fork; None where none is allowed."""
+    mask = np.asarray(env.observe(["action_mask"])["action_mask"], bool)
+    names = env.action_space.names
+    a = next((i for i, n in enumerate(names) if mask[i] and n.startswith("stream_L")), None)
+    if a is None:
+        return None
+    fork = env.fork()
+    try:
+        fork.step(a, observation_spaces=[])
+        return names[a], float(fork.observe(["flops"])["flops"])
+    finally:
+        fork.close()
+
+
 def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
                    count: int = 16, max_steps: int = 16, timed: int = 64,
                    seconds: float = 0.3) -> Rollout:
@@ -198,7 +220,9 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     played in half the time left, its timings stopping where the time left would no longer hold
     the re-timings) while that time holds two typical (median) timings; the two fastest
     re-timed where their re-timing (_retiming_time; the first also the peak beside it) still
-    fits (each the faster of its timing and its re-timing); the fastest kept: `looptool tune
+    fits (each the faster of its timing and its re-timing); the fastest kept, or, where the
+    program assigns its output and a timing still fits, that one with the first legal
+    stream_L<p> appended where it times faster (the waves keep time for it): `looptool tune
     --search=policy` with --policy_candidates=count --policy_timed=timed
     --policy_seconds=seconds (Python's first wave has no deadline, and its episodes take longer
     than C++'s, so fewer may be timed).
@@ -241,6 +265,8 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
             open_eps = [e for e in open_eps if id(e) in finalists]
             now = time.perf_counter()
             retimings = sum(_retiming_time(c, calls) for _, _, c in measured[:RETIMED_FINALISTS])
+            if measured and _assigns(measured[0][1].env):  # and the fastest's streamed timing
+                retimings += _retiming_time(measured[0][2], calls)
             stop_timing = min(t0 + (1 - RETIME_RESERVE) * seconds,
                               t0 + seconds - retimings - BESIDE_PEAK)
             if (policy.cost is None or len(measured) >= timed or stream.exhausted
@@ -256,8 +282,15 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
                     (BESIDE_PEAK if k == 0 else 0) > seconds):
                 break
             measured[k] = (max(gflops, e.env.remeasure()[0]), e, call)
-        gflops, best, _ = max(measured, key=lambda m: m[0])
-        return Rollout(best.actions, gflops, time.perf_counter() - t0)
+        gflops, best, call = max(measured, key=lambda m: m[0])
+        actions = list(best.actions)
+        if (gflops > 0 and _assigns(best.env)
+                and time.perf_counter() - t0 + _retiming_time(call, calls) <= seconds):
+            streamed = _time_streamed(best.env)
+            if streamed is not None and streamed[1] > gflops:
+                actions.append(streamed[0])
+                gflops = streamed[1]
+        return Rollout(actions, gflops, time.perf_counter() - t0)
     finally:
         for e in open_eps:
             e.env.close()
