@@ -49,10 +49,14 @@ LoopTree DoVectorize(const LoopTree& tree) {
   return Rebuild(tree, std::move(schedules), c);
 }
 
-NoEffectReason CheckStream(const LoopTree& tree) {
-  return tree.program().statement(tree.cursor().statement).reduction != Reduction::kAssign
+NoEffectReason CheckStreamOf(const Program& program, int statement) {
+  return program.statement(statement).reduction != Reduction::kAssign
              ? NoEffectReason::kNotAssignment
              : NoEffectReason::kNone;
+}
+
+NoEffectReason CheckStream(const LoopTree& tree) {
+  return CheckStreamOf(tree.program(), tree.cursor().statement);
 }
 
 LoopTree DoStream(const LoopTree& tree) {

@@ -185,6 +185,10 @@ std::vector<bool> ActionMask(const LoopTree& tree, const ActionSpace& space,
       const Cursor at = positions[a.level];
       mask.push_back(CheckSplitAt(tree.schedule(at.statement).compute, at.depth, a.factor) ==
                      NoEffectReason::kNone);
+    } else if (a.kind == Action::Kind::kStream && a.level >= 0) {
+      // Its precondition alone: a mark adds no loop.
+      mask.push_back(CheckStreamOf(tree.program(), positions[a.level].statement) ==
+                     NoEffectReason::kNone);
     } else {
       mask.push_back(CheckApplicable(tree, a, limits) == NoEffectReason::kNone);
     }

@@ -34,6 +34,8 @@ NoEffectReason CheckVectorize(const LoopTree& tree);
 LoopTree DoUnroll(const LoopTree& tree);
 LoopTree DoVectorize(const LoopTree& tree);
 NoEffectReason CheckStream(const LoopTree& tree);
+// CheckStream for a cursor in `statement`, without a tree.
+NoEffectReason CheckStreamOf(const Program& program, int statement);
 LoopTree DoStream(const LoopTree& tree);
 
 // Builds a tree the primitives have kept valid; a failure is our bug (LT_CHECK).

@@ -128,6 +128,10 @@ class CostModelTest(unittest.TestCase):
         self.assertEqual(f[2][8], 0)   # not written
         self.assertEqual(f[3][5], 1)   # n' vectorized
         self.assertEqual(f[3][11], 1)  # innermost
+        # A streamed statement's write (`write(%3) stream`) is read as the plain one.
+        streamed = cost_model.loop_features(
+            self.TREE.replace("<- write(%3)\n", "<- write(%3) stream\n"), self.PROGRAM)
+        np.testing.assert_array_equal(streamed, f)
         self.assertEqual(f[4][9], 0)   # the write loop computes nothing
         # Without the program, the access features are zeros.
         np.testing.assert_array_equal(cost_model.loop_features(self.TREE)[:, 13:], 0)

@@ -3,6 +3,7 @@
 // point exactly once and computes exactly what the untiled schedule computes.
 #include <random>
 
+#include "absl/strings/str_join.h"
 #include "backend/actions/apply.h"
 #include "backend/interp/interpreter.h"
 #include "backend/ir/parser.h"
@@ -68,6 +69,8 @@ void CheckRandomSequences(const ActionSpace& space, bool legal_only, uint32_t se
         const Action action = space.actions[index];
         ActionResult r = Apply(tree, action, Limits{});
         applied.push_back(ActionName(action));
+        // The mask says what would change the state (ActionMask's shortcuts included).
+        if (legal_only) ASSERT_TRUE(r.had_effect()) << absl::StrJoin(applied, " ");
         if (!r.had_effect()) {
           ASSERT_EQ(r.tree, tree);
           continue;

@@ -31,7 +31,8 @@ Array = npt.NDArray[Any]
 
 LOOP_FEATURES = 17
 _LOOP = re.compile(r"^( *)for (\S+) in (\d+)(?: r (\d+))? : L\d+(.*)$")
-_OP = re.compile(r"^( *)%\d+\[([^\]]*)\] <- (\w+)\((.*)\)$")
+# A leaf; a streamed statement's write ends in " stream" (non-temporal stores, stream_L<p>).
+_OP = re.compile(r"^( *)%\d+\[([^\]]*)\] <- (\w+)\((.*)\)(?: stream)?$")
 _ACCESS = re.compile(r"([A-Za-z_]\w*)\[([^\]]*)\]")
 _VAR = re.compile(r"[A-Za-z_]\w*")
 
