@@ -242,6 +242,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     # stay open from wave to wave.
     measured: List[Tuple[float, Episode, float]] = []
     calls: List[float] = []  # every timing call's seconds
+    assigns: Optional[bool] = None  # the program's (_assigns), asked once
     try:
         while wave:
             order = list(range(len(wave)))
@@ -265,7 +266,9 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
             open_eps = [e for e in open_eps if id(e) in finalists]
             now = time.perf_counter()
             retimings = sum(_retiming_time(c, calls) for _, _, c in measured[:RETIMED_FINALISTS])
-            if measured and _assigns(measured[0][1].env):  # and the fastest's streamed timing
+            if measured and assigns is None:
+                assigns = _assigns(measured[0][1].env)
+            if measured and assigns:  # and the fastest's streamed timing
                 retimings += _retiming_time(measured[0][2], calls)
             stop_timing = min(t0 + (1 - RETIME_RESERVE) * seconds,
                               t0 + seconds - retimings - BESIDE_PEAK)
@@ -284,7 +287,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
             measured[k] = (max(gflops, e.env.remeasure()[0]), e, call)
         gflops, best, call = max(measured, key=lambda m: m[0])
         actions = list(best.actions)
-        if (gflops > 0 and _assigns(best.env)
+        if (gflops > 0 and (assigns if assigns is not None else _assigns(best.env))
                 and time.perf_counter() - t0 + _retiming_time(call, calls) <= seconds):
             streamed = _time_streamed(best.env)
             if streamed is not None and streamed[1] > gflops:
