@@ -639,16 +639,31 @@ TEST_F(ClientTest, EvolutionStartsFromTheServersSketches) {
 }
 
 // The loop_set policy acts in loop_nest's first 560 actions and never streams; its searches time
-// their fastest episode once more with the first stream_L<p> appended, where the program assigns
-// its output, and keep whichever is faster. A matmul accumulates: nothing streamed is timed.
+// their fastest episode once more with stream_L<p> appended for every output the program assigns,
+// and keep whichever is faster. A matmul accumulates: nothing streamed is timed.
 TEST_F(ClientTest, LoopSetPolicySearchesTimeTheirFastestStreamed) {
-  for (const bool assigns : {true, false}) {
-    auto start = assigns ? Env::StartProgram(connection_, "benchmark://user-v0/transpose_96",
-                                             "B[n,m] = A[m,n]\nm=96 n=64\n", "loop_nest")
-                         : Env::Start(connection_, kMm, "loop_nest");
+  // A transpose assigns one output, a concatenation two (one stream_L<p> each: another loop of
+  // a streamed statement would toggle its mark off), a matmul none.
+  struct Case {
+    const char* name;
+    const char* program;  // nullptr: kMm
+    size_t streams;  // the stream_L<p> appended: one per statement that assigns
+    std::vector<std::string> marks;  // the `stream S` lines of ir
+  };
+  const Case cases[] = {
+      {"transpose", "B[n,m] = A[m,n]\nm=96 n=64\n", 1, {"\nstream 1\n"}},
+      {"concat", "C[m,a] = A[m,a]\nC[m,b+16] = B[m,b]\nm=8 a=16 b=16\n",
+       2, {"\nstream 1\n", "\nstream 2\n"}},
+      {"matmul", nullptr, 0, {}},
+  };
+  for (const Case& c : cases) {
+    auto start = c.program != nullptr
+                     ? Env::StartProgram(connection_, absl::StrCat("benchmark://user-v0/", c.name),
+                                         c.program, "loop_nest")
+                     : Env::Start(connection_, kMm, "loop_nest");
     ASSERT_TRUE(start.ok()) << start.status();
     for (const char* algorithm : {"policy", "policy_guided"}) {
-      SCOPED_TRACE(std::string(algorithm) + (assigns ? " transpose" : " matmul"));
+      SCOPED_TRACE(absl::StrCat(algorithm, " ", c.name));
       SearchOptions o;
       o.search = *ParseSearch(algorithm);
       o.policy = &Policy::LoopSet();
@@ -659,22 +674,21 @@ TEST_F(ClientTest, LoopSetPolicySearchesTimeTheirFastestStreamed) {
       ASSERT_TRUE(r.ok()) << r.status();
       std::vector<std::vector<std::string>> streamed;
       for (const auto& actions : measured) {
-        for (size_t i = 0; i < actions.size(); ++i) {
-          if (absl::StartsWith(actions[i], "stream_L")) {
-            EXPECT_EQ(i + 1, actions.size());  // the one appended, last
-            streamed.push_back(actions);
-          }
-        }
+        size_t first = actions.size();  // of the trailing stream_L<p>
+        while (first > 0 && absl::StartsWith(actions[first - 1], "stream_L")) --first;
+        for (size_t i = 0; i < first; ++i) EXPECT_FALSE(absl::StartsWith(actions[i], "stream_L"));
+        if (first < actions.size()) streamed.push_back(actions);
       }
-      if (!assigns) {
+      if (c.streams == 0) {
         EXPECT_TRUE(streamed.empty());
         continue;
       }
       ASSERT_EQ(streamed.size(), 1u);
-      EXPECT_EQ(streamed[0].back(), "stream_L0");
-      // Appended to a timed episode: the fastest (the one the result is, or extends).
       std::vector<std::string> base = streamed[0];
-      base.pop_back();
+      ASSERT_GE(base.size(), c.streams);
+      base.resize(base.size() - c.streams);
+      EXPECT_EQ(streamed[0][base.size()], "stream_L0");  // the first statement's outermost
+      // Appended to a timed episode: the fastest (the one the result is, or extends).
       EXPECT_NE(std::find(measured.begin(), measured.end(), base), measured.end());
       EXPECT_TRUE(r->actions == base || r->actions == streamed[0]);
       auto replay = start->Fork();
@@ -682,7 +696,10 @@ TEST_F(ClientTest, LoopSetPolicySearchesTimeTheirFastestStreamed) {
       auto s = replay->StepNamed(r->actions, {"ir"});
       ASSERT_TRUE(s.ok());
       EXPECT_EQ(s->Find("ir")->text, r->ir);
-      EXPECT_EQ(r->ir.find("\nstream 1\n") != std::string::npos, r->actions == streamed[0]);
+      for (const std::string& mark : c.marks) {  // every output streamed (or none)
+        EXPECT_EQ(r->ir.find(mark) != std::string::npos, r->actions == streamed[0]);
+      }
+      EXPECT_EQ(r->ir.find("\nstream ") != std::string::npos, r->actions == streamed[0]);
     }
   }
 }

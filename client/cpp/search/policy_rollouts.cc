@@ -8,7 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "client/cpp/search/algorithms.h"
 #include "client/cpp/search/policy_fit.h"
 #include "client/cpp/search/searcher.h"
@@ -255,13 +258,18 @@ class EpisodeTimer {
     std::unique_ptr<StateSource> source;  // null once it cannot be a finalist
     absl::Duration call;                  // how long its timing call took
   };
-  // The fastest with one more action, the first stream_L<p> its state allows (its output stored
-  // non-temporally; a loop_set policy never takes those, appended to loop_nest after it was
-  // trained), timed once where a timing still fits; kept where it is faster. Only where the
-  // program assigns an output (`ir` has an ` = ` statement): stream_L<p> is legal nowhere else.
-  // Whether it timed the variant.
+  // The fastest with every output it assigns streamed (stored non-temporally; a loop_set policy
+  // never takes stream_L<p>, appended to loop_nest after it was trained), timed once where a
+  // timing still fits; kept where it is faster. The stream_L<p> its state allows, in order, each
+  // kept where it streams one more statement (a second loop of a streamed statement would
+  // toggle the mark off), until every statement that assigns is streamed (a concatenation has
+  // two). Only where the program assigns an output (`ir` has an ` = ` statement): stream_L<p>
+  // is legal nowhere else. Whether it timed the variant.
   bool TryStreamed(Timed& best);
   static bool Assigns(const SearchResult& r) { return r.ir.find("] = ") != std::string::npos; }
+  // The statements of `ir` marked `stream S`, and those that assign (` = `).
+  static int StreamedStatements(absl::string_view ir);
+  static int AssigningStatements(absl::string_view ir);
   // What re-timing `t` may take (the peak beside it aside): a call as long as its own timing's,
   // or as the typical call, or kLeastRetiming, where longer (a kernel whose timing the server
   // had cached came back at once, and an adaptive timing may stop early; a re-timing runs the
@@ -365,6 +373,20 @@ absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
   return best;
 }
 
+int EpisodeTimer::StreamedStatements(absl::string_view ir) {
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(ir, '\n')) n += absl::StartsWith(line, "stream ");
+  return n;
+}
+
+int EpisodeTimer::AssigningStatements(absl::string_view ir) {
+  int n = 0;
+  for (size_t at = ir.find("] = "); at != absl::string_view::npos; at = ir.find("] = ", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
 bool EpisodeTimer::TryStreamed(Timed& best) {
   if (best.source == nullptr || best.result.gflops <= 0 || !Assigns(best.result) ||
       clock_.Now() + RetimingTime(best, typical_call()) > deadline_) {
@@ -375,18 +397,27 @@ bool EpisodeTimer::TryStreamed(Timed& best) {
   if (!now.ok()) return false;
   const std::vector<bool>& mask = now->Find("action_mask")->bools;
   const std::vector<std::string>& names = start_.action_names();
-  int stream = -1;
-  for (size_t a = 0; a < std::min(mask.size(), names.size()) && stream < 0; ++a) {
-    if (mask[a] && names[a].rfind("stream_L", 0) == 0) stream = static_cast<int>(a);
-  }
-  if (stream < 0) return false;
-  absl::StatusOr<std::unique_ptr<StateSource>> fork = best.source->Fork();
-  if (!fork.ok() || !(*fork)->Step({stream}, {}).ok()) return false;
+  const int assigning = AssigningStatements(best.result.ir);
+  int streamed = StreamedStatements(best.result.ir);
+  std::unique_ptr<StateSource> marked;  // the state with the marks kept so far
   SearchResult out;
   out.actions = best.result.actions;
-  out.actions.push_back(names[stream]);
+  for (size_t a = 0; a < std::min(mask.size(), names.size()) && streamed < assigning; ++a) {
+    if (!mask[a] || names[a].rfind("stream_L", 0) != 0) continue;
+    absl::StatusOr<std::unique_ptr<StateSource>> fork =
+        (marked != nullptr ? marked : best.source)->Fork();
+    if (!fork.ok()) return false;
+    const absl::StatusOr<StepResult> step = (*fork)->Step({static_cast<int>(a)}, {"ir"});
+    if (!step.ok()) return false;
+    const int now_streamed = StreamedStatements(step->Find("ir")->text);
+    if (now_streamed <= streamed) continue;  // toggled a streamed statement's mark off
+    streamed = now_streamed;
+    marked = *std::move(fork);
+    out.actions.push_back(names[a]);
+  }
+  if (marked == nullptr) return false;
   const absl::Time called = clock_.Now();
-  absl::StatusOr<SearchResult> r = TimeFinalState(**fork, std::move(out), options_, clock_, t0_);
+  absl::StatusOr<SearchResult> r = TimeFinalState(*marked, std::move(out), options_, clock_, t0_);
   calls_.push_back(clock_.Now() - called);
   if (!r.ok()) return false;
   if (r->gflops > best.result.gflops) best.result = *std::move(r);

@@ -193,21 +193,46 @@ def _assigns(env: LoopToolEnv) -> bool:
     return "] = " in str(env.observe(["ir"])["ir"])
 
 
-def _time_streamed(env: LoopToolEnv) -> Optional[Tuple[str, float]]:
-    """The first stream_L<p> the state allows (non-temporal stores of its statement's output;
-    appended to loop_nest after the policy was trained, which never takes it) and the GFLOPS of
-    the state with it, timed once in a fork; None where none is allowed."""
+def _streamed_statements(ir: str) -> int:
+    """The statements an `ir` text marks `stream S`."""
+    return sum(line.startswith("stream ") for line in ir.split("\n"))
+
+
+def _time_streamed(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
+    """The stream_L<p> that stream every output the program assigns (non-temporal stores;
+    appended to loop_nest after the policy was trained, which never takes them) and the GFLOPS
+    of the state with them, timed once in a fork; None where none is allowed. As C++'s
+    EpisodeTimer::TryStreamed: the actions the state allows, in order, each kept where it
+    streams one more statement (a second loop of a streamed statement would toggle the mark
+    off), until every statement that assigns (` = `) is streamed."""
     mask = np.asarray(env.observe(["action_mask"])["action_mask"], bool)
     names = env.action_space.names
-    a = next((i for i, n in enumerate(names) if mask[i] and n.startswith("stream_L")), None)
-    if a is None:
-        return None
-    fork = env.fork()
+    ir = str(env.observe(["ir"])["ir"])
+    assigning, streamed = ir.count("] = "), _streamed_statements(ir)
+    marked: Optional[LoopToolEnv] = None  # the state with the marks kept so far
+    kept: List[str] = []
     try:
-        fork.step(a, observation_spaces=[])
-        return names[a], float(fork.observe(["flops"])["flops"])
+        for a, name in enumerate(names):
+            if streamed >= assigning:
+                break
+            if not mask[a] or not name.startswith("stream_L"):
+                continue
+            fork = (marked if marked is not None else env).fork()
+            fork.step(a, observation_spaces=[])
+            now = _streamed_statements(str(fork.observe(["ir"])["ir"]))
+            if now <= streamed:  # toggled a streamed statement's mark off
+                fork.close()
+                continue
+            if marked is not None:
+                marked.close()
+            marked, streamed = fork, now
+            kept.append(name)
+        if marked is None:
+            return None
+        return kept, float(marked.observe(["flops"])["flops"])
     finally:
-        fork.close()
+        if marked is not None:
+            marked.close()
 
 
 def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
@@ -221,11 +246,11 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     the re-timings) while that time holds two typical (median) timings; the two fastest
     re-timed where their re-timing (_retiming_time; the first also the peak beside it) still
     fits (each the faster of its timing and its re-timing); the fastest kept, or, where the
-    program assigns its output and a timing still fits, that one with the first legal
-    stream_L<p> appended where it times faster (the waves keep time for it): `looptool tune
-    --search=policy` with --policy_candidates=count --policy_timed=timed
-    --policy_seconds=seconds (Python's first wave has no deadline, and its episodes take longer
-    than C++'s, so fewer may be timed).
+    program assigns its output and a timing still fits, that one with stream_L<p> appended
+    for every statement that assigns (_time_streamed) where it times faster (the waves keep
+    time for it): `looptool tune --search=policy` with --policy_candidates=count
+    --policy_timed=timed --policy_seconds=seconds (Python's first wave has no deadline, and its
+    episodes take longer than C++'s, so fewer may be timed).
     ValueError: `count` or `timed` below 1, or `seconds` not above 0."""
     if count < 1:
         raise ValueError(f"ranked_rollout plays 1 episode or more a wave, not count={count}")
@@ -291,7 +316,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
                 and time.perf_counter() - t0 + _retiming_time(call, calls) <= seconds):
             streamed = _time_streamed(best.env)
             if streamed is not None and streamed[1] > gflops:
-                actions.append(streamed[0])
+                actions += streamed[0]
                 gflops = streamed[1]
         return Rollout(actions, gflops, time.perf_counter() - t0)
     finally:
