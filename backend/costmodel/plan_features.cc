@@ -110,6 +110,8 @@ const std::vector<std::string>& PlanFeatureNames() {
       n->push_back("sequential_outside_" + std::to_string(l));
     }
     n->push_back("transposed_block");
+    // The schedule's stream mark on the statement (stream_L<p>: non-temporal stores).
+    n->push_back("streamed_output");
     return n;
   }();
   return *names;
@@ -186,6 +188,7 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
     f.push_back(sequential);
   }
   f.push_back(TransposedBlock(s));
+  f.push_back(tree.schedule(s.statement).stream);
   return f;
 }
 

@@ -3,7 +3,8 @@
 // register block's size and fill, unrolling, gathers, how much data the loops just outside the
 // register block touch (L1/L2 fit), and how the kernel walks memory (the consecutive bytes of
 // each tensor the block touches, how far and whether in stream the two loops outside it move
-// them, a transpose in registers), for the statement that does the most work.
+// them, a transpose in registers, whether the schedule streams its output), for the statement
+// that does the most work. Cost models read them by name, so entries are only ever appended.
 #ifndef LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
 #define LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
 

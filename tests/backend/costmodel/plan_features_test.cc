@@ -22,7 +22,7 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
   const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
   ASSERT_EQ(f.size(), PlanFeatureNames().size());
-  ASSERT_EQ(f.size(), 30u);
+  ASSERT_EQ(f.size(), 31u);
   const auto at = [&](const std::string& name) {
     for (size_t i = 0; i < f.size(); ++i) {
       if (PlanFeatureNames()[i] == name) return f[i];
@@ -62,6 +62,7 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   EXPECT_DOUBLE_EQ(at("log2_jump_bytes_outside_2"), std::log2(2049.0) / 24);
   EXPECT_DOUBLE_EQ(at("sequential_outside_2"), 1.0 / 3);
   EXPECT_EQ(at("transposed_block"), 0);
+  EXPECT_EQ(at("streamed_output"), 0);  // accumulates: never streamed
 }
 
 TEST(PlanFeatures, LaneWasteOfATail) {
@@ -91,6 +92,23 @@ TEST(PlanFeatures, ATransposeInRegisters) {
   EXPECT_EQ(at(InitialTree("B[n,m] = A[m,n]; m=64 n=64"), "transposed_block"), 0);
 }
 
+TEST(PlanFeatures, TheStreamMarkAlone) {
+  // The same transpose with its output streamed (stream_L0 marks statement 1) differs in
+  // streamed_output alone; the mark on the tree, whatever the plan makes of it.
+  const LoopTree plain = WithActions(InitialTree("B[n,m] = A[m,n]; m=64 n=64"),
+                                     "split_16, down, swap_down, up, split_16");
+  const LoopTree streamed = WithActions(plain, "stream");
+  ASSERT_TRUE(streamed.schedule(0).stream);
+  std::vector<double> f = PlanFeatures(plain, Isa::kAvx512);
+  const std::vector<double> g = PlanFeatures(streamed, Isa::kAvx512);
+  ASSERT_EQ(f.size(), g.size());
+  EXPECT_EQ(f.back(), 0);
+  EXPECT_EQ(g.back(), 1);
+  EXPECT_EQ(PlanFeatureNames().back(), "streamed_output");
+  f.back() = 1;
+  EXPECT_EQ(f, g);
+}
+
 TEST(PlanFeatures, AsJsonByName) {
   // n = 50 on AVX2 again: every entry under its name, in order, with the same numbers.
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=8 n=50 k=8");
@@ -98,8 +116,8 @@ TEST(PlanFeatures, AsJsonByName) {
   EXPECT_THAT(json, ::testing::StartsWith(
                         R"({"bias":1.0,"vectorized":1.0,"horizontal":0.0,"log2_width":3.0,)"
                         R"("lane_waste":0.10714285714285714,)"));
-  EXPECT_THAT(json, ::testing::EndsWith(R"("transposed_block":0.0})"));
-  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 30);
+  EXPECT_THAT(json, ::testing::EndsWith(R"("transposed_block":0.0,"streamed_output":0.0})"));
+  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 31);
 }
 
 }  // namespace
