@@ -243,8 +243,8 @@ class EpisodeTimer {
   // and the peak measured beside the first; and the fastest's streamed timing, TryStreamed).
   absl::Time wave_stop() const;
 
-  // The fastest re-timed where a timing still fits, then timed with its output streamed
-  // (TryStreamed), and the fastest of all the result.
+  // The fastest re-timed where a timing still fits, then timed with every output it assigns
+  // streamed (TryStreamed), and the fastest of all the result.
   absl::StatusOr<SearchResult> Finish();
 
   int timed() const { return static_cast<int>(timed_.size()); }

@@ -212,21 +212,25 @@ def _time_streamed(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
     marked: Optional[LoopToolEnv] = None  # the state with the marks kept so far
     kept: List[str] = []
     try:
-        for a, name in enumerate(names):
+        for a in range(min(len(mask), len(names))):
             if streamed >= assigning:
                 break
-            if not mask[a] or not name.startswith("stream_L"):
+            if not mask[a] or not names[a].startswith("stream_L"):
                 continue
             fork = (marked if marked is not None else env).fork()
-            fork.step(a, observation_spaces=[])
-            now = _streamed_statements(str(fork.observe(["ir"])["ir"]))
+            try:
+                fork.step(a, observation_spaces=[])
+                now = _streamed_statements(str(fork.observe(["ir"])["ir"]))
+            except BaseException:
+                fork.close()
+                raise
             if now <= streamed:  # toggled a streamed statement's mark off
                 fork.close()
                 continue
             if marked is not None:
                 marked.close()
             marked, streamed = fork, now
-            kept.append(name)
+            kept.append(names[a])
         if marked is None:
             return None
         return kept, float(marked.observe(["flops"])["flops"])
