@@ -266,7 +266,7 @@ class EpisodeTimer {
   // two). Only where the program assigns an output (`ir` has an ` = ` statement): stream_L<p>
   // is legal nowhere else. Whether it timed the variant.
   bool TryStreamed(Timed& best);
-  static bool Assigns(const SearchResult& r) { return r.ir.find("] = ") != std::string::npos; }
+  static bool Assigns(const SearchResult& r) { return AssigningStatements(r.ir) > 0; }
   // The statements of `ir` marked `stream S`, and those that assign (` = `).
   static int StreamedStatements(absl::string_view ir);
   static int AssigningStatements(absl::string_view ir);
