@@ -90,7 +90,7 @@ BENCHMARK_CAPTURE(BM_Observe, action_mask, "action_mask");
 BENCHMARK_CAPTURE(BM_Observe, loop_tree, "loop_tree");
 BENCHMARK_CAPTURE(BM_Observe, ir_graph_networkx, "ir_graph_networkx");
 
-// ActionMask over loop_nest's 576 level-pointer actions on MobileNetV2's stem convolution after
+// ActionMask over loop_nest's 592 level-pointer actions on MobileNetV2's stem convolution after
 // tile_L3_48 and tile_L6_8 (nine compute loops, three write-back loops): the mask a policy's
 // every step asks for.
 void BM_LoopNestMask(benchmark::State& state) {

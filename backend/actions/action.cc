@@ -28,6 +28,8 @@ std::string LevelName(const Action& a) {
       return absl::StrCat("vectorize", l);
     case Action::Kind::kStream:
       return absl::StrCat("stream", l);
+    case Action::Kind::kFold:
+      return absl::StrCat("fold", l);
     default:
       return "?";
   }
@@ -50,7 +52,8 @@ std::optional<Action> LevelActionFromName(absl::string_view name) {
   static const std::pair<const char*, Action::Kind> kKinds[] = {
       {"tile_", Action::Kind::kSplit},     {"interchange_", Action::Kind::kInterchange},
       {"merge_", Action::Kind::kMerge},    {"unroll_", Action::Kind::kUnroll},
-      {"vectorize_", Action::Kind::kVectorize}, {"stream_", Action::Kind::kStream}};
+      {"vectorize_", Action::Kind::kVectorize}, {"stream_", Action::Kind::kStream},
+      {"fold_", Action::Kind::kFold}};
   for (const auto& [prefix, kind] : kKinds) {
     absl::string_view rest = name;
     if (!absl::ConsumePrefix(&rest, prefix)) continue;
@@ -97,6 +100,8 @@ std::string ActionName(const Action& a) {
       return "vectorize";
     case Action::Kind::kStream:
       return "stream";
+    case Action::Kind::kFold:
+      return "fold";
     case Action::Kind::kInterchange:
       return "?";  // level pointers only
   }
@@ -108,7 +113,8 @@ absl::StatusOr<Action> ActionFromName(absl::string_view name) {
       {"up", Action::Kind::kUp},           {"down", Action::Kind::kDown},
       {"swap_up", Action::Kind::kSwapUp},  {"swap_down", Action::Kind::kSwapDown},
       {"merge", Action::Kind::kMerge},     {"unroll", Action::Kind::kUnroll},
-      {"vectorize", Action::Kind::kVectorize}, {"stream", Action::Kind::kStream}};
+      {"vectorize", Action::Kind::kVectorize}, {"stream", Action::Kind::kStream},
+      {"fold", Action::Kind::kFold}};
   for (const auto& [n, kind] : kPlain) {
     if (name == n) return Action{kind, 0};
   }
@@ -152,6 +158,9 @@ std::string Describe(NoEffectReason r) {
     case NoEffectReason::kNotAssignment:
       return "stream: the statement accumulates into its output (only outputs assigned once "
              "stream)";
+    case NoEffectReason::kNotStrideTwoWindow:
+      return "fold: the statement is not a sum or max of one operand read with stride 2 (a "
+             "pool's window)";
   }
   return "?";
 }

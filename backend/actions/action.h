@@ -18,6 +18,7 @@ struct Action {
     kUp, kDown, kSwapUp, kSwapDown, kSplit, kMerge, kUnroll, kVectorize,
     kInterchange,  // level pointers only: moves loop `level` to loop `target`'s depth
     kStream,       // toggles non-temporal stores of the output of the loop's statement
+    kFold,         // toggles folding the rows of the loop's statement's stride-2 window
   };
   Kind kind = Kind::kUp;
   int factor = 0;  // kSplit only: the inner loop's size
@@ -35,7 +36,8 @@ struct Action {
 std::string ActionName(const Action& action);
 // The inverse of ActionName for split factors 2, 4, ..., 1024, every other cursor action, and the
 // level-pointer actions `tile_L<p>_<n>` (n in 2..1024), `interchange_L<p>_L<q>`, `unroll_L<p>`,
-// `vectorize_L<p>`, `merge_L<p>`, `stream_L<p>` (p, q < 64) and the cursor's `stream`;
+// `vectorize_L<p>`, `merge_L<p>`, `stream_L<p>`, `fold_L<p>` (p, q < 64) and the cursor's
+// `stream` and `fold`;
 // INVALID_ARGUMENT "Unknown action: <name>" otherwise.
 absl::StatusOr<Action> ActionFromName(absl::string_view name);
 
@@ -56,6 +58,7 @@ enum class NoEffectReason {
   kSameLoop,                 // interchange: both level pointers name one loop
   kDifferentNests,           // interchange: the loops belong to different statements
   kNotAssignment,            // stream: the statement accumulates into its output
+  kNotStrideTwoWindow,       // fold: not a sum or max of one operand read with stride 2
 };
 
 // A sentence for logs and replies: "swap_up: both loops run over one variable".

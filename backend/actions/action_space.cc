@@ -31,7 +31,7 @@ ActionSpace MakeLoopNestSpace() {
     for (int q = 0; q < kLevels; ++q) s.actions.push_back({Action::Kind::kInterchange, 0, p, q});
   }
   for (auto kind : {Action::Kind::kUnroll, Action::Kind::kVectorize, Action::Kind::kMerge,
-                    Action::Kind::kStream}) {
+                    Action::Kind::kStream, Action::Kind::kFold}) {
     for (int p = 0; p < kLevels; ++p) s.actions.push_back({kind, 0, p});
   }
   return s;
@@ -89,7 +89,7 @@ absl::StatusOr<int64_t> LoopNestIndex(int64_t transformation, int64_t level, int
         absl::StrCat("loop_nest action (", transformation, ", ", level, ", ", parameter, "): ",
                      what, " is out of range (0..", high, ")"));
   };
-  if (transformation < 0 || transformation > 5) return error("the transformation", 5);
+  if (transformation < 0 || transformation > 6) return error("the transformation", 6);
   if (level < 0 || level >= kLevels) return error("the level", kLevels - 1);
   if (parameter < 0 || parameter >= kLevels) return error("the parameter", kLevels - 1);
   if (transformation <= 1) return transformation * kLevels * kLevels + level * kLevels + parameter;

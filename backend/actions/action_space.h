@@ -5,7 +5,8 @@
 //     multi-discrete space: transformation x level x parameter), so a register tile of 6 rows is
 //     one action and a tiling a handful: tile_L<p>_<n> for n in LoopNestTileSizes(),
 //     interchange_L<p>_L<q>, unroll_L<p>, vectorize_L<p>, merge_L<p>, p and q < 16, then
-//     stream_L<p> (appended last, so the 560 before it keep their indices).
+//     stream_L<p> and fold_L<p> (appended in that order, so the 560 before them keep their
+//     indices).
 #ifndef LOOPTOOL_BACKEND_ACTIONS_ACTION_SPACE_H_
 #define LOOPTOOL_BACKEND_ACTIONS_ACTION_SPACE_H_
 
@@ -38,9 +39,10 @@ const std::vector<int>& LoopNestTileSizes();
 
 // loop_nest's multi-discrete form: the flat index of (transformation, level, parameter), each in
 // 0..15 with transformation 0 tile (parameter: the index into LoopNestTileSizes()),
-// 1 interchange (parameter: the target level), 2 unroll, 3 vectorize, 4 merge, 5 stream
+// 1 interchange (parameter: the target level), 2 unroll, 3 vectorize, 4 merge, 5 stream, 6 fold
 // (parameter ignored). Flat order: tile 16*level+parameter, interchange 256+16*level+parameter,
-// unroll 512+level, vectorize 528+level, merge 544+level, stream 560+level. INVALID_ARGUMENT
+// unroll 512+level, vectorize 528+level, merge 544+level, stream 560+level, fold 576+level.
+// INVALID_ARGUMENT
 // "loop_nest action (t, l, p): <which> is out of range ..." otherwise.
 absl::StatusOr<int64_t> LoopNestIndex(int64_t transformation, int64_t level, int64_t parameter);
 

@@ -1,4 +1,5 @@
-// unroll and vectorize: toggle code-generation marks on the cursor loop; stream, on its statement.
+// unroll and vectorize: toggle code-generation marks on the cursor loop; stream and fold, on its
+// statement.
 #include "backend/actions/primitives.h"
 
 namespace looptool::actions_internal {
@@ -63,6 +64,18 @@ LoopTree DoStream(const LoopTree& tree) {
   const Cursor c = tree.cursor();
   std::vector<StatementSchedule> schedules = tree.schedules();
   schedules[c.statement].stream = !schedules[c.statement].stream;
+  return Rebuild(tree, std::move(schedules), c);
+}
+
+NoEffectReason CheckFold(const LoopTree& tree) {
+  return CanFoldRows(tree.program(), tree.cursor().statement) ? NoEffectReason::kNone
+                                                              : NoEffectReason::kNotStrideTwoWindow;
+}
+
+LoopTree DoFold(const LoopTree& tree) {
+  const Cursor c = tree.cursor();
+  std::vector<StatementSchedule> schedules = tree.schedules();
+  schedules[c.statement].fold = !schedules[c.statement].fold;
   return Rebuild(tree, std::move(schedules), c);
 }
 

@@ -43,6 +43,8 @@ NoEffectReason CheckPrecondition(const LoopTree& tree, const Action& action) {
       return CheckVectorize(tree);
     case Action::Kind::kStream:
       return CheckStream(tree);
+    case Action::Kind::kFold:
+      return CheckFold(tree);
     case Action::Kind::kInterchange:
       break;  // level pointers only: ApplyAtLevel
   }
@@ -71,6 +73,8 @@ LoopTree Do(const LoopTree& tree, const Action& action) {
       return DoVectorize(tree);
     case Action::Kind::kStream:
       return DoStream(tree);
+    case Action::Kind::kFold:
+      return DoFold(tree);
     case Action::Kind::kInterchange:
       break;  // level pointers only: ApplyAtLevel
   }
@@ -189,6 +193,8 @@ std::vector<bool> ActionMask(const LoopTree& tree, const ActionSpace& space,
       // Its precondition alone: a mark adds no loop.
       mask.push_back(CheckStreamOf(tree.program(), positions[a.level].statement) ==
                      NoEffectReason::kNone);
+    } else if (a.kind == Action::Kind::kFold && a.level >= 0) {
+      mask.push_back(CanFoldRows(tree.program(), positions[a.level].statement));
     } else {
       mask.push_back(CheckApplicable(tree, a, limits) == NoEffectReason::kNone);
     }

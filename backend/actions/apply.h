@@ -34,14 +34,18 @@
 // stream     1) X's statement assigns its output, each element once (kNotAssignment). Toggles
 //            the statement's stream mark: the code generator stores its output's full vectors
 //            non-temporally, past the caches, where it proves them aligned (kernel_plan.h).
+// fold       1) X's statement sums or maxes one operand read with stride 2, a pool's window
+//            (CanFoldRows; kNotStrideTwoWindow). Toggles the statement's fold mark: the code
+//            generator sums or maxes the window's rows as they lie in memory, then permutes the
+//            even and odd phases once per tap, where the block allows it (kernel_plan.h).
 //
 // Level pointers (the loop_nest space, after MLIR-RL): an action whose Action::level is p >= 0
 // acts on loop p of the cursor's walk order instead of the cursor's loop:
 // any        1) the tree has more than p compute loops (kNoSuchLoop).
-//            Then tile_L<p>_<n>, unroll_L<p>, vectorize_L<p>, merge_L<p> and stream_L<p> are
-//            split_n, unroll, vectorize, merge and stream with the cursor moved to loop p first
-//            (their own preconditions and results; the cursor ends where they leave it; on no
-//            effect it stays where it was).
+//            Then tile_L<p>_<n>, unroll_L<p>, vectorize_L<p>, merge_L<p>, stream_L<p> and
+//            fold_L<p> are split_n, unroll, vectorize, merge, stream and fold with the cursor
+//            moved to loop p first (their own preconditions and results; the cursor ends where
+//            they leave it; on no effect it stays where it was).
 // interchange_L<p>_L<q>  2) the tree has more than q compute loops (kNoSuchLoop);
 //            3) p != q (kSameLoop); 4) both loops are in one statement's compute nest
 //            (kDifferentNests); 5) every adjacent swap moving loop p to loop q's depth applies

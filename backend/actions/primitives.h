@@ -37,6 +37,8 @@ NoEffectReason CheckStream(const LoopTree& tree);
 // CheckStream for a cursor in `statement`, without a tree.
 NoEffectReason CheckStreamOf(const Program& program, int statement);
 LoopTree DoStream(const LoopTree& tree);
+NoEffectReason CheckFold(const LoopTree& tree);
+LoopTree DoFold(const LoopTree& tree);
 
 // Builds a tree the primitives have kept valid; a failure is our bug (LT_CHECK).
 LoopTree Rebuild(const LoopTree& tree, std::vector<StatementSchedule> schedules, Cursor cursor);

@@ -24,11 +24,6 @@ struct CodegenOptions {
   // lane shift instead of two loads and a permute (AVX-512; StatementPlan::shift_taps). Off
   // only to compare.
   bool shift_stride_two_taps = true;
-  // A block of a sum or max (nothing multiplied) whose accumulator reads the same column taps
-  // of a stride-2 window on two or more rows (a pool's 3x3 or 2x2 window) sums or maxes the
-  // rows' spans first, as they lie in memory, and permutes the result once per tap, instead of
-  // permuting every row's chunks (AVX-512; StatementPlan::fold_rows). Off only to compare.
-  bool fold_stride_two_rows = true;
   // A statement that writes each element of its output once (an assignment: a copy, transpose,
   // broadcast or elementwise op) and whose output tensor has at least this many bytes stores
   // its full vectors with non-temporal stores (vmovntps), past the caches, where every such

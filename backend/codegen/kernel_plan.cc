@@ -330,7 +330,7 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
     StatementPlan sp = PlanLoops(p, s, order);
     sp.pair_phases = options.pair_stride_two_phases;
     sp.shift_taps = options.shift_stride_two_taps;
-    sp.fold_rows = options.fold_stride_two_rows;
+    sp.fold_rows = tree.schedule(s).fold;
     FuseContiguousLoops(p, isa, sp);
     PlanVectorization(p, isa, sp);
     if (sp.width > 1) CollectTailLanes(sp, lanes);

@@ -58,7 +58,12 @@ struct StatementPlan {
   RegisterBudget budget;    // how the statement's code divides the registers
   bool pair_phases = true;  // blocks load stride-2 chunks at elements d and d + 1 together
   bool shift_taps = true;   // ... and make the chunk at d + 2 from those at d and d + 2W
-  bool fold_rows = true;    // ... and fold a window's rows before permuting (a pool's)
+  // The schedule's fold mark (StatementSchedule::fold, the fold_L<p> action): a block of a sum
+  // or max whose accumulator reads the same column taps of a stride-2 window on two or more
+  // rows (a pool's 3x3 or 2x2 window) sums or maxes the rows' spans first, as they lie in
+  // memory, and permutes the result once per tap, instead of permuting every row's chunks
+  // (AVX-512). A choice of the schedule: it pays on some hosts and blocks, not on all.
+  bool fold_rows = false;
   // A register block of fewer than kLatencyChains accumulators (a tail's: the last row of a
   // 7-row map blocked by 3) spreads the unrolled reduction steps inside the scope over several
   // sets of accumulators, as many as bring it to kLatencyChains and the full block's registers

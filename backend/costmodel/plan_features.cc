@@ -112,6 +112,8 @@ const std::vector<std::string>& PlanFeatureNames() {
     n->push_back("transposed_block");
     // The schedule's stream mark on the statement (stream_L<p>: non-temporal stores).
     n->push_back("streamed_output");
+    // The schedule's fold mark on the statement (fold_L<p>: a pool's window rows folded).
+    n->push_back("folded_rows");
     return n;
   }();
   return *names;
@@ -189,6 +191,7 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
   }
   f.push_back(TransposedBlock(s));
   f.push_back(tree.schedule(s.statement).stream);
+  f.push_back(tree.schedule(s.statement).fold);
   return f;
 }
 

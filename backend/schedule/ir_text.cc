@@ -64,6 +64,7 @@ std::string ScheduleKey(const LoopTree& tree) {
     absl::StrAppend(&out, "compute ", s + 1, ":", OrderText(tree.program(), tree.schedule(s).compute),
                     "\nwrite ", s + 1, ":", OrderText(tree.program(), tree.schedule(s).write), "\n");
     if (tree.schedule(s).stream) absl::StrAppend(&out, "stream ", s + 1, "\n");
+    if (tree.schedule(s).fold) absl::StrAppend(&out, "fold ", s + 1, "\n");
   }
   return out;
 }
@@ -83,8 +84,8 @@ absl::StatusOr<LoopTree> ParseIr(absl::string_view text, const Limits& limits) {
   while (!ts.AtEnd()) {
     const Token keyword = ts.Next();
     if (keyword.text != "compute" && keyword.text != "write" && keyword.text != "cursor" &&
-        keyword.text != "stream") {
-      return TokenStream::Expected(keyword, "'compute', 'write', 'stream' or 'cursor'");
+        keyword.text != "stream" && keyword.text != "fold") {
+      return TokenStream::Expected(keyword, "'compute', 'write', 'stream', 'fold' or 'cursor'");
     }
     const Token number = ts.Peek();
     ASSIGN_OR_RETURN(int64_t stmt, ts.ExpectInt("a statement number"));
@@ -99,8 +100,8 @@ absl::StatusOr<LoopTree> ParseIr(absl::string_view text, const Limits& limits) {
       }
       cursor = {static_cast<int>(stmt - 1), static_cast<int>(depth - 1)};
       RETURN_IF_ERROR(ts.ExpectEndOfLine());
-    } else if (keyword.text == "stream") {
-      schedules[stmt - 1].stream = true;
+    } else if (keyword.text == "stream" || keyword.text == "fold") {
+      (keyword.text == "stream" ? schedules[stmt - 1].stream : schedules[stmt - 1].fold) = true;
       RETURN_IF_ERROR(ts.ExpectEndOfLine());
     } else {
       RETURN_IF_ERROR(ts.ExpectPunct(":"));

@@ -9,9 +9,10 @@
 //
 // `compute S:` and `write S:` list statement S's loops outermost first as var(size[ r tail]
 // [ unroll][ vectorize]); `stream S` marks statement S's output stores non-temporal
-// (StatementSchedule::stream); `cursor S D` puts the cursor on compute loop D of statement S
-// (both 1-based). Statements without schedule lines keep the initial schedule; a text without a
-// cursor line has the cursor on the first loop.
+// (StatementSchedule::stream); `fold S` folds statement S's stride-2 window rows before the
+// permutes (StatementSchedule::fold); `cursor S D` puts the cursor on compute loop D of
+// statement S (both 1-based). Statements without schedule lines keep the initial schedule; a
+// text without a cursor line has the cursor on the first loop.
 #ifndef LOOPTOOL_BACKEND_SCHEDULE_IR_TEXT_H_
 #define LOOPTOOL_BACKEND_SCHEDULE_IR_TEXT_H_
 

@@ -75,6 +75,15 @@ absl::Status CheckOrder(const Program& program, const LoopOrder& order,
 
 }  // namespace
 
+bool CanFoldRows(const Program& program, int stmt) {
+  const Statement& st = program.statement(stmt);
+  if (st.reduction == Reduction::kAssign || st.combiner != Combiner::kIdentity) return false;
+  for (int v : program.LoopVars(stmt)) {
+    if (program.ElementStride(st.inputs[0], v) == 2) return true;
+  }
+  return false;
+}
+
 LoopTree::LoopTree(std::shared_ptr<const Program> program,
                    std::vector<StatementSchedule> schedules, Cursor cursor)
     : program_(std::move(program)), schedules_(std::move(schedules)), cursor_(cursor) {
@@ -113,6 +122,11 @@ absl::StatusOr<LoopTree> LoopTree::Create(std::shared_ptr<const Program> program
     if (schedules[s].stream && program->statement(s).reduction != Reduction::kAssign) {
       return Invalid("statement ", s + 1,
                      " accumulates into its output; only an output assigned once streams");
+    }
+    if (schedules[s].fold && !CanFoldRows(*program, s)) {
+      return Invalid("statement ", s + 1,
+                     " is not a sum or max of one operand read with stride 2; only such a "
+                     "window's rows fold");
     }
   }
   if (cursor.statement < 0 || cursor.statement >= program->num_statements() || cursor.depth < 0 ||

@@ -28,16 +28,23 @@ namespace looptool {
 
 // The schedule of one statement: its compute nest (every variable of the statement) and its
 // write-back nest (the output variables; it writes the finished accumulator to the output and
-// applies the post-op), and whether the code generator stores the output with non-temporal
-// stores, past the caches (`stream`; only a statement that assigns each output element once).
+// applies the post-op), whether the code generator stores the output with non-temporal
+// stores, past the caches (`stream`; only a statement that assigns each output element once),
+// and whether it folds a stride-2 window's rows before permuting them (`fold`; only a sum or max
+// of one operand read with stride 2: a pool's window).
 struct StatementSchedule {
   LoopOrder compute;
   LoopOrder write;
   bool stream = false;
+  bool fold = false;
   bool operator==(const StatementSchedule& o) const {
-    return compute == o.compute && write == o.write && stream == o.stream;
+    return compute == o.compute && write == o.write && stream == o.stream && fold == o.fold;
   }
 };
+
+// Whether statement `stmt` of `program` may carry a `fold` mark: it sums or maxes one operand
+// (no combiner) whose index steps by 2 along some variable.
+bool CanFoldRows(const Program& program, int stmt);
 
 // The cursor sits on a compute loop: statement index and depth in its compute order.
 struct Cursor {
@@ -82,7 +89,8 @@ class LoopTree {
   // loop has size >= 1 and 0 <= tail < its inner extent, and the outermost loop over each
   // variable covers the variable's extent; 3) `vectorize` marks at most one loop per order, and
   // only the innermost loop over its variable; 4) `stream` marks only a statement that assigns
-  // its output (Reduction::kAssign); 5) the cursor names an existing compute loop.
+  // its output (Reduction::kAssign); 5) `fold` marks only a statement CanFoldRows allows; 6) the
+  // cursor names an existing compute loop.
   // Returns INVALID_ARGUMENT saying which rule failed where.
   static absl::StatusOr<LoopTree> Create(std::shared_ptr<const Program> program,
                                          std::vector<StatementSchedule> schedules, Cursor cursor);

@@ -50,7 +50,8 @@ std::string LeafText(const LoopTree& tree, int ref) {
       const std::string arg = st.combiner == Combiner::kIdentity
                                   ? input(0)
                                   : absl::StrCat("%", n.node_id - 1);
-      return absl::StrCat("%", n.node_id, out_vars, " <- ", op, "(", arg, ")");
+      return absl::StrCat("%", n.node_id, out_vars, " <- ", op, "(", arg, ")",
+                          tree.schedule(n.statement).fold ? " fold" : "");
     }
     case TreeNode::Leaf::kWrite: {
       std::string arg = absl::StrCat("%", n.node_id - 1);

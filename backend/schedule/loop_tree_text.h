@@ -24,7 +24,8 @@ std::string LoopTreeText(const LoopTree& tree);
 std::string LoopHeader(const Program& program, const LoopOrder& order, int depth);
 
 // One leaf's operation: "%2[m, k, n] <- multiply(%0, %1)"; a streamed statement's write ends in
-// " stream" ("%4[m, n] <- write(%3) stream").
+// " stream" ("%4[m, n] <- write(%3) stream"), a folded one's reduction in " fold"
+// ("%1[r, c] <- max(%0) fold").
 std::string LeafText(const LoopTree& tree, int ref);
 
 }  // namespace looptool

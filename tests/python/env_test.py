@@ -116,7 +116,7 @@ class LoopToolEnvTest(unittest.TestCase):
     def test_loop_nest_takes_triples_names_and_indices(self):
         nest = self.make_env(action_space="loop_nest", observation_space="loop_tree")
         by_name = self.make_env(action_space="loop_nest", observation_space="loop_tree")
-        self.assertEqual(nest.action_space.n, 576)
+        self.assertEqual(nest.action_space.n, 592)
         self.assertEqual(nest.action_space.names[4], "tile_L0_6")
         nest.reset()
         by_name.reset()

@@ -81,8 +81,9 @@ class LoopSetTest(unittest.TestCase):
     def test_the_observation_is_a_row_per_loop(self):
         obs, masks = self.real_observations(4)
         self.assertEqual(obs.shape, (4, 16 * loop_set.FEATURES))
-        # loop_nest's 576: the policy's 560, then stream_L<p> (appended since; never the policy's)
-        self.assertEqual(masks.shape, (4, loop_set.NUM_ACTIONS + 16))
+        # loop_nest's 592: the policy's 560, then stream_L<p> and fold_L<p> (appended since;
+        # never the policy's)
+        self.assertEqual(masks.shape, (4, loop_set.NUM_ACTIONS + 32))
         rows = obs.reshape(4, 16, loop_set.FEATURES)
         for r, m in zip(rows, masks):
             loops = int(r[:, 0].sum())

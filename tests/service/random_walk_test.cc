@@ -555,7 +555,7 @@ void RunWalks(const std::vector<std::string>& flags, int max_loops, int part = 0
       if (name != "loop_tool" && name != "loop_tune" && name != "loop_nest") {
         continue;  // upstream's: their own test
       }
-      // loop_nest's 576-action masks are the slowest observation (under ASan most of all): it
+      // loop_nest's 592-action masks are the slowest observation (under ASan most of all): it
       // walks every third benchmark of each part.
       if (name == "loop_nest" && (b / parts) % 3 != 0) continue;
       const uint32_t seed = base + static_cast<uint32_t>(1000 * b + space);

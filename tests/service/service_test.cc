@@ -195,8 +195,9 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
                                      "split_16"));
   EXPECT_EQ(spaces.action_space_list(2).name(), "loop_nest");
   const auto& nest = spaces.action_space_list(2).space().named_discrete().name();
-  ASSERT_EQ(nest.size(), 576);
+  ASSERT_EQ(nest.size(), 592);
   EXPECT_EQ(nest[575], "stream_L15");
+  EXPECT_EQ(nest[591], "fold_L15");
   EXPECT_EQ(nest[4], "tile_L0_6");
   EXPECT_EQ(nest[258], "interchange_L0_L2");
   EXPECT_EQ(nest[559], "merge_L15");
@@ -328,7 +329,7 @@ TEST_F(ServiceTest, LoopNestMultiDiscreteActions) {
   cg::StepReply reply;
   ASSERT_TRUE(step(tile, &reply).ok());
   EXPECT_FALSE(reply.action_had_no_effect());
-  EXPECT_EQ(reply.observation(0).boolean_tensor().value_size(), 576);
+  EXPECT_EQ(reply.observation(0).boolean_tensor().value_size(), 592);
   cg::Event swap;  // interchange_L2_L1: k above m'
   for (int64_t v : {1, 2, 1}) swap.mutable_event_list()->add_event()->set_int64_value(v);
   ASSERT_TRUE(step(swap, &reply).ok());

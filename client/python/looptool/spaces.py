@@ -29,9 +29,9 @@ Rng = Union[np.random.Generator, np.random.RandomState, random.Random, None]
 
 def loop_nest_index(transformation: int, level: int, parameter: int) -> int:
     """loop_nest's flat index of (transformation 0 tile / 1 interchange / 2 unroll / 3 vectorize /
-    4 merge / 5 stream, level 0..15, parameter 0..15: the tile size's index or the target level),
-    as the server's LoopNestIndex (backend/actions/action_space.h)."""
-    for what, value, high in (("transformation", transformation, 5), ("level", level, 15),
+    4 merge / 5 stream / 6 fold, level 0..15, parameter 0..15: the tile size's index or the
+    target level), as the server's LoopNestIndex (backend/actions/action_space.h)."""
+    for what, value, high in (("transformation", transformation, 6), ("level", level, 15),
                               ("parameter", parameter, 15)):
         if not 0 <= value <= high:
             raise ValueError(f"loop_nest action ({transformation}, {level}, {parameter}): the "

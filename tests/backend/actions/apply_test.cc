@@ -244,7 +244,7 @@ TEST(LoopNest, EachLevelPointerPreconditionFailsWithItsReason) {
 
 TEST(LoopNest, SpaceNamesAndMultiDiscreteIndices) {
   const ActionSpace& space = LoopNestActionSpace();
-  ASSERT_EQ(space.size(), 576);
+  ASSERT_EQ(space.size(), 592);
   EXPECT_EQ(space.name, "loop_nest");
   const std::vector<std::string> names = space.Names();
   EXPECT_EQ(names[0], "tile_L0_2");
@@ -256,6 +256,8 @@ TEST(LoopNest, SpaceNamesAndMultiDiscreteIndices) {
   EXPECT_EQ(names[559], "merge_L15");
   EXPECT_EQ(names[560], "stream_L0");
   EXPECT_EQ(names[575], "stream_L15");
+  EXPECT_EQ(names[576], "fold_L0");
+  EXPECT_EQ(names[591], "fold_L15");
   for (const Action& a : space.actions) EXPECT_EQ(*ActionFromName(ActionName(a)), a);
   EXPECT_EQ(names[*LoopNestIndex(0, 3, 4)], "tile_L3_6");
   EXPECT_EQ(names[*LoopNestIndex(1, 7, 0)], "interchange_L7_L0");
@@ -263,17 +265,19 @@ TEST(LoopNest, SpaceNamesAndMultiDiscreteIndices) {
   EXPECT_EQ(names[*LoopNestIndex(3, 5, 11)], "vectorize_L5");  // the parameter is ignored
   EXPECT_EQ(names[*LoopNestIndex(4, 15, 0)], "merge_L15");
   EXPECT_EQ(names[*LoopNestIndex(5, 2, 7)], "stream_L2");
-  EXPECT_EQ(LoopNestIndex(6, 0, 0).status().message(),
-            "loop_nest action (6, 0, 0): the transformation is out of range (0..5)");
+  EXPECT_EQ(names[*LoopNestIndex(6, 4, 0)], "fold_L4");
+  EXPECT_EQ(LoopNestIndex(7, 0, 0).status().message(),
+            "loop_nest action (7, 0, 0): the transformation is out of range (0..6)");
   EXPECT_EQ(LoopNestIndex(0, 16, 0).status().message(),
             "loop_nest action (0, 16, 0): the level is out of range (0..15)");
   EXPECT_EQ(LoopNestIndex(1, 0, -1).status().code(), absl::StatusCode::kInvalidArgument);
   for (const char* bad : {"tile_L3_1", "tile_L64_4", "tile_L3", "interchange_L1", "unroll_L",
-                          "merge_L1_2", "tile_L3_6x", "stream_L", "stream_L1_2"}) {
+                          "merge_L1_2", "tile_L3_6x", "stream_L", "stream_L1_2",
+                          "fold_L", "fold_L1_2"}) {
     EXPECT_EQ(ActionFromName(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_EQ(AllActionSpaces().size(), 3u);
-  EXPECT_EQ(FindActionSpace("loop_nest")->size(), 576);
+  EXPECT_EQ(FindActionSpace("loop_nest")->size(), 592);
 }
 
 TEST(LoopNest, MaskOfTheInitialMatmul) {
@@ -284,7 +288,7 @@ TEST(LoopNest, MaskOfTheInitialMatmul) {
   }
   // m=64: tiles 2..48; k=32: 2..24; n=48: 2..32; the six interchanges; unroll everywhere;
   // vectorize everywhere (each loop is the innermost over its variable); no merge; no stream
-  // (the matmul accumulates into C).
+  // (the matmul accumulates into C); no fold (it multiplies).
   EXPECT_EQ(legal.size(), 12u + 10u + 11u + 6u + 3u + 3u);
   EXPECT_THAT(legal, ::testing::Contains("tile_L0_48"));
   EXPECT_THAT(legal, ::testing::Not(::testing::Contains("tile_L0_64")));
@@ -325,6 +329,48 @@ TEST(LoopNest, StreamMarksTheStatementOfItsLoop) {
     if (mask[i]) streams.push_back(LoopNestActionSpace().Names()[i]);
   }
   EXPECT_THAT(streams, ::testing::ElementsAre("stream_L0", "stream_L1"));
+}
+
+// fold_L<p> toggles the fold mark of loop p's statement where it sums or maxes one operand read
+// with stride 2 (a pool's window); a convolution, a stride-1 pool and an assignment refuse it.
+TEST(LoopNest, FoldMarksTheStatementOfItsLoop) {
+  ExpectNoEffect(Initial(kMatmul), "fold_L1", NoEffectReason::kNotStrideTwoWindow);
+  ExpectNoEffect(Initial("O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=5 c=2 r=3 s=3"),
+                 "fold_L0", NoEffectReason::kNotStrideTwoWindow);
+  ExpectNoEffect(Initial("O[r,c] max= I[r+kr, c+kc]; r=4 c=8 kr=3 kc=3"), "fold_L0",
+                 NoEffectReason::kNotStrideTwoWindow);
+  EXPECT_EQ(Describe(NoEffectReason::kNotStrideTwoWindow),
+            "fold: the statement is not a sum or max of one operand read with stride 2 (a "
+            "pool's window)");
+  // A copy and a 2x2 stride-2 sum pool (statement 2; loops r, c | r, kr, c, kc).
+  const LoopTree two =
+      Initial("T[r,c] = J[r,c]; O[r,c] += I[2*r+kr, 2*c+kc]; r=4 c=16 kr=2 kc=2");
+  ASSERT_EQ(two.CursorPositions().size(), 6u);
+  ExpectNoEffect(two, "fold_L1", NoEffectReason::kNotStrideTwoWindow);
+  const LoopTree marked = Do(two, {"fold_L4"});
+  EXPECT_FALSE(marked.schedule(0).fold);
+  EXPECT_TRUE(marked.schedule(1).fold);
+  EXPECT_EQ(marked.cursor(), (Cursor{1, 2}));
+  EXPECT_EQ(marked.schedule(1).compute, two.schedule(1).compute);
+  EXPECT_EQ(Do(marked, {"fold_L2"}).schedules(), two.schedules());  // a toggle
+  // Later actions keep the mark; the loop tree shows it on the reduction, the ir as a `fold`
+  // line that parses back; the schedule key tells the two apart.
+  const LoopTree tiled = Do(marked, {"tile_L4_8", "stream_L0"});
+  EXPECT_TRUE(tiled.schedule(1).fold);
+  EXPECT_THAT(LoopTreeText(tiled), ::testing::HasSubstr("<- add(%1) fold\n"));
+  EXPECT_THAT(PrintIr(tiled), ::testing::HasSubstr("stream 1\n"));
+  EXPECT_THAT(PrintIr(tiled), ::testing::HasSubstr("fold 2\n"));
+  EXPECT_EQ(*ParseIr(PrintIr(tiled), Limits{}), tiled);
+  EXPECT_NE(ScheduleKey(tiled), ScheduleKey(Do(tiled, {"fold_L2"})));
+  EXPECT_THAT(ParseIr("T[r,c] = J[r,c]\nr=4 c=16\nfold 1\n", Limits{}).status().message(),
+              ::testing::HasSubstr("statement 1 is not a sum or max of one operand read with "
+                                   "stride 2"));
+  const auto mask = ActionMask(two, LoopNestActionSpace(), Limits{});
+  std::vector<std::string> folds;
+  for (size_t i = 576; i < mask.size(); ++i) {
+    if (mask[i]) folds.push_back(LoopNestActionSpace().Names()[i]);
+  }
+  EXPECT_THAT(folds, ::testing::ElementsAre("fold_L2", "fold_L3", "fold_L4", "fold_L5"));
 }
 
 }  // namespace

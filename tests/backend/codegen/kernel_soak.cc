@@ -30,6 +30,7 @@
 #include "backend/actions/sketches.h"
 #include "backend/codegen/isa.h"
 #include "backend/ir/limits.h"
+#include "backend/schedule/loop_tree.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "tests/backend/codegen/jit_check.h"
 
@@ -182,11 +183,26 @@ int Main(int argc, char** argv) {
       }
     }
     const int length = std::uniform_int_distribution<int>(0, from[0] == 's' ? 4 : 14)(rng);
-    const LoopTree tree = testing::RandomLoopNestSchedule(start, length, rng);
+    LoopTree tree = testing::RandomLoopNestSchedule(start, length, rng);
+    // Most pools fold their window's rows (the schedule's fold mark; the walk may have set it).
+    bool folds = false;
+    if (rng() % 4 != 0) {
+      std::vector<StatementSchedule> schedules = tree.schedules();
+      for (int s = 0; s < tree.program().num_statements(); ++s) {
+        schedules[s].fold = CanFoldRows(tree.program(), s);
+      }
+      absl::StatusOr<LoopTree> marked =
+          LoopTree::Create(tree.program_ptr(), std::move(schedules), tree.cursor());
+      if (!marked.ok()) {
+        std::printf("FAILED: the fold marks: %s\n", marked.status().ToString().c_str());
+        return 1;
+      }
+      tree = *std::move(marked);
+    }
+    for (const StatementSchedule& s : tree.schedules()) folds = folds || s.fold;
     CodegenOptions options;
     options.pair_stride_two_phases = rng() % 4 != 0;
     options.shift_stride_two_taps = rng() % 4 != 0;
-    options.fold_stride_two_rows = rng() % 4 != 0;
     const int stream = static_cast<int>(rng() % 3);
     options.stream_output_min_bytes = stream == 0 ? 0 : stream == 1 ? 1 : 1 + rng() % 4096;
     ++cases;
@@ -195,7 +211,7 @@ int Main(int argc, char** argv) {
                  "case %d (seed %u, %d actions from %s): %s | pairs %d shifts %d folds %d "
                  "stream %lld\n",
                  cases, seed, length, from.c_str(), text.c_str(), options.pair_stride_two_phases,
-                 options.shift_stride_two_taps, options.fold_stride_two_rows,
+                 options.shift_stride_two_taps, folds,
                  static_cast<long long>(options.stream_output_min_bytes));
     for (Isa isa : testing::HostIsas()) {
       const bool negative = rng() % 2 == 0;

@@ -197,8 +197,9 @@ TEST(Kernel, StridedLoadsOfEveryStrideAndTail) {
 // and a convolution (a binary combiner) with the vector loop innermost and the taps unrolled
 // around it, at widths with a masked last chunk (never paired) and without, negative inputs,
 // under the guard pages (the pair's second load reads the odd chunk's last element, no
-// further). The code must differ from the code with pairing off, or the pairs went untested
-// (both with the pools' row folds off: they take the pools' chunks before pairs do).
+// further), and the pools with their rows folded too (fold_L0). The code must differ from the
+// code with pairing off, or the pairs went untested (both without the folds: they take the
+// pools' chunks before pairs do).
 TEST(Kernel, StrideTwoPhasesLoadedTogether) {
   const struct {
     std::string program, actions;
@@ -210,18 +211,17 @@ TEST(Kernel, StrideTwoPhasesLoadedTogether) {
       {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
        "down, down, down, swap_down, swap_down"},
   };
-  CodegenOptions unfolded;
-  unfolded.fold_stride_two_rows = false;
-  CodegenOptions unpaired = unfolded;
+  CodegenOptions unpaired;
   unpaired.pair_stride_two_phases = false;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.program);
     const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    const LoopTree folded = CanFoldRows(tree.program(), 0) ? WithActions(tree, "fold_L0") : tree;
     for (Isa isa : HostIsas()) {
       EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "");
-      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true, unfolded), "");
+      EXPECT_EQ(CompareWithInterpreter(folded, isa, true, true), "");
       if (isa == Isa::kSse) continue;
-      const auto paired = KernelCompiler(isa, unfolded).CompileCode(tree);
+      const auto paired = KernelCompiler(isa).CompileCode(tree);
       const auto alone = KernelCompiler(isa, unpaired).CompileCode(tree);
       ASSERT_TRUE(paired.ok() && alone.ok());
       EXPECT_NE(*paired, *alone) << Traits(isa).name << ": no pair loaded\n" << LoopTreeText(tree);
@@ -234,9 +234,10 @@ TEST(Kernel, StrideTwoPhasesLoadedTogether) {
 // BlockEmitter's PlanShifts). Pools with several vectors of a row in one block, the taps
 // unrolled outside them and inside them (the next vector's chunk loaded first and not), rows
 // with a masked last chunk, a sum pool, a 5-wide window (taps 2, 3 and 4: two shifted, one of
-// them paired), an 8-lane block and a convolution; negative inputs under the guard pages. The
-// code must differ from the code with shifts off at AVX-512, or the shifts went untested (both
-// with the pools' row folds off: they take the pools' chunks before shifts do).
+// them paired), an 8-lane block and a convolution; negative inputs under the guard pages; the
+// pools with their rows folded too (fold_L0). The code must differ from the code with shifts
+// off at AVX-512, or the shifts went untested (both without the folds: they take the pools'
+// chunks before shifts do).
 TEST(Kernel, StrideTwoTapShiftedFromNextVector) {
   const struct {
     std::string program, actions;
@@ -257,18 +258,17 @@ TEST(Kernel, StrideTwoTapShiftedFromNextVector) {
       {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
        "down, down, down, swap_down, swap_down"},
   };
-  CodegenOptions unfolded;
-  unfolded.fold_stride_two_rows = false;
-  CodegenOptions unshifted = unfolded;
+  CodegenOptions unshifted;
   unshifted.shift_stride_two_taps = false;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.program);
     const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    const LoopTree folded = CanFoldRows(tree.program(), 0) ? WithActions(tree, "fold_L0") : tree;
     for (Isa isa : HostIsas()) {
       EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "") << LoopTreeText(tree);
-      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true, unfolded), "") << LoopTreeText(tree);
+      EXPECT_EQ(CompareWithInterpreter(folded, isa, true, true), "") << LoopTreeText(folded);
       if (isa != Isa::kAvx512) continue;
-      const auto shifted = KernelCompiler(isa, unfolded).CompileCode(tree);
+      const auto shifted = KernelCompiler(isa).CompileCode(tree);
       const auto loaded = KernelCompiler(isa, unshifted).CompileCode(tree);
       ASSERT_TRUE(shifted.ok() && loaded.ok());
       EXPECT_NE(*shifted, *loaded) << "no tap shifted\n" << LoopTreeText(tree);
@@ -283,9 +283,10 @@ TEST(Kernel, StrideTwoTapShiftedFromNextVector) {
 // inside them, two output rows in one block, a masked last vector (never folded), a 2x2 sum
 // pool (no tap 2), an 8-lane block, a 5-wide window (taps 3 and 4: no fold) and outputs the
 // input does not depend on (two accumulators reading one window); negative inputs under the
-// guard pages (a fold reads no element its chunks do not). At AVX-512 the code must differ
-// from the code with folds off, or the folds went untested, except where nothing folds: the
-// 5-wide window and a convolution (a multiplied operand).
+// guard pages (a fold reads no element its chunks do not). The folds are the schedule's choice
+// (fold_L0 marks the statement; StatementSchedule::fold). At AVX-512 the marked tree's code
+// must differ from the unmarked one's, or the folds went untested, except where nothing folds:
+// the 5-wide window and a convolution (a multiplied operand, which takes no mark).
 TEST(Kernel, StrideTwoWindowRowsFoldedBeforeThePermutes) {
   const struct {
     std::string program, actions;
@@ -315,19 +316,21 @@ TEST(Kernel, StrideTwoWindowRowsFoldedBeforeThePermutes) {
       {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=35 c=2 r=3 s=3",
        "down, down, down, swap_down, swap_down", 0},
   };
-  CodegenOptions unfolded;
-  unfolded.fold_stride_two_rows = false;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.program);
     const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    // The mark where the statement takes it (not the convolution: it multiplies).
+    const bool marks = CanFoldRows(tree.program(), 0);
+    EXPECT_EQ(marks, c.program.find("] * ") == std::string::npos);
+    const LoopTree marked = marks ? WithActions(tree, "fold_L0") : tree;
     for (Isa isa : HostIsas()) {
-      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "") << LoopTreeText(tree);
-      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, false), "") << LoopTreeText(tree);
+      EXPECT_EQ(CompareWithInterpreter(marked, isa, true, true), "") << LoopTreeText(marked);
+      EXPECT_EQ(CompareWithInterpreter(marked, isa, true, false), "") << LoopTreeText(marked);
       if (isa != Isa::kAvx512) continue;
-      const auto folded = KernelCompiler(isa).CompileCode(tree);
-      const auto chunks = KernelCompiler(isa, unfolded).CompileCode(tree);
+      const auto folded = KernelCompiler(isa).CompileCode(marked);
+      const auto chunks = KernelCompiler(isa).CompileCode(tree);
       ASSERT_TRUE(folded.ok() && chunks.ok());
-      if (c.folds >= 0) EXPECT_EQ(*folded != *chunks, c.folds == 1) << LoopTreeText(tree);
+      if (c.folds >= 0) EXPECT_EQ(*folded != *chunks, c.folds == 1) << LoopTreeText(marked);
     }
   }
 }

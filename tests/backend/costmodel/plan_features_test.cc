@@ -22,7 +22,7 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
   const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
   ASSERT_EQ(f.size(), PlanFeatureNames().size());
-  ASSERT_EQ(f.size(), 31u);
+  ASSERT_EQ(f.size(), 32u);
   const auto at = [&](const std::string& name) {
     for (size_t i = 0; i < f.size(); ++i) {
       if (PlanFeatureNames()[i] == name) return f[i];
@@ -92,21 +92,40 @@ TEST(PlanFeatures, ATransposeInRegisters) {
   EXPECT_EQ(at(InitialTree("B[n,m] = A[m,n]; m=64 n=64"), "transposed_block"), 0);
 }
 
+// `marked` is `plain` with one schedule mark set: their features differ in `name` alone, 0 then
+// 1 (the mark on the tree, whatever the plan makes of it).
+void ExpectTheMarkAlone(const LoopTree& plain, const LoopTree& marked, const std::string& name) {
+  std::vector<double> f = PlanFeatures(plain, Isa::kAvx512);
+  const std::vector<double> g = PlanFeatures(marked, Isa::kAvx512);
+  ASSERT_EQ(f.size(), g.size());
+  const std::vector<std::string>& names = PlanFeatureNames();
+  const size_t at = std::find(names.begin(), names.end(), name) - names.begin();
+  ASSERT_LT(at, f.size()) << name;
+  EXPECT_EQ(f[at], 0);
+  EXPECT_EQ(g[at], 1);
+  f[at] = 1;
+  EXPECT_EQ(f, g);
+}
+
 TEST(PlanFeatures, TheStreamMarkAlone) {
-  // The same transpose with its output streamed (stream_L0 marks statement 1) differs in
-  // streamed_output alone; the mark on the tree, whatever the plan makes of it.
+  // The same transpose with its output streamed (stream_L0 marks statement 1).
   const LoopTree plain = WithActions(InitialTree("B[n,m] = A[m,n]; m=64 n=64"),
                                      "split_16, down, swap_down, up, split_16");
   const LoopTree streamed = WithActions(plain, "stream");
   ASSERT_TRUE(streamed.schedule(0).stream);
-  std::vector<double> f = PlanFeatures(plain, Isa::kAvx512);
-  const std::vector<double> g = PlanFeatures(streamed, Isa::kAvx512);
-  ASSERT_EQ(f.size(), g.size());
-  EXPECT_EQ(f.back(), 0);
-  EXPECT_EQ(g.back(), 1);
-  EXPECT_EQ(PlanFeatureNames().back(), "streamed_output");
-  f.back() = 1;
-  EXPECT_EQ(f, g);
+  ExpectTheMarkAlone(plain, streamed, "streamed_output");
+  EXPECT_EQ(PlanFeatureNames()[PlanFeatureNames().size() - 2], "streamed_output");
+}
+
+TEST(PlanFeatures, TheFoldMarkAlone) {
+  // A CHW 3x3 stride-2 max pool with and without fold_L0 (its window rows folded).
+  const LoopTree plain =
+      WithActions(InitialTree("O[r,c] max= I[2*r+kr, 2*c+kc]; r=4 c=32 kr=3 kc=3"),
+                  "down, down, swap_down");
+  const LoopTree folded = WithActions(plain, "fold_L0");
+  ASSERT_TRUE(folded.schedule(0).fold);
+  ExpectTheMarkAlone(plain, folded, "folded_rows");
+  EXPECT_EQ(PlanFeatureNames().back(), "folded_rows");
 }
 
 TEST(PlanFeatures, AsJsonByName) {
@@ -116,8 +135,9 @@ TEST(PlanFeatures, AsJsonByName) {
   EXPECT_THAT(json, ::testing::StartsWith(
                         R"({"bias":1.0,"vectorized":1.0,"horizontal":0.0,"log2_width":3.0,)"
                         R"("lane_waste":0.10714285714285714,)"));
-  EXPECT_THAT(json, ::testing::EndsWith(R"("transposed_block":0.0,"streamed_output":0.0})"));
-  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 31);
+  EXPECT_THAT(json, ::testing::EndsWith(
+                        R"("transposed_block":0.0,"streamed_output":0.0,"folded_rows":0.0})"));
+  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 32);
 }
 
 }  // namespace

@@ -31,8 +31,9 @@ Array = npt.NDArray[Any]
 
 LOOP_FEATURES = 17
 _LOOP = re.compile(r"^( *)for (\S+) in (\d+)(?: r (\d+))? : L\d+(.*)$")
-# A leaf; a streamed statement's write ends in " stream" (non-temporal stores, stream_L<p>).
-_OP = re.compile(r"^( *)%\d+\[([^\]]*)\] <- (\w+)\((.*)\)(?: stream)?$")
+# A leaf; a streamed statement's write ends in " stream" (non-temporal stores, stream_L<p>), a
+# folded one's reduction in " fold" (a pool's window rows folded, fold_L<p>).
+_OP = re.compile(r"^( *)%\d+\[([^\]]*)\] <- (\w+)\((.*)\)(?: stream| fold)?$")
 _ACCESS = re.compile(r"([A-Za-z_]\w*)\[([^\]]*)\]")
 _VAR = re.compile(r"[A-Za-z_]\w*")
 
