@@ -331,6 +331,9 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
     sp.pair_phases = options.pair_stride_two_phases;
     sp.shift_taps = options.shift_stride_two_taps;
     sp.fold_rows = tree.schedule(s).fold;
+    if (sp.fold_rows && isa != Isa::kAvx512) {
+      sp.notes.push_back("rows not folded: a fold permutes with AVX-512's two-source permutes");
+    }
     FuseContiguousLoops(p, isa, sp);
     PlanVectorization(p, isa, sp);
     if (sp.width > 1) CollectTailLanes(sp, lanes);

@@ -78,10 +78,13 @@ absl::Status CheckOrder(const Program& program, const LoopOrder& order,
 bool CanFoldRows(const Program& program, int stmt) {
   const Statement& st = program.statement(stmt);
   if (st.reduction == Reduction::kAssign || st.combiner != Combiner::kIdentity) return false;
+  bool stride_two = false, rows = false;
   for (int v : program.LoopVars(stmt)) {
-    if (program.ElementStride(st.inputs[0], v) == 2) return true;
+    const int64_t stride = program.ElementStride(st.inputs[0], v);
+    stride_two = stride_two || stride == 2;
+    rows = rows || (stride > 2 && program.IsReductionVar(stmt, v));
   }
-  return false;
+  return stride_two && rows;
 }
 
 LoopTree::LoopTree(std::shared_ptr<const Program> program,

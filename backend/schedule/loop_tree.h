@@ -43,7 +43,8 @@ struct StatementSchedule {
 };
 
 // Whether statement `stmt` of `program` may carry a `fold` mark: it sums or maxes one operand
-// (no combiner) whose index steps by 2 along some variable.
+// (no combiner) whose elements step by 2 along some variable (a stride-2 window's columns) and
+// by more than 2 along some reduction variable (its rows: a window of several).
 bool CanFoldRows(const Program& program, int stmt);
 
 // The cursor sits on a compute loop: statement index and depth in its compute order.

@@ -26,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Dict, List
 
 # The references' libraries one-threaded (references.py says why), before anything loads them.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -148,11 +149,14 @@ def main():
         "|---|---:|---:|---:|---|---|---:|" + ("---|---:|---:|---:|" if refs else ""),
     ]
     reached = []
-    streamed = []  # best schedules with a stream_L<p> action (non-temporal stores)
+    # Best schedules whose ir marks a statement `stream S` (stream_L<p>: non-temporal stores) or
+    # `fold S` (fold_L<p>: a stride-2 window's rows folded).
+    marked: Dict[str, List[str]] = {"stream ": [], "fold ": []}
     for r in rows:
         name = r["benchmark"].replace("benchmark://", "")
-        if any(a.startswith("stream_L") for a in r.get("actions", [])):
-            streamed.append(name)
+        for keyword, names in marked.items():
+            if any(line.startswith(keyword) for line in r.get("ir", "").split("\n")):
+                names.append(name)
         if "error" in r:
             lines.append(f"| {name} | error: {r['error']} | | | | | |" + (" | | | |" if refs else ""))
             continue
@@ -179,7 +183,9 @@ def main():
     lines += ["", f"{ok} of {len(reached)} at >= {TARGET:.0%} of their bound; "
               f"FMA peak {peak:.1f} GFLOPS ({rows[0].get('host_cpu', '') if rows else ''})."]
     lines += ["", "Best schedules that stream their output (a `stream_L<p>` action: non-temporal "
-              "stores): " + (", ".join(streamed) if streamed else "none") + "."]
+              "stores): " + (", ".join(marked["stream "]) or "none") + "."]
+    lines += ["", "Best schedules that fold a stride-2 window's rows (a `fold_L<p>` action): "
+              + (", ".join(marked["fold "]) or "none") + "."]
     memory = curve(args.cli)
     if memory:
         copies = {p["bytes"]: p["gbytes_per_second"] for p in memory.get("copy_bandwidth", [])}

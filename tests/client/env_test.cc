@@ -638,23 +638,31 @@ TEST_F(ClientTest, EvolutionStartsFromTheServersSketches) {
   EXPECT_GT(r->gflops, 4 * r->start_gflops);
 }
 
-// The loop_set policy acts in loop_nest's first 560 actions and never streams; its searches time
-// their fastest episode once more with stream_L<p> appended for every output the program assigns,
-// and keep whichever is faster. A matmul accumulates: nothing streamed is timed.
-TEST_F(ClientTest, LoopSetPolicySearchesTimeTheirFastestStreamed) {
+// The loop_set policy acts in loop_nest's first 560 actions and never streams or folds; its
+// searches time their fastest episode once more with stream_L<p> appended for every output the
+// program assigns and fold_L<p> for every stride-2 window, and keep whichever is faster. A
+// matmul accumulates and multiplies: nothing marked is timed.
+TEST_F(ClientTest, LoopSetPolicySearchesTimeTheirFastestMarked) {
   // A transpose assigns one output, a concatenation two (one stream_L<p> each: another loop of
-  // a streamed statement would toggle its mark off), a matmul none.
+  // a streamed statement would toggle its mark off), a CHW max pool folds one window, a matmul
+  // takes no mark.
   struct Case {
     const char* name;
     const char* program;  // nullptr: kMm
-    size_t streams;  // the stream_L<p> appended: one per statement that assigns
-    std::vector<std::string> marks;  // the `stream S` lines of ir
+    size_t count;  // the marking actions appended: one per statement marked
+    const char* first;  // the first of them
+    std::vector<std::string> marks;  // the `stream S` / `fold S` lines of ir
   };
   const Case cases[] = {
-      {"transpose", "B[n,m] = A[m,n]\nm=96 n=64\n", 1, {"\nstream 1\n"}},
-      {"concat", "C[m,a] = A[m,a]\nC[m,b+16] = B[m,b]\nm=8 a=16 b=16\n",
-       2, {"\nstream 1\n", "\nstream 2\n"}},
-      {"matmul", nullptr, 0, {}},
+      {"transpose", "B[n,m] = A[m,n]\nm=96 n=64\n", 1, "stream_L0", {"\nstream 1\n"}},
+      {"concat", "C[m,a] = A[m,a]\nC[m,b+16] = B[m,b]\nm=8 a=16 b=16\n", 2, "stream_L0",
+       {"\nstream 1\n", "\nstream 2\n"}},
+      {"pool", "O[r,c] max= I[2*r+kr, 2*c+kc]\nr=4 c=32 kr=3 kc=3\n", 1, "fold_L0",
+       {"\nfold 1\n"}},
+      {"matmul", nullptr, 0, "", {}},
+  };
+  const auto is_mark = [](const std::string& a) {
+    return absl::StartsWith(a, "stream_L") || absl::StartsWith(a, "fold_L");
   };
   for (const Case& c : cases) {
     auto start = c.program != nullptr
@@ -672,40 +680,43 @@ TEST_F(ClientTest, LoopSetPolicySearchesTimeTheirFastestStreamed) {
       o.on_measured = [&](const MeasuredKernel& k) { measured.push_back(k.actions); };
       auto r = Search(*start, o);
       ASSERT_TRUE(r.ok()) << r.status();
-      std::vector<std::vector<std::string>> streamed;
+      std::vector<std::vector<std::string>> marked_runs;
       for (const auto& actions : measured) {
-        size_t first = actions.size();  // of the trailing stream_L<p>
-        while (first > 0 && absl::StartsWith(actions[first - 1], "stream_L")) --first;
-        for (size_t i = 0; i < first; ++i) EXPECT_FALSE(absl::StartsWith(actions[i], "stream_L"));
-        if (first < actions.size()) streamed.push_back(actions);
+        size_t first = actions.size();  // of the trailing marks
+        while (first > 0 && is_mark(actions[first - 1])) --first;
+        for (size_t i = 0; i < first; ++i) EXPECT_FALSE(is_mark(actions[i]));
+        if (first < actions.size()) marked_runs.push_back(actions);
       }
-      if (c.streams == 0) {
-        EXPECT_TRUE(streamed.empty());
+      if (c.count == 0) {
+        EXPECT_TRUE(marked_runs.empty());
         continue;
       }
-      ASSERT_EQ(streamed.size(), 1u);
-      std::vector<std::string> base = streamed[0];
-      while (!base.empty() && absl::StartsWith(base.back(), "stream_L")) base.pop_back();
-      ASSERT_EQ(streamed[0].size() - base.size(), c.streams);
-      EXPECT_EQ(streamed[0][base.size()], "stream_L0");  // the first statement's outermost
-      // The streamed variant marks every output, whichever of the two the search kept.
+      ASSERT_EQ(marked_runs.size(), 1u);
+      const std::vector<std::string>& variant = marked_runs[0];
+      std::vector<std::string> base = variant;
+      while (!base.empty() && is_mark(base.back())) base.pop_back();
+      ASSERT_EQ(variant.size() - base.size(), c.count);
+      EXPECT_EQ(variant[base.size()], c.first);  // the first statement's outermost
+      // The variant marks every statement it may, whichever of the two the search kept.
       auto marked = start->Fork();
       ASSERT_TRUE(marked.ok());
-      auto m = marked->StepNamed(streamed[0], {"ir"});
+      auto m = marked->StepNamed(variant, {"ir"});
       ASSERT_TRUE(m.ok());
       for (const std::string& mark : c.marks) EXPECT_THAT(m->Find("ir")->text, HasSubstr(mark));
       // Appended to a timed episode: the fastest (the one the result is, or extends).
       EXPECT_NE(std::find(measured.begin(), measured.end(), base), measured.end());
-      EXPECT_TRUE(r->actions == base || r->actions == streamed[0]);
+      EXPECT_TRUE(r->actions == base || r->actions == variant);
       auto replay = start->Fork();
       ASSERT_TRUE(replay.ok());
       auto s = replay->StepNamed(r->actions, {"ir"});
       ASSERT_TRUE(s.ok());
       EXPECT_EQ(s->Find("ir")->text, r->ir);
-      for (const std::string& mark : c.marks) {  // every output streamed (or none)
-        EXPECT_EQ(r->ir.find(mark) != std::string::npos, r->actions == streamed[0]);
+      for (const std::string& mark : c.marks) {  // every statement marked (or none)
+        EXPECT_EQ(r->ir.find(mark) != std::string::npos, r->actions == variant);
       }
-      EXPECT_EQ(r->ir.find("\nstream ") != std::string::npos, r->actions == streamed[0]);
+      const bool any_mark = r->ir.find("\nstream ") != std::string::npos ||
+                            r->ir.find("\nfold ") != std::string::npos;
+      EXPECT_EQ(any_mark, r->actions == variant);
     }
   }
 }

@@ -119,38 +119,45 @@ class LoopSetTest(unittest.TestCase):
                     stop = s_torch[loop_set.STOP] > s_torch[best]
                     self.assertEqual(p.act(o, m), None if stop else best)
 
-    def test_a_rollout_times_its_fastest_streamed_where_the_program_assigns(self):
-        # The policy never takes stream_L<p> (loop_nest's actions 560..575); ranked_rollout times
-        # its fastest once more with those that stream its outputs appended, as the CLI's
-        # searches do.
+    def test_a_rollout_times_its_fastest_marked_where_the_program_may_be(self):
+        # The policy never takes stream_L<p> or fold_L<p> (loop_nest's actions 560..591);
+        # ranked_rollout times its fastest once more with those that stream its outputs and fold
+        # its windows appended, as the CLI's searches do.
         policy = loop_set.load(COMMITTED)
         transpose = "B[n,m] = A[m,n]\nm=96 n=64\n"
         matmul = "C[m,n] += A[m,k] * B[k,n]\nm=16 n=32 k=8\n"
         with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
                          reward_space=None) as env:
             env.reset("benchmark://user-v0/streamed_t", program=transpose, observation_spaces=[])
-            names, gflops = episodes._time_streamed(env)
+            names, gflops = episodes._time_marked(env)
             self.assertEqual(names, ["stream_L0"])
             self.assertGreater(gflops, 0)
             # Two statements assign (a concatenation): both streamed; stream_L1, the first's
             # second loop, would toggle its mark off.
             concat = "C[m,a] = A[m,a]\nC[m,b+16] = B[m,b]\nm=8 a=16 b=16\n"
             env.reset("benchmark://user-v0/streamed_c", program=concat, observation_spaces=[])
-            names, gflops = episodes._time_streamed(env)
+            names, gflops = episodes._time_marked(env)
             self.assertEqual(names, ["stream_L0", "stream_L2"])
             self.assertGreater(gflops, 0)
             env.multistep(names, observation_spaces=[])
             ir = str(env.observe(["ir"])["ir"])
             self.assertEqual([l for l in ir.split("\n") if l.startswith("stream")],
                              ["stream 1", "stream 2"])
+            # A CHW max pool: its window's rows folded (fold_L0; fold_L1, the same statement's
+            # second loop, would toggle the mark off).
+            pool = "O[r,c] max= I[2*r+kr, 2*c+kc]\nr=4 c=32 kr=3 kc=3\n"
+            env.reset("benchmark://user-v0/folded_p", program=pool, observation_spaces=[])
+            names, gflops = episodes._time_marked(env)
+            self.assertEqual(names, ["fold_L0"])
+            self.assertGreater(gflops, 0)
             env.reset("benchmark://user-v0/streamed_m", program=matmul, observation_spaces=[])
-            self.assertIsNone(episodes._time_streamed(env))
+            self.assertIsNone(episodes._time_marked(env))
             seen: list = []
 
             def fast(e: LoopToolEnv) -> tuple:
                 seen.append(str(e.observe(["ir"])["ir"]))
                 return ["stream_L0"], 1e9
-            with unittest.mock.patch.object(episodes, "_time_streamed", fast):
+            with unittest.mock.patch.object(episodes, "_time_marked", fast):
                 r = episodes.ranked_rollout(env, "benchmark://user-v0/streamed_t", transpose,
                                             policy, count=4, timed=2, seconds=60)
                 self.assertEqual(len(seen), 1)
@@ -159,7 +166,7 @@ class LoopSetTest(unittest.TestCase):
                 self.assertEqual(r.gflops, 1e9)
                 m = episodes.ranked_rollout(env, "benchmark://user-v0/streamed_m", matmul,
                                             policy, count=4, timed=2, seconds=60)
-                self.assertEqual(len(seen), 1)  # a matmul accumulates: not tried
+                self.assertEqual(len(seen), 1)  # a matmul takes no mark: not tried
                 self.assertFalse(any(a.startswith("stream_L") for a in m.actions))
 
     def test_bad_files_are_refused(self):

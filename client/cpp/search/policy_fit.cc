@@ -9,7 +9,7 @@ namespace {
 
 // Whether `policy` acts in a space named `space` of `size` actions: one of its size, or for a
 // loop_set policy loop_nest with more (its layout is loop_nest's first 560 actions,
-// client/cpp/policy.cc; stream_L<p>, appended since, it never takes).
+// client/cpp/policy.cc; stream_L<p> and fold_L<p>, appended since, it never takes).
 bool ActsIn(const Policy& policy, const std::string& space, size_t size) {
   const size_t n = static_cast<size_t>(policy.num_actions());
   return n == size || (policy.kind() == Policy::Kind::kLoopSet &&

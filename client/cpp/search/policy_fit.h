@@ -14,7 +14,8 @@ namespace looptool::client::internal {
 
 // INVALID_ARGUMENT unless `policy` acts in `session`'s action space (a sketch_value policy: the
 // session runs in the space of its sketches' names): a space of as many actions, or for a
-// loop_set policy loop_nest with more (stream_L<p>, appended after its 560; never taken).
+// loop_set policy loop_nest with more (stream_L<p> and fold_L<p>, appended after its 560;
+// never taken).
 absl::Status CheckPolicyFits(const Policy& policy, const StateSource& session);
 
 // INVALID_ARGUMENT unless `features` (the policy's observation_space(): loops_tensor or

@@ -240,11 +240,11 @@ class EpisodeTimer {
 
   // Where the timings of a wave after the first stop: at the reserve, or earlier where the time
   // left would not hold the re-timings of the kRetimedFinalists fastest so far (RetimingTime each,
-  // and the peak measured beside the first; and the fastest's streamed timing, TryStreamed).
+  // and the peak measured beside the first; and the fastest's marked timing, TryMarked).
   absl::Time wave_stop() const;
 
   // The fastest re-timed where a timing still fits, then timed with every output it assigns
-  // streamed (TryStreamed), and the fastest of all the result.
+  // streamed and every pool window's rows folded (TryMarked), and the fastest of all the result.
   absl::StatusOr<SearchResult> Finish();
 
   int timed() const { return static_cast<int>(timed_.size()); }
@@ -258,18 +258,25 @@ class EpisodeTimer {
     std::unique_ptr<StateSource> source;  // null once it cannot be a finalist
     absl::Duration call;                  // how long its timing call took
   };
-  // The fastest with every output it assigns streamed (stored non-temporally; a loop_set policy
-  // never takes stream_L<p>, appended to loop_nest after it was trained), timed once where a
-  // timing still fits; kept where it is faster. The stream_L<p> its state allows, in order, each
-  // kept where it streams one more statement (a second loop of a streamed statement would
-  // toggle the mark off), until every statement that assigns is streamed (a concatenation has
-  // two). Only where the program assigns an output (`ir` has an ` = ` statement): stream_L<p>
-  // is legal nowhere else. Whether it timed the variant.
-  bool TryStreamed(Timed& best);
-  static bool Assigns(const SearchResult& r) { return AssigningStatements(r.ir) > 0; }
-  // The statements of `ir` marked `stream S`, and those that assign (` = `).
-  static int StreamedStatements(absl::string_view ir);
+  // The fastest with the statement marks a loop_set policy never takes (stream_L<p> and
+  // fold_L<p>, appended to loop_nest after it was trained) set wherever its statements allow
+  // them: every output it assigns streamed (stored non-temporally) and every stride-2 window's
+  // rows folded; timed once where a timing still fits, kept where it is faster. The marking
+  // actions its state allows, in order, each kept where it marks one more statement (a second
+  // loop of a marked statement would toggle the mark off), until every statement that assigns
+  // is streamed (a concatenation has two) and no fold_L<p> is left. Only where `ir` shows a
+  // statement that may take a mark (MayMark). Whether it timed the variant.
+  bool TryMarked(Timed& best);
+  static bool MayMark(const SearchResult& r) {
+    return AssigningStatements(r.ir) > 0 || MayFold(r.ir);
+  }
+  // The lines of `ir` that start with `keyword` (`stream ` or `fold `: the statements marked);
+  // the statements that assign (` = `); whether a statement may fold (a sum or max of one
+  // operand with a stride-2 index: `max= ` or `+= `, `2*`, and neither `] * ` nor `] + `; the
+  // server decides, CanFoldRows).
+  static int MarkLines(absl::string_view ir, absl::string_view keyword);
   static int AssigningStatements(absl::string_view ir);
+  static bool MayFold(absl::string_view ir);
   // What re-timing `t` may take (the peak beside it aside): a call as long as its own timing's,
   // or as the typical call, or kLeastRetiming, where longer (a kernel whose timing the server
   // had cached came back at once, and an adaptive timing may stop early; a re-timing runs the
@@ -309,7 +316,7 @@ absl::Time EpisodeTimer::wave_stop() const {
   const absl::Duration typical = typical_call();
   absl::Duration retimings = kBesidePeak;
   for (size_t i = 0; i < n; ++i) retimings += RetimingTime(*fastest[i], typical);
-  if (n > 0 && Assigns(fastest[0]->result)) retimings += RetimingTime(*fastest[0], typical);
+  if (n > 0 && MayMark(fastest[0]->result)) retimings += RetimingTime(*fastest[0], typical);
   return std::min(timing_deadline_, deadline_ - retimings);
 }
 
@@ -366,17 +373,28 @@ absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
                                      [](const Timed& a, const Timed& b) {
                                        return a.result.gflops < b.result.gflops;
                                      });
-  const bool streamed = TryStreamed(fastest);
+  const bool marked = TryMarked(fastest);
   SearchResult best = std::move(fastest.result);
-  best.states_evaluated = timed() + (streamed ? 1 : 0);
+  best.states_evaluated = timed() + (marked ? 1 : 0);
   best.seconds = absl::ToDoubleSeconds(clock_.Now() - t0_);
   return best;
 }
 
-int EpisodeTimer::StreamedStatements(absl::string_view ir) {
+int EpisodeTimer::MarkLines(absl::string_view ir, absl::string_view keyword) {
   int n = 0;
-  for (absl::string_view line : absl::StrSplit(ir, '\n')) n += absl::StartsWith(line, "stream ");
+  for (absl::string_view line : absl::StrSplit(ir, '\n')) n += absl::StartsWith(line, keyword);
   return n;
+}
+
+bool EpisodeTimer::MayFold(absl::string_view ir) {
+  for (absl::string_view line : absl::StrSplit(ir, '\n')) {
+    if ((absl::StrContains(line, "max= ") || absl::StrContains(line, "+= ")) &&
+        absl::StrContains(line, "2*") && !absl::StrContains(line, "] * ") &&
+        !absl::StrContains(line, "] + ")) {
+      return true;
+    }
+  }
+  return false;
 }
 
 int EpisodeTimer::AssigningStatements(absl::string_view ir) {
@@ -387,8 +405,8 @@ int EpisodeTimer::AssigningStatements(absl::string_view ir) {
   return n;
 }
 
-bool EpisodeTimer::TryStreamed(Timed& best) {
-  if (best.source == nullptr || best.result.gflops <= 0 || !Assigns(best.result) ||
+bool EpisodeTimer::TryMarked(Timed& best) {
+  if (best.source == nullptr || best.result.gflops <= 0 || !MayMark(best.result) ||
       clock_.Now() + RetimingTime(best, typical_call()) > deadline_) {
     return false;
   }
@@ -398,20 +416,25 @@ bool EpisodeTimer::TryStreamed(Timed& best) {
   const std::vector<bool>& mask = now->Find("action_mask")->bools;
   const std::vector<std::string>& names = start_.action_names();
   const int assigning = AssigningStatements(best.result.ir);
-  int streamed = StreamedStatements(best.result.ir);
+  int streamed = MarkLines(best.result.ir, "stream ");
+  int folded = MarkLines(best.result.ir, "fold ");
   std::unique_ptr<StateSource> marked;  // the state with the marks kept so far
   SearchResult out;
   out.actions = best.result.actions;
-  for (size_t a = 0; a < std::min(mask.size(), names.size()) && streamed < assigning; ++a) {
-    if (!mask[a] || names[a].rfind("stream_L", 0) != 0) continue;
+  for (size_t a = 0; a < std::min(mask.size(), names.size()); ++a) {
+    const bool stream = absl::StartsWith(names[a], "stream_L");
+    if (!mask[a] || !(stream ? streamed < assigning : absl::StartsWith(names[a], "fold_L"))) {
+      continue;
+    }
     absl::StatusOr<std::unique_ptr<StateSource>> fork =
         (marked != nullptr ? marked : best.source)->Fork();
     if (!fork.ok()) return false;
     const absl::StatusOr<StepResult> step = (*fork)->Step({static_cast<int>(a)}, {"ir"});
     if (!step.ok()) return false;
-    const int now_streamed = StreamedStatements(step->Find("ir")->text);
-    if (now_streamed <= streamed) continue;  // toggled a streamed statement's mark off
-    streamed = now_streamed;
+    int& count = stream ? streamed : folded;
+    const int now = MarkLines(step->Find("ir")->text, stream ? "stream " : "fold ");
+    if (now <= count) continue;  // toggled a marked statement's mark off
+    count = now;
     marked = *std::move(fork);
     out.actions.push_back(names[a]);
   }

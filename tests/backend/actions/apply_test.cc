@@ -339,6 +339,11 @@ TEST(LoopNest, FoldMarksTheStatementOfItsLoop) {
                  "fold_L0", NoEffectReason::kNotStrideTwoWindow);
   ExpectNoEffect(Initial("O[r,c] max= I[r+kr, c+kc]; r=4 c=8 kr=3 kc=3"), "fold_L0",
                  NoEffectReason::kNotStrideTwoWindow);
+  // Stride 2 but one row: a 1-D window, and a reduction over rows of two elements.
+  ExpectNoEffect(Initial("O[r] max= I[2*r+kr]; r=8 kr=3"), "fold_L0",
+                 NoEffectReason::kNotStrideTwoWindow);
+  ExpectNoEffect(Initial("O[m] += I[m,k]; m=8 k=2"), "fold_L0",
+                 NoEffectReason::kNotStrideTwoWindow);
   EXPECT_EQ(Describe(NoEffectReason::kNotStrideTwoWindow),
             "fold: the statement is not a sum or max of one operand read with stride 2 (a "
             "pool's window)");

@@ -151,5 +151,19 @@ TEST(KernelPlan, UnrollMarkBeyondTheLimitIsReported) {
                            "unroll of loop 1 ignored: 1048576 operations unrolled exceed 16384"));
 }
 
+// The fold mark (fold_L<p>) reaches the plan; below AVX-512 the plan says it is not honoured.
+TEST(KernelPlan, FoldMarkAndWhereItIsIgnored) {
+  const LoopTree plain = WithActions(
+      InitialTree("O[r,c] max= I[2*r+kr, 2*c+kc]; r=4 c=32 kr=3 kc=3"), "down, down, swap_down");
+  const LoopTree marked = WithActions(plain, "fold_L0");
+  EXPECT_FALSE(Lower(plain, Isa::kAvx512).statements[0].fold_rows);
+  const StatementPlan wide = Lower(marked, Isa::kAvx512).statements[0];
+  EXPECT_TRUE(wide.fold_rows);
+  EXPECT_THAT(wide.notes, ::testing::Not(::testing::Contains(::testing::HasSubstr("folded"))));
+  EXPECT_THAT(Lower(marked, Isa::kAvx2).statements[0].notes,
+              ::testing::Contains("rows not folded: a fold permutes with AVX-512's two-source "
+                                  "permutes"));
+}
+
 }  // namespace
 }  // namespace looptool

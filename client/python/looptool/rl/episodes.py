@@ -188,48 +188,64 @@ def _retiming_time(call: float, calls: Sequence[float]) -> float:
     return max(call, float(np.median(calls)) if len(calls) else 0.0, LEAST_RETIMING)
 
 
-def _assigns(env: LoopToolEnv) -> bool:
-    """Whether the program assigns an output (a statement ` = `): where stream_L<p> is legal."""
-    return "] = " in str(env.observe(["ir"])["ir"])
+def _may_fold(ir: str) -> bool:
+    """Whether a statement of `ir` may fold its window's rows (fold_L<p>): a sum or max of one
+    operand with a stride-2 index (`max= ` or `+= `, `2*`, and neither `] * ` nor `] + `; the
+    server decides). As C++'s EpisodeTimer::MayFold."""
+    return any(("max= " in line or "+= " in line) and "2*" in line and "] * " not in line
+               and "] + " not in line for line in ir.split("\n"))
 
 
-def _streamed_statements(ir: str) -> int:
-    """The statements an `ir` text marks `stream S`."""
-    return sum(line.startswith("stream ") for line in ir.split("\n"))
+def _may_mark(env: LoopToolEnv) -> bool:
+    """Whether the program may take a statement mark the policy never takes: it assigns an
+    output (a statement ` = `: stream_L<p>) or may fold a window (_may_fold: fold_L<p>)."""
+    ir = str(env.observe(["ir"])["ir"])
+    return "] = " in ir or _may_fold(ir)
 
 
-def _time_streamed(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
-    """The stream_L<p> that stream every output the program assigns (non-temporal stores;
-    appended to loop_nest after the policy was trained, which never takes them) and the GFLOPS
-    of the state with them, timed once in a fork; None where none is allowed. As C++'s
-    EpisodeTimer::TryStreamed: the actions the state allows, in order, each kept where it
-    streams one more statement (a second loop of a streamed statement would toggle the mark
-    off), until every statement that assigns (` = `) is streamed."""
+def _mark_lines(ir: str, keyword: str) -> int:
+    """The lines of an `ir` text that start with `keyword` (`stream ` or `fold `)."""
+    return sum(line.startswith(keyword) for line in ir.split("\n"))
+
+
+def _time_marked(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
+    """The stream_L<p> that stream every output the program assigns (non-temporal stores) and
+    the fold_L<p> that fold every stride-2 window's rows (both appended to loop_nest after the
+    policy was trained, which never takes them), and the GFLOPS of the state with them, timed
+    once in a fork; None where none is allowed. As C++'s EpisodeTimer::TryMarked: the actions
+    the state allows, in order, each kept where it marks one more statement (a second loop of a
+    marked statement would toggle the mark off); stream_L<p> until every statement that
+    assigns (` = `) is streamed."""
     mask = np.asarray(env.observe(["action_mask"])["action_mask"], bool)
     names = env.action_space.names
     ir = str(env.observe(["ir"])["ir"])
-    assigning, streamed = ir.count("] = "), _streamed_statements(ir)
+    assigning = ir.count("] = ")
+    counts = {"stream ": _mark_lines(ir, "stream "), "fold ": _mark_lines(ir, "fold ")}
     marked: Optional[LoopToolEnv] = None  # the state with the marks kept so far
     kept: List[str] = []
     try:
         for a in range(min(len(mask), len(names))):
-            if streamed >= assigning:
-                break
-            if not mask[a] or not names[a].startswith("stream_L"):
+            if not mask[a]:
+                continue
+            if names[a].startswith("stream_L") and counts["stream "] < assigning:
+                keyword = "stream "
+            elif names[a].startswith("fold_L"):
+                keyword = "fold "
+            else:
                 continue
             fork = (marked if marked is not None else env).fork()
             try:
                 fork.step(a, observation_spaces=[])
-                now = _streamed_statements(str(fork.observe(["ir"])["ir"]))
+                now = _mark_lines(str(fork.observe(["ir"])["ir"]), keyword)
             except BaseException:
                 fork.close()
                 raise
-            if now <= streamed:  # toggled a streamed statement's mark off
+            if now <= counts[keyword]:  # toggled a marked statement's mark off
                 fork.close()
                 continue
             if marked is not None:
                 marked.close()
-            marked, streamed = fork, now
+            marked, counts[keyword] = fork, now
             kept.append(names[a])
         if marked is None:
             return None
@@ -250,10 +266,11 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     the re-timings) while that time holds two typical (median) timings; the two fastest
     re-timed where their re-timing (_retiming_time; the first also the peak beside it) still
     fits (each the faster of its timing and its re-timing); the fastest kept, or, where the
-    program assigns its output and a timing still fits, that one with stream_L<p> appended
-    for every statement that assigns (_time_streamed) where it times faster (the waves keep
-    time for it): `looptool tune --search=policy` with --policy_candidates=count
-    --policy_timed=timed --policy_seconds=seconds (Python's first wave has no deadline, and its
+    program may take a statement mark (_may_mark) and a timing still fits, that one with
+    stream_L<p> appended for every statement that assigns and fold_L<p> for every window that
+    folds (_time_marked) where it times faster (the waves keep time for it): `looptool tune
+    --search=policy` with --policy_candidates=count --policy_timed=timed
+    --policy_seconds=seconds (Python's first wave has no deadline, and its
     episodes take longer than C++'s, so fewer may be timed).
     ValueError: `count` or `timed` below 1, or `seconds` not above 0."""
     if count < 1:
@@ -271,7 +288,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     # stay open from wave to wave.
     measured: List[Tuple[float, Episode, float]] = []
     calls: List[float] = []  # every timing call's seconds
-    assigns: Optional[bool] = None  # the program's (_assigns), asked once
+    marks: Optional[bool] = None  # the program's (_may_mark), asked once
     try:
         while wave:
             order = list(range(len(wave)))
@@ -295,9 +312,9 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
             open_eps = [e for e in open_eps if id(e) in finalists]
             now = time.perf_counter()
             retimings = sum(_retiming_time(c, calls) for _, _, c in measured[:RETIMED_FINALISTS])
-            if measured and assigns is None:
-                assigns = _assigns(measured[0][1].env)
-            if measured and assigns:  # and the fastest's streamed timing
+            if measured and marks is None:
+                marks = _may_mark(measured[0][1].env)
+            if measured and marks:  # and the fastest's marked timing
                 retimings += _retiming_time(measured[0][2], calls)
             stop_timing = min(t0 + (1 - RETIME_RESERVE) * seconds,
                               t0 + seconds - retimings - BESIDE_PEAK)
@@ -316,12 +333,12 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
             measured[k] = (max(gflops, e.env.remeasure()[0]), e, call)
         gflops, best, call = max(measured, key=lambda m: m[0])
         actions = list(best.actions)
-        if (gflops > 0 and (assigns if assigns is not None else _assigns(best.env))
+        if (gflops > 0 and (marks if marks is not None else _may_mark(best.env))
                 and time.perf_counter() - t0 + _retiming_time(call, calls) <= seconds):
-            streamed = _time_streamed(best.env)
-            if streamed is not None and streamed[1] > gflops:
-                actions += streamed[0]
-                gflops = streamed[1]
+            variant = _time_marked(best.env)
+            if variant is not None and variant[1] > gflops:
+                actions += variant[0]
+                gflops = variant[1]
         return Rollout(actions, gflops, time.perf_counter() - t0)
     finally:
         for e in open_eps:

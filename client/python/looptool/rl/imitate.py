@@ -179,8 +179,8 @@ def _uri(program_id: int) -> str:
 
 def _state(values: Sequence[Any]) -> Tuple[Array, Array]:
     obs = np.asarray(values[0], np.float32).reshape(-1)
-    # The policy's actions (loop_nest's first NUM_ACTIONS; the space's later stream_L<p> are not
-    # the policy's), then stop.
+    # The policy's actions (loop_nest's first NUM_ACTIONS; the space's later stream_L<p> and
+    # fold_L<p> are not the policy's), then stop.
     mask = np.append(np.asarray(values[1], bool)[:loop_set.NUM_ACTIONS], True)
     return obs, mask
 

@@ -147,8 +147,8 @@ class LoopSetPolicy:
     def act(self, obs: "npt.ArrayLike", mask: "npt.ArrayLike") -> Optional[int]:
         """The greedy choice: an action index, or None for stop (also when nothing is allowed)."""
         s = self.scores(obs)
-        # The server's mask may go on past the policy's actions (stream_L<p>, appended to
-        # loop_nest after it was trained): those are never chosen.
+        # The server's mask may go on past the policy's actions (stream_L<p> and fold_L<p>,
+        # appended to loop_nest after it was trained): those are never chosen.
         a = policy_file.masked_argmax(s[:NUM_ACTIONS], np.asarray(mask, bool)[:NUM_ACTIONS])
         if a is None or s[STOP] > s[a]:
             return None
