@@ -2,6 +2,7 @@
 program distribution, bad files, and `python3 -m looptool.records generate` end to end (two
 programs, each kernel recorded once)."""
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -65,6 +66,25 @@ class LoaderTest(unittest.TestCase):
             self.assertEqual(b.retimed_gflops or b.gflops, max(speeds))
         self.assertEqual(records.best_per_program(rows, host="no such host"), {})
         self.assertEqual(records.feature_matrix([])[1].shape, (0, 0))
+
+    def test_features_of_mixed_versions(self):
+        # A record of a later server version (a feature appended) after one of an earlier: the
+        # columns are the union, first appearance first, and the older record reads 0 there,
+        # whichever comes first; the cost model's featurize agrees.
+        rows = records.load(SAMPLE)
+        old = dataclasses.replace(rows[0], plan_features={
+            k: v for k, v in rows[0].plan_features.items() if k != "vectorized"})
+        new = dataclasses.replace(rows[1], plan_features=dict(rows[1].plan_features,
+                                                              folded_rows=1.0))
+        for pair in ([old, new], [new, old]):
+            names, x = records.feature_matrix(pair)
+            self.assertEqual(set(names), set(new.plan_features))
+            self.assertEqual(len(names), len(set(names)))
+            at = names.index("folded_rows")
+            self.assertEqual(x[pair.index(old), at], 0)
+            self.assertEqual(x[pair.index(new), at], 1)
+            self.assertEqual(cost_model.featurize(pair).plan.shape, x.shape)
+        self.assertEqual(records.plan_feature_names([old, new])[-1], "folded_rows")
 
     def test_summary(self):
         s = records.summary(SAMPLE)

@@ -123,12 +123,24 @@ def load(path: str, split: Optional[str] = None, host: Optional[str] = None,
     return out
 
 
+def plan_feature_names(records: Iterable[Record]) -> List[str]:
+    """Every plan feature name of `records`, in the order of first appearance: one server
+    version's records share theirs, and a later version appends new features (streamed_output,
+    folded_rows), so a file mixing versions has its newest version's names, whichever comes
+    first; a record without a feature reads it as 0."""
+    names: Dict[str, None] = {}
+    for r in records:
+        for n in r.plan_features:
+            names.setdefault(n)
+    return list(names)
+
+
 def feature_matrix(records: Sequence[Record]) -> Tuple[List[str], npt.NDArray[np.float32]]:
     """The plan features of `records` as a float32 matrix (one row per record) with the names of
-    its columns, those of the first record (every record of one server version has the same)."""
+    its columns (plan_feature_names; 0 where a record lacks one)."""
     if not records:
         return [], np.zeros((0, 0), dtype=np.float32)
-    names = list(records[0].plan_features)
+    names = plan_feature_names(records)
     x = np.zeros((len(records), len(names)), dtype=np.float32)
     for i, r in enumerate(records):
         for j, n in enumerate(names):

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from looptool.records import Record
+from looptool.records import Record, plan_feature_names
 from looptool.records.programs import index_span
 
 Array = npt.NDArray[Any]
@@ -155,8 +155,7 @@ class Batch:
 
 
 def featurize(rows: Sequence[Record], plan_names: Optional[Sequence[str]] = None) -> Batch:
-    names = list(plan_names) if plan_names is not None else (
-        list(rows[0].plan_features) if rows else [])
+    names = list(plan_names) if plan_names is not None else plan_feature_names(rows)
     cache: Dict[str, Dict[str, List[float]]] = {}
     per = []
     for r in rows:
@@ -222,7 +221,7 @@ def spearman_by_program(predicted: Array, rows: Sequence[Record],
 
 def ridge(train: Sequence[Record], lam: float = 1e-3) -> Tuple[List[str], Array]:
     """The baseline: a ridge regression of relative log GFLOPS on the plan features."""
-    names = list(train[0].plan_features)
+    names = plan_feature_names(train)
     x = featurize(train, names).plan.astype(np.float64)
     y = relative_log_gflops(train).astype(np.float64)
     w = np.linalg.solve(x.T @ x + lam * len(x) * np.eye(x.shape[1]), x.T @ y)
@@ -294,7 +293,7 @@ def train(rows: Sequence[Record], epochs: int = 30, seed: int = 0, batch: int = 
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
     start = time.monotonic()
-    names = list(rows[0].plan_features)
+    names = plan_feature_names(rows)
     b = featurize(rows, names)
     y = torch.from_numpy(relative_log_gflops(rows))
     loops, mask, plan = (torch.from_numpy(b.loops), torch.from_numpy(b.mask),
