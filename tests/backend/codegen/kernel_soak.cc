@@ -5,9 +5,10 @@
 // sizes with tails, applies a random sequence of legal loop_nest actions (from the untiled nest,
 // or a few from one of its sketches), and compares the JIT kernel of every host ISA, under random
 // code generator options (stride-2 pairs and tap shifts on or off, non-temporal stores of
-// outputs above a random size), with the interpreter (CompareWithInterpreter: guard pages around
-// every tensor, negative inputs, unaligned bases when stores stream). The CI's tests check fixed
-// seeds; this runs for as long as it is given.
+// outputs above a random size) and, in 3 of 4 cases, every pool window's rows folded (the fold
+// mark), with the interpreter (CompareWithInterpreter: guard pages around every tensor,
+// negative inputs, unaligned bases when stores stream). The CI's tests check fixed seeds; this
+// runs for as long as it is given.
 //
 //   bazel build //tests/backend/codegen:kernel_soak
 //   bazel-bin/tests/backend/codegen/kernel_soak [SECONDS=60] [SEED=1]
