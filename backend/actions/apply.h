@@ -34,8 +34,9 @@
 // stream     1) X's statement assigns its output, each element once (kNotAssignment). Toggles
 //            the statement's stream mark: the code generator stores its output's full vectors
 //            non-temporally, past the caches, where it proves them aligned (kernel_plan.h).
-// fold       1) X's statement sums or maxes one operand read with stride 2, a pool's window
-//            (CanFoldRows; kNotStrideTwoWindow). Toggles the statement's fold mark: the code
+// fold       1) X's statement sums or maxes one operand read with stride 2 along some variable
+//            and with a stride past 2 along a reduction variable: a pool's window of several
+//            rows (CanFoldRows; kNotStrideTwoWindow). Toggles the statement's fold mark: the code
 //            generator sums or maxes the window's rows as they lie in memory, then permutes the
 //            even and odd phases once per tap, where the block allows it (kernel_plan.h).
 //

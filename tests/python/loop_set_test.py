@@ -119,6 +119,19 @@ class LoopSetTest(unittest.TestCase):
                     stop = s_torch[loop_set.STOP] > s_torch[best]
                     self.assertEqual(p.act(o, m), None if stop else best)
 
+    def test_which_programs_may_fold(self):
+        # As the server prints them: a CHW pool's last index steps by 2; a channels-last pool's
+        # is its channel; a convolution multiplies; 12* is no stride of 2; an assignment does
+        # not reduce.
+        self.assertTrue(episodes._may_fold("O[c, h, w] max= I[c, 2*h + r, 2*w + s]\nc=4\n"))
+        self.assertTrue(episodes._may_fold("O[r, c] += I[2*r + kr, 2*c + kc]\nr=2\n"))
+        for ir in ("O[h, w, c] max= I[2*h + r, 2*w + s, c]\n",
+                   "O[k, h, w] += I[c, 2*h + r, 2*w + s] * W[k, c, r, s]\n",
+                   "O[r, c] max= I[r + kr, 12*c + kc]\n",
+                   "B[r, c] = A[2*r, 2*c]\n",
+                   "C[m, n] += A[m, k] * B[k, n]\n"):
+            self.assertFalse(episodes._may_fold(ir), ir)
+
     def test_a_rollout_times_its_fastest_marked_where_the_program_may_be(self):
         # The policy never takes stream_L<p> or fold_L<p> (loop_nest's actions 560..591);
         # ranked_rollout times its fastest once more with those that stream its outputs and fold
@@ -168,6 +181,10 @@ class LoopSetTest(unittest.TestCase):
                                             policy, count=4, timed=2, seconds=60)
                 self.assertEqual(len(seen), 1)  # a matmul takes no mark: not tried
                 self.assertFalse(any(a.startswith("stream_L") for a in m.actions))
+                episodes.ranked_rollout(env, "benchmark://user-v0/folded_p", pool, policy,
+                                        count=4, timed=2, seconds=60)
+                self.assertEqual(len(seen), 2)  # a CHW pool may fold: tried
+                self.assertTrue(seen[-1].startswith("O[r, c] max= "))
 
     def test_bad_files_are_refused(self):
         good = json.loads(loop_set.network(hidden=(8,), key=4).to_policy().to_json())

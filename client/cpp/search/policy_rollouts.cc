@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -272,8 +273,9 @@ class EpisodeTimer {
   }
   // The lines of `ir` that start with `keyword` (`stream ` or `fold `: the statements marked);
   // the statements that assign (` = `); whether a statement may fold (a sum or max of one
-  // operand with a stride-2 index: `max= ` or `+= `, `2*`, and neither `] * ` nor `] + `; the
-  // server decides, CanFoldRows).
+  // operand, `max= ` or `+= ` and neither `] * ` nor `] + `, whose last index steps by 2: `2*`
+  // there, not `12*`: a CHW pool, not a channels-last one; the server decides, CanFoldRows, and
+  // a stride of 2 that only the tensor's extents make is missed).
   static int MarkLines(absl::string_view ir, absl::string_view keyword);
   static int AssigningStatements(absl::string_view ir);
   static bool MayFold(absl::string_view ir);
@@ -388,10 +390,22 @@ int EpisodeTimer::MarkLines(absl::string_view ir, absl::string_view keyword) {
 
 bool EpisodeTimer::MayFold(absl::string_view ir) {
   for (absl::string_view line : absl::StrSplit(ir, '\n')) {
-    if ((absl::StrContains(line, "max= ") || absl::StrContains(line, "+= ")) &&
-        absl::StrContains(line, "2*") && !absl::StrContains(line, "] * ") &&
-        !absl::StrContains(line, "] + ")) {
-      return true;
+    for (absl::string_view op : {"max= ", "+= "}) {
+      const size_t at = line.find(op);
+      if (at == absl::string_view::npos) continue;
+      const absl::string_view rhs = line.substr(at + op.size());
+      const size_t open = rhs.find('['), close = rhs.find(']');
+      if (absl::StrContains(rhs, "] * ") || absl::StrContains(rhs, "] + ") ||
+          open == absl::string_view::npos || close == absl::string_view::npos || close < open) {
+        continue;
+      }
+      const absl::string_view index = rhs.substr(open + 1, close - open - 1);
+      const size_t comma = index.rfind(',');
+      const absl::string_view last =
+          comma == absl::string_view::npos ? index : index.substr(comma + 1);
+      for (size_t k = last.find("2*"); k != absl::string_view::npos; k = last.find("2*", k + 1)) {
+        if (k == 0 || !absl::ascii_isdigit(last[k - 1])) return true;
+      }
     }
   }
   return false;

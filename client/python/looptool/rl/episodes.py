@@ -20,6 +20,7 @@ at least, at most `max_steps`, stopping where a state comes back.
 import heapq
 import itertools
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
@@ -27,6 +28,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from looptool.env import LoopToolEnv
+from looptool.errors import ServiceError
 from looptool.rl import loop_set
 from looptool.rl.imitate import OBSERVE, Rollout, _state
 
@@ -190,10 +192,19 @@ def _retiming_time(call: float, calls: Sequence[float]) -> float:
 
 def _may_fold(ir: str) -> bool:
     """Whether a statement of `ir` may fold its window's rows (fold_L<p>): a sum or max of one
-    operand with a stride-2 index (`max= ` or `+= `, `2*`, and neither `] * ` nor `] + `; the
-    server decides). As C++'s EpisodeTimer::MayFold."""
-    return any(("max= " in line or "+= " in line) and "2*" in line and "] * " not in line
-               and "] + " not in line for line in ir.split("\n"))
+    operand (`max= ` or `+= `, neither `] * ` nor `] + `) whose last index steps by 2 (`2*`
+    there, not `12*`: a CHW pool; a channels-last pool's last index is its channel). The server
+    decides (CanFoldRows); a stride of 2 that only the tensor's extents make is missed. As C++'s
+    EpisodeTimer::MayFold."""
+    for line in ir.split("\n"):
+        for op in ("max= ", "+= "):
+            rhs = line.partition(op)[2]
+            if not rhs or "] * " in rhs or "] + " in rhs or "[" not in rhs:
+                continue
+            last = rhs.partition("[")[2].partition("]")[0].split(",")[-1]
+            if re.search(r"(^|[^0-9])2\*", last.strip()):
+                return True
+    return False
 
 
 def _may_mark(env: LoopToolEnv) -> bool:
@@ -212,10 +223,11 @@ def _time_marked(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
     """The stream_L<p> that stream every output the program assigns (non-temporal stores) and
     the fold_L<p> that fold every stride-2 window's rows (both appended to loop_nest after the
     policy was trained, which never takes them), and the GFLOPS of the state with them, timed
-    once in a fork; None where none is allowed. As C++'s EpisodeTimer::TryMarked: the actions
-    the state allows, in order, each kept where it marks one more statement (a second loop of a
-    marked statement would toggle the mark off); stream_L<p> until every statement that
-    assigns (` = `) is streamed."""
+    once in a fork; None where none is allowed, or where a step or the timing fails (the
+    unmarked fastest stands). As C++'s EpisodeTimer::TryMarked: the actions the state allows,
+    in order, each kept where it marks one more statement (a second loop of a marked statement
+    would toggle the mark off); stream_L<p> until every statement that assigns (` = `) is
+    streamed."""
     mask = np.asarray(env.observe(["action_mask"])["action_mask"], bool)
     names = env.action_space.names
     ir = str(env.observe(["ir"])["ir"])
@@ -243,13 +255,15 @@ def _time_marked(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
             if now <= counts[keyword]:  # toggled a marked statement's mark off
                 fork.close()
                 continue
-            if marked is not None:
-                marked.close()
-            marked, counts[keyword] = fork, now
+            previous, marked, counts[keyword] = marked, fork, now
             kept.append(names[a])
+            if previous is not None:
+                previous.close()
         if marked is None:
             return None
         return kept, float(marked.observe(["flops"])["flops"])
+    except ServiceError:
+        return None  # as C++: the unmarked fastest stands
     finally:
         if marked is not None:
             marked.close()

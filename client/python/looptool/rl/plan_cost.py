@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
+from looptool.records import plan_feature_names
 from looptool.rl import policy_file
 
 Array = npt.NDArray[Any]
@@ -183,10 +184,10 @@ EPISODE_SEARCHES = ("policy_guided", "policy")
 
 def dataset(rows: Sequence[Any], names: Optional[Sequence[str]] = None) -> Dataset:
     """looptool.records.Record rows with positive GFLOPS -> a Dataset (the plan feature names
-    of the first row unless given)."""
+    of the rows, records.plan_feature_names, unless given; 0 where a row lacks one)."""
     rows = [r for r in rows if r.gflops > 0]
     if names is None:
-        names = list(rows[0].plan_features) if rows else []
+        names = plan_feature_names(rows)
     x = np.array([[float(r.plan_features.get(n, 0.0)) for n in names] for r in rows], np.float64)
     return Dataset(list(names), x.reshape(len(rows), len(names)),
                    np.log2(np.array([r.gflops for r in rows], np.float64)),
