@@ -152,7 +152,14 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
     s.search = options.search.search.Name();
     s.server = out.server;
     s.seconds = out.search.seconds;
-    ASSIGN_OR_RETURN(out.stored, options.store->Offer(s));
+    // A search from the stored schedule timed it in this run (its start) beside its result: that
+    // comparison decides, not the number stored by another run (an older code generator's).
+    std::optional<std::vector<std::string>> measured_stored;
+    if (!prefix.empty() && out.search.start_gflops > 0 &&
+        out.search.gflops >= out.search.start_gflops) {
+      measured_stored = prefix;
+    }
+    ASSIGN_OR_RETURN(out.stored, options.store->Offer(s, measured_stored));
   }
   return out;
 }

@@ -101,7 +101,8 @@ absl::StatusOr<std::optional<StoredSchedule>> ScheduleStore::Find(
   return std::optional<StoredSchedule>(std::move(s));
 }
 
-absl::StatusOr<bool> ScheduleStore::Offer(const StoredSchedule& s) {
+absl::StatusOr<bool> ScheduleStore::Offer(
+    const StoredSchedule& s, const std::optional<std::vector<std::string>>& measured_stored) {
   if (s.benchmark.empty() || s.host_cpu.empty() || s.action_space.empty()) {
     return absl::InvalidArgumentError("a stored schedule needs a benchmark, a host CPU and an "
                                       "action space");
@@ -111,14 +112,15 @@ absl::StatusOr<bool> ScheduleStore::Offer(const StoredSchedule& s) {
         absl::StrCat("refusing to store ", s.benchmark, " at ", s.gflops, " GFLOPS"));
   }
   absl::MutexLock lock(&mu_);
-  // One statement: concurrent offers (threads or processes) keep the fastest.
+  // One statement: concurrent offers (threads or processes) keep the fastest, or this run's
+  // result over the schedule it was compared with in the same run (?12; NULL matches nothing).
   Statement stmt(db_, absl::StrCat(
       "INSERT INTO schedules (", kColumns, ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
       "?11) ON CONFLICT (benchmark, host_cpu, action_space) DO UPDATE SET actions = "
       "excluded.actions, loop_tree = excluded.loop_tree, gflops = excluded.gflops, peak_gflops = "
       "excluded.peak_gflops, search = excluded.search, server = excluded.server, seconds = "
       "excluded.seconds, updated_unix = excluded.updated_unix WHERE excluded.gflops > "
-      "schedules.gflops"));
+      "schedules.gflops OR schedules.actions = ?12"));
   if (!stmt.ok()) return Error("write");
   stmt.Text(1, s.benchmark);
   stmt.Text(2, s.host_cpu);
@@ -131,6 +133,7 @@ absl::StatusOr<bool> ScheduleStore::Offer(const StoredSchedule& s) {
   stmt.Text(9, s.server);
   stmt.Real(10, s.seconds);
   stmt.Int(11, absl::ToUnixSeconds(absl::Now()));
+  if (measured_stored.has_value()) stmt.Text(12, nlohmann::json(*measured_stored).dump());
   if (sqlite3_step(stmt.get()) != SQLITE_DONE) return Error("write");
   return sqlite3_changes(db_) > 0;
 }

@@ -53,7 +53,14 @@ class ScheduleStore {
                                                      const std::string& action_space);
   // Stores `s` when its key has no schedule yet or `s` is faster than the stored one; returns
   // whether it was stored. INVALID_ARGUMENT for an empty key or a non-positive gflops.
-  absl::StatusOr<bool> Offer(const StoredSchedule& s);
+  // `measured_stored`: the actions of the stored schedule, which the caller timed in the same run
+  // as `s` and found no faster than `s` (a search that started from it). Then `s` is stored also
+  // where the stored schedule still has those actions, whatever its number: a number measured by
+  // another code generator, at another clock or on another day gives way to this run's
+  // comparison. A faster schedule another process stored meanwhile (other actions) is kept.
+  absl::StatusOr<bool> Offer(
+      const StoredSchedule& s,
+      const std::optional<std::vector<std::string>>& measured_stored = std::nullopt);
   // Every stored schedule, by benchmark then host; only those whose host CPU contains
   // `host_filter` when it is not empty.
   absl::StatusOr<std::vector<StoredSchedule>> List(const std::string& host_filter = "");

@@ -80,6 +80,32 @@ TEST(ScheduleStoreTest, KeepsTheFastestPerKeyAndPersists) {
   EXPECT_THAT((*intel)[0].actions, ElementsAre("swap_down"));
 }
 
+// A run that timed the stored schedule beside its result (a search from it) replaces it whatever
+// number is stored (an older code generator's, another clock's); an offer naming other actions
+// than the stored ones (another process stored a faster schedule meanwhile) does not.
+TEST(ScheduleStoreTest, ASameRunComparisonReplacesAStaleNumber) {
+  auto store = ScheduleStore::Open(TempPath("same_run.db"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_TRUE(*(*store)->Offer(Schedule("benchmark://s", 200, {"split_8"})));
+  const std::vector<std::string> stored = {"split_8"};
+  const std::vector<std::string> other = {"split_4"};
+  // Slower than the stored number, compared with other actions: kept out.
+  EXPECT_FALSE(*(*store)->Offer(Schedule("benchmark://s", 150, {"split_8", "down"}), other));
+  EXPECT_FALSE(*(*store)->Offer(Schedule("benchmark://s", 150, {"split_8", "down"})));
+  EXPECT_EQ((*(*store)->Find("benchmark://s", "AMD EPYC 9R14", "loop_tool"))->gflops, 200);
+  // Compared in the same run with the stored schedule: replaces it at this run's number.
+  EXPECT_TRUE(*(*store)->Offer(Schedule("benchmark://s", 150, {"split_8", "down"}), stored));
+  auto found = (*store)->Find("benchmark://s", "AMD EPYC 9R14", "loop_tool");
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->gflops, 150);
+  EXPECT_THAT((*found)->actions, ElementsAre("split_8", "down"));
+  // The stored actions changed: the old comparison no longer applies, the number decides.
+  EXPECT_FALSE(*(*store)->Offer(Schedule("benchmark://s", 120, {"split_8", "up"}), stored));
+  EXPECT_TRUE(*(*store)->Offer(Schedule("benchmark://s", 160, {"split_8", "up"}), stored));
+  // A key with nothing stored takes any offer.
+  EXPECT_TRUE(*(*store)->Offer(Schedule("benchmark://t", 1, {"down"}), stored));
+}
+
 TEST(ScheduleStoreTest, ConcurrentOffersKeepTheFastest) {
   const std::string path = TempPath("concurrent.db");
   auto a = ScheduleStore::Open(path);
