@@ -252,7 +252,7 @@ class Block {
     }
   }
 
-  // ---- stride 2's chunk two elements on, from the chunks of this vector and the next ----------
+  // ---- a tap's chunk shifted in from the chunks of this vector and the next -----------------
   // A full chunk of stride 2 at element d + 2 (a stride-2 window's column tap 2) holds lanes
   // 1..W-1 of the chunk at d (tap 0) and lane 0 of the chunk at d + 2W (tap 0 of the next vector
   // of outputs). When the block reads both of those (several vectors of the output row in one
@@ -260,24 +260,50 @@ class Block {
   // loads and a permute. Neither source may itself be made so, nor may the chunk be one of a
   // pair; the sources count the shifted chunk's reads as their own uses, so that the cache keeps
   // them for it. AVX-512 (8 or 16 lanes) only.
+  //
+  // Likewise a full contiguous chunk at element d + t (0 < t < W; a stride-1 window's column tap
+  // t in CHW) from the chunks at d and d + W, by a shift of t lanes, where the block reads both:
+  // a 16-lane load off a cache line's alignment spans two lines (an 8-lane one half the time),
+  // and such loads cost about twice an aligned one on the cores we target, more than the shift
+  // (bench/results/zen5/codegen_unit_stride_shifts.md). With shift_unit_taps.
   void PlanShifts() {
-    if (!s_.shift_taps || !vec_.PermutesStrideTwo() || (vec_.width() != 8 && vec_.width() != 16)) {
-      return;
+    if (!vec_.PermutesStrideTwo() || (vec_.width() != 8 && vec_.width() != 16)) return;
+    const int w = vec_.width();
+    if (s_.shift_taps) {
+      const std::set<OperandRef> chunks = FullStrideTwoChunks();
+      std::set<OperandRef> sources;
+      for (const OperandRef& o : chunks) {  // by offset
+        if (pair_even_.count(o) || pair_odd_.count(o) || sources.count(o)) continue;
+        OperandRef lo = o, hi = o;
+        lo.offset -= 2 * 4;
+        hi.offset += (2 * w - 2) * 4;
+        if (!chunks.count(lo) || !chunks.count(hi) || shifted_.count(lo)) continue;
+        shifted_[o] = {lo, hi, 1};  // hi, after o by offset, is not decided yet: it never will be
+        sources.insert(lo);
+        sources.insert(hi);
+      }
     }
-    const std::set<OperandRef> chunks = FullStrideTwoChunks();
-    std::set<OperandRef> sources;
-    for (const OperandRef& o : chunks) {  // by offset
-      if (pair_even_.count(o) || pair_odd_.count(o) || sources.count(o)) continue;
-      OperandRef lo = o, hi = o;
-      lo.offset -= 2 * 4;
-      hi.offset += (2 * vec_.width() - 2) * 4;
-      if (!chunks.count(lo) || !chunks.count(hi) || shifted_.count(lo)) continue;
-      shifted_[o] = {lo, hi};  // hi, after o by offset, is not decided yet: it never will be
-      sources.insert(lo);
-      sources.insert(hi);
+    if (s_.shift_unit_taps) {
+      std::set<OperandRef> chunks, sources;
+      for (const auto& [o, uses] : uses_) {
+        if (o.kind == AccessPlan::Kind::kVector && o.lanes == w && !uses.empty()) chunks.insert(o);
+      }
+      for (const OperandRef& o : chunks) {  // by offset
+        if (sources.count(o)) continue;
+        for (int t = 1; t < w; ++t) {
+          OperandRef lo = o, hi = o;
+          lo.offset -= int64_t{t} * 4;
+          hi.offset = lo.offset + int64_t{w} * 4;
+          if (!chunks.count(lo) || !chunks.count(hi) || shifted_.count(lo)) continue;
+          shifted_[o] = {lo, hi, t};  // hi, after o, is not decided yet: it never will be
+          sources.insert(lo);
+          sources.insert(hi);
+          break;
+        }
+      }
     }
     for (const auto& [o, from] : shifted_) {
-      for (const OperandRef& source : {from.first, from.second}) {
+      for (const OperandRef& source : {from.lo, from.hi}) {
         std::vector<int>& uses = uses_[source];
         const std::vector<int>& more = uses_.at(o);
         uses.insert(uses.end(), more.begin(), more.end());
@@ -289,9 +315,12 @@ class Block {
 
   // Makes shifted chunk `o` in `reg` from its sources: each from its cache register, or loaded
   // there now (the low one into `reg` itself when no cache register pays). False, with nothing
-  // emitted, when the high one finds no register but `reg`.
+  // emitted, when the high one finds no register but `reg`, or, for a contiguous chunk, when
+  // neither source is held (two loads would replace one).
   bool LoadShifted(int reg, const OperandRef& o, int i) {
-    const auto& [lo, hi] = shifted_.at(o);
+    const auto& [lo, hi, lanes] = shifted_.at(o);
+    // A contiguous chunk is one load: shifted, it takes at most one too (a source held).
+    if (o.kind == AccessPlan::Kind::kVector && !where_.count(lo) && !where_.count(hi)) return false;
     // Pin what is cached already, so that caching the other source cannot evict it.
     for (const OperandRef* source : {&lo, &hi}) {
       auto at = where_.find(*source);
@@ -307,7 +336,7 @@ class Block {
       lo_reg = reg;
       LoadOperand(reg, lo, i);
     }
-    vec_.ShiftInOneLane(vec_.V(reg), vec_.V(hi_reg), vec_.V(lo_reg));
+    vec_.ShiftInLanes(vec_.V(reg), vec_.V(hi_reg), vec_.V(lo_reg), lanes);
     Unpin(lo, i);
     Unpin(hi, i);
     return true;
@@ -498,6 +527,7 @@ class Block {
 
   // Whether `o` must be in a register for any instruction to read it.
   bool MustBeRegister(const OperandRef& o) const {
+    if (shifted_.count(o)) return true;  // made in a register from its sources
     if (o.lanes < vec_.width() && o.kind == AccessPlan::Kind::kVector) return true;  // masked
     if (o.kind == AccessPlan::Kind::kStrided) return true;
     if (o.kind == AccessPlan::Kind::kBroadcast && !vec_.CanBroadcastFromMemory()) return true;
@@ -644,8 +674,14 @@ class Block {
   std::vector<RowFold> folds_;                      // PlanRowFolds' folds
   std::map<int, TransposeGroup> transpose_before_;  // first op of a group -> the group
   std::set<OperandRef> pair_even_, pair_odd_;       // PlanPairs' pairs: chunk d, chunk d + 1
-  // PlanShifts' chunks at d + 2: their sources, the chunks at d and d + 2W.
-  std::map<OperandRef, std::pair<OperandRef, OperandRef>> shifted_;
+  // PlanShifts' chunks made by a lane shift: their sources (stride 2: the chunks at d and d + 2W
+  // for the chunk at d + 2, one lane; contiguous: the chunks at d and d + W for the chunk at
+  // d + t, t lanes).
+  struct Shift {
+    OperandRef lo, hi;
+    int lanes = 1;
+  };
+  std::map<OperandRef, Shift> shifted_;
 };
 
 }  // namespace

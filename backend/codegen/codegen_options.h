@@ -24,6 +24,12 @@ struct CodegenOptions {
   // lane shift instead of two loads and a permute (AVX-512; StatementPlan::shift_taps). Off
   // only to compare.
   bool shift_stride_two_taps = true;
+  // A block that reads a full contiguous chunk at element d + t (0 < t < W: column tap t of a
+  // stride-1 window in CHW, a pool's or a depthwise convolution's) and the chunks at d and
+  // d + W (tap 0 of its vector of outputs and of the next) makes it from those two by a lane
+  // shift instead of a load that, off the vector's alignment, spans two cache lines (AVX-512;
+  // StatementPlan::shift_unit_taps). Off only to compare.
+  bool shift_unit_stride_taps = true;
   // A statement that writes each element of its output once (an assignment: a copy, transpose,
   // broadcast or elementwise op) and whose output tensor has at least this many bytes stores
   // its full vectors with non-temporal stores (vmovntps), past the caches, where every such

@@ -332,8 +332,13 @@ void VectorOps::StoreStreaming(const Xbyak::Address& dst, const Xbyak::Xmm& src)
 
 void VectorOps::ShiftInOneLane(const Xbyak::Xmm& dst, const Xbyak::Xmm& hi,
                                const Xbyak::Xmm& lo) {
-  LT_CHECK(PermutesStrideTwo() && (width_ == 8 || width_ == 16));
-  g_.valignd(dst, hi, lo, 1);
+  ShiftInLanes(dst, hi, lo, 1);
+}
+
+void VectorOps::ShiftInLanes(const Xbyak::Xmm& dst, const Xbyak::Xmm& hi, const Xbyak::Xmm& lo,
+                             int lanes) {
+  LT_CHECK(PermutesStrideTwo() && (width_ == 8 || width_ == 16) && lanes > 0 && lanes < width_);
+  g_.valignd(dst, hi, lo, static_cast<uint8_t>(lanes));
 }
 
 void VectorOps::Copy(const Xbyak::Xmm& dst, const Xbyak::Xmm& src) {

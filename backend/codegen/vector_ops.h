@@ -101,6 +101,11 @@ class VectorOps {
   // elements on from `lo`'s, where `hi` is the chunk 2W elements on from `lo`'s (a stride-2
   // window's column tap 2 from tap 0 of its vector and of the next). Needs PermutesStrideTwo().
   void ShiftInOneLane(const Xbyak::Xmm& dst, const Xbyak::Xmm& hi, const Xbyak::Xmm& lo);
+  // dst = lanes `lanes`..W-1 of `lo`, then lanes 0..`lanes`-1 of `hi` (valignd; 0 < lanes < W):
+  // the contiguous chunk `lanes` elements on from `lo`'s, where `hi` is the chunk W elements on
+  // (a stride-1 window's column tap from tap 0 of its vector and of the next). Needs
+  // PermutesStrideTwo().
+  void ShiftInLanes(const Xbyak::Xmm& dst, const Xbyak::Xmm& hi, const Xbyak::Xmm& lo, int lanes);
   void Broadcast(const Xbyak::Xmm& dst, const Xbyak::Address& src);
   void Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lanes);
   // A full vector stored past the caches (movntps / vmovntps); `dst` must be aligned to the

@@ -276,6 +276,50 @@ TEST(Kernel, StrideTwoTapShiftedFromNextVector) {
   }
 }
 
+// Column tap t of a stride-1 window (the contiguous chunk at element d + t, 0 < t < W) in a block
+// that also reads tap 0 of its vector (d) and of the next (d + W): made from those two by a
+// shift of t lanes instead of a load across two cache lines (AVX-512; BlockEmitter's
+// PlanShifts, shift_unit_taps). CHW pools and a depthwise convolution (a binary combiner) with
+// several vectors of a row in one block, the taps outside the vectors and inside them, a masked
+// last vector (never a source), a sum, a 5-wide window, a 17-wide one (taps 1..15 shifted, tap
+// 16 the next vector's tap 0), an 8-lane block and two output rows in one block; negative
+// inputs under the guard pages. The code must differ from the code with the shifts off at
+// AVX-512, or the shifts went untested.
+TEST(Kernel, UnitStrideTapShiftedFromNextVector) {
+  const struct {
+    std::string program, actions;
+  } kCases[] = {
+      {"O[r,c] max= I[r+kr, c+kc]; r=3 c=64 kr=3 kc=3",
+       "tile_L2_16, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3"},
+      {"O[r,c] max= I[r+kr, c+kc]; r=3 c=64 kr=3 kc=3",
+       "tile_L2_16, interchange_L1_L2, interchange_L4_L3, unroll_L1, unroll_L2, unroll_L3"},
+      {"O[r,c] max= I[r+kr, c+kc]; r=2 c=37 kr=3 kc=3", "down, down, swap_down"},
+      {"O[r,c] += I[r+kr, c+kc]; r=2 c=48 kr=3 kc=3", "down, down, swap_down"},
+      {"O[r,c] max= I[r+kr, c+kc]; r=2 c=40 kr=2 kc=5", "down, down, swap_down"},
+      {"O[r,c] += I[r, c+kc]; r=2 c=48 kc=17", "down, swap_down"},
+      {"O[r,c] max= I[r+kr, c+kc]; r=3 c=24 kr=3 kc=3",
+       "tile_L2_8, interchange_L4_L2, unroll_L1, unroll_L2, unroll_L3"},
+      {"O[r,c] max= I[r+kr, c+kc]; r=4 c=64 kr=3 kc=3",
+       "tile_L0_2, tile_L3_32, interchange_L3_L1, interchange_L4_L5"},
+      {"O[k,h,w] += I[k, h+r, w+s] * W[k,r,s]; k=2 h=3 w=35 r=3 s=3",
+       "tile_L3_16, interchange_L5_L3, unroll_L2, unroll_L3, unroll_L4"},
+  };
+  CodegenOptions unshifted;
+  unshifted.shift_unit_stride_taps = false;
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.program + " | " + c.actions);
+    const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    for (Isa isa : HostIsas()) {
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "") << LoopTreeText(tree);
+      if (isa != Isa::kAvx512) continue;
+      const auto shifted = KernelCompiler(isa).CompileCode(tree);
+      const auto loaded = KernelCompiler(isa, unshifted).CompileCode(tree);
+      ASSERT_TRUE(shifted.ok() && loaded.ok());
+      EXPECT_NE(*shifted, *loaded) << "no tap shifted\n" << LoopTreeText(tree);
+    }
+  }
+}
+
 // A pool's window rows folded before the permutes (BlockEmitter's PlanRowFolds): every row's
 // span at tap 0 (and at tap 2 where no next vector gives it) summed or maxed in memory's order,
 // then permuted once. Pools with several vectors of a row in one block (tap 2 shifted in from
