@@ -527,7 +527,12 @@ class Block {
 
   // Whether `o` must be in a register for any instruction to read it.
   bool MustBeRegister(const OperandRef& o) const {
-    if (shifted_.count(o)) return true;  // made in a register from its sources
+    // Made in a register from its sources: a stride-2 chunk always, a contiguous one where a
+    // source is held (else LoadShifted loads it, and a memory operand serves as well).
+    if (auto s = shifted_.find(o);
+        s != shifted_.end() && (where_.count(s->second.lo) || where_.count(s->second.hi))) {
+      return true;
+    }
     if (o.lanes < vec_.width() && o.kind == AccessPlan::Kind::kVector) return true;  // masked
     if (o.kind == AccessPlan::Kind::kStrided) return true;
     if (o.kind == AccessPlan::Kind::kBroadcast && !vec_.CanBroadcastFromMemory()) return true;

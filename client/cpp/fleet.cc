@@ -97,15 +97,22 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
   out.host_cpu = connection.host_cpu();
   const std::string key = options.store_key.empty() ? env.benchmark() : options.store_key;
   std::vector<std::string> prefix;
+  // The stored schedule's actions, where the search starts from it (`prefix`, empty when it is
+  // the start state), and where they no longer replay (the space changed since: any result of
+  // this run supersedes them, whatever number they were stored at).
+  std::optional<std::vector<std::string>> started_from_stored, unusable_stored;
   if (options.store != nullptr) {
     ASSIGN_OR_RETURN(const std::optional<StoredSchedule> found,
                      options.store->Find(key, out.host_cpu, options.action_space));
+    if (found.has_value() && found->actions.empty()) started_from_stored = found->actions;
     if (found.has_value() && !found->actions.empty()) {
       absl::StatusOr<StepResult> replayed = env.StepNamed(found->actions);
       if (replayed.ok()) {
         prefix = found->actions;
+        started_from_stored = found->actions;
       } else if (replayed.status().code() == absl::StatusCode::kInvalidArgument) {
         // The stored actions do not apply (a space that changed since): start fresh.
+        unusable_stored = found->actions;
         RETURN_IF_ERROR(env.Reset());
       } else {
         return replayed.status();
@@ -153,11 +160,12 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
     s.server = out.server;
     s.seconds = out.search.seconds;
     // A search from the stored schedule timed it in this run (its start) beside its result: that
-    // comparison decides, not the number stored by another run (an older code generator's).
-    std::optional<std::vector<std::string>> measured_stored;
-    if (!prefix.empty() && out.search.start_gflops > 0 &&
+    // comparison decides, not the number stored by another run (an older code generator's); a
+    // stored schedule that no longer replays gives way to any result.
+    std::optional<std::vector<std::string>> measured_stored = unusable_stored;
+    if (started_from_stored.has_value() && out.search.start_gflops > 0 &&
         out.search.gflops >= out.search.start_gflops) {
-      measured_stored = prefix;
+      measured_stored = started_from_stored;
     }
     ASSIGN_OR_RETURN(out.stored, options.store->Offer(s, measured_stored));
   }

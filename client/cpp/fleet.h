@@ -82,8 +82,9 @@ bool Storable(const SearchOptions& options, const SearchResult& result);
 // Tunes `env`'s benchmark, which must be in its start state, on the server behind `connection`:
 // replays the store's schedule for (benchmark, connection.host_cpu(), action space) when there
 // is one, searches from there and offers the best to the store when Storable (where the search
-// timed the stored schedule, its start, in this run and found the best no slower, the best
-// replaces it whatever number another run stored: ScheduleStore::Offer's measured_stored). With
+// timed the stored schedule, its start, in this run and found the best no slower, or where the
+// stored actions no longer replay, the best replaces it whatever number another run stored:
+// ScheduleStore::Offer's measured_stored). With
 // records, every kernel the search measures is recorded as it is measured. The store's and the
 // records' errors are returned, not ignored.
 absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,

@@ -54,7 +54,8 @@ class ScheduleStore {
   // Stores `s` when its key has no schedule yet or `s` is faster than the stored one; returns
   // whether it was stored. INVALID_ARGUMENT for an empty key or a non-positive gflops.
   // `measured_stored`: the actions of the stored schedule, which the caller timed in the same run
-  // as `s` and found no faster than `s` (a search that started from it). Then `s` is stored also
+  // as `s` and found no faster than `s` (a search that started from it), or found unusable (they
+  // no longer replay in the action space). Then `s` is stored also
   // where the stored schedule still has those actions, whatever its number: a number measured by
   // another code generator, at another clock or on another day gives way to this run's
   // comparison. A faster schedule another process stored meanwhile (other actions) is kept.
