@@ -321,7 +321,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
              f"and `--search=policy_guided` ({args.guided_seconds:g} s) over the default search "
              f"(evolution, {args.search_seconds:g} s).", "",
              f"`policy` ranks its {args.policy_candidates} likeliest episodes by its cost model, "
-             f"untimed, and times them in that order while {args.policy_seconds:g} s from its "
+             "untimed (the first wave with the states its greedy episodes passed through, the "
+             "start among them, also with its outputs streamed and pool windows folded), "
+             f"and times them in that order while {args.policy_seconds:g} s from its "
              f"start last (the first whatever the time), then the next {args.policy_candidates} "
              f"likeliest likewise while time is left, {args.policy_timed} timed at most in all, "
              "keeping the fastest; `top1` "

@@ -676,9 +676,29 @@ class LoopSetTest(unittest.TestCase):
                     self.assertEqual(len({e.features for e in eps}), len(eps))
                     self.assertGreater(len(eps), 2)
                     self.assertEqual([e.loss for e in eps], sorted(e.loss for e in eps))
-                    eight = sorted(float(e.env.observe(["flops"])["flops"]) for e in eps)
                 finally:
                     for e in eps:
+                        e.env.close()
+                # A first wave of four: the four likeliest and the shorter candidates beside them
+                # (the states the greedy episode passed through, the start among them, none
+                # ending where an episode ends).
+                stream = episodes.EpisodeStream(env, "benchmark://user-v0/ranked", d.program,
+                                                policy)
+                four = stream.next(4)
+                shorter = stream.short_candidates(four)
+                try:
+                    self.assertEqual([e.actions for e in four], [e.actions for e in eps[:4]])
+                    greedy_prefixes = [eps[0].actions[:n] for n in range(len(eps[0].actions))]
+                    self.assertIn([], [e.actions for e in shorter])  # the untiled start
+                    for e in shorter:
+                        self.assertIn(e.actions, greedy_prefixes)
+                        self.assertEqual(e.loss, max(x.loss for x in four))
+                    ends = {e.features for e in four + shorter}
+                    self.assertEqual(len(ends), len(four) + len(shorter))
+                    first_wave = sorted(float(e.env.observe(["flops"])["flops"])
+                                        for e in four + shorter)
+                finally:
+                    for e in four + shorter:
                         e.env.close()
                 ranked = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
                                                  policy, count=8, timed=1)
@@ -704,9 +724,8 @@ class LoopSetTest(unittest.TestCase):
                     self.assertEqual(len(retimed), 3)  # the one timed, re-timed
                     self.assertEqual(one.actions, ranked.actions)
                     self.assertEqual(one.gflops, retimed[2])  # its timing (0.5 is slower)
-                    # Waves: four likeliest timed, then the next four, then two of the next
-                    # (ten at most): the first two waves' kernels the eight likeliest's (the
-                    # server's timings of a kernel are cached: the same GFLOPS).
+                    # Waves: the first wave's (above) timed, then two of the next (the server's
+                    # timings of a kernel are cached: the same GFLOPS).
                     timings: list = []
 
                     def counted(e: LoopToolEnv, names: list, *a: object, **k: object) -> dict:
@@ -716,10 +735,10 @@ class LoopSetTest(unittest.TestCase):
                         return got
                     with unittest.mock.patch.object(LoopToolEnv, "observe", counted):
                         waves = episodes.ranked_rollout(env, "benchmark://user-v0/ranked",
-                                                        d.program, policy, count=4, timed=10,
-                                                        seconds=60)
-                    self.assertEqual(len(timings), 10)
-                    self.assertEqual(sorted(timings[:8]), eight)
+                                                        d.program, policy, count=4,
+                                                        timed=len(first_wave) + 2, seconds=60)
+                    self.assertEqual(len(timings), len(first_wave) + 2)
+                    self.assertEqual(sorted(timings[:len(first_wave)]), first_wave)
                     self.assertEqual(len(retimed), 5)  # the two fastest of all waves
                     self.assertEqual(waves.gflops, max(timings))  # their timings (0.5 slower)
             self.assertIn(ranked.actions, [e.actions for e in eps])

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <set>
 #include <string>
@@ -203,6 +204,9 @@ class LikelyEpisodeStream {
     return out;
   }
 
+  // The states the episodes of every wave ended in (ShortCandidates adds its own).
+  std::set<std::vector<float>>& finals() { return finals_; }
+
   // Every network has played all its episodes or failed.
   bool exhausted() const {
     for (size_t i = 0; i < networks_.size(); ++i) {
@@ -216,6 +220,148 @@ class LikelyEpisodeStream {
   std::vector<bool> failed_;
   std::set<std::vector<float>> finals_;
 };
+
+// The lines of `ir` that start with `keyword` (`stream ` or `fold `: the statements marked).
+int MarkLines(absl::string_view ir, absl::string_view keyword) {
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(ir, '\n')) n += absl::StartsWith(line, keyword);
+  return n;
+}
+
+// The statements of `ir` that assign (` = `).
+int AssigningStatements(absl::string_view ir) {
+  int n = 0;
+  for (size_t at = ir.find("] = "); at != absl::string_view::npos; at = ir.find("] = ", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// Whether a statement of `ir` may fold: a sum or max of one operand (`max= ` or `+= ` and
+// neither `] * ` nor `] + `) whose last index steps by 2 (`2*` there, not `12*`: a CHW pool, not
+// a channels-last one; the server decides, CanFoldRows, and a stride of 2 that only the
+// tensor's extents make is missed).
+bool MayFold(absl::string_view ir) {
+  for (absl::string_view line : absl::StrSplit(ir, '\n')) {
+    for (absl::string_view op : {"max= ", "+= "}) {
+      const size_t at = line.find(op);
+      if (at == absl::string_view::npos) continue;
+      const absl::string_view rhs = line.substr(at + op.size());
+      const size_t open = rhs.find('['), close = rhs.find(']');
+      if (absl::StrContains(rhs, "] * ") || absl::StrContains(rhs, "] + ") ||
+          open == absl::string_view::npos || close == absl::string_view::npos || close < open) {
+        continue;
+      }
+      const absl::string_view index = rhs.substr(open + 1, close - open - 1);
+      const size_t comma = index.rfind(',');
+      const absl::string_view last =
+          comma == absl::string_view::npos ? index : index.substr(comma + 1);
+      for (size_t k = last.find("2*"); k != absl::string_view::npos; k = last.find("2*", k + 1)) {
+        if (k == 0 || !absl::ascii_isdigit(last[k - 1])) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Whether `ir` shows a statement that may take a mark: one that assigns (streamed) or folds.
+bool MayMark(absl::string_view ir) { return AssigningStatements(ir) > 0 || MayFold(ir); }
+
+// A state with the statement marks a loop_set policy never takes (stream_L<p> and fold_L<p>,
+// appended to loop_nest after it was trained) set wherever its statements allow them.
+struct Marked {
+  std::unique_ptr<StateSource> source;
+  std::vector<int> actions;  // the marking actions, after those that reached `from`
+};
+
+// `from` (whose ir is `ir`) with every output it assigns streamed (stored non-temporally) and
+// every stride-2 window's rows folded: the marking actions its state allows, in order, each
+// kept where it marks one more statement (a second loop of a marked statement would toggle the
+// mark off), until every statement that assigns is streamed (a concatenation has two) and no
+// fold_L<p> is left. nullopt where none marks anything (or MayMark(ir) is false); an error where
+// the server refuses a fork or step.
+absl::StatusOr<std::optional<Marked>> MarkAll(StateSource& from, absl::string_view ir,
+                                              const std::vector<std::string>& names) {
+  if (!MayMark(ir)) return std::nullopt;
+  ASSIGN_OR_RETURN(const StepResult now, from.Step({}, {"action_mask"}));
+  const std::vector<bool>& mask = now.Find("action_mask")->bools;
+  const int assigning = AssigningStatements(ir);
+  int streamed = MarkLines(ir, "stream ");
+  int folded = MarkLines(ir, "fold ");
+  std::optional<Marked> marked;  // the state with the marks kept so far
+  for (size_t a = 0; a < std::min(mask.size(), names.size()); ++a) {
+    const bool stream = absl::StartsWith(names[a], "stream_L");
+    if (!mask[a] || !(stream ? streamed < assigning : absl::StartsWith(names[a], "fold_L"))) {
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<StateSource> fork,
+                     (marked.has_value() ? *marked->source : from).Fork());
+    ASSIGN_OR_RETURN(const StepResult step, fork->Step({static_cast<int>(a)}, {"ir"}));
+    int& count = stream ? streamed : folded;
+    const int after = MarkLines(step.Find("ir")->text, stream ? "stream " : "fold ");
+    if (after <= count) continue;  // toggled a marked statement's mark off
+    count = after;
+    std::vector<int> actions = marked.has_value() ? std::move(marked->actions) : std::vector<int>{};
+    actions.push_back(static_cast<int>(a));
+    marked = Marked{std::move(fork), std::move(actions)};
+  }
+  return marked;
+}
+
+// Shorter candidates of a first wave, beside its episodes: the states the greedy episodes (of
+// the policy and its members: loss 0) passed through, the start (no action) among them, and,
+// where the start's statements take marks, the start with every mark (MarkAll). A loop_set
+// policy takes one action at least and stops only where it chooses to, yet for an elementwise
+// kernel doing nothing, or streaming its output alone, may be the fastest, and a pool's first
+// interchange may beat the tiling after it. Each as unlikely as the least likely of `episodes`
+// (ranked by the cost model alone among them), none ending in a state of `finals` (where the
+// episodes of every wave end), which gains theirs, each forked from `start` with `deadline`. A
+// state the server refuses is left out.
+std::vector<PolicyEpisodeEnd> ShortCandidates(const StateSource& start, const Policy& policy,
+                                              const std::vector<PolicyEpisodeEnd>& episodes,
+                                              absl::Time deadline,
+                                              std::set<std::vector<float>>& ends) {
+  double loss = 0;
+  std::set<std::vector<int>> prefixes;  // of the greedy episodes, the start's first
+  for (const PolicyEpisodeEnd& e : episodes) {
+    loss = std::max(loss, e.loss);
+    if (e.loss != 0) continue;
+    for (size_t n = 0; n < e.path.size(); ++n) prefixes.emplace(e.path.begin(), e.path.begin() + n);
+  }
+  const std::string& observation = policy.observation_space();
+  std::vector<PolicyEpisodeEnd> out;
+  for (const std::vector<int>& path : prefixes) {
+    PolicyEpisodeEnd e;
+    absl::StatusOr<std::unique_ptr<StateSource>> fork = start.Fork();
+    if (!fork.ok()) return out;
+    e.source = *std::move(fork);
+    e.source->set_deadline(deadline);
+    e.path = path;
+    e.loss = loss;
+    const absl::StatusOr<StepResult> now = e.source->Step(e.path, {observation, "ir"});
+    if (!now.ok() || now->Find(observation) == nullptr || now->Find("ir") == nullptr) continue;
+    e.features = now->Find(observation)->floats;
+    if (!ends.insert(e.features).second) continue;
+    std::optional<PolicyEpisodeEnd> marked;
+    if (path.empty()) {
+      absl::StatusOr<std::optional<Marked>> m =
+          MarkAll(*e.source, now->Find("ir")->text, start.action_names());
+      if (m.ok() && m->has_value()) {
+        marked.emplace();
+        marked->source = std::move((*m)->source);
+        marked->path = std::move((*m)->actions);
+        marked->loss = loss;
+      }
+    }
+    out.push_back(std::move(e));
+    if (!marked.has_value()) continue;
+    const absl::StatusOr<Value> features = marked->source->Observe(observation);
+    if (!features.ok() || !ends.insert(features->floats).second) continue;
+    marked->features = features->floats;
+    out.push_back(*std::move(marked));
+  }
+  return out;
+}
 
 // Ranked episodes timed, wave after wave, then the fastest re-timed (TimeRankedEpisodes).
 class EpisodeTimer {
@@ -268,17 +414,6 @@ class EpisodeTimer {
   // is streamed (a concatenation has two) and no fold_L<p> is left. Only where `ir` shows a
   // statement that may take a mark (MayMark). Whether it timed the variant.
   bool TryMarked(Timed& best);
-  static bool MayMark(const SearchResult& r) {
-    return AssigningStatements(r.ir) > 0 || MayFold(r.ir);
-  }
-  // The lines of `ir` that start with `keyword` (`stream ` or `fold `: the statements marked);
-  // the statements that assign (` = `); whether a statement may fold (a sum or max of one
-  // operand, `max= ` or `+= ` and neither `] * ` nor `] + `, whose last index steps by 2: `2*`
-  // there, not `12*`: a CHW pool, not a channels-last one; the server decides, CanFoldRows, and
-  // a stride of 2 that only the tensor's extents make is missed).
-  static int MarkLines(absl::string_view ir, absl::string_view keyword);
-  static int AssigningStatements(absl::string_view ir);
-  static bool MayFold(absl::string_view ir);
   // What re-timing `t` may take (the peak beside it aside): a call as long as its own timing's,
   // or as the typical call, or kLeastRetiming, where longer (a kernel whose timing the server
   // had cached came back at once, and an adaptive timing may stop early; a re-timing runs the
@@ -318,7 +453,7 @@ absl::Time EpisodeTimer::wave_stop() const {
   const absl::Duration typical = typical_call();
   absl::Duration retimings = kBesidePeak;
   for (size_t i = 0; i < n; ++i) retimings += RetimingTime(*fastest[i], typical);
-  if (n > 0 && MayMark(fastest[0]->result)) retimings += RetimingTime(*fastest[0], typical);
+  if (n > 0 && MayMark(fastest[0]->result.ir)) retimings += RetimingTime(*fastest[0], typical);
   return std::min(timing_deadline_, deadline_ - retimings);
 }
 
@@ -382,79 +517,21 @@ absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
   return best;
 }
 
-int EpisodeTimer::MarkLines(absl::string_view ir, absl::string_view keyword) {
-  int n = 0;
-  for (absl::string_view line : absl::StrSplit(ir, '\n')) n += absl::StartsWith(line, keyword);
-  return n;
-}
-
-bool EpisodeTimer::MayFold(absl::string_view ir) {
-  for (absl::string_view line : absl::StrSplit(ir, '\n')) {
-    for (absl::string_view op : {"max= ", "+= "}) {
-      const size_t at = line.find(op);
-      if (at == absl::string_view::npos) continue;
-      const absl::string_view rhs = line.substr(at + op.size());
-      const size_t open = rhs.find('['), close = rhs.find(']');
-      if (absl::StrContains(rhs, "] * ") || absl::StrContains(rhs, "] + ") ||
-          open == absl::string_view::npos || close == absl::string_view::npos || close < open) {
-        continue;
-      }
-      const absl::string_view index = rhs.substr(open + 1, close - open - 1);
-      const size_t comma = index.rfind(',');
-      const absl::string_view last =
-          comma == absl::string_view::npos ? index : index.substr(comma + 1);
-      for (size_t k = last.find("2*"); k != absl::string_view::npos; k = last.find("2*", k + 1)) {
-        if (k == 0 || !absl::ascii_isdigit(last[k - 1])) return true;
-      }
-    }
-  }
-  return false;
-}
-
-int EpisodeTimer::AssigningStatements(absl::string_view ir) {
-  int n = 0;
-  for (size_t at = ir.find("] = "); at != absl::string_view::npos; at = ir.find("] = ", at + 1)) {
-    ++n;
-  }
-  return n;
-}
-
 bool EpisodeTimer::TryMarked(Timed& best) {
-  if (best.source == nullptr || best.result.gflops <= 0 || !MayMark(best.result) ||
+  if (best.source == nullptr || best.result.gflops <= 0 || !MayMark(best.result.ir) ||
       clock_.Now() + RetimingTime(best, typical_call()) > deadline_) {
     return false;
   }
   best.source->set_deadline(deadline_);
-  const absl::StatusOr<StepResult> now = best.source->Step({}, {"action_mask"});
-  if (!now.ok()) return false;
-  const std::vector<bool>& mask = now->Find("action_mask")->bools;
-  const std::vector<std::string>& names = start_.action_names();
-  const int assigning = AssigningStatements(best.result.ir);
-  int streamed = MarkLines(best.result.ir, "stream ");
-  int folded = MarkLines(best.result.ir, "fold ");
-  std::unique_ptr<StateSource> marked;  // the state with the marks kept so far
+  absl::StatusOr<std::optional<Marked>> marked =
+      MarkAll(*best.source, best.result.ir, start_.action_names());
+  if (!marked.ok() || !marked->has_value()) return false;
   SearchResult out;
   out.actions = best.result.actions;
-  for (size_t a = 0; a < std::min(mask.size(), names.size()); ++a) {
-    const bool stream = absl::StartsWith(names[a], "stream_L");
-    if (!mask[a] || !(stream ? streamed < assigning : absl::StartsWith(names[a], "fold_L"))) {
-      continue;
-    }
-    absl::StatusOr<std::unique_ptr<StateSource>> fork =
-        (marked != nullptr ? marked : best.source)->Fork();
-    if (!fork.ok()) return false;
-    const absl::StatusOr<StepResult> step = (*fork)->Step({static_cast<int>(a)}, {"ir"});
-    if (!step.ok()) return false;
-    int& count = stream ? streamed : folded;
-    const int now = MarkLines(step->Find("ir")->text, stream ? "stream " : "fold ");
-    if (now <= count) continue;  // toggled a marked statement's mark off
-    count = now;
-    marked = *std::move(fork);
-    out.actions.push_back(names[a]);
-  }
-  if (marked == nullptr) return false;
+  for (int a : (*marked)->actions) out.actions.push_back(start_.action_names()[a]);
   const absl::Time called = clock_.Now();
-  absl::StatusOr<SearchResult> r = TimeFinalState(*marked, std::move(out), options_, clock_, t0_);
+  absl::StatusOr<SearchResult> r =
+      TimeFinalState(*(*marked)->source, std::move(out), options_, clock_, t0_);
   calls_.push_back(clock_.Now() - called);
   if (!r.ok()) return false;
   if (r->gflops > best.result.gflops) best.result = *std::move(r);
@@ -514,9 +591,16 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
   EpisodeTimer timer(start, options, clock, t0, deadline);
   absl::Time until = first_wave_until;
   absl::Time stop = timer.timing_deadline();  // the first wave's timings: to the reserve
+  bool first_wave = true;
   while (true) {
     ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
                      stream.Next(wave_size, until, clock));
+    if (first_wave) {
+      first_wave = false;
+      std::vector<PolicyEpisodeEnd> shorter =
+          ShortCandidates(start, policy, episodes, deadline, stream.finals());
+      for (PolicyEpisodeEnd& e : shorter) episodes.push_back(std::move(e));
+    }
     if (episodes.empty()) break;
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
     timer.Time(episodes, max_timed, stop, keep_retimings);

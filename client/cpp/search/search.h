@@ -12,8 +12,10 @@
 //   policy                a trained policy's greedy episode, only its final state timed; a
 //                         sketch_value policy's episode is one choice, the server's sketch whose
 //                         resulting state it values most; a loop_set policy with a cost model
-//                         ends its likeliest episodes (policy_candidates) untimed and times the
-//                         ones its cost model ranks first while its budget lasts
+//                         ends its likeliest episodes (policy_candidates) untimed, with the
+//                         states its greedy episodes passed through (the start among them,
+//                         also with its outputs streamed and its pool windows folded), and
+//                         times the ones its cost model ranks first while its budget lasts
 //                         (policy_timed, policy_seconds), wave after wave of the next
 //                         likeliest while time is left, keeping the fastest, the two
 //                         fastest re-timed where the budget still holds a timing

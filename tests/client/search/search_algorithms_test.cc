@@ -655,6 +655,37 @@ TEST(SearchAlgorithms, ALoopSetPolicyPlaysAndTimesWavesWhileTimeIsLeft) {
   EXPECT_LE(budget.took, absl::Milliseconds(200));
 }
 
+// The start state is one more candidate of the first wave, ranked with its episodes: where it is
+// the fastest (an elementwise kernel's untiled nest may be), it is the result, with no action;
+// where the cost model ranks it last and fewer are timed, it is not timed.
+TEST(SearchAlgorithms, ALoopSetPolicyTimesTheStartStateAmongItsFirstWave) {
+  const Policy policy = LoopSetWithDistanceCost();
+  const auto trial = [&policy](int timed) {
+    Trial t("policy", 5);
+    t.world->loop_set = true;
+    t.world->target = {0, 0, 0};  // the start the fastest; the cost model ranks it last
+    t.options.policy = &policy;
+    // Two episodes: knob 0 raised by 2 and by 1 (the third likeliest, up and down again, ends
+    // in the start: the next wave's).
+    t.options.policy_candidates = 2;
+    t.options.policy_timed = timed;
+    return t;
+  };
+  Trial all = trial(3);
+  absl::StatusOr<SearchResult> r = all.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(all.world->measured, ElementsAre("knobs 2 0 0", "knobs 1 0 0", "knobs 0 0 0"));
+  EXPECT_EQ(r->ir, "knobs 0 0 0");
+  EXPECT_TRUE(r->actions.empty());
+  EXPECT_DOUBLE_EQ(r->search_gflops, all.world->Gflops({0, 0, 0}));
+  Trial two = trial(2);
+  absl::StatusOr<SearchResult> r2 = two.Go();
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_THAT(two.world->measured, ElementsAre("knobs 2 0 0", "knobs 1 0 0"));
+  EXPECT_EQ(r2->ir, "knobs 1 0 0");
+  EXPECT_THAT(r2->actions, ElementsAre("inc_0"));
+}
+
 TEST(SearchAlgorithms, ALoopSetPolicyRetimesItsTwoFastestCandidatesWhereTheyFit) {
   const Policy policy = LoopSetWithDistanceCost();
   Trial t("policy", 5);

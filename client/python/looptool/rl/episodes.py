@@ -86,6 +86,7 @@ class EpisodeStream:
     def __init__(self, env: LoopToolEnv, uri: str, program: str,
                  policy: loop_set.LoopSetPolicy, max_steps: int = 16):
         env.reset(uri, program=program, observation_spaces=[])
+        self._env = env
         self._finals: Set[bytes] = set()
         self._networks = [_network_episodes(env, net, max_steps, self._finals)
                           for net in [policy] + list(policy.members)]
@@ -116,6 +117,53 @@ class EpisodeStream:
     def exhausted(self) -> bool:
         """Every network has played all its episodes."""
         return all(self._exhausted)
+
+    def short_candidates(self, wave: Sequence[Episode]) -> List[Episode]:
+        """Shorter candidates beside a first wave: the states its greedy episodes (the policy's
+        and each member's: loss 0) passed through, the start (no action) among them, and the
+        start with every mark its statements take (_mark_all), each as unlikely as the wave's
+        least likely episode, none ending where an episode of any wave (or another of them)
+        ends: C++'s ShortCandidates (policy_rollouts.cc). A state the server refuses is left
+        out."""
+        names = self._env.action_space.names
+        index = {n: i for i, n in enumerate(names)}
+        loss = max((e.loss for e in wave), default=0.0)
+        prefixes = sorted({tuple(index[a] for a in e.actions[:n])
+                           for e in wave if e.loss == 0 for n in range(len(e.actions))})
+        out: List[Episode] = []
+        for prefix in prefixes:
+            e = self._env.fork()
+            try:
+                if prefix:
+                    e.multistep([names[a] for a in prefix], observation_spaces=[])
+                key = _state(_observed(e))[0].tobytes()
+            except ServiceError:
+                e.close()
+                continue
+            if key in self._finals:
+                e.close()
+                continue
+            self._finals.add(key)
+            out.append(Episode([names[a] for a in prefix], loss, e, key))
+            if prefix:
+                continue
+            try:
+                marked = _mark_all(e)
+            except ServiceError:
+                continue
+            if marked is None:
+                continue
+            try:
+                key = _state(_observed(marked[1]))[0].tobytes()
+            except ServiceError:
+                marked[1].close()
+                continue
+            if key in self._finals:
+                marked[1].close()
+                continue
+            self._finals.add(key)
+            out.append(Episode(marked[0], loss, marked[1], key))
+        return out
 
 
 def _network_episodes(env: LoopToolEnv, policy: loop_set.LoopSetPolicy, max_steps: int,
@@ -219,18 +267,19 @@ def _mark_lines(ir: str, keyword: str) -> int:
     return sum(line.startswith(keyword) for line in ir.split("\n"))
 
 
-def _time_marked(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
+def _mark_all(env: LoopToolEnv) -> Optional[Tuple[List[str], LoopToolEnv]]:
     """The stream_L<p> that stream every output the program assigns (non-temporal stores) and
     the fold_L<p> that fold every stride-2 window's rows (both appended to loop_nest after the
-    policy was trained, which never takes them), and the GFLOPS of the state with them, timed
-    once in a fork; None where none is allowed, or where a step or the timing fails (the
-    unmarked fastest stands). As C++'s EpisodeTimer::TryMarked: the actions the state allows,
-    in order, each kept where it marks one more statement (a second loop of a marked statement
-    would toggle the mark off); stream_L<p> until every statement that assigns (` = `) is
-    streamed."""
+    policy was trained, which never takes them), and a fork of `env` with them (the caller
+    closes it); None where none is allowed (or _may_mark says none may be). As C++'s MarkAll:
+    the actions the state allows, in order, each kept where it marks one more statement (a
+    second loop of a marked statement would toggle the mark off); stream_L<p> until every
+    statement that assigns (` = `) is streamed. ServiceError where a step fails."""
+    ir = str(env.observe(["ir"])["ir"])
+    if not ("] = " in ir or _may_fold(ir)):
+        return None
     mask = np.asarray(env.observe(["action_mask"])["action_mask"], bool)
     names = env.action_space.names
-    ir = str(env.observe(["ir"])["ir"])
     assigning = ir.count("] = ")
     counts = {"stream ": _mark_lines(ir, "stream "), "fold ": _mark_lines(ir, "fold ")}
     marked: Optional[LoopToolEnv] = None  # the state with the marks kept so far
@@ -259,20 +308,36 @@ def _time_marked(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
             kept.append(names[a])
             if previous is not None:
                 previous.close()
-        if marked is None:
-            return None
-        return kept, float(marked.observe(["flops"])["flops"])
-    except ServiceError:
-        return None  # as C++: the unmarked fastest stands
-    finally:
+    except BaseException:
         if marked is not None:
             marked.close()
+        raise
+    return None if marked is None else (kept, marked)
+
+
+def _time_marked(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
+    """The marks _mark_all sets on `env`'s state and the GFLOPS of the state with them, timed
+    once in a fork; None where none is allowed, or where a step or the timing fails (the
+    unmarked fastest stands). As C++'s EpisodeTimer::TryMarked."""
+    try:
+        marked = _mark_all(env)
+    except ServiceError:
+        return None  # as C++: the unmarked fastest stands
+    if marked is None:
+        return None
+    try:
+        return marked[0], float(marked[1].observe(["flops"])["flops"])
+    except ServiceError:
+        return None
+    finally:
+        marked[1].close()
 
 
 def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
                    count: int = 16, max_steps: int = 16, timed: int = 64,
                    seconds: float = 0.3) -> Rollout:
-    """Waves of the likeliest episodes, `count` each, ranked by the policy's cost model (its
+    """Waves of the likeliest episodes, `count` each (the first with the shorter candidates
+    of EpisodeStream.short_candidates), ranked by the policy's cost model (its
     score less loss_weight times the episode's loss; only the greedy one when the policy has no
     cost model) and timed in that order, `timed` at most in all, the first whatever the time and
     the others while `seconds` from the start (less 5%) last; another wave (the next likeliest,
@@ -296,6 +361,8 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     stop_timing = t0 + (1 - RETIME_RESERVE) * seconds  # the first wave's timings stop there
     stream = EpisodeStream(env, uri, program, policy, max_steps)
     wave = stream.next(count if policy.cost else 1)
+    if policy.cost is not None and count > 1:
+        wave += stream.short_candidates(wave)
     open_eps = list(wave)  # forks still open (closed at the end whatever happens)
     # Each kernel timed: (GFLOPS, its episode, its timing call's seconds), the fastest first
     # after each wave (stable: the earlier of equals first); only the RETIMED_FINALISTS' forks
