@@ -145,6 +145,35 @@ class LoopSetTest(unittest.TestCase):
             names, gflops = episodes._time_marked(env)
             self.assertEqual(names, ["stream_L0"])
             self.assertGreater(gflops, 0)
+            # A first wave's shorter candidates: the start, the start streamed (a candidate of
+            # its own, though loop_features do not show the mark), the states the greedy episode
+            # passed through, the shorter first.
+            stream = episodes.EpisodeStream(env, "benchmark://user-v0/streamed_t", transpose,
+                                            policy)
+            wave = stream.next(4)
+            shorter = stream.short_candidates(wave)
+            try:
+                got = [e.actions for e in shorter]
+                self.assertIn(["stream_L0"], got)
+                # (the start itself left out where an episode of the wave ends there)
+                head = [[], ["stream_L0"]] if got[0] == [] else [["stream_L0"]]
+                self.assertEqual(got[:len(head)], head)
+                greedy = [e.actions for e in wave if e.loss == 0]  # the policy's and member's
+                self.assertEqual(len(greedy), 2)
+                prefixes = [a for a in got if a != ["stream_L0"]]
+                self.assertGreater(len(prefixes), 2)
+                for a in prefixes:
+                    self.assertTrue(any(a == g[:len(a)] and len(a) < len(g) for g in greedy), a)
+                self.assertEqual([len(a) for a in prefixes], sorted(len(a) for a in prefixes))
+                self.assertEqual(len({e.features for e in wave} |
+                                     {e.features for e in shorter if e.actions != ["stream_L0"]}),
+                                 len(wave) + len(prefixes))
+                streamed = shorter[got.index(["stream_L0"])]
+                self.assertIn("stream 1", str(streamed.env.observe(["ir"])["ir"]).split("\n"))
+                self.assertEqual(streamed.loss, max(e.loss for e in wave))
+            finally:
+                for e in wave + shorter:
+                    e.env.close()
             # Two statements assign (a concatenation): both streamed; stream_L1, the first's
             # second loop, would toggle its mark off.
             concat = "C[m,a] = A[m,a]\nC[m,b+16] = B[m,b]\nm=8 a=16 b=16\n"
@@ -167,22 +196,24 @@ class LoopSetTest(unittest.TestCase):
             self.assertIsNone(episodes._time_marked(env))
             seen: list = []
 
-            def fast(e: LoopToolEnv) -> tuple:
+            def fast(e: LoopToolEnv, *args: object) -> tuple:
                 seen.append(str(e.observe(["ir"])["ir"]))
                 return ["stream_L0"], 1e9
+            # (One candidate: a first wave of more holds the start streamed, which may be the
+            # fastest, and then takes no more marks.)
             with unittest.mock.patch.object(episodes, "_time_marked", fast):
                 r = episodes.ranked_rollout(env, "benchmark://user-v0/streamed_t", transpose,
-                                            policy, count=4, timed=2, seconds=60)
+                                            policy, count=1, timed=1, seconds=60)
                 self.assertEqual(len(seen), 1)
                 self.assertEqual(r.actions[-1], "stream_L0")
                 self.assertNotIn("stream_L0", r.actions[:-1])
                 self.assertEqual(r.gflops, 1e9)
                 m = episodes.ranked_rollout(env, "benchmark://user-v0/streamed_m", matmul,
-                                            policy, count=4, timed=2, seconds=60)
+                                            policy, count=1, timed=1, seconds=60)
                 self.assertEqual(len(seen), 1)  # a matmul takes no mark: not tried
                 self.assertFalse(any(a.startswith("stream_L") for a in m.actions))
                 episodes.ranked_rollout(env, "benchmark://user-v0/folded_p", pool, policy,
-                                        count=4, timed=2, seconds=60)
+                                        count=1, timed=1, seconds=60)
                 self.assertEqual(len(seen), 2)  # a CHW pool may fold: tried
                 self.assertTrue(seen[-1].startswith("O[r, c] max= "))
 
@@ -649,9 +680,9 @@ class LoopSetTest(unittest.TestCase):
                                  check=True, capture_output=True, text=True).stdout
             result = json.loads(out.strip().splitlines()[-1])
             self.assertEqual(result["actions"], r.actions)
-            # policy_guided: waves of the likeliest episodes (--guided_candidates each), timed in
-            # the order the server's cost model (this policy has none) ranks them while time
-            # lasts: with time left after the first five, a second wave, nine timed in all.
+            # policy_guided: waves of the likeliest episodes (--guided_candidates each; the first
+            # with the shorter candidates beside it), timed in the order the server's cost model
+            # (this policy has none) ranks them while time lasts, nine timed in all.
             out = subprocess.run([CLI, "tune", f"--benchmark={program}",
                                   "--search=policy_guided", f"--policy={path}", "--time_limit=30",
                                   "--guided_candidates=5", "--guided_timed=9",

@@ -94,9 +94,10 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 
 // Waves of a loop_set policy's episodes, timed as TimeRankedEpisodes times them: the first wave
 // LikelyEpisodes' (at most `wave_size`, by `first_wave_until`) and shorter candidates beside them
-// (the states its greedy episodes, the policy's and each member's, passed through, the start among
-// them, and the start with every stream and fold mark its statements take; as unlikely as the
-// wave's least likely episode, none ending where another candidate ends), ranked by RankEpisodes
+// (the start, the start with every stream and fold mark its statements take, and, while
+// `first_wave_until` has not come, the other states its greedy episodes, the policy's and each
+// member's, passed through, the shorter first; as unlikely as the wave's least likely episode,
+// none ending where another candidate ends), ranked by RankEpisodes
 // and timed in order (the first whatever the time); then, while fewer than `max_timed` are timed in
 // all, episodes are left, and the time to where a later wave's timings stop holds two median timing
 // calls, the next wave: the next likeliest episodes (none ending where an earlier one ended) in
@@ -114,9 +115,9 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
                                               absl::Time deadline, const SearchOptions& options,
                                               const Clock& clock, absl::Time t0);
 
-// policy_guided for a loop_set policy: TimeEpisodeWaves of options.guided_candidates episodes
-// each, the first wave in 40% of the time limit, options.guided_timed timed at most, the
-// re-timings kept whole.
+// policy_guided for a loop_set policy: TimeEpisodeWaves of options.guided_candidates episodes each
+// (the first wave with its shorter candidates), the first wave in 40% of the time limit,
+// options.guided_timed timed at most, the re-timings kept whole.
 absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
                                             const Policy& policy, const Clock& clock);
 

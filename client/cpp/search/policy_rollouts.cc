@@ -308,29 +308,39 @@ absl::StatusOr<std::optional<Marked>> MarkAll(StateSource& from, absl::string_vi
   return marked;
 }
 
-// Shorter candidates of a first wave, beside its episodes: the states the greedy episodes (of
-// the policy and its members: loss 0) passed through, the start (no action) among them, and,
-// where the start's statements take marks, the start with every mark (MarkAll). A loop_set
-// policy takes one action at least and stops only where it chooses to, yet for an elementwise
-// kernel doing nothing, or streaming its output alone, may be the fastest, and a pool's first
-// interchange may beat the tiling after it. Each as unlikely as the least likely of `episodes`
-// (ranked by the cost model alone among them), none ending in a state of `finals` (where the
-// episodes of every wave end), which gains theirs, each forked from `start` with `deadline`. A
-// state the server refuses is left out.
+// Shorter candidates of a first wave, beside its episodes: the start (no action), the start with
+// every mark its statements take (MarkAll) where any does, and, while `until` on `clock` has not
+// come, the other states the greedy episodes (of the policy and its members: loss 0) passed
+// through, the shorter first. A loop_set policy takes one action at least and stops only where
+// it chooses to, yet for an elementwise kernel doing nothing, or streaming its output alone, may
+// be the fastest, and a pool's first interchange may beat the tiling after it. Each as unlikely
+// as the least likely of `episodes` (ranked by the cost model alone among them), none ending in
+// a state of `finals` (where the episodes of every wave end; it gains theirs), each forked from
+// `start` with `deadline`. The marked start is never in `finals` (loop_features do not show
+// marks; no episode takes one). A state the server refuses is left out.
 std::vector<PolicyEpisodeEnd> ShortCandidates(const StateSource& start, const Policy& policy,
                                               const std::vector<PolicyEpisodeEnd>& episodes,
-                                              absl::Time deadline,
-                                              std::set<std::vector<float>>& ends) {
+                                              absl::Time until, absl::Time deadline,
+                                              const Clock& clock,
+                                              std::set<std::vector<float>>& finals) {
   double loss = 0;
-  std::set<std::vector<int>> prefixes;  // of the greedy episodes, the start's first
+  std::set<std::vector<int>> greedy_prefixes;
   for (const PolicyEpisodeEnd& e : episodes) {
     loss = std::max(loss, e.loss);
     if (e.loss != 0) continue;
-    for (size_t n = 0; n < e.path.size(); ++n) prefixes.emplace(e.path.begin(), e.path.begin() + n);
+    for (size_t n = 0; n < e.path.size(); ++n) {
+      greedy_prefixes.emplace(e.path.begin(), e.path.begin() + n);
+    }
   }
+  std::vector<std::vector<int>> prefixes(greedy_prefixes.begin(), greedy_prefixes.end());
+  std::stable_sort(prefixes.begin(), prefixes.end(),
+                   [](const std::vector<int>& a, const std::vector<int>& b) {
+                     return a.size() < b.size();
+                   });
   const std::string& observation = policy.observation_space();
   std::vector<PolicyEpisodeEnd> out;
   for (const std::vector<int>& path : prefixes) {
+    if (!path.empty() && clock.Now() >= until) break;
     PolicyEpisodeEnd e;
     absl::StatusOr<std::unique_ptr<StateSource>> fork = start.Fork();
     if (!fork.ok()) return out;
@@ -341,7 +351,6 @@ std::vector<PolicyEpisodeEnd> ShortCandidates(const StateSource& start, const Po
     const absl::StatusOr<StepResult> now = e.source->Step(e.path, {observation, "ir"});
     if (!now.ok() || now->Find(observation) == nullptr || now->Find("ir") == nullptr) continue;
     e.features = now->Find(observation)->floats;
-    if (!ends.insert(e.features).second) continue;
     std::optional<PolicyEpisodeEnd> marked;
     if (path.empty()) {
       absl::StatusOr<std::optional<Marked>> m =
@@ -351,14 +360,11 @@ std::vector<PolicyEpisodeEnd> ShortCandidates(const StateSource& start, const Po
         marked->source = std::move((*m)->source);
         marked->path = std::move((*m)->actions);
         marked->loss = loss;
+        marked->features = e.features;
       }
     }
-    out.push_back(std::move(e));
-    if (!marked.has_value()) continue;
-    const absl::StatusOr<Value> features = marked->source->Observe(observation);
-    if (!features.ok() || !ends.insert(features->floats).second) continue;
-    marked->features = features->floats;
-    out.push_back(*std::move(marked));
+    if (finals.insert(e.features).second) out.push_back(std::move(e));
+    if (marked.has_value()) out.push_back(*std::move(marked));
   }
   return out;
 }
@@ -407,12 +413,11 @@ class EpisodeTimer {
   };
   // The fastest with the statement marks a loop_set policy never takes (stream_L<p> and
   // fold_L<p>, appended to loop_nest after it was trained) set wherever its statements allow
-  // them: every output it assigns streamed (stored non-temporally) and every stride-2 window's
-  // rows folded; timed once where a timing still fits, kept where it is faster. The marking
-  // actions its state allows, in order, each kept where it marks one more statement (a second
-  // loop of a marked statement would toggle the mark off), until every statement that assigns
-  // is streamed (a concatenation has two) and no fold_L<p> is left. Only where `ir` shows a
-  // statement that may take a mark (MayMark). Whether it timed the variant.
+  // them (MarkAll): every output it assigns streamed (stored non-temporally) and every stride-2
+  // window's rows folded; timed once where a timing still fits and no candidate of the same
+  // actions was timed (the marked start, where the fastest is the start), kept where it is
+  // faster. Only where `ir` shows a statement that may take a mark (MayMark). Whether it timed
+  // the variant.
   bool TryMarked(Timed& best);
   // What re-timing `t` may take (the peak beside it aside): a call as long as its own timing's,
   // or as the typical call, or kLeastRetiming, where longer (a kernel whose timing the server
@@ -529,6 +534,9 @@ bool EpisodeTimer::TryMarked(Timed& best) {
   SearchResult out;
   out.actions = best.result.actions;
   for (int a : (*marked)->actions) out.actions.push_back(start_.action_names()[a]);
+  for (const Timed& t : timed_) {
+    if (t.result.actions == out.actions) return false;  // timed already: the marked start
+  }
   const absl::Time called = clock_.Now();
   absl::StatusOr<SearchResult> r =
       TimeFinalState(*(*marked)->source, std::move(out), options_, clock_, t0_);
@@ -598,7 +606,7 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
     if (first_wave) {
       first_wave = false;
       std::vector<PolicyEpisodeEnd> shorter =
-          ShortCandidates(start, policy, episodes, deadline, stream.finals());
+          ShortCandidates(start, policy, episodes, until, deadline, clock, stream.finals());
       for (PolicyEpisodeEnd& e : shorter) episodes.push_back(std::move(e));
     }
     if (episodes.empty()) break;

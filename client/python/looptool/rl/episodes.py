@@ -118,51 +118,55 @@ class EpisodeStream:
         """Every network has played all its episodes."""
         return all(self._exhausted)
 
-    def short_candidates(self, wave: Sequence[Episode]) -> List[Episode]:
-        """Shorter candidates beside a first wave: the states its greedy episodes (the policy's
-        and each member's: loss 0) passed through, the start (no action) among them, and the
-        start with every mark its statements take (_mark_all), each as unlikely as the wave's
-        least likely episode, none ending where an episode of any wave (or another of them)
-        ends: C++'s ShortCandidates (policy_rollouts.cc). A state the server refuses is left
-        out."""
+    def short_candidates(self, wave: Sequence[Episode],
+                         until: Optional[float] = None) -> List[Episode]:
+        """Shorter candidates beside a first wave: the start (no action), the start with every
+        mark its statements take (_mark_all) where any does, and (while `until`,
+        time.perf_counter(), has not come, where given) the other states its greedy episodes
+        (the policy's and each member's: loss 0) passed through, the shorter first; each as
+        unlikely as the wave's least likely episode, none ending where an episode of any wave
+        (or another of them) ends (the marked start aside: loop_features do not show marks, and
+        no episode takes one): C++'s ShortCandidates (policy_rollouts.cc). A state the server
+        refuses is left out; the caller closes their forks."""
         names = self._env.action_space.names
         index = {n: i for i, n in enumerate(names)}
         loss = max((e.loss for e in wave), default=0.0)
         prefixes = sorted({tuple(index[a] for a in e.actions[:n])
-                           for e in wave if e.loss == 0 for n in range(len(e.actions))})
+                           for e in wave if e.loss == 0 for n in range(len(e.actions))},
+                          key=lambda p: (len(p), p))
         out: List[Episode] = []
-        for prefix in prefixes:
-            e = self._env.fork()
-            try:
-                if prefix:
-                    e.multistep([names[a] for a in prefix], observation_spaces=[])
-                key = _state(_observed(e))[0].tobytes()
-            except ServiceError:
-                e.close()
-                continue
-            if key in self._finals:
-                e.close()
-                continue
-            self._finals.add(key)
-            out.append(Episode([names[a] for a in prefix], loss, e, key))
-            if prefix:
-                continue
-            try:
-                marked = _mark_all(e)
-            except ServiceError:
-                continue
-            if marked is None:
-                continue
-            try:
-                key = _state(_observed(marked[1]))[0].tobytes()
-            except ServiceError:
-                marked[1].close()
-                continue
-            if key in self._finals:
-                marked[1].close()
-                continue
-            self._finals.add(key)
-            out.append(Episode(marked[0], loss, marked[1], key))
+        try:
+            for prefix in prefixes:
+                if prefix and until is not None and time.perf_counter() >= until:
+                    break
+                try:
+                    e = self._env.fork()
+                except ServiceError:
+                    break  # as C++: what it has so far
+                try:
+                    if prefix:
+                        e.multistep([names[a] for a in prefix], observation_spaces=[])
+                    key = _state(_observed(e))[0].tobytes()
+                except ServiceError:
+                    e.close()
+                    continue
+                marked = None
+                if not prefix:
+                    try:
+                        marked = _mark_all(e)
+                    except ServiceError:
+                        pass  # as C++: the start unmarked stands
+                if key in self._finals:
+                    e.close()
+                else:
+                    self._finals.add(key)
+                    out.append(Episode([names[a] for a in prefix], loss, e, key))
+                if marked is not None:
+                    out.append(Episode(marked[0], loss, marked[1], key))
+        except BaseException:
+            for c in out:
+                c.env.close()
+            raise
         return out
 
 
@@ -243,7 +247,7 @@ def _may_fold(ir: str) -> bool:
     operand (`max= ` or `+= `, neither `] * ` nor `] + `) whose last index steps by 2 (`2*`
     there, not `12*`: a CHW pool; a channels-last pool's last index is its channel). The server
     decides (CanFoldRows); a stride of 2 that only the tensor's extents make is missed. As C++'s
-    EpisodeTimer::MayFold."""
+    MayFold."""
     for line in ir.split("\n"):
         for op in ("max= ", "+= "):
             rhs = line.partition(op)[2]
@@ -315,15 +319,20 @@ def _mark_all(env: LoopToolEnv) -> Optional[Tuple[List[str], LoopToolEnv]]:
     return None if marked is None else (kept, marked)
 
 
-def _time_marked(env: LoopToolEnv) -> Optional[Tuple[List[str], float]]:
-    """The marks _mark_all sets on `env`'s state and the GFLOPS of the state with them, timed
-    once in a fork; None where none is allowed, or where a step or the timing fails (the
-    unmarked fastest stands). As C++'s EpisodeTimer::TryMarked."""
+def _time_marked(env: LoopToolEnv, actions: Sequence[str] = (),
+                 timed: Sequence[Sequence[str]] = ()) -> Optional[Tuple[List[str], float]]:
+    """The marks _mark_all sets on `env`'s state (reached by `actions`) and the GFLOPS of the
+    state with them, timed once in a fork; None where none is allowed, where `actions` with them
+    are among `timed` (a candidate timed already: the marked start), or where a step or the
+    timing fails (the unmarked fastest stands). As C++'s EpisodeTimer::TryMarked."""
     try:
         marked = _mark_all(env)
     except ServiceError:
         return None  # as C++: the unmarked fastest stands
     if marked is None:
+        return None
+    if list(actions) + marked[0] in [list(t) for t in timed]:
+        marked[1].close()
         return None
     try:
         return marked[0], float(marked[1].observe(["flops"])["flops"])
@@ -361,8 +370,6 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     stop_timing = t0 + (1 - RETIME_RESERVE) * seconds  # the first wave's timings stop there
     stream = EpisodeStream(env, uri, program, policy, max_steps)
     wave = stream.next(count if policy.cost else 1)
-    if policy.cost is not None and count > 1:
-        wave += stream.short_candidates(wave)
     open_eps = list(wave)  # forks still open (closed at the end whatever happens)
     # Each kernel timed: (GFLOPS, its episode, its timing call's seconds), the fastest first
     # after each wave (stable: the earlier of equals first); only the RETIMED_FINALISTS' forks
@@ -371,6 +378,10 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     calls: List[float] = []  # every timing call's seconds
     marks: Optional[bool] = None  # the program's (_may_mark), asked once
     try:
+        if policy.cost is not None and count > 1:
+            shorter = stream.short_candidates(wave)
+            wave += shorter
+            open_eps += shorter
         while wave:
             order = list(range(len(wave)))
             if policy.cost is not None and len(wave) > 1:
@@ -416,7 +427,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
         actions = list(best.actions)
         if (gflops > 0 and (marks if marks is not None else _may_mark(best.env))
                 and time.perf_counter() - t0 + _retiming_time(call, calls) <= seconds):
-            variant = _time_marked(best.env)
+            variant = _time_marked(best.env, actions, [e.actions for _, e, _ in measured])
             if variant is not None and variant[1] > gflops:
                 actions += variant[0]
                 gflops = variant[1]
