@@ -1,18 +1,21 @@
 """policy_ab: two client binaries' `looptool tune --search=policy` (or another search) on the same
-programs, against the same server, in turn. A check that a change to a search's client side (its
+programs, each against its own server, in turn. A check that a change to a search's client side (its
 candidates, ranking or timing) makes its final kernels faster; policy_search_bench.py compares a
 policy with the 10 s search instead.
 
     /usr/bin/python3 bench/rl/policy_ab.py OLD_CLI NEW_CLI [--sets=resnet18-v0,catalog,...]
         [--search=policy] [--policy=loop_set] [--seconds=...] [--rounds=3] [--out=FILE.md]
 
-One server runs throughout (its kernel worker on one core). Each program is tuned by both
-binaries, one right after the other, the binary that goes first alternating from program to
-program (the host's speed drifts over minutes). Then both final kernels are re-timed side by
-side (`looptool eval` of each one's actions by the new binary, --rounds interleaved rounds of
---retime-seconds, the order rotated each round, the fastest of each kept; a kernel both found is
-timed once a round): the ratio per program is new / old of those re-timings, and each binary's
-own measurement (its search's GFLOPS) is listed beside them. Sets as policy_search_bench's.
+Two servers of one binary run throughout, one per client binary (each caches the first
+measurement of every kernel: a client tuning second on a shared server would read the first's
+numbers, and time more candidates in its budget; their kernel workers share one core, one tunes
+at a time). Each program is tuned by both binaries, one right after the other, the binary that
+goes first alternating from program to program (the host's speed drifts over minutes). Then both
+final kernels are re-timed side by side (`looptool eval` of each one's actions by the new
+binary, --rounds interleaved rounds of --retime-seconds, the order rotated each round, the
+fastest of each kept; a kernel both found is timed once a round): the ratio per program is new /
+old of those re-timings, and each binary's own measurement (its search's GFLOPS) is listed
+beside them. Sets as policy_search_bench's.
 """
 import argparse
 import datetime
@@ -47,7 +50,7 @@ def main(argv: Sequence[str] = ()) -> int:
     p.add_argument("--retime-seconds", type=float, default=0.2)
     p.add_argument("--out", default="")
     args = p.parse_args(list(argv) or None)
-    with LocalServer(args.server) as srv:
+    with LocalServer(args.server) as srv, LocalServer(args.server) as old_srv:
         with Connection(srv.address) as conn:
             programs = benchmark_sets(conn, args.sets.split(","), args.catalog_count,
                                       args.offgrid_count)
@@ -55,8 +58,9 @@ def main(argv: Sequence[str] = ()) -> int:
         for i, (_, uri) in enumerate(programs):
             order = ["old", "new"] if i % 2 == 0 else ["new", "old"]
             for kind in order:
-                cli = args.old if kind == "old" else args.new
-                finals[kind].update(tune(cli, srv.address, [uri], args.search, args.seconds,
+                cli, address = ((args.old, old_srv.address) if kind == "old"
+                                else (args.new, srv.address))
+                finals[kind].update(tune(cli, address, [uri], args.search, args.seconds,
                                          args.policy))
             print(f"{uri}: old {finals['old'][uri].get('gflops', 0):.1f} "
                   f"new {finals['new'][uri].get('gflops', 0):.1f}", flush=True)
@@ -64,8 +68,8 @@ def main(argv: Sequence[str] = ()) -> int:
         again = retime_finals(args.new, srv.address, uris, finals, args.rounds,
                               args.retime_seconds)
     lines = [f"# policy_ab: `--search={args.search}`, two client binaries\n",
-             f"{datetime.date.today()}; old `{args.old}`, new `{args.new}`; one server "
-             f"`{args.server}`; `--time_limit={args.seconds}`, policy `{args.policy}`; "
+             f"{datetime.date.today()}; old `{args.old}`, new `{args.new}`; two servers "
+             f"`{args.server}` for each; `--time_limit={args.seconds}`, policy `{args.policy}`; "
              f"finals re-timed side by side ({args.rounds} rounds of {args.retime_seconds} s, "
              "the fastest kept).\n",
              "| set | benchmark | old GFLOPS (its search's) | new (its search's) | old re-timed | "

@@ -96,19 +96,21 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 // LikelyEpisodes' (at most `wave_size`, by `first_wave_until`) and shorter candidates beside them
 // (the start, the start with every stream and fold mark its statements take, and, while
 // `first_wave_until` has not come, the other states its greedy episodes, the policy's and each
-// member's, passed through, the shorter first; as unlikely as the wave's least likely episode,
-// none ending where another candidate ends), ranked by RankEpisodes
-// and timed in order (the first whatever the time); then, while fewer than `max_timed` are timed in
-// all, episodes are left, and the time to where a later wave's timings stop holds two median timing
-// calls, the next wave: the next likeliest episodes (none ending where an earlier one ended) in
-// half of that time, ranked and timed likewise. A later wave's timings stop at the reserve, or
-// earlier where the time left would not hold the re-timings of the two fastest so far (as above)
-// and the 40 ms peak; with `keep_retimings`, every wave's timings (the first wave's too, but its
-// first timing) stop so, the two fastest as they stand before each timing (a short budget's large
-// kernels want their candidates timed rather than their re-timings: without it, the first wave's
-// timings stop at the reserve). Only the fastest two keep their sessions from one wave to the next.
-// Then the two fastest of all are re-timed where they fit, and the fastest is the result
-// (states_evaluated: how many were timed in all waves).
+// member's, passed through, the shorter first; as unlikely as the wave's least likely episode, none
+// ending where another candidate ends), ranked by RankEpisodes and timed in order (the first
+// whatever the time); then, while fewer than `max_timed` are timed in all, episodes are left, and
+// the time to where a later wave's timings stop holds two median timing calls, the next wave: the
+// next likeliest episodes (none ending where an earlier one ended) in half of that time, ranked and
+// timed likewise. A later wave's timings stop at the reserve, or earlier where the time left would
+// not hold the re-timings of the two fastest so far (as above) and the 40 ms peak; with
+// `keep_retimings`, every wave's timings (the first wave's too, but its first timing) stop so, the
+// two fastest as they stand before each timing (a short budget's large kernels want their
+// candidates timed rather than their re-timings: without it, the first wave's timings stop at the
+// reserve, or where the time left would not hold a timing and the fastest's marked one where it may
+// take a mark). Only the fastest two keep their sessions from one wave to the next. Then the two
+// fastest of all are re-timed where they fit beside the fastest's marked timing, that one
+// (EpisodeTimer::TryMarked) where it still fits, and the fastest is the result (states_evaluated:
+// how many were timed in all waves).
 absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Policy& policy,
                                               int depth, int wave_size, int max_timed,
                                               absl::Time first_wave_until, bool keep_retimings,

@@ -35,6 +35,10 @@ constexpr absl::Duration kBesidePeak = absl::Milliseconds(40);
 // default) and its overhead; seen on a Zen 5 host: 12.5-13.7 ms where the kernel's own timing
 // call, adaptive (it stops once the fastest run settles), took 10-14 ms, or less.
 constexpr absl::Duration kLeastRetiming = absl::Milliseconds(15);
+// What TryMarked takes beyond its timing call: the marking actions' steps and forks, and the
+// other candidates' sessions closed before it (seen on a Zen 5 host: 6 ms between the last
+// timing of a first wave of 25 and TryMarked).
+constexpr absl::Duration kMarkSteps = absl::Milliseconds(10);
 // Alternatives kept per step of an episode: the choices after the one taken, most likely first.
 constexpr int kAlternativesPerStep = 3;
 
@@ -395,6 +399,14 @@ class EpisodeTimer {
   // left would not hold the re-timings of the kRetimedFinalists fastest so far (RetimingTime each,
   // and the peak measured beside the first; and the fastest's marked timing, TryMarked).
   absl::Time wave_stop() const;
+  // Where the first wave's timings stop (without keep_retimings) beside the reserve: where the
+  // time left would not hold one more typical timing and the fastest's marked timing (TryMarked:
+  // RetimingTime and kMarkSteps), where it may take a mark (a transpose's streamed output may
+  // run twice as fast).
+  absl::Time mark_stop() const;
+  // The time TryMarked keeps for the fastest (timed_ sorted: RetimingTime and kMarkSteps), or
+  // none where it takes no mark.
+  absl::Duration MarkReserve(absl::Duration typical) const;
 
   // The fastest re-timed where a timing still fits, then timed with every output it assigns
   // streamed and every pool window's rows folded (TryMarked), and the fastest of all the result.
@@ -458,14 +470,31 @@ absl::Time EpisodeTimer::wave_stop() const {
   const absl::Duration typical = typical_call();
   absl::Duration retimings = kBesidePeak;
   for (size_t i = 0; i < n; ++i) retimings += RetimingTime(*fastest[i], typical);
-  if (n > 0 && MayMark(fastest[0]->result.ir)) retimings += RetimingTime(*fastest[0], typical);
+  if (n > 0 && MayMark(fastest[0]->result.ir)) {
+    retimings += RetimingTime(*fastest[0], typical) + kMarkSteps;
+  }
   return std::min(timing_deadline_, deadline_ - retimings);
+}
+
+absl::Duration EpisodeTimer::MarkReserve(absl::Duration typical) const {
+  if (timed_.empty() || !MayMark(timed_.front().result.ir)) return absl::ZeroDuration();
+  return RetimingTime(timed_.front(), typical) + kMarkSteps;
+}
+
+absl::Time EpisodeTimer::mark_stop() const {
+  const auto fastest = std::max_element(timed_.begin(), timed_.end(),
+                                        [](const Timed& a, const Timed& b) {
+                                          return a.result.gflops < b.result.gflops;
+                                        });
+  if (fastest == timed_.end() || !MayMark(fastest->result.ir)) return absl::InfiniteFuture();
+  const absl::Duration typical = typical_call();
+  return deadline_ - RetimingTime(*fastest, typical) - kMarkSteps - typical;
 }
 
 void EpisodeTimer::Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed,
                         absl::Time stop, bool keep_retimings) {
   for (PolicyEpisodeEnd& e : episodes) {
-    const absl::Time until = keep_retimings ? std::min(stop, wave_stop()) : stop;
+    const absl::Time until = std::min(stop, keep_retimings ? wave_stop() : mark_stop());
     if (timed() >= max_timed || (!timed_.empty() && clock_.Now() >= until)) break;
     e.source->set_deadline(timed_.empty() ? absl::InfiniteFuture() : stop);
     SearchResult out;
@@ -493,13 +522,15 @@ absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
   }
   // The fastest few re-timed where they fit (a slow spell of the host during one short timing
   // misreads a small kernel by tens of percent), each where the time left holds its RetimingTime
-  // (the first also the peak measured beside it): each kernel's GFLOPS the faster of its timing
-  // and its re-timing, the peak measured beside a re-timing reported with it.
+  // (the first also the peak measured beside it) and the fastest's marked timing after it
+  // (MarkReserve): each kernel's GFLOPS the faster of its timing and its re-timing, the peak
+  // measured beside a re-timing reported with it.
   const absl::Duration typical = typical_call();
+  const absl::Duration mark = MarkReserve(typical);
   for (int i = 0; i < std::min(timed(), kRetimedFinalists); ++i) {
     Timed& t = timed_[i];
     const absl::Duration peak = i == 0 ? kBesidePeak : absl::ZeroDuration();
-    if (clock_.Now() + RetimingTime(t, typical) + peak > deadline_) break;
+    if (clock_.Now() + RetimingTime(t, typical) + peak + mark > deadline_) break;
     if (t.result.gflops <= 0) break;
     const absl::StatusOr<Retiming> again = t.source->Remeasure();
     if (!again.ok()) continue;

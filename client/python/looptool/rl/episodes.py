@@ -221,6 +221,9 @@ def _network_episodes(env: LoopToolEnv, policy: loop_set.LoopSetPolicy, max_step
 
 
 RETIME_RESERVE = 0.05  # ranked_rollout: the budget's share kept for re-timing the fastest
+# What the marked timing (_time_marked) takes beyond its timing call, in seconds: the marking
+# actions' steps and forks (C++'s kMarkSteps).
+MARK_STEPS = 0.01
 RETIMED_FINALISTS = 2
 # What a re-timing may take beyond a timing: the FMA peak the server measures beside it (three
 # 10 ms rounds, once a second; the first re-timing pays it), in seconds (C++'s kBesidePeak: a
@@ -356,8 +359,8 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     fits (each the faster of its timing and its re-timing); the fastest kept, or, where the
     program may take a statement mark (_may_mark) and a timing still fits, that one with
     stream_L<p> appended for every statement that assigns and fold_L<p> for every window that
-    folds (_time_marked) where it times faster (the waves keep time for it): `looptool tune
-    --search=policy` with --policy_candidates=count --policy_timed=timed
+    folds (_time_marked) where it times faster (the waves and re-timings keep time for it):
+    `looptool tune --search=policy` with --policy_candidates=count --policy_timed=timed
     --policy_seconds=seconds (Python's first wave has no deadline, and its
     episodes take longer than C++'s, so fewer may be timed).
     ValueError: `count` or `timed` below 1, or `seconds` not above 0."""
@@ -391,12 +394,19 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
                     [e.loss for e in wave])
                 order.sort(key=lambda i: -float(scores[i]))  # stable: C++'s order on ties
             for i in order:
-                if len(measured) >= timed or (measured and time.perf_counter() >= stop_timing):
+                limit = stop_timing  # or where one more timing and the fastest's marked one
+                if measured and marks:  # would no longer fit
+                    fastest_call = max(measured, key=lambda m: m[0])[2]
+                    limit = min(limit, t0 + seconds - _retiming_time(fastest_call, calls) -
+                                MARK_STEPS - float(np.median(calls)))
+                if len(measured) >= timed or (measured and time.perf_counter() >= limit):
                     break
                 called = time.perf_counter()
                 gflops = float(wave[i].env.observe(["flops"])["flops"])
                 calls.append(time.perf_counter() - called)
                 measured.append((gflops, wave[i], calls[-1]))
+                if marks is None:
+                    marks = _may_mark(wave[i].env)
             measured.sort(key=lambda m: -m[0])
             finalists = [id(e) for _, e, _ in measured[:RETIMED_FINALISTS]]
             for e in [e for e in open_eps if id(e) not in finalists]:
@@ -407,7 +417,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
             if measured and marks is None:
                 marks = _may_mark(measured[0][1].env)
             if measured and marks:  # and the fastest's marked timing
-                retimings += _retiming_time(measured[0][2], calls)
+                retimings += _retiming_time(measured[0][2], calls) + MARK_STEPS
             stop_timing = min(t0 + (1 - RETIME_RESERVE) * seconds,
                               t0 + seconds - retimings - BESIDE_PEAK)
             if (policy.cost is None or len(measured) >= timed or stream.exhausted
@@ -418,9 +428,10 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
         # New timings stop RETIME_RESERVE of the budget early; the fastest RETIMED_FINALISTS are
         # then re-timed where their _retiming_time still fits (as C++'s TimeRankedEpisodes):
         # each kernel's GFLOPS the faster of its timing and re-timing.
+        mark = _retiming_time(measured[0][2], calls) + MARK_STEPS if measured and marks else 0.0
         for k, (gflops, e, call) in enumerate(measured[:RETIMED_FINALISTS]):
             if (gflops <= 0 or time.perf_counter() - t0 + _retiming_time(call, calls) +
-                    (BESIDE_PEAK if k == 0 else 0) > seconds):
+                    (BESIDE_PEAK if k == 0 else 0) + mark > seconds):
                 break
             measured[k] = (max(gflops, e.env.remeasure()[0]), e, call)
         gflops, best, call = max(measured, key=lambda m: m[0])
