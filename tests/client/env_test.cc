@@ -676,6 +676,7 @@ TEST_F(ClientTest, LoopSetPolicySearchesTimeTheirFastestMarked) {
       o.search = *ParseSearch(algorithm);
       o.policy = &Policy::LoopSet();
       o.time_limit_seconds = 3.0;  // room for the timings on a loaded machine
+      o.policy_seconds = 3.0;      // policy's own budget too (the marked timing must fit)
       std::vector<std::vector<std::string>> measured;
       o.on_measured = [&](const MeasuredKernel& k) { measured.push_back(k.actions); };
       auto r = Search(*start, o);

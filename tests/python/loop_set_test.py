@@ -288,9 +288,10 @@ class LoopSetTest(unittest.TestCase):
                     for e in own + eps:
                         e.env.close()
                 ranked = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
-                                                 both, count=8, timed=1)
+                                                 both, count=8, timed=1, seconds=60)
             self.assertIn(ranked.actions, [e.actions for e in eps])
-            result = self.cli_policy(program, path, "--policy_candidates=8", "--policy_timed=1")
+            result = self.cli_policy(program, path, "--policy_candidates=8", "--policy_timed=1",
+                                     "--policy_seconds=60")
             self.assertEqual(result["actions"], ranked.actions)
             self.assertEqual(result["states_evaluated"], 1)
 
@@ -732,7 +733,7 @@ class LoopSetTest(unittest.TestCase):
                     for e in four + shorter:
                         e.env.close()
                 ranked = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
-                                                 policy, count=8, timed=1)
+                                                 policy, count=8, timed=1, seconds=60)
                 # Re-timing: the two fastest of those timed, the faster first, each kernel's
                 # GFLOPS the faster of its timing and its re-timing (a runner-up re-timed far
                 # faster wins). The server's re-timings are replaced by a scripted one here.
@@ -779,7 +780,8 @@ class LoopSetTest(unittest.TestCase):
                     with self.assertRaisesRegex(ValueError, "1 episode or more"):
                         episodes.ranked_rollout(env, "benchmark://user-v0/bad", d.program,
                                                 policy, **{"count": 8, **bad})  # type: ignore
-            result = self.cli_policy(program, path, "--policy_candidates=8", "--policy_timed=1")
+            result = self.cli_policy(program, path, "--policy_candidates=8", "--policy_timed=1",
+                                     "--policy_seconds=60")
             self.assertEqual(result["actions"], ranked.actions)
             self.assertEqual(result["states_evaluated"], 1)
             # Three timed, the fastest kept: one of the eight.
@@ -818,11 +820,12 @@ class LoopSetTest(unittest.TestCase):
             with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
                              reward_space=None) as env:
                 heavy = episodes.ranked_rollout(env, "benchmark://user-v0/heavy", x.program,
-                                                policy, count=8, timed=1)
+                                                policy, count=8, timed=1, seconds=60)
             self.assertEqual(heavy.actions, greedy.actions)
             out = subprocess.run([CLI, "tune", f"--benchmark={program}", "--search=policy",
                                   f"--policy={path}", "--policy_candidates=8", "--policy_timed=1",
-                                  f"--server={self.server.address}", "--json"],
+                                  "--policy_seconds=60", f"--server={self.server.address}",
+                                  "--json"],
                                  check=True, capture_output=True, text=True).stdout
             self.assertEqual(json.loads(out.strip().splitlines()[-1])["actions"], greedy.actions)
 

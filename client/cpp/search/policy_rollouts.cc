@@ -555,7 +555,7 @@ absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
 
 bool EpisodeTimer::TryMarked(Timed& best) {
   if (best.source == nullptr || best.result.gflops <= 0 || !MayMark(best.result.ir) ||
-      clock_.Now() + RetimingTime(best, typical_call()) > deadline_) {
+      clock_.Now() + RetimingTime(best, typical_call()) + kMarkSteps > deadline_) {
     return false;
   }
   best.source->set_deadline(deadline_);

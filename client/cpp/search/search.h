@@ -13,8 +13,9 @@
 //                         sketch_value policy's episode is one choice, the server's sketch whose
 //                         resulting state it values most; a loop_set policy with a cost model
 //                         ends its likeliest episodes (policy_candidates) untimed, with the
-//                         states its greedy episodes passed through (the start among them,
-//                         also with its outputs streamed and its pool windows folded), and
+//                         states its greedy episodes passed through while its first wave's
+//                         time lasts (the start, also with its outputs streamed and its pool
+//                         windows folded, whatever the time), and
 //                         times the ones its cost model ranks first while its budget lasts
 //                         (policy_timed, policy_seconds), wave after wave of the next
 //                         likeliest while time is left, keeping the fastest, the two
@@ -103,7 +104,8 @@ struct SearchOptions {
   int policy_candidates = 16;
   // policy, as above: the candidates timed in all waves, this many at most (the first whatever
   // the time, the others while policy_seconds lasts, less 5% kept for re-timing the two fastest
-  // where a timing still fits); the fastest is the result.
+  // where a timing still fits, and less the fastest's marked timing where the program may take
+  // a stream or fold mark); the fastest is the result.
   int policy_timed = 64;
   // policy, as above: its budget, from the start (the time limit where that is shorter): half
   // of it for the first wave's episodes, the rest for timing them and the next waves. Below 1

@@ -437,7 +437,8 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
         gflops, best, call = max(measured, key=lambda m: m[0])
         actions = list(best.actions)
         if (gflops > 0 and (marks if marks is not None else _may_mark(best.env))
-                and time.perf_counter() - t0 + _retiming_time(call, calls) <= seconds):
+                and time.perf_counter() - t0 + _retiming_time(call, calls) + MARK_STEPS
+                <= seconds):
             variant = _time_marked(best.env, actions, [e.actions for _, e, _ in measured])
             if variant is not None and variant[1] > gflops:
                 actions += variant[0]
