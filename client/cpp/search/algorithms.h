@@ -107,19 +107,27 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 // two fastest as they stand before each timing (a short budget's large kernels want their
 // candidates timed rather than their re-timings: without it, the first wave's timings stop at the
 // reserve, or where the time left would not hold a timing and the fastest's marked one where it may
-// take a mark). Only the fastest two keep their sessions from one wave to the next. Then the two
+// take a mark). With a `neighbor_share` above 0, the first wave's timings stop that share of the
+// time from `t0` to `deadline` early at the latest, and after each wave the fastest's neighbors
+// (NeighborPaths: each tile_L<p>_<n> on its path with the two nearest other factors of that
+// loop pointer on each side; stepped in a third of the time to where their timings stop, none
+// ending where a candidate ended) are ranked and timed like a later wave, and so are a new
+// fastest's, each path's once. Only the fastest two keep their sessions
+// from one wave to the next. Then the two
 // fastest of all are re-timed where they fit beside the fastest's marked timing, that one
 // (EpisodeTimer::TryMarked) where it still fits, and the fastest is the result (states_evaluated:
 // how many were timed in all waves).
 absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Policy& policy,
                                               int depth, int wave_size, int max_timed,
                                               absl::Time first_wave_until, bool keep_retimings,
-                                              absl::Time deadline, const SearchOptions& options,
-                                              const Clock& clock, absl::Time t0);
+                                              double neighbor_share, absl::Time deadline,
+                                              const SearchOptions& options, const Clock& clock,
+                                              absl::Time t0);
 
 // policy_guided for a loop_set policy: TimeEpisodeWaves of options.guided_candidates episodes each
 // (the first wave with its shorter candidates), the first wave in 40% of the time limit,
-// options.guided_timed timed at most, the re-timings kept whole.
+// options.guided_timed timed at most, the re-timings kept whole, options.guided_neighbor_share
+// of the time for the fastest's neighbors (INVALID_ARGUMENT outside 0..0.9).
 absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
                                             const Policy& policy, const Clock& clock);
 

@@ -68,8 +68,8 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
     const double budget = std::min(options.time_limit_seconds, options.policy_seconds);
     return TimeEpisodeWaves(start, policy, options.policy_depth, options.policy_candidates,
                             options.policy_timed, t0 + absl::Seconds(0.5 * budget),
-                            /*keep_retimings=*/false, t0 + absl::Seconds(budget), options,
-                            clock, t0);
+                            /*keep_retimings=*/false, /*neighbor_share=*/0,
+                            t0 + absl::Seconds(budget), options, clock, t0);
   }
   const std::string& observation = policy.observation_space();
   const std::vector<std::string> observe = {observation, "action_mask"};

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "client/cpp/search/algorithms.h"
+#include "client/cpp/search/neighbor_paths.h"
 #include "client/cpp/search/policy_fit.h"
 #include "client/cpp/search/searcher.h"
 #include "util/status_macros.h"
@@ -413,6 +414,10 @@ class EpisodeTimer {
   absl::StatusOr<SearchResult> Finish();
 
   int timed() const { return static_cast<int>(timed_.size()); }
+  // The fastest's actions as of the last Time (empty before any was timed).
+  std::vector<std::string> fastest_actions() const {
+    return timed_.empty() ? std::vector<std::string>{} : timed_.front().result.actions;
+  }
   absl::Time timing_deadline() const { return timing_deadline_; }
   // The median of the timing calls so far (zero before any): a candidate's typical timing.
   absl::Duration typical_call() const;
@@ -577,6 +582,32 @@ bool EpisodeTimer::TryMarked(Timed& best) {
   return true;
 }
 
+// Candidates one tile factor away from `path` (NeighborPaths), stepped from `start` while
+// `until` on `clock` has not come, each of loss 0 (ranked by the cost model alone among them),
+// none ending in a state of `finals` (it gains theirs), each forked with `deadline`. A state the
+// server refuses is left out.
+std::vector<PolicyEpisodeEnd> Neighbors(const StateSource& start, const Policy& policy,
+                                        const std::vector<int>& path, absl::Time until,
+                                        absl::Time deadline, const Clock& clock,
+                                        std::set<std::vector<float>>& finals) {
+  const std::string& observation = policy.observation_space();
+  std::vector<PolicyEpisodeEnd> out;
+  for (std::vector<int>& near : NeighborPaths(path, start.action_names())) {
+    if (clock.Now() >= until) break;
+    PolicyEpisodeEnd e;
+    absl::StatusOr<std::unique_ptr<StateSource>> fork = start.Fork();
+    if (!fork.ok()) break;
+    e.source = *std::move(fork);
+    e.source->set_deadline(deadline);
+    e.path = std::move(near);
+    const absl::StatusOr<StepResult> now = e.source->Step(e.path, {observation});
+    if (!now.ok() || now->Find(observation) == nullptr) continue;
+    e.features = now->Find(observation)->floats;
+    if (finals.insert(e.features).second) out.push_back(std::move(e));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<PolicyEpisodeEnd>> LikelyEpisodes(const StateSource& start,
@@ -624,12 +655,16 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Policy& policy,
                                               int depth, int wave_size, int max_timed,
                                               absl::Time first_wave_until, bool keep_retimings,
-                                              absl::Time deadline, const SearchOptions& options,
-                                              const Clock& clock, absl::Time t0) {
+                                              double neighbor_share, absl::Time deadline,
+                                              const SearchOptions& options, const Clock& clock,
+                                              absl::Time t0) {
   LikelyEpisodeStream stream(start, policy, depth);
   EpisodeTimer timer(start, options, clock, t0, deadline);
   absl::Time until = first_wave_until;
-  absl::Time stop = timer.timing_deadline();  // the first wave's timings: to the reserve
+  // The first wave's timings: to the reserve, or where the neighbor share begins.
+  absl::Time stop = std::min(timer.timing_deadline(),
+                             deadline - neighbor_share * (deadline - t0));
+  std::set<std::vector<std::string>> expanded;  // paths whose neighbors were timed
   bool first_wave = true;
   while (true) {
     ASSIGN_OR_RETURN(std::vector<PolicyEpisodeEnd> episodes,
@@ -643,6 +678,23 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
     if (episodes.empty()) break;
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
     timer.Time(episodes, max_timed, stop, keep_retimings);
+    // Then, in the time the neighbor share kept (and any the wave left), the fastest's
+    // neighbors, and theirs while a new one is the fastest.
+    while (neighbor_share > 0 && timer.timed() < max_timed) {
+      const std::vector<std::string> fastest = timer.fastest_actions();
+      if (!expanded.insert(fastest).second) break;
+      const absl::Time now = clock.Now(), neighbors_stop = timer.wave_stop();
+      if (neighbors_stop - now < 2 * timer.typical_call()) break;
+      std::vector<int> path;
+      for (const std::string& name : fastest) path.push_back(start.ActionIndex(name));
+      if (std::find(path.begin(), path.end(), -1) != path.end()) break;
+      std::vector<PolicyEpisodeEnd> near =
+          Neighbors(start, policy, path, now + (neighbors_stop - now) / 3, deadline, clock,
+                    stream.finals());
+      if (near.empty()) break;
+      RETURN_IF_ERROR(RankEpisodes(policy, near));
+      timer.Time(near, max_timed, neighbors_stop, keep_retimings);
+    }
     // Another wave where more may be timed, episodes are left, and the time to where its
     // timings stop (wave_stop: the re-timings kept whole) holds its episodes (half of it) and
     // two typical timings at least.
@@ -660,14 +712,21 @@ absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const Sear
                                             const Policy& policy, const Clock& clock) {
   const absl::Time t0 = clock.Now();
   RETURN_IF_ERROR(CheckPolicyFits(policy, start));
+  if (!(options.guided_neighbor_share >= 0 && options.guided_neighbor_share <= 0.9)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policy_guided leaves 0..0.9 of its time to neighbors, not guided_neighbor_share=",
+        options.guided_neighbor_share));
+  }
   const absl::Time deadline = t0 + absl::Seconds(options.time_limit_seconds);
   // Waves: episodes, the most likely first (the first wave in at most 40% of the time), ranked
   // untimed, then timed in that order while time is left and the re-timings still fit after
-  // them (the first whatever the time); the fastest wins.
+  // them (the first whatever the time; the first wave's not into the neighbor share, which the
+  // fastest's neighbors take); the fastest wins.
   return TimeEpisodeWaves(start, policy, options.policy_depth, options.guided_candidates,
                           options.guided_timed,
                           t0 + absl::Seconds(0.4 * options.time_limit_seconds),
-                          /*keep_retimings=*/true, deadline, options, clock, t0);
+                          /*keep_retimings=*/true, options.guided_neighbor_share, deadline,
+                          options, clock, t0);
 }
 
 }  // namespace looptool::client::internal

@@ -27,8 +27,9 @@
 //                         half, in its order (policy_guided.cc); with a loop_set policy, its
 //                         likeliest episodes (guided_candidates) untimed, then timed in the
 //                         order its cost model ranks them, in waves, while the time left
-//                         holds the re-timings of the two fastest, then those
-//                         (policy_rollouts.cc)
+//                         holds the re-timings of the two fastest, then those; the fastest's
+//                         neighbors (one tile factor changed) in guided_neighbor_share of
+//                         the time (policy_rollouts.cc, neighbor_paths.h)
 // Children are evaluated on forks of the session, ranked by measured GFLOPS (the published code
 // ranks beams by action name, a bug not copied here), and states already visited are never
 // measured again (searcher.h). Every algorithm stops at a hard time limit.
@@ -117,6 +118,11 @@ struct SearchOptions {
   int guided_candidates = 256;
   // policy_guided, as above: the candidates timed in all waves, this many at most.
   int guided_timed = 1024;
+  // policy_guided, as above: the share of the time limit its first wave's timings leave for
+  // the fastest's neighbors (each tile_L<p>_<n> on its path with the nearest other factors of
+  // that loop: NeighborPaths), ranked by the cost model and timed, and theirs while a new one is
+  // the fastest; then more waves where time is left. 0: none. Outside 0..0.9: INVALID_ARGUMENT.
+  double guided_neighbor_share = 0.15;
   // evolution: the policy's greedy episode seeds the population before the random rollouts,
   // so that the search starts from a good schedule (evolution.h says how a policy of another
   // space or a sketch_value policy seeds). Skipped when nothing fits, and when two or more of

@@ -22,7 +22,8 @@ std::string FakeWorld::Key(const std::vector<int>& knobs) {
 FakeStateSource::FakeStateSource(std::shared_ptr<FakeWorld> world)
     : world_(std::move(world)), knobs_(world_->target.size(), 0) {
   for (size_t i = 0; i < knobs_.size(); ++i) {
-    names_.push_back(absl::StrCat("inc_", i));
+    names_.push_back(world_->tile_names ? absl::StrCat("tile_L0_", i + 1)
+                                        : absl::StrCat("inc_", i));
     names_.push_back(absl::StrCat("dec_", i));
   }
   if (world_->loop_set) {

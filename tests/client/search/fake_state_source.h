@@ -48,6 +48,9 @@ struct FakeWorld {
   std::string sketches;     // the `sketches` observation
   bool cost_model = false;  // predicted_gflops: the exact GFLOPS; else UNIMPLEMENTED
   bool loop_set = false;    // a space and observations a loop_set policy fits (above)
+  // inc_0, inc_1, ... named tile_L0_1, tile_L0_2, ...: factors of one loop pointer, which a
+  // policy_guided search's neighbors (NeighborPaths) change into one another.
+  bool tile_names = false;
 
   FakeClock clock;
   std::vector<std::string> measured;  // states whose kernel was measured, in order

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "client/cpp/built_in_policies.h"
 #include "client/cpp/policy.h"
+#include "client/cpp/search/neighbor_paths.h"
 #include "client/cpp/search/search.h"
 #include "client/cpp/search/sketch_paths.h"
 #include "gmock/gmock.h"
@@ -767,6 +768,7 @@ TEST(SearchAlgorithms, PolicyGuidedStopsItsTimingsWhereItsRetimingsStillFit) {
   slow.world->slow_states = {"knobs 0 0 0"};
   slow.options.policy = &policy;
   slow.options.guided_candidates = 64;
+  slow.options.guided_neighbor_share = 0;  // the first wave's timings to the re-timings' reserve
   std::vector<absl::Duration> at;
   const absl::Time s0 = slow.world->clock.Now();
   slow.options.on_measured = [&](const MeasuredKernel&) {
@@ -780,6 +782,66 @@ TEST(SearchAlgorithms, PolicyGuidedStopsItsTimingsWhereItsRetimingsStillFit) {
   EXPECT_GT(at.back(), absl::Milliseconds(250));
   EXPECT_EQ(slow.world->remeasured, 2);
   EXPECT_LE(slow.world->clock.Now() - s0, absl::Milliseconds(400));
+}
+
+// A path's neighbors: its tiles' nearest other factors of the same loop pointer, the nearest on
+// either side first (none past the ends of that pointer's factors).
+TEST(SearchAlgorithms, NeighborPathsChangeOneTileFactor) {
+  const std::vector<std::string> names = {
+      "tile_L0_2",  "tile_L0_4", "tile_L0_8", "tile_L0_16",        "tile_L0_32",
+      "tile_L1_4",  "tile_L1_8", "unroll_L0", "interchange_L1_L0", "tile_L10_8"};
+  EXPECT_THAT(internal::NeighborPaths({2, 8, 5}, names),
+              ElementsAre(std::vector<int>{1, 8, 5}, std::vector<int>{3, 8, 5},
+                          std::vector<int>{2, 8, 6}, std::vector<int>{0, 8, 5},
+                          std::vector<int>{4, 8, 5}));
+  // A pointer with one factor (tile_L10_8, not tile_L1_'s) has none to change to.
+  EXPECT_TRUE(internal::NeighborPaths({9, 7}, names).empty());
+  EXPECT_TRUE(internal::NeighborPaths({}, names).empty());
+}
+
+// policy_guided leaves guided_neighbor_share of its time to the fastest's neighbors. Its first
+// wave (four episodes: the knobs 3 0 0, 2 0 0, 1 0 0 and 0 0 0) has 3 0 0 the fastest, by the
+// path tile_L0_1 x3 (inc_0, named as a tile factor of which inc_1 and inc_2 are the next two);
+// the new states one tile factor away, 2 1 0 (a factor one away, the first tile_L0_2) and 2 0 1
+// (two away), are timed next, each once (as the cost model ranks them, ties in NeighborPaths'
+// order), where without the share the next wave's episodes follow. A share outside 0..0.9 is
+// refused.
+TEST(SearchAlgorithms, PolicyGuidedTimesTheFastestsNeighborsInItsShare) {
+  const Policy policy = LoopSetWithDistanceCost();
+  const auto run = [&policy](double share) {
+    Trial t("policy_guided", 1);
+    t.world->loop_set = true;
+    t.world->tile_names = true;
+    t.options.policy = &policy;
+    t.options.guided_candidates = 4;
+    t.options.guided_neighbor_share = share;
+    absl::StatusOr<SearchResult> r = t.Go();
+    EXPECT_TRUE(r.ok()) << r.status();
+    return t.world->measured;
+  };
+  const std::vector<std::string> with = run(0.5), without = run(0);
+  for (const std::vector<std::string>* m : {&with, &without}) {
+    ASSERT_GT(m->size(), 6u);
+    EXPECT_THAT(std::vector<std::string>(m->begin(), m->begin() + 4),
+                ElementsAre("knobs 3 0 0", "knobs 2 0 0", "knobs 1 0 0", "knobs 0 0 0"))
+        << absl::StrJoin(*m, ", ");
+    EXPECT_EQ(std::set<std::string>(m->begin(), m->end()).size(), m->size());
+  }
+  EXPECT_THAT(std::vector<std::string>(with.begin() + 4, with.begin() + 6),
+              ElementsAre("knobs 2 1 0", "knobs 2 0 1"));
+  EXPECT_NE(std::vector<std::string>(without.begin() + 4, without.begin() + 6),
+            std::vector<std::string>(with.begin() + 4, with.begin() + 6))
+      << absl::StrJoin(without, ", ");
+  for (const double bad : {-0.1, 0.95}) {
+    Trial refused("policy_guided", 1);
+    refused.world->loop_set = true;
+    refused.options.policy = &policy;
+    refused.options.guided_neighbor_share = bad;
+    absl::StatusOr<SearchResult> r = refused.Go();
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("guided_neighbor_share")) << bad;
+    EXPECT_TRUE(refused.world->measured.empty()) << bad;
+  }
 }
 
 // Tuning records: every kernel the world measured is reported once, in order, with actions that

@@ -107,9 +107,10 @@ def generate(args: argparse.Namespace) -> int:
     extra = []
     if args.policy:
         extra.append(f"--policy={args.policy}")
-    if args.guided_candidates > 0:  # one wave of them, each timed while the time lasts
+    if args.guided_candidates > 0:  # one wave of them, each timed while the time lasts, and
+        # no neighbors of the fastest (the records hold the policy's own episodes)
         extra += [f"--guided_candidates={args.guided_candidates}",
-                  f"--guided_timed={args.guided_candidates}"]
+                  f"--guided_timed={args.guided_candidates}", "--guided_neighbor_share=0"]
     bar = _progress(len(programs))
     done = {"ok": 0, "failed": 0, "recorded": 0}
     failures: List[str] = []

@@ -1,0 +1,61 @@
+#include "client/cpp/search/neighbor_paths.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/string_view.h"
+
+namespace looptool::client::internal {
+namespace {
+
+// The other tile factors tried on each side of a tile action's.
+constexpr int kFactorsEachSide = 2;
+
+}  // namespace
+
+std::vector<std::vector<int>> NeighborPaths(const std::vector<int>& path,
+                                            const std::vector<std::string>& names) {
+  // Each tile action's prefix (tile_L<p>_) and factor; the factors of each prefix, sorted.
+  std::map<std::string, std::vector<std::pair<int, int>>> factors;  // prefix: (n, index)
+  const auto split = [&](int a) -> std::optional<std::pair<std::string, int>> {
+    if (a < 0 || a >= static_cast<int>(names.size())) return std::nullopt;
+    const std::string& name = names[a];
+    const size_t last = name.rfind('_');
+    int n = 0;
+    if (!absl::StartsWith(name, "tile_L") || last == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(name).substr(last + 1), &n)) {
+      return std::nullopt;
+    }
+    return std::pair(name.substr(0, last + 1), n);
+  };
+  for (size_t a = 0; a < names.size(); ++a) {
+    if (auto t = split(static_cast<int>(a))) {
+      factors[t->first].emplace_back(t->second, static_cast<int>(a));
+    }
+  }
+  for (auto& [prefix, list] : factors) std::sort(list.begin(), list.end());
+  std::vector<std::vector<int>> out;
+  for (int d = 1; d <= kFactorsEachSide; ++d) {
+    for (size_t i = 0; i < path.size(); ++i) {
+      const std::optional<std::pair<std::string, int>> t = split(path[i]);
+      if (!t.has_value()) continue;
+      const std::vector<std::pair<int, int>>& list = factors[t->first];
+      const auto at = std::lower_bound(list.begin(), list.end(), std::pair(t->second, path[i]));
+      const ptrdiff_t k = at - list.begin();
+      for (const ptrdiff_t j : {k - d, k + d}) {
+        if (j < 0 || j >= static_cast<ptrdiff_t>(list.size())) continue;
+        out.push_back(path);
+        out.back()[i] = list[j].second;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace looptool::client::internal
