@@ -94,8 +94,8 @@ ABSL_FLAG(int, guided_timed, 1024,
 ABSL_FLAG(double, guided_neighbor_share, 0.15,
           "policy_guided, with a loop_set policy: the share of --time_limit its first wave's "
           "timings leave for the fastest's neighbors (one of its tile factors changed), ranked "
-          "by its cost model and timed, and theirs while a new one is the fastest, 0..0.9 (0: "
-          "none)");
+          "by its cost model and timed, and theirs while a new one is the fastest, 0..0.5 (0: "
+          "none; its first wave's episodes are played in the first 40%)");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
@@ -572,9 +572,9 @@ absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
         absl::StrCat("--policy_seconds must be in 0.001..3600, not ", t));
   }
   tune.search.policy_seconds = absl::GetFlag(FLAGS_policy_seconds);
-  if (const double s = absl::GetFlag(FLAGS_guided_neighbor_share); !(s >= 0 && s <= 0.9)) {
+  if (const double s = absl::GetFlag(FLAGS_guided_neighbor_share); !(s >= 0 && s <= 0.5)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--guided_neighbor_share must be in 0..0.9, not ", s));
+        absl::StrCat("--guided_neighbor_share must be in 0..0.5, not ", s));
   }
   tune.search.guided_neighbor_share = absl::GetFlag(FLAGS_guided_neighbor_share);
   if (setup->policy.has_value()) tune.search.policy = &*setup->policy;

@@ -272,9 +272,9 @@ class CliTest(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--guided_timed must be in 1..1024, not 1025", p.stderr)
         p = run("tune", "--benchmark=mm64_80_96", "--search=policy_guided",
-                "--guided_neighbor_share=0.95")
+                "--guided_neighbor_share=0.6")
         self.assertEqual(p.returncode, 2)
-        self.assertIn("--guided_neighbor_share must be in 0..0.9, not 0.95", p.stderr)
+        self.assertIn("--guided_neighbor_share must be in 0..0.5, not 0.6", p.stderr)
         p = run("tune", "--dataset=reduce-v0", "--server=127.0.0.1:1", "--servers=127.0.0.1:2")
         self.assertEqual(p.returncode, 2)
         self.assertIn("not both", p.stderr)

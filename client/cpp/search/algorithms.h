@@ -110,9 +110,10 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 // take a mark). With a `neighbor_share` above 0, the first wave's timings stop that share of the
 // time from `t0` to `deadline` early at the latest, and after each wave the fastest's neighbors
 // (NeighborPaths: each tile_L<p>_<n> on its path with the two nearest other factors of that
-// loop pointer on each side; stepped in a third of the time to where their timings stop, none
-// ending where a candidate ended) are ranked and timed like a later wave, and so are a new
-// fastest's, each path's once. Only the fastest two keep their sessions
+// loop pointer on each side; stepped in a third of the time to where their timings stop, their
+// calls ending there, none ending where a candidate ended) are ranked and timed like a later
+// wave, and so are a new fastest's, each path's once; a wave's untimed episodes end their
+// sessions before (they are not timed later). Only the fastest two keep their sessions
 // from one wave to the next. Then the two
 // fastest of all are re-timed where they fit beside the fastest's marked timing, that one
 // (EpisodeTimer::TryMarked) where it still fits, and the fastest is the result (states_evaluated:
@@ -127,7 +128,7 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
 // policy_guided for a loop_set policy: TimeEpisodeWaves of options.guided_candidates episodes each
 // (the first wave with its shorter candidates), the first wave in 40% of the time limit,
 // options.guided_timed timed at most, the re-timings kept whole, options.guided_neighbor_share
-// of the time for the fastest's neighbors (INVALID_ARGUMENT outside 0..0.9).
+// of the time for the fastest's neighbors (INVALID_ARGUMENT outside 0..0.5).
 absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const SearchOptions& options,
                                             const Policy& policy, const Clock& clock);
 

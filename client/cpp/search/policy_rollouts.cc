@@ -678,8 +678,12 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
     if (episodes.empty()) break;
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
     timer.Time(episodes, max_timed, stop, keep_retimings);
+    // The wave's untimed episodes end their sessions here (the server bounds a client's
+    // sessions, and a first wave may hold hundreds): the neighbors below need forks of their own.
+    episodes.clear();
     // Then, in the time the neighbor share kept (and any the wave left), the fastest's
-    // neighbors, and theirs while a new one is the fastest.
+    // neighbors, and theirs while a new one is the fastest (their calls end where their timings
+    // stop, leaving the re-timings their time).
     while (neighbor_share > 0 && timer.timed() < max_timed) {
       const std::vector<std::string> fastest = timer.fastest_actions();
       if (!expanded.insert(fastest).second) break;
@@ -689,8 +693,8 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
       for (const std::string& name : fastest) path.push_back(start.ActionIndex(name));
       if (std::find(path.begin(), path.end(), -1) != path.end()) break;
       std::vector<PolicyEpisodeEnd> near =
-          Neighbors(start, policy, path, now + (neighbors_stop - now) / 3, deadline, clock,
-                    stream.finals());
+          Neighbors(start, policy, path, now + (neighbors_stop - now) / 3, neighbors_stop,
+                    clock, stream.finals());
       if (near.empty()) break;
       RETURN_IF_ERROR(RankEpisodes(policy, near));
       timer.Time(near, max_timed, neighbors_stop, keep_retimings);
@@ -712,9 +716,9 @@ absl::StatusOr<SearchResult> PolicyRollouts(const StateSource& start, const Sear
                                             const Policy& policy, const Clock& clock) {
   const absl::Time t0 = clock.Now();
   RETURN_IF_ERROR(CheckPolicyFits(policy, start));
-  if (!(options.guided_neighbor_share >= 0 && options.guided_neighbor_share <= 0.9)) {
+  if (!(options.guided_neighbor_share >= 0 && options.guided_neighbor_share <= 0.5)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "policy_guided leaves 0..0.9 of its time to neighbors, not guided_neighbor_share=",
+        "policy_guided leaves 0..0.5 of its time to neighbors, not guided_neighbor_share=",
         options.guided_neighbor_share));
   }
   const absl::Time deadline = t0 + absl::Seconds(options.time_limit_seconds);

@@ -121,7 +121,8 @@ struct SearchOptions {
   // policy_guided, as above: the share of the time limit its first wave's timings leave for
   // the fastest's neighbors (each tile_L<p>_<n> on its path with the nearest other factors of
   // that loop: NeighborPaths), ranked by the cost model and timed, and theirs while a new one is
-  // the fastest; then more waves where time is left. 0: none. Outside 0..0.9: INVALID_ARGUMENT.
+  // the fastest; then more waves where time is left. 0: none. Outside 0..0.5 (the first wave's
+  // episodes are played in the first 40% of the time): INVALID_ARGUMENT.
   double guided_neighbor_share = 0.15;
   // evolution: the policy's greedy episode seeds the population before the random rollouts,
   // so that the search starts from a good schedule (evolution.h says how a policy of another
