@@ -313,6 +313,32 @@ absl::StatusOr<std::optional<Marked>> MarkAll(StateSource& from, absl::string_vi
   return marked;
 }
 
+// A candidate in the state `path` reaches from `start`: a fork with `deadline`, stepped along
+// `path` in one call, its `observation` (the policy's) read as its features, and its ir.
+struct SteppedCandidate {
+  PolicyEpisodeEnd end;  // loss 0, score unset
+  std::string ir;
+};
+// The fork's error where the server gave none (its bound on a client's sessions: no later fork
+// will fare better); nullopt where it refused the step (nothing changed).
+absl::StatusOr<std::optional<SteppedCandidate>> StepCandidate(const StateSource& start,
+                                                              std::vector<int> path,
+                                                              const std::string& observation,
+                                                              absl::Time deadline) {
+  ASSIGN_OR_RETURN(std::unique_ptr<StateSource> fork, start.Fork());
+  fork->set_deadline(deadline);
+  const absl::StatusOr<StepResult> now = fork->Step(path, {observation, "ir"});
+  if (!now.ok() || now->Find(observation) == nullptr || now->Find("ir") == nullptr) {
+    return std::nullopt;
+  }
+  SteppedCandidate c;
+  c.end.source = std::move(fork);
+  c.end.path = std::move(path);
+  c.end.features = now->Find(observation)->floats;
+  c.ir = now->Find("ir")->text;
+  return c;
+}
+
 // Shorter candidates of a first wave, beside its episodes: the start (no action), the start with
 // every mark its statements take (MarkAll) where any does, and, while `until` on `clock` has not
 // come, the other states the greedy episodes (of the policy and its members: loss 0) passed
@@ -346,20 +372,16 @@ std::vector<PolicyEpisodeEnd> ShortCandidates(const StateSource& start, const Po
   std::vector<PolicyEpisodeEnd> out;
   for (const std::vector<int>& path : prefixes) {
     if (!path.empty() && clock.Now() >= until) break;
-    PolicyEpisodeEnd e;
-    absl::StatusOr<std::unique_ptr<StateSource>> fork = start.Fork();
-    if (!fork.ok()) return out;
-    e.source = *std::move(fork);
-    e.source->set_deadline(deadline);
-    e.path = path;
+    absl::StatusOr<std::optional<SteppedCandidate>> stepped =
+        StepCandidate(start, path, observation, deadline);
+    if (!stepped.ok()) return out;
+    if (!stepped->has_value()) continue;
+    PolicyEpisodeEnd& e = (*stepped)->end;
     e.loss = loss;
-    const absl::StatusOr<StepResult> now = e.source->Step(e.path, {observation, "ir"});
-    if (!now.ok() || now->Find(observation) == nullptr || now->Find("ir") == nullptr) continue;
-    e.features = now->Find(observation)->floats;
     std::optional<PolicyEpisodeEnd> marked;
     if (path.empty()) {
       absl::StatusOr<std::optional<Marked>> m =
-          MarkAll(*e.source, now->Find("ir")->text, start.action_names());
+          MarkAll(*e.source, (*stepped)->ir, start.action_names());
       if (m.ok() && m->has_value()) {
         marked.emplace();
         marked->source = std::move((*m)->source);
@@ -594,16 +616,11 @@ std::vector<PolicyEpisodeEnd> Neighbors(const StateSource& start, const Policy& 
   std::vector<PolicyEpisodeEnd> out;
   for (std::vector<int>& near : NeighborPaths(path, start.action_names())) {
     if (clock.Now() >= until) break;
-    PolicyEpisodeEnd e;
-    absl::StatusOr<std::unique_ptr<StateSource>> fork = start.Fork();
-    if (!fork.ok()) break;
-    e.source = *std::move(fork);
-    e.source->set_deadline(deadline);
-    e.path = std::move(near);
-    const absl::StatusOr<StepResult> now = e.source->Step(e.path, {observation});
-    if (!now.ok() || now->Find(observation) == nullptr) continue;
-    e.features = now->Find(observation)->floats;
-    if (finals.insert(e.features).second) out.push_back(std::move(e));
+    absl::StatusOr<std::optional<SteppedCandidate>> stepped =
+        StepCandidate(start, std::move(near), observation, deadline);
+    if (!stepped.ok()) break;
+    if (!stepped->has_value()) continue;
+    if (finals.insert((*stepped)->end.features).second) out.push_back(std::move((*stepped)->end));
   }
   return out;
 }
