@@ -75,7 +75,12 @@ class Connection {
   absl::Status Invoke(Call call, absl::Duration timeout = absl::ZeroDuration(),
                       bool wait_for_ready = true) const {
     auto ctx = Context(timeout == absl::ZeroDuration() ? call_timeout_ : timeout, wait_for_ready);
-    absl::Status status = FromGrpc(call(ctx.get()));
+    return Heard(FromGrpc(call(ctx.get())));
+  }
+
+  // Notes how a call ended (for unanswered()) and returns `status`: Invoke's calls, and calls
+  // made otherwise (Env::CloseAll's, sent at once).
+  absl::Status Heard(absl::Status status) const {
     unanswered_.store(status.code() == absl::StatusCode::kDeadlineExceeded ||
                           status.code() == absl::StatusCode::kUnavailable,
                       std::memory_order_relaxed);

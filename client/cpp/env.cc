@@ -3,6 +3,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/support/async_unary_call.h"
 #include "util/status_macros.h"
 
 namespace looptool::client {
@@ -151,17 +153,62 @@ absl::StatusOr<Env> Env::Fork() const {
   return fork;
 }
 
-absl::Status Env::Close() {
-  if (!open_) return absl::OkStatus();
-  open_ = false;
-  compiler_gym::EndSessionRequest request;
-  request.set_session_id(session_id_);
-  compiler_gym::EndSessionReply reply;
-  return connection_->Invoke(
-      [&](grpc::ClientContext* ctx) { return connection_->stub().EndSession(ctx, request, &reply); },
+absl::Status Env::Close() { return CloseAll({this}); }
+
+absl::Status Env::CloseAll(const std::vector<Env*>& envs) {
+  // Calls open at once at most: a server bounds a client's streams (LoopTool's cuts a client
+  // that holds more than 16 open, acknowledged SETTINGS or not).
+  constexpr int kInFlight = 8;
+  struct Call {
+    compiler_gym::EndSessionRequest request;
+    compiler_gym::EndSessionReply reply;
+    std::unique_ptr<grpc::ClientContext> context;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<compiler_gym::EndSessionReply>> reader;
+    const Connection* connection = nullptr;
+  };
+  grpc::CompletionQueue queue;
+  std::vector<Call> calls(envs.size());  // sized once: each call's address is its tag
+  size_t next = 0;                       // the next of `envs` to end
+  // Sends the next open one's call; false when none is left.
+  auto send_next = [&]() {
+    for (; next < envs.size(); ++next) {
+      Env* env = envs[next];
+      if (env == nullptr || !env->open_) continue;
+      env->open_ = false;
+      Call& call = calls[next++];
+      call.connection = env->connection_.get();
+      call.request.set_session_id(env->session_id_);
       // A server that is gone has no session left to end: do not wait for one.
-      connection_->unanswered() ? absl::Milliseconds(250) : absl::Seconds(5),
-      /*wait_for_ready=*/false);
+      call.context = call.connection->Context(
+          call.connection->unanswered() ? absl::Milliseconds(250) : absl::Seconds(5),
+          /*wait_for_ready=*/false);
+      call.reader =
+          env->connection_->stub().AsyncEndSession(call.context.get(), call.request, &queue);
+      call.reader->Finish(&call.reply, &call.status, &call);
+      return true;
+    }
+    return false;
+  };
+  int in_flight = 0;
+  while (in_flight < kInFlight && send_next()) ++in_flight;
+  absl::Status first;
+  while (in_flight > 0) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!queue.Next(&tag, &ok)) break;
+    --in_flight;
+    const Call& call = *static_cast<const Call*>(tag);
+    const absl::Status status = call.connection->Heard(FromGrpc(call.status));
+    if (first.ok()) first = status;
+    if (send_next()) ++in_flight;
+  }
+  queue.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue.Next(&tag, &ok)) {
+  }
+  return first;
 }
 
 absl::StatusOr<Retiming> Env::Remeasure() {

@@ -73,6 +73,10 @@ class Env {
   absl::StatusOr<Env> Fork() const;
   // Ends the session; later calls fail. Idempotent.
   absl::Status Close();
+  // Close of each of `envs` that is open, their calls sent together, 8 open at once at most,
+  // and awaited together (a few calls' wait rather than one each); each is closed whatever its
+  // call's outcome. An error of one of the calls, or OK.
+  static absl::Status CloseAll(const std::vector<Env*>& envs);
 
   // Calls (but Close) end by `deadline` at the latest (DEADLINE_EXCEEDED); forks inherit it.
   void set_deadline(absl::Time deadline) { deadline_ = deadline; }

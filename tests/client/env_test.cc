@@ -18,6 +18,7 @@
 #include "backend/ir/parser.h"
 #include "client/cpp/policy.h"
 #include "client/cpp/search/cursor_translation.h"
+#include "client/cpp/search/env_state_source.h"
 #include "client/cpp/search/search.h"
 #include "datasets/matmul_range.h"
 #include "gmock/gmock.h"
@@ -143,6 +144,45 @@ TEST_F(ClientTest, ForkCloseAndErrors) {
                                 "y[m] += A[m,k] * x[k]; m=64 k=128");
   ASSERT_TRUE(user.ok()) << user.status();
   EXPECT_EQ(user->Observe("flop_count")->integer, 2 * 64 * 128);
+}
+
+// Env::CloseAll ends every open session it is given (their calls sent at once), on the server
+// too: a step on one of their ids is NOT_FOUND. Closed and null ones are passed over; the session
+// they were forked from goes on. EndSources does the same for the sessions sources own.
+TEST_F(ClientTest, CloseAllEndsEverySessionOnTheServer) {
+  auto env = Env::Start(connection_, kMm);
+  ASSERT_TRUE(env.ok()) << env.status();
+  std::vector<Env> forks;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto fork = env->Fork();
+    ASSERT_TRUE(fork.ok()) << fork.status();
+    ids.push_back(fork->session_id());
+    forks.push_back(*std::move(fork));
+  }
+  ASSERT_TRUE(forks[0].Close().ok());
+  std::vector<Env*> all = {nullptr};
+  for (Env& fork : forks) all.push_back(&fork);
+  auto owned = env->Fork();
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  ids.push_back(owned->session_id());
+  EXPECT_TRUE(Env::CloseAll(all).ok());
+  std::vector<std::unique_ptr<StateSource>> sources;
+  sources.push_back(std::make_unique<EnvStateSource>(*std::move(owned)));
+  sources.push_back(nullptr);
+  EndSources(sources);
+  EXPECT_TRUE(sources.empty());
+  for (const Env& fork : forks) EXPECT_FALSE(fork.Fork().ok());  // closed
+  for (const int64_t id : ids) {
+    compiler_gym::StepRequest request;
+    request.set_session_id(id);
+    compiler_gym::StepReply reply;
+    const absl::Status step = connection_->Invoke(
+        [&](grpc::ClientContext* ctx) { return connection_->stub().Step(ctx, request, &reply); });
+    EXPECT_EQ(step.code(), absl::StatusCode::kNotFound) << id << ": " << step;
+  }
+  EXPECT_TRUE(env->Observe("ir").ok());
+  EXPECT_TRUE(Env::CloseAll({}).ok());
 }
 
 TEST_F(ClientTest, EverySearchReportsWhatReplays) {

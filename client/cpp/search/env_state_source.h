@@ -39,6 +39,7 @@ class EnvStateSource final : public SessionStateSource {
   }
   absl::StatusOr<Retiming> Remeasure() override { return env_.Remeasure(); }
   void set_deadline(absl::Time deadline) override { env_.set_deadline(deadline); }
+  Env* owned_session() override { return &env_; }
 
  private:
   const Env& env() const override { return env_; }

@@ -36,10 +36,12 @@ constexpr absl::Duration kBesidePeak = absl::Milliseconds(40);
 // default) and its overhead; seen on a Zen 5 host: 12.5-13.7 ms where the kernel's own timing
 // call, adaptive (it stops once the fastest run settles), took 10-14 ms, or less.
 constexpr absl::Duration kLeastRetiming = absl::Milliseconds(15);
-// What TryMarked takes beyond its timing call: the marking actions' steps and forks, and the
-// other candidates' sessions closed before it (seen on a Zen 5 host: 6 ms between the last
-// timing of a first wave of 25 and TryMarked).
+// What TryMarked takes beyond its timing call: the marking actions' steps and forks (the
+// sessions that end before it are counted apart: kEndSession).
 constexpr absl::Duration kMarkSteps = absl::Milliseconds(10);
+// What ending one more session takes where many end together (EndSources: their calls sent at
+// once). Seen on a Zen 5 host: 14-24 in 1.4-10.3 ms (one at a time, 0.5-1.5 ms each).
+constexpr absl::Duration kEndSession = absl::Microseconds(400);
 // Alternatives kept per step of an episode: the choices after the one taken, most likely first.
 constexpr int kAlternativesPerStep = 3;
 
@@ -412,9 +414,11 @@ class EpisodeTimer {
 
   // `episodes` timed in order while fewer than `max_timed` are timed in all and `stop` has not
   // come (the very first whatever the time; each call bounded by `stop`); with
-  // `keep_retimings`, each (but the very first) only before wave_stop() as it stands then.
-  // Only the fastest kRetimedFinalists keep their sessions; the others' end here (the server
-  // bounds a client's sessions).
+  // `keep_retimings`, each (but the very first) only before wave_stop() as it stands then, else
+  // before mark_stop(), either less kEndSession for each session that would end after it. Only
+  // the fastest kRetimedFinalists keep their sessions; the others' end here, together (the
+  // server bounds a client's sessions; the time this takes comes before the re-timings and the
+  // marked timing).
   void Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed, absl::Time stop,
             bool keep_retimings = false);
 
@@ -423,9 +427,9 @@ class EpisodeTimer {
   // and the peak measured beside the first; and the fastest's marked timing, TryMarked).
   absl::Time wave_stop() const;
   // Where the first wave's timings stop (without keep_retimings) beside the reserve: where the
-  // time left would not hold one more typical timing and the fastest's marked timing (TryMarked:
-  // RetimingTime and kMarkSteps), where it may take a mark (a transpose's streamed output may
-  // run twice as fast).
+  // time left would not hold one more timing (as long as the fastest's re-timing: RetimingTime)
+  // and the fastest's marked timing (TryMarked: RetimingTime and kMarkSteps), where it may take
+  // a mark (a transpose's streamed output may run twice as fast).
   absl::Time mark_stop() const;
   // The time TryMarked keeps for the fastest (timed_ sorted: RetimingTime and kMarkSteps), or
   // none where it takes no mark.
@@ -515,13 +519,23 @@ absl::Time EpisodeTimer::mark_stop() const {
                                         });
   if (fastest == timed_.end() || !MayMark(fastest->result.ir)) return absl::InfiniteFuture();
   const absl::Duration typical = typical_call();
-  return deadline_ - RetimingTime(*fastest, typical) - kMarkSteps - typical;
+  // One more timing, then the marked one (each RetimingTime: a new fastest's timing runs the
+  // full budget, longer than the typical call of candidates that stop early).
+  return deadline_ - 2 * RetimingTime(*fastest, typical) - kMarkSteps;
 }
 
 void EpisodeTimer::Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed,
                         absl::Time stop, bool keep_retimings) {
-  for (PolicyEpisodeEnd& e : episodes) {
-    const absl::Time until = std::min(stop, keep_retimings ? wave_stop() : mark_stop());
+  for (size_t i = 0; i < episodes.size(); ++i) {
+    PolicyEpisodeEnd& e = episodes[i];
+    // The sessions that end after this timing: the episodes after it, and those of the timed with
+    // it beyond the finalists.
+    int open = 1;
+    for (const Timed& t : timed_) open += t.source != nullptr;
+    const int ending =
+        static_cast<int>(episodes.size() - i - 1) + std::max(0, open - kRetimedFinalists);
+    const absl::Time until =
+        std::min(stop, (keep_retimings ? wave_stop() : mark_stop()) - ending * kEndSession);
     if (timed() >= max_timed || (!timed_.empty() && clock_.Now() >= until)) break;
     e.source->set_deadline(timed_.empty() ? absl::InfiniteFuture() : stop);
     SearchResult out;
@@ -540,7 +554,14 @@ void EpisodeTimer::Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed,
   std::stable_sort(timed_.begin(), timed_.end(), [](const Timed& a, const Timed& b) {
     return a.result.gflops > b.result.gflops;
   });
-  for (size_t i = kRetimedFinalists; i < timed_.size(); ++i) timed_[i].source.reset();
+  std::vector<std::unique_ptr<StateSource>> ending;
+  for (PolicyEpisodeEnd& e : episodes) {
+    if (e.source != nullptr) ending.push_back(std::move(e.source));
+  }
+  for (size_t i = kRetimedFinalists; i < timed_.size(); ++i) {
+    if (timed_[i].source != nullptr) ending.push_back(std::move(timed_[i].source));
+  }
+  EndSources(ending);
 }
 
 absl::StatusOr<SearchResult> EpisodeTimer::Finish() {
@@ -695,8 +716,8 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
     if (episodes.empty()) break;
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
     timer.Time(episodes, max_timed, stop, keep_retimings);
-    // The wave's untimed episodes end their sessions here (the server bounds a client's
-    // sessions, and a first wave may hold hundreds): the neighbors below need forks of their own.
+    // Time ended the wave's untimed episodes' sessions (the server bounds a client's sessions,
+    // and a first wave may hold hundreds): the neighbors below need forks of their own.
     episodes.clear();
     // Then, in the time the neighbor share kept (and any the wave left), the fastest's
     // neighbors, and theirs while a new one is the fastest (their calls end where their timings

@@ -17,4 +17,14 @@ absl::StatusOr<Value> StateSource::Observe(const std::string& observation) {
   return r.Get(observation);
 }
 
+void EndSources(std::vector<std::unique_ptr<StateSource>>& sources) {
+  std::vector<Env*> sessions;
+  for (const std::unique_ptr<StateSource>& source : sources) {
+    Env* session = source == nullptr ? nullptr : source->owned_session();
+    if (session != nullptr) sessions.push_back(session);
+  }
+  Env::CloseAll(sessions).IgnoreError();  // as a destructor's Close: nothing is left to do
+  sources.clear();
+}
+
 }  // namespace looptool::client

@@ -43,11 +43,18 @@ class StateSource {
   virtual absl::StatusOr<std::unique_ptr<StateSource>> StartInSpace(
       const std::string& space) const = 0;
 
+  // The server session this source owns, which EndSources ends with others; null where it owns
+  // none (a caller's session it borrows, a test's fake).
+  virtual Env* owned_session() { return nullptr; }
   // Index of an action name, or -1.
   int ActionIndex(const std::string& name) const;
   // One observation of the current state.
   absl::StatusOr<Value> Observe(const std::string& observation);
 };
+
+// Destroys `sources` (null ones aside), the sessions they own ended together (Env::CloseAll: one
+// call's wait for all rather than one each); `sources` is left empty.
+void EndSources(std::vector<std::unique_ptr<StateSource>>& sources);
 
 }  // namespace looptool::client
 

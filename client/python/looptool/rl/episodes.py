@@ -225,6 +225,10 @@ RETIME_RESERVE = 0.05  # ranked_rollout: the budget's share kept for re-timing t
 # actions' steps and forks (C++'s kMarkSteps).
 MARK_STEPS = 0.01
 RETIMED_FINALISTS = 2
+# What ending one session takes, in seconds: ranked_rollout ends a wave's other sessions one at a
+# time before its re-timings and marked timing (C++ ends them together: kEndSession, 0.4 ms; one
+# at a time, 0.5-1.5 ms each on a Zen 5 host).
+END_SESSION = 0.0015
 # What a re-timing may take beyond a timing: the FMA peak the server measures beside it (three
 # 10 ms rounds, once a second; the first re-timing pays it), in seconds (C++'s kBesidePeak: a
 # Zen 5 host's first re-timings took 32-33 ms more than the kernel's timing call).
@@ -394,11 +398,14 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
                     [e.loss for e in wave])
                 order.sort(key=lambda i: -float(scores[i]))  # stable: C++'s order on ties
             for i in order:
-                limit = stop_timing  # or where one more timing and the fastest's marked one
-                if measured and marks:  # would no longer fit
+                # Or where one more timing (as long as the fastest's re-timing), ending the
+                # wave's other sessions and the fastest's marked timing would no longer fit.
+                limit = stop_timing
+                if measured and marks:
                     fastest_call = max(measured, key=lambda m: m[0])[2]
-                    limit = min(limit, t0 + seconds - _retiming_time(fastest_call, calls) -
-                                MARK_STEPS - float(np.median(calls)))
+                    ending = max(0, len(open_eps) - RETIMED_FINALISTS)
+                    limit = min(limit, t0 + seconds - 2 * _retiming_time(fastest_call, calls) -
+                                MARK_STEPS - ending * END_SESSION)
                 if len(measured) >= timed or (measured and time.perf_counter() >= limit):
                     break
                 called = time.perf_counter()
