@@ -146,15 +146,16 @@ TEST_F(ClientTest, ForkCloseAndErrors) {
   EXPECT_EQ(user->Observe("flop_count")->integer, 2 * 64 * 128);
 }
 
-// Env::CloseAll ends every open session it is given (their calls sent at once), on the server
-// too: a step on one of their ids is NOT_FOUND. Closed and null ones are passed over; the session
-// they were forked from goes on. EndSources does the same for the sessions sources own.
+// Env::CloseAll ends every open session it is given (their calls sent together, 8 open at most:
+// 20 here), on the server too: a step on one of their ids is NOT_FOUND. Closed and null ones are
+// passed over; the session they were forked from goes on. EndSources does the same for the
+// sessions sources own.
 TEST_F(ClientTest, CloseAllEndsEverySessionOnTheServer) {
   auto env = Env::Start(connection_, kMm);
   ASSERT_TRUE(env.ok()) << env.status();
   std::vector<Env> forks;
   std::vector<int64_t> ids;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 21; ++i) {
     auto fork = env->Fork();
     ASSERT_TRUE(fork.ok()) << fork.status();
     ids.push_back(fork->session_id());

@@ -85,7 +85,8 @@ absl::Status RankEpisodes(const Policy& policy, std::vector<PolicyEpisodeEnd>& e
 // and its re-timing (retimed, with the peak measured beside it; on_retimed hears it). The
 // fastest is the result (states_evaluated: how many were timed; seconds since `t0`). A kernel
 // the server cannot measure (over its limits) is passed over; when none is measured, the first
-// one's error (FAILED_PRECONDITION when `episodes` is empty or `max_timed` below 1).
+// one's error (FAILED_PRECONDITION when `episodes` is empty or `max_timed` below 1). Every
+// session of `episodes` but the two fastest's ends here, together (EndSources).
 absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
                                                 std::vector<PolicyEpisodeEnd>& episodes,
                                                 int max_timed, absl::Time deadline,

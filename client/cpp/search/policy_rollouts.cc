@@ -526,14 +526,15 @@ absl::Time EpisodeTimer::mark_stop() const {
 
 void EpisodeTimer::Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed,
                         absl::Time stop, bool keep_retimings) {
+  int failed = 0;  // episodes whose timing failed (their sessions end with the untimed)
   for (size_t i = 0; i < episodes.size(); ++i) {
     PolicyEpisodeEnd& e = episodes[i];
-    // The sessions that end after this timing: the episodes after it, and those of the timed with
-    // it beyond the finalists.
+    // The sessions that end after this timing: the episodes after it, those whose timing failed,
+    // and those of the timed with it beyond the finalists.
     int open = 1;
     for (const Timed& t : timed_) open += t.source != nullptr;
-    const int ending =
-        static_cast<int>(episodes.size() - i - 1) + std::max(0, open - kRetimedFinalists);
+    const int ending = static_cast<int>(episodes.size() - i - 1) + failed +
+                       std::max(0, open - kRetimedFinalists);
     const absl::Time until =
         std::min(stop, (keep_retimings ? wave_stop() : mark_stop()) - ending * kEndSession);
     if (timed() >= max_timed || (!timed_.empty() && clock_.Now() >= until)) break;
@@ -547,6 +548,7 @@ void EpisodeTimer::Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed,
     calls_.push_back(call);
     if (!r.ok()) {
       if (first_error_.ok()) first_error_ = r.status();
+      ++failed;
       continue;
     }
     timed_.push_back({*std::move(r), std::move(e.source), call});
