@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
@@ -27,9 +28,12 @@ std::vector<std::vector<int>> NeighborPaths(const std::vector<int>& path,
     if (a < 0 || a >= static_cast<int>(names.size())) return std::nullopt;
     const std::string& name = names[a];
     const size_t last = name.rfind('_');
+    const absl::string_view digits =
+        last == std::string::npos ? "" : absl::string_view(name).substr(last + 1);
     int n = 0;
-    if (!absl::StartsWith(name, "tile_L") || last == std::string::npos ||
-        !absl::SimpleAtoi(absl::string_view(name).substr(last + 1), &n)) {
+    if (!absl::StartsWith(name, "tile_L") || digits.empty() ||
+        !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
+        !absl::SimpleAtoi(digits, &n)) {
       return std::nullopt;
     }
     return std::pair(name.substr(0, last + 1), n);

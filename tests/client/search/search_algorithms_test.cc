@@ -789,13 +789,16 @@ TEST(SearchAlgorithms, PolicyGuidedStopsItsTimingsWhereItsRetimingsStillFit) {
 TEST(SearchAlgorithms, NeighborPathsChangeOneTileFactor) {
   const std::vector<std::string> names = {
       "tile_L0_2",  "tile_L0_4", "tile_L0_8", "tile_L0_16",        "tile_L0_32",
-      "tile_L1_4",  "tile_L1_8", "unroll_L0", "interchange_L1_L0", "tile_L10_8"};
+      "tile_L1_4",  "tile_L1_8", "unroll_L0", "interchange_L1_L0", "tile_L10_8",
+      "tile_L10_+4", "tile_L10_-16"};
   EXPECT_THAT(internal::NeighborPaths({2, 8, 5}, names),
               ElementsAre(std::vector<int>{1, 8, 5}, std::vector<int>{3, 8, 5},
                           std::vector<int>{2, 8, 6}, std::vector<int>{0, 8, 5},
                           std::vector<int>{4, 8, 5}));
-  // A pointer with one factor (tile_L10_8, not tile_L1_'s) has none to change to.
+  // A pointer with one factor (tile_L10_8, not tile_L1_'s; a signed number is not a factor)
+  // has none to change to, and a name with a sign is none.
   EXPECT_TRUE(internal::NeighborPaths({9, 7}, names).empty());
+  EXPECT_TRUE(internal::NeighborPaths({10, 11}, names).empty());
   EXPECT_TRUE(internal::NeighborPaths({}, names).empty());
 }
 
@@ -842,6 +845,30 @@ TEST(SearchAlgorithms, PolicyGuidedTimesTheFastestsNeighborsInItsShare) {
     EXPECT_THAT(r.status().message(), HasSubstr("guided_neighbor_share")) << bad;
     EXPECT_TRUE(refused.world->measured.empty()) << bad;
   }
+}
+
+// Each new fastest's neighbors are timed in turn: the first wave's fastest (3 0 0, path
+// inc_0 x3) gives 2 1 0 and 2 0 1; 2 0 1 is faster, and its own give 1 1 1 and 1 0 2 (the others
+// one factor away are states timed already); 1 0 2 is faster, and its give 0 1 2 and 0 0 3, which
+// only ties it: the next wave comes then (4 0 0).
+TEST(SearchAlgorithms, PolicyGuidedTimesEachNewFastestsNeighborsInTurn) {
+  const Policy policy = LoopSetWithDistanceCost();
+  Trial t("policy_guided", 1);
+  t.world->loop_set = true;
+  t.world->tile_names = true;
+  t.options.policy = &policy;
+  t.options.guided_candidates = 4;
+  t.options.guided_neighbor_share = 0.5;
+  absl::StatusOr<SearchResult> r = t.Go();
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<std::string>& m = t.world->measured;
+  ASSERT_GT(m.size(), 10u);
+  EXPECT_THAT(std::vector<std::string>(m.begin(), m.begin() + 11),
+              ElementsAre("knobs 3 0 0", "knobs 2 0 0", "knobs 1 0 0", "knobs 0 0 0",
+                          "knobs 2 1 0", "knobs 2 0 1", "knobs 1 1 1", "knobs 1 0 2",
+                          "knobs 0 1 2", "knobs 0 0 3", "knobs 4 0 0"))
+      << absl::StrJoin(m, ", ");
+  EXPECT_EQ(t.world->Gflops({1, 0, 2}), t.world->Gflops({0, 0, 3}));
 }
 
 // Tuning records: every kernel the world measured is reported once, in order, with actions that
