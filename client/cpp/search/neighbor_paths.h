@@ -12,10 +12,10 @@ namespace looptool::client::internal {
 // tile_L<p>_<n> on it with another factor of the same loop pointer (a tile_L<p>_<m> of `names`),
 // by distance from n among that pointer's factors sorted, the nearest on either side first, at
 // most two each side (for each distance, the path's tiles in order, the smaller factor first).
-// Names that are not tile_L<p>_<n> (n digits alone: no sign), and indices outside `names`, are never
-// replaced. (Leaving an action out added nothing in a benchmark: a policy search's first wave
-// already holds its greedy episodes' prefixes.) An action another change
-// makes inapplicable has no effect (the server skips it), so every path may be stepped.
+// Names that are not tile_L<p>_<n> (n digits alone: no sign), and indices outside `names`, are
+// never replaced. (Leaving an action out added nothing in a benchmark: a policy search's first
+// wave already holds its greedy episodes' prefixes.) An action another change makes
+// inapplicable has no effect (the server skips it), so every path may be stepped.
 std::vector<std::vector<int>> NeighborPaths(const std::vector<int>& path,
                                             const std::vector<std::string>& names);
 

@@ -809,15 +809,22 @@ TEST(SearchAlgorithms, NeighborPathsChangeOneTileFactor) {
 // (two away), are timed next, each once (as the cost model ranks them, ties in NeighborPaths'
 // order), where without the share the next wave's episodes follow. A share outside 0..0.5 is
 // refused.
+// policy_guided with `policy` (which must outlive it) in a world whose actions are tile factors of
+// one loop (FakeWorld::tile_names), four episodes a wave, `share` of its time for neighbors.
+Trial GuidedAmongTileFactors(const Policy& policy, double share) {
+  Trial t("policy_guided", 1);
+  t.world->loop_set = true;
+  t.world->tile_names = true;
+  t.options.policy = &policy;
+  t.options.guided_candidates = 4;
+  t.options.guided_neighbor_share = share;
+  return t;
+}
+
 TEST(SearchAlgorithms, PolicyGuidedTimesTheFastestsNeighborsInItsShare) {
   const Policy policy = LoopSetWithDistanceCost();
   const auto run = [&policy](double share) {
-    Trial t("policy_guided", 1);
-    t.world->loop_set = true;
-    t.world->tile_names = true;
-    t.options.policy = &policy;
-    t.options.guided_candidates = 4;
-    t.options.guided_neighbor_share = share;
+    Trial t = GuidedAmongTileFactors(policy, share);
     absl::StatusOr<SearchResult> r = t.Go();
     EXPECT_TRUE(r.ok()) << r.status();
     return t.world->measured;
@@ -853,12 +860,7 @@ TEST(SearchAlgorithms, PolicyGuidedTimesTheFastestsNeighborsInItsShare) {
 // only ties it: the next wave comes then (4 0 0).
 TEST(SearchAlgorithms, PolicyGuidedTimesEachNewFastestsNeighborsInTurn) {
   const Policy policy = LoopSetWithDistanceCost();
-  Trial t("policy_guided", 1);
-  t.world->loop_set = true;
-  t.world->tile_names = true;
-  t.options.policy = &policy;
-  t.options.guided_candidates = 4;
-  t.options.guided_neighbor_share = 0.5;
+  Trial t = GuidedAmongTileFactors(policy, 0.5);
   absl::StatusOr<SearchResult> r = t.Go();
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<std::string>& m = t.world->measured;
