@@ -155,7 +155,23 @@ absl::StatusOr<Env> Env::Fork() const {
   return fork;
 }
 
-absl::Status Env::Close() { return open_ ? CloseAll({this}) : absl::OkStatus(); }
+absl::Status Env::Close() {
+  if (!open_) return absl::OkStatus();
+  open_ = false;
+  compiler_gym::EndSessionRequest request;
+  request.set_session_id(session_id_);
+  compiler_gym::EndSessionReply reply;
+  return connection_->Invoke(
+      [&](grpc::ClientContext* ctx) {
+        return connection_->stub().EndSession(ctx, request, &reply);
+      },
+      CloseTimeout(*connection_), /*wait_for_ready=*/false);
+}
+
+absl::Duration Env::CloseTimeout(const Connection& connection) {
+  // A server that is gone has no session left to end: do not wait for one.
+  return connection.unanswered() ? absl::Milliseconds(250) : absl::Seconds(5);
+}
 
 absl::Status Env::CloseAll(const std::vector<Env*>& envs) {
   // Calls open at once at most: a server bounds a client's streams (LoopTool's cuts a client
@@ -163,7 +179,9 @@ absl::Status Env::CloseAll(const std::vector<Env*>& envs) {
   // SETTINGS or not; on a connection that has its SETTINGS, gRPC holds calls beyond the limit).
   constexpr int kInFlight = 8;
   const auto is_open = [](const Env* env) { return env != nullptr && env->open_; };
-  if (std::none_of(envs.begin(), envs.end(), is_open)) return absl::OkStatus();
+  const auto open = std::count_if(envs.begin(), envs.end(), is_open);
+  if (open == 0) return absl::OkStatus();
+  if (open == 1) return (*std::find_if(envs.begin(), envs.end(), is_open))->Close();
   struct Call {
     compiler_gym::EndSessionRequest request;
     compiler_gym::EndSessionReply reply;
@@ -184,10 +202,8 @@ absl::Status Env::CloseAll(const std::vector<Env*>& envs) {
       Call& call = calls[next++];
       call.connection = env->connection_.get();
       call.request.set_session_id(env->session_id_);
-      // A server that is gone has no session left to end: do not wait for one.
-      call.context = call.connection->Context(
-          call.connection->unanswered() ? absl::Milliseconds(250) : absl::Seconds(5),
-          /*wait_for_ready=*/false);
+      call.context =
+          call.connection->Context(CloseTimeout(*call.connection), /*wait_for_ready=*/false);
       call.reader =
           env->connection_->stub().AsyncEndSession(call.context.get(), call.request, &queue);
       call.reader->Finish(&call.reply, &call.status, &call);

@@ -74,8 +74,8 @@ class Env {
   // Ends the session; later calls fail. Idempotent.
   absl::Status Close();
   // Close of each of `envs` that is open, their calls sent together, 8 open at once at most,
-  // and awaited together (a few calls' wait rather than one each); each is closed whatever its
-  // call's outcome. An error of one of the calls, or OK.
+  // and awaited together (a few calls' wait rather than one each; one alone is Close's own
+  // call); each is closed whatever its call's outcome. An error of one of the calls, or OK.
   static absl::Status CloseAll(const std::vector<Env*>& envs);
 
   // Calls (but Close) end by `deadline` at the latest (DEADLINE_EXCEEDED); forks inherit it.
@@ -92,6 +92,9 @@ class Env {
  private:
   Env(std::shared_ptr<Connection> connection, int64_t session, std::string benchmark,
       std::string action_space, std::shared_ptr<const std::vector<std::string>> action_names);
+
+  // How long Close's call waits: briefly where the connection's last call was not answered.
+  static absl::Duration CloseTimeout(const Connection& connection);
 
   std::shared_ptr<Connection> connection_;
   int64_t session_id_ = -1;
