@@ -1,10 +1,12 @@
 // PlanFeatures: what a cost model sees of a schedule, read off the code generator's KernelPlan
 // (LoopNest's decisions, not the loop tree's raw numbers): vector width and lane waste, the
-// register block's size and fill, unrolling, gathers, how much data the loops just outside the
-// register block touch (L1/L2 fit), and how the kernel walks memory (the consecutive bytes of
-// each tensor the block touches, how far and whether in stream the two loops outside it move
-// them, a transpose in registers, whether the schedule streams its output), for the statement
-// that does the most work. Cost models read them by name, so entries are only ever appended.
+// register block's size and fill, unrolling, gathers (inputs loaded lane by lane or by a
+// hardware gather) and stride-2 loads (two vectors and a permute), how much data the loops just
+// outside the register block touch (L1/L2 fit), and how the kernel walks memory (the
+// consecutive bytes of each tensor the block touches, how far and whether in stream the two
+// loops outside it move them, a transpose in registers, whether the schedule streams its
+// output), for the statement that does the most work. Cost models read them by name, so
+// entries are only ever appended. (Until 2026-12-05 `gathers` counted stride-2 loads too.)
 #ifndef LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
 #define LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
 

@@ -5,16 +5,18 @@ policy with the 10 s search instead.
 
     /usr/bin/python3 bench/rl/policy_ab.py OLD_CLI NEW_CLI [--sets=resnet18-v0,catalog,...]
         [--search=policy] [--policy=loop_set] [--seconds=...] [--rounds=3] [--out=FILE.md]
+        [--server=NEW_SERVER] [--old-server=OLD_SERVER]
 
-Two servers of one binary run throughout, one per client binary (each caches the first
-measurement of every kernel: a client tuning second on a shared server would read the first's
-numbers, and time more candidates in its budget; their kernel workers share one core, one tunes
-at a time). Each program is tuned by both binaries, one right after the other, the binary that
-goes first alternating from program to program (the host's speed drifts over minutes). Then both
-final kernels are re-timed side by side (`looptool eval` of each one's actions by the new
-binary, --rounds interleaved rounds of --retime-seconds, the order rotated each round, the
-fastest of each kept; a kernel both found is timed once a round): the ratio per program is new /
-old of those re-timings, and each binary's own measurement (its search's GFLOPS) is listed
+Two servers run throughout, one per client binary (each caches the first measurement of every
+kernel: a client tuning second on a shared server would read the first's numbers, and time more
+candidates in its budget; their kernel workers share one core, one tunes at a time). Both are
+--server's binary unless --old-server names the old side's: a check of a change to what the server
+serves a search (its plan features, say). Each program is tuned by both binaries, one right after
+the other, the binary that goes first alternating from program to program (the host's speed drifts
+over minutes). Then both final kernels are re-timed side by side (`looptool eval` of each one's
+actions by the new binary, --rounds interleaved rounds of --retime-seconds, the order rotated each
+round, the fastest of each kept; a kernel both found is timed once a round): the ratio per program
+is new / old of those re-timings, and each binary's own measurement (its search's GFLOPS) is listed
 beside them. Sets as policy_search_bench's.
 """
 import argparse
@@ -46,11 +48,15 @@ def main(argv: Sequence[str] = ()) -> int:
     p.add_argument("--catalog-count", type=int, default=4)
     p.add_argument("--offgrid-count", type=int, default=12)
     p.add_argument("--server", default=os.path.join(ROOT, "bazel-bin/service/looptool-server"))
+    p.add_argument("--old-server", default="",
+                   help="the old binary's server (default --server's binary): a change to what "
+                        "the server serves a search, its plan features say")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--retime-seconds", type=float, default=0.2)
     p.add_argument("--out", default="")
     args = p.parse_args(list(argv) or None)
-    with LocalServer(args.server) as srv, LocalServer(args.server) as old_srv:
+    old_server = args.old_server or args.server
+    with LocalServer(args.server) as srv, LocalServer(old_server) as old_srv:
         with Connection(srv.address) as conn:
             programs = benchmark_sets(conn, args.sets.split(","), args.catalog_count,
                                       args.offgrid_count)
@@ -68,8 +74,9 @@ def main(argv: Sequence[str] = ()) -> int:
         again = retime_finals(args.new, srv.address, uris, finals, args.rounds,
                               args.retime_seconds)
     lines = [f"# policy_ab: `--search={args.search}`, two client binaries\n",
-             f"{datetime.date.today()}; old `{args.old}`, new `{args.new}`; two servers "
-             f"`{args.server}` for each; `--time_limit={args.seconds}`, policy `{args.policy}`; "
+             f"{datetime.date.today()}; old `{args.old}` on server `{old_server}`, new "
+             f"`{args.new}` on `{args.server}`; `--time_limit={args.seconds}`, policy "
+             f"`{args.policy}`; "
              f"finals re-timed side by side ({args.rounds} rounds of {args.retime_seconds} s, "
              "the fastest kept).\n",
              "| set | benchmark | old GFLOPS (its search's) | new (its search's) | old re-timed | "

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/codegen/kernel_plan.h"
 #include "gmock/gmock.h"
@@ -22,7 +25,7 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
   const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
   ASSERT_EQ(f.size(), PlanFeatureNames().size());
-  ASSERT_EQ(f.size(), 32u);
+  ASSERT_EQ(f.size(), 33u);
   const auto at = [&](const std::string& name) {
     for (size_t i = 0; i < f.size(); ++i) {
       if (PlanFeatureNames()[i] == name) return f[i];
@@ -40,6 +43,7 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   EXPECT_EQ(at("loops_in_block"), 3);  // k', m', n'
   EXPECT_EQ(at("unrolled_loops"), 2);  // m', n'
   EXPECT_EQ(at("gathers"), 0);
+  EXPECT_EQ(at("stride_two_loads"), 0);
   EXPECT_EQ(at("broadcasts"), 1);      // A[m, k] along n
   EXPECT_EQ(at("reduction_outside_block"), 0);  // n (2 step 64) encloses the block
   // Below n: C 4 x 128, A 4 x 64, B 64 x 128 floats = 35,840 bytes; below m: 131,072; below k:
@@ -114,7 +118,7 @@ TEST(PlanFeatures, TheStreamMarkAlone) {
   const LoopTree streamed = WithActions(plain, "stream");
   ASSERT_TRUE(streamed.schedule(0).stream);
   ExpectTheMarkAlone(plain, streamed, "streamed_output");
-  EXPECT_EQ(PlanFeatureNames()[PlanFeatureNames().size() - 2], "streamed_output");
+  EXPECT_EQ(PlanFeatureNames()[PlanFeatureNames().size() - 3], "streamed_output");
 }
 
 TEST(PlanFeatures, TheFoldMarkAlone) {
@@ -125,7 +129,32 @@ TEST(PlanFeatures, TheFoldMarkAlone) {
   const LoopTree folded = WithActions(plain, "fold_L0");
   ASSERT_TRUE(folded.schedule(0).fold);
   ExpectTheMarkAlone(plain, folded, "folded_rows");
-  EXPECT_EQ(PlanFeatureNames().back(), "folded_rows");
+  EXPECT_EQ(PlanFeatureNames()[PlanFeatureNames().size() - 2], "folded_rows");
+}
+
+TEST(PlanFeatures, StrideTwoIsNoGather) {
+  // A CHW 3x3 max pool vectorized along its output columns c (the initial tree with c moved
+  // innermost): its input advances 2 or 3 elements per lane. Stride 2 loads as two vectors and
+  // a permute, stride 3 lane by lane or by a hardware gather.
+  const auto features = [](int stride, Isa isa) {
+    const std::string s = std::to_string(stride);
+    const LoopTree t = WithActions(
+        InitialTree("O[r,c] max= I[" + s + "*r+kr, " + s + "*c+kc]; r=4 c=32 kr=3 kc=3"),
+        "down, down, swap_down");
+    const std::vector<double> f = PlanFeatures(t, isa);
+    const auto at = [&](const std::string& name) {
+      return f[std::find(PlanFeatureNames().begin(), PlanFeatureNames().end(), name) -
+               PlanFeatureNames().begin()];
+    };
+    return std::make_pair(at("gathers"), at("stride_two_loads"));
+  };
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    EXPECT_EQ(features(2, isa), std::make_pair(0.0, 1.0)) << Traits(isa).name;
+    EXPECT_EQ(features(3, isa), std::make_pair(1.0, 0.0)) << Traits(isa).name;
+  }
+  // Scalar code has no vector variable: neither.
+  EXPECT_EQ(features(2, Isa::kSse), std::make_pair(0.0, 0.0));
+  EXPECT_EQ(PlanFeatureNames().back(), "stride_two_loads");
 }
 
 TEST(PlanFeatures, AsJsonByName) {
@@ -136,8 +165,9 @@ TEST(PlanFeatures, AsJsonByName) {
                         R"({"bias":1.0,"vectorized":1.0,"horizontal":0.0,"log2_width":3.0,)"
                         R"("lane_waste":0.10714285714285714,)"));
   EXPECT_THAT(json, ::testing::EndsWith(
-                        R"("transposed_block":0.0,"streamed_output":0.0,"folded_rows":0.0})"));
-  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 32);
+                        R"("transposed_block":0.0,"streamed_output":0.0,"folded_rows":0.0,)"
+                        R"("stride_two_loads":0.0})"));
+  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 33);
 }
 
 }  // namespace
