@@ -114,7 +114,7 @@ const std::vector<std::string>& PlanFeatureNames() {
     n->push_back("streamed_output");
     // The schedule's fold mark on the statement (fold_L<p>: a pool's window rows folded).
     n->push_back("folded_rows");
-    // Inputs of stride 2 along the vector variable (two loads and a permute; not `gathers`).
+    // Inputs of stride 2 along the vector variable (loads and a permute; not `gathers`).
     n->push_back("stride_two_loads");
     return n;
   }();
@@ -159,8 +159,9 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
   for (const LoopPlan& l : s.loops) unrolled += l.unrolled;
   f.push_back(n - s.scope);
   f.push_back(unrolled);
-  // Inputs strided along the vector variable: stride 2 loads as two vectors and a permute
-  // (VectorOps::LoadStrided), any other stride lane by lane or by a hardware gather.
+  // Inputs strided along the vector variable: stride 2 loads as two vectors (or a masked span)
+  // and a permute (VectorOps::LoadStrided), any other stride lane by lane or by a hardware
+  // gather.
   int gathers = 0, broadcasts = 0, stride_two = 0;
   for (const AccessPlan& a : s.inputs) {
     if (var >= 0 && var < static_cast<int>(a.stride.size()) && std::abs(a.stride[var]) > 1) {

@@ -11,13 +11,14 @@ Two servers run throughout, one per client binary (each caches the first measure
 kernel: a client tuning second on a shared server would read the first's numbers, and time more
 candidates in its budget; their kernel workers share one core, one tunes at a time). Both are
 --server's binary unless --old-server names the old side's: a check of a change to what the server
-serves a search (its plan features, say). Each program is tuned by both binaries, one right after
-the other, the binary that goes first alternating from program to program (the host's speed drifts
-over minutes). Then both final kernels are re-timed side by side (`looptool eval` of each one's
-actions by the new binary, --rounds interleaved rounds of --retime-seconds, the order rotated each
-round, the fastest of each kept; a kernel both found is timed once a round): the ratio per program
-is new / old of those re-timings, and each binary's own measurement (its search's GFLOPS) is listed
-beside them. Sets as policy_search_bench's.
+serves a search (its plan features, say; the re-timings below compile both sides' actions on the
+new server). Each program is tuned by both binaries, one right after the other, the binary that
+goes first alternating from program to program (the host's speed drifts over minutes). Then both
+final kernels are re-timed side by side (`looptool eval` of each one's actions by the new binary,
+--rounds interleaved rounds of --retime-seconds, the order rotated each round, the fastest of each
+kept; a kernel both found is timed once a round): the ratio per program is new / old of those
+re-timings, and each binary's own measurement (its search's GFLOPS) is listed beside them. Sets as
+policy_search_bench's.
 """
 import argparse
 import datetime

@@ -226,9 +226,10 @@ RETIME_RESERVE = 0.05  # ranked_rollout: the budget's share kept for re-timing t
 MARK_STEPS = 0.01
 RETIMED_FINALISTS = 2
 # What ending one session takes, in seconds: ranked_rollout ends a wave's other sessions one at a
-# time before its re-timings and marked timing (C++ ends them together: kEndSession, 0.4 ms; one
-# at a time, 0.5-1.5 ms each on a Zen 5 host).
-END_SESSION = 0.0015
+# time before its re-timings and marked timing (C++ ends them together: kEndSession, 0.4 ms). On
+# a Zen 5 host Python's took 0.2-0.4 ms each (18-28 sessions in 3.5-7.2 ms after a wave); sent
+# together through grpc futures, no fewer (0.2-0.3 ms), so they stay one at a time.
+END_SESSION = 0.0005
 # What a re-timing may take beyond a timing: the FMA peak the server measures beside it (three
 # 10 ms rounds, once a second; the first re-timing pays it), in seconds (C++'s kBesidePeak: a
 # Zen 5 host's first re-timings took 32-33 ms more than the kernel's timing call).
