@@ -50,8 +50,8 @@ def main(argv: Sequence[str] = ()) -> int:
     p.add_argument("--offgrid-count", type=int, default=12)
     p.add_argument("--server", default=os.path.join(ROOT, "bazel-bin/service/looptool-server"))
     p.add_argument("--old-server", default="",
-                   help="the old binary's server (default --server's binary): a change to what "
-                        "the server serves a search, its plan features say")
+                   help="the old side's server binary (default: --server's), to check a "
+                        "change to what the server serves a search (its plan features, say)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--retime-seconds", type=float, default=0.2)
     p.add_argument("--out", default="")
