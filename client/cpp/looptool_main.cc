@@ -27,6 +27,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -215,10 +216,21 @@ std::string ActionSpace(const Policy* policy, bool evolution = false) {
   return evolution ? "loop_nest" : "loop_tool";
 }
 
+// Whether `path` names a regular file (an existing store): false, not an exception, where the
+// file system refuses to look (a --benchmark list longer than a file name may be).
+bool IsFile(const std::string& path) {
+  std::error_code ignored;
+  return std::filesystem::is_regular_file(path, ignored);
+}
+bool Exists(const std::string& path) {
+  std::error_code ignored;
+  return std::filesystem::exists(path, ignored);
+}
+
 // A benchmark named on the command line: a benchmark:// URI, a bare mmM_N_K, or a program file
 // (added to the server as benchmark://user-v0/<stem>; stored under that URI and its text's hash).
 absl::StatusOr<FleetBenchmark> ReadBenchmark(const std::string& arg) {
-  if (std::filesystem::is_regular_file(arg)) {
+  if (IsFile(arg)) {
     std::ifstream in(arg);
     std::stringstream text;
     text << in.rdbuf();
@@ -656,7 +668,7 @@ int Tune() {
   const std::string arg = absl::GetFlag(FLAGS_benchmark);
   const bool many = !absl::GetFlag(FLAGS_dataset).empty() ||
                     !absl::GetFlag(FLAGS_servers).empty() ||
-                    (absl::StrContains(arg, ',') && !std::filesystem::is_regular_file(arg));
+                    (absl::StrContains(arg, ',') && !IsFile(arg));
   if (!absl::GetFlag(FLAGS_export_dir).empty()) {  // before the tuning time is spent
     if (absl::Status s = CheckLibraryName(absl::GetFlag(FLAGS_library)); !s.ok()) return Fail(s);
   }
@@ -863,7 +875,7 @@ int Benchmarks() {
 int Schedules() {
   const std::string path = absl::GetFlag(FLAGS_store);
   if (path.empty()) return Fail(absl::InvalidArgumentError("schedules needs --store=FILE"));
-  if (!std::filesystem::exists(path)) {
+  if (!Exists(path)) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("no schedule store at ", path)));
   }
   absl::StatusOr<std::unique_ptr<ScheduleStore>> store = ScheduleStore::Open(path);
@@ -906,7 +918,7 @@ int Export() {
     if (!absl::GetFlag(FLAGS_actions).empty()) {
       return Fail(absl::InvalidArgumentError("give --store or --actions, not both"));
     }
-    if (!std::filesystem::exists(store_path)) {
+    if (!Exists(store_path)) {
       return Fail(absl::InvalidArgumentError(absl::StrCat("no schedule store at ", store_path)));
     }
     absl::StatusOr<std::unique_ptr<ScheduleStore>> opened = ScheduleStore::Open(store_path);
@@ -978,7 +990,7 @@ int Export() {
     const std::vector<std::string> actions =
         absl::StrSplit(absl::GetFlag(FLAGS_actions), ',', absl::SkipEmpty());
     std::vector<std::string> list = absl::StrSplit(benchmark_flag, ',', absl::SkipEmpty());
-    if (std::filesystem::is_regular_file(benchmark_flag)) list = {benchmark_flag};
+    if (IsFile(benchmark_flag)) list = {benchmark_flag};
     if (list.size() > 1 && !actions.empty()) {
       return Fail(absl::InvalidArgumentError(
           "--actions applies to one --benchmark; several are exported at their start schedules"));

@@ -292,6 +292,14 @@ class CliTest(unittest.TestCase):
         p = run("tune", "--benchmark", "mm64_64_64", "--search", "beam3", "--time-limit", "1")
         self.assertEqual(p.returncode, 2)
         self.assertIn("unknown search 'beam3'", p.stderr)
+        # A name longer than the file system takes (a long list of benchmarks is one) is no
+        # file, and not a crash.
+        p = run("tune", "--benchmark=" + "x" * 5000, "--time-limit", "1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("neither a benchmark:// URI", p.stderr)
+        p = run("export", "--output=" + tempfile.gettempdir(), "--benchmark=" + "x" * 5000)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("neither a benchmark:// URI", p.stderr)
         p = run("tune", "--benchmark", "benchmark://pool-v0/nope", "--time-limit", "1")
         self.assertEqual(p.returncode, 1)
         self.assertIn("Benchmark not found: benchmark://pool-v0/nope", p.stderr)
