@@ -217,6 +217,46 @@ class LoopSetTest(unittest.TestCase):
                 self.assertEqual(len(seen), 2)  # a CHW pool may fold: tried
                 self.assertTrue(seen[-1].startswith("O[r, c] max= "))
 
+    def test_a_ranked_rollout_passes_over_candidates_predicted_far_slower(self):
+        # A stub cost model scores the first wave's candidates 10, 9, then 0, and every later
+        # wave's 0: with the default margin (2) the two first are timed and every other passed
+        # over; with none, the eight of the wave, as the CLI's --search=policy.
+        policy = loop_set.load(COMMITTED)
+        real = policy.cost
+        matmul = "C[m,n] += A[m,k] * B[k,n]\nm=16 n=32 k=8\n"
+
+        class Stub:
+            loss_weight = 0.0
+            calls = 0
+
+            def predict(self, features: list) -> np.ndarray:
+                Stub.calls += 1
+                head = [10.0, 9.0] if Stub.calls == 1 else []
+                return np.array((head + [0.0] * len(features))[:len(features)])
+        self.assertEqual(episodes.PASS_PREDICTED_SLOWER, 2.0)
+        timed = []
+        observe = LoopToolEnv.observe
+
+        def counting(env: LoopToolEnv, spaces: list, *args: object, **kw: object) -> object:
+            if list(spaces) == ["flops"]:
+                timed.append(1)
+            return observe(env, spaces, *args, **kw)
+        with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                         reward_space=None) as env, \
+                unittest.mock.patch.object(LoopToolEnv, "observe", counting):
+            for margin, expected in ((episodes.PASS_PREDICTED_SLOWER, 2), (float("inf"), 8)):
+                Stub.calls = 0
+                timed.clear()
+                policy.cost = Stub()  # type: ignore[assignment]
+                try:
+                    r = episodes.ranked_rollout(env, "benchmark://user-v0/passing", matmul,
+                                                policy, count=8, timed=8, seconds=1.0,
+                                                pass_predicted_slower=margin)
+                finally:
+                    policy.cost = real
+                self.assertEqual(len(timed), expected, margin)
+                self.assertGreater(r.gflops, 0)
+
     def test_bad_files_are_refused(self):
         good = json.loads(loop_set.network(hidden=(8,), key=4).to_policy().to_json())
         bad = [dict(good, preprocess="log2p1"), dict(good, mix=good["head"]),

@@ -124,6 +124,11 @@ struct SearchOptions {
   // the fastest; then more waves where time is left. 0: none. Outside 0..0.5 (the first wave's
   // episodes are played in the first 40% of the time): INVALID_ARGUMENT.
   double guided_neighbor_share = 0.15;
+  // policy and policy_guided, with a loop_set policy that has a cost model: a wave's candidate
+  // scored this much below the fastest kernel timed so far (its score: the cost model's log2
+  // GFLOPS less its loss term; 2: predicted 4x slower) is passed over untimed, its time left
+  // to later waves. Infinity: every candidate is timed while the time lasts.
+  double pass_predicted_slower = 2.0;
   // evolution: the policy's greedy episode seeds the population before the random rollouts,
   // so that the search starts from a good schedule (evolution.h says how a policy of another
   // space or a sketch_value policy seeds). Skipped when nothing fits, and when two or more of

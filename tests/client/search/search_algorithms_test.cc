@@ -4,6 +4,7 @@
 // and the one sketch parser. (Against a real server: tests/client/env_test.cc.)
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
@@ -42,6 +43,9 @@ struct Trial {
     options.time_limit_seconds = limit;
     options.retime_top = 0;
     options.policy_seed = false;
+    // The fakes' cost models score a distance, not log2 GFLOPS: every candidate is timed while
+    // the time lasts, unless a test says otherwise (ALoopSetPolicyPassesOverCandidates...).
+    options.pass_predicted_slower = std::numeric_limits<double>::infinity();
   }
   absl::StatusOr<SearchResult> Go() {
     FakeStateSource start(world);
@@ -53,6 +57,14 @@ struct Trial {
     EXPECT_EQ(r.states_evaluated, static_cast<int64_t>(world->measured.size()) - 1);
   }
 };
+
+// `t` refused before any step: INVALID_ARGUMENT whose message names `what`, nothing measured.
+void ExpectRefusedBeforeAnyStep(Trial& t, const std::string& what) {
+  absl::StatusOr<SearchResult> r = t.Go();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << what;
+  EXPECT_THAT(r.status().message(), HasSubstr(what));
+  EXPECT_TRUE(t.world->measured.empty()) << what;
+}
 
 TEST(SearchAlgorithms, Greedy1ClimbsToTheOptimumMeasuringEachStateOnce) {
   Trial run("greedy1", 100);
@@ -656,6 +668,100 @@ TEST(SearchAlgorithms, ALoopSetPolicyPlaysAndTimesWavesWhileTimeIsLeft) {
   EXPECT_LE(budget.took, absl::Milliseconds(200));
 }
 
+// With a cost model, a candidate scored pass_predicted_slower (2 by default) below the fastest
+// kernel timed so far is not timed: every kernel timed scores no lower than that against the
+// fastest timed before it, fewer of the first wave are timed than where every one is, and the
+// time left plays more waves. Below 0 (or NaN): refused before any step.
+TEST(SearchAlgorithms, ALoopSetPolicyPassesOverCandidatesItsCostModelPredictsFarSlower) {
+  const Policy policy = LoopSetWithDistanceCost();
+  struct Run {
+    absl::StatusOr<SearchResult> result;
+    std::vector<std::string> measured;
+    int most_live = 0;
+  };
+  const auto run = [&policy](double pass, const std::string& search) {
+    Trial t(search, search == "policy" ? 60 : 0.5);
+    t.world->loop_set = true;
+    t.options.policy = &policy;
+    t.options.policy_candidates = 16;
+    t.options.guided_candidates = 16;
+    t.options.policy_seconds = 0.3;
+    t.options.pass_predicted_slower = pass;
+    Run r{t.Go()};
+    r.measured = t.world->measured;
+    r.most_live = t.world->most_live_sources;
+    return r;
+  };
+  ASSERT_EQ(SearchOptions().pass_predicted_slower, 2.0);
+  const FakeWorld world;
+  // The lowest score of a kernel timed against the fastest timed before it, and how many of
+  // the first `n` timed score more than 2 below it.
+  const auto worst = [&world](const std::vector<std::string>& timed) {
+    double fastest = -1, anchor = 0, worst_gap = 0;
+    for (const std::string& ir : timed) {
+      if (fastest >= 0) worst_gap = std::min(worst_gap, DistanceScore(ir) - anchor);
+      if (world.Gflops(Knobs(ir)) > fastest) {
+        fastest = world.Gflops(Knobs(ir));
+        anchor = DistanceScore(ir);
+      }
+    }
+    return worst_gap;
+  };
+  for (const std::string search : {"policy", "policy_guided"}) {
+    const Run every = run(std::numeric_limits<double>::infinity(), search);
+    const Run passing = run(2, search);
+    ASSERT_TRUE(every.result.ok()) << every.result.status();
+    ASSERT_TRUE(passing.result.ok()) << passing.result.status();
+    EXPECT_LT(worst(every.measured), -2) << search;  // some far slower were timed
+    EXPECT_GE(worst(passing.measured), -2) << search;
+    // Each kernel once. (Not always as fast: the fake's distance misranks some kernels, as a
+    // cost model may.)
+    EXPECT_EQ(std::set<std::string>(passing.measured.begin(), passing.measured.end()).size(),
+              passing.measured.size());
+    EXPECT_EQ(passing.result->states_evaluated, static_cast<int64_t>(passing.measured.size()));
+    // The passed over end their sessions as the untimed do.
+    EXPECT_LE(passing.most_live, every.most_live) << search;
+    // A margin of 0: only candidates scored as high as the fastest are timed after it.
+    const Run strict = run(0, search);
+    ASSERT_TRUE(strict.result.ok()) << strict.result.status();
+    EXPECT_GE(worst(strict.measured), 0) << search;
+  }
+  // Sixteen timed at most: where every one is timed, the first wave's; where some are passed
+  // over, fewer of the first wave's, in the same order.
+  Trial all("policy", 60);
+  all.world->loop_set = true;
+  all.options.policy = &policy;
+  all.options.policy_candidates = 16;
+  all.options.policy_timed = 16;
+  Trial some = all;
+  some.world = std::make_shared<FakeWorld>();
+  some.world->loop_set = true;
+  some.options.pass_predicted_slower = 2;
+  ASSERT_TRUE(all.Go().ok());
+  ASSERT_TRUE(some.Go().ok());
+  ASSERT_EQ(all.world->measured.size(), 16u);
+  ASSERT_FALSE(some.world->measured.empty());
+  EXPECT_EQ(some.world->measured[0], all.world->measured[0]);
+  const std::vector<std::string>& first_wave = all.world->measured;
+  std::vector<std::string> of_first_wave;
+  for (const std::string& ir : some.world->measured) {
+    if (std::count(first_wave.begin(), first_wave.end(), ir) > 0) of_first_wave.push_back(ir);
+  }
+  EXPECT_LT(of_first_wave.size(), first_wave.size());
+  EXPECT_TRUE(std::includes(first_wave.begin(), first_wave.end(), of_first_wave.begin(),
+                            of_first_wave.end(), [&](const std::string& a, const std::string& b) {
+                              return std::find(first_wave.begin(), first_wave.end(), a) <
+                                     std::find(first_wave.begin(), first_wave.end(), b);
+                            }));
+  for (const double bad : {-1.0, std::nan("")}) {
+    Trial t("policy", 60);
+    t.world->loop_set = true;
+    t.options.policy = &policy;
+    t.options.pass_predicted_slower = bad;
+    ExpectRefusedBeforeAnyStep(t, "pass_predicted_slower");
+  }
+}
+
 // The start state is one more candidate of the first wave, ranked with its episodes: where it is
 // the fastest (an elementwise kernel's untiled nest may be), it is the result, with no action;
 // where the cost model ranks it last and fewer are timed, it is not timed.
@@ -847,10 +953,7 @@ TEST(SearchAlgorithms, PolicyGuidedTimesTheFastestsNeighborsInItsShare) {
     refused.world->loop_set = true;
     refused.options.policy = &policy;
     refused.options.guided_neighbor_share = bad;
-    absl::StatusOr<SearchResult> r = refused.Go();
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_THAT(r.status().message(), HasSubstr("guided_neighbor_share")) << bad;
-    EXPECT_TRUE(refused.world->measured.empty()) << bad;
+    ExpectRefusedBeforeAnyStep(refused, "guided_neighbor_share");
   }
 }
 

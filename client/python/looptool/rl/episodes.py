@@ -23,7 +23,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -221,6 +221,9 @@ def _network_episodes(env: LoopToolEnv, policy: loop_set.LoopSetPolicy, max_step
 
 
 RETIME_RESERVE = 0.05  # ranked_rollout: the budget's share kept for re-timing the fastest
+# ranked_rollout: a candidate scored this much below the fastest timed so far (log2 GFLOPS less
+# the loss term: predicted 4x slower) is passed over (C++'s SearchOptions::pass_predicted_slower).
+PASS_PREDICTED_SLOWER = 2.0
 # What the marked timing (_time_marked) takes beyond its timing call, in seconds: the marking
 # actions' steps and forks (C++'s kMarkSteps).
 MARK_STEPS = 0.01
@@ -352,22 +355,23 @@ def _time_marked(env: LoopToolEnv, actions: Sequence[str] = (),
 
 def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.LoopSetPolicy,
                    count: int = 16, max_steps: int = 16, timed: int = 64,
-                   seconds: float = 0.3) -> Rollout:
-    """Waves of the likeliest episodes, `count` each (the first with the shorter candidates
-    of EpisodeStream.short_candidates), ranked by the policy's cost model (its
-    score less loss_weight times the episode's loss; only the greedy one when the policy has no
-    cost model) and timed in that order, `timed` at most in all, the first whatever the time and
-    the others while `seconds` from the start (less 5%) last; another wave (the next likeliest,
-    played in half the time left, its timings stopping where the time left would no longer hold
-    the re-timings) while that time holds two typical (median) timings; the two fastest
-    re-timed where their re-timing (_retiming_time; the first also the peak beside it) still
-    fits (each the faster of its timing and its re-timing); the fastest kept, or, where the
-    program may take a statement mark (_may_mark) and a timing still fits, that one with
-    stream_L<p> appended for every statement that assigns and fold_L<p> for every window that
-    folds (_time_marked) where it times faster (the waves and re-timings keep time for it):
-    `looptool tune --search=policy` with --policy_candidates=count --policy_timed=timed
-    --policy_seconds=seconds (Python's first wave has no deadline, and its
-    episodes take longer than C++'s, so fewer may be timed).
+                   seconds: float = 0.3,
+                   pass_predicted_slower: float = PASS_PREDICTED_SLOWER) -> Rollout:
+    """Waves of the likeliest episodes, `count` each (the first with the shorter candidates of
+    EpisodeStream.short_candidates), ranked by the policy's cost model (its score less loss_weight
+    times the episode's loss; only the greedy one when the policy has no cost model) and timed in
+    that order, `timed` at most in all, the first whatever the time and the others while `seconds`
+    from the start (less 5%) last, a candidate scored `pass_predicted_slower` below the fastest
+    timed so far passed over; another wave (the next likeliest, played in half the time left, its
+    timings stopping where the time left would no longer hold the re-timings) while that time holds
+    two typical (median) timings; the two fastest re-timed where their re-timing (_retiming_time;
+    the first also the peak beside it) still fits (each the faster of its timing and its re-timing);
+    the fastest kept, or, where the program may take a statement mark (_may_mark) and a timing still
+    fits, that one with stream_L<p> appended for every statement that assigns and fold_L<p> for
+    every window that folds (_time_marked) where it times faster (the waves and re-timings keep time
+    for it): `looptool tune --search=policy` with --policy_candidates=count --policy_timed=timed
+    --policy_seconds=seconds (Python's first wave has no deadline, and its episodes take longer than
+    C++'s, so fewer may be timed).
     ValueError: `count` or `timed` below 1, or `seconds` not above 0."""
     if count < 1:
         raise ValueError(f"ranked_rollout plays 1 episode or more a wave, not count={count}")
@@ -383,6 +387,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     # after each wave (stable: the earlier of equals first); only the RETIMED_FINALISTS' forks
     # stay open from wave to wave.
     measured: List[Tuple[float, Episode, float]] = []
+    score_of: Dict[int, float] = {}  # id(episode): the score of each ranked one timed
     calls: List[float] = []  # every timing call's seconds
     marks: Optional[bool] = None  # the program's (_may_mark), asked once
     try:
@@ -392,12 +397,14 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
             open_eps += shorter
         while wave:
             order = list(range(len(wave)))
-            if policy.cost is not None and len(wave) > 1:
+            scores = None  # ranked (as C++ ranks every wave) where more than one or a later wave
+            if policy.cost is not None and (len(wave) > 1 or measured):
                 features = [json.loads(str(e.env.observe(["plan_features"])["plan_features"]))
                             for e in wave]
-                scores = policy.cost.predict(features) - policy.cost.loss_weight * np.array(
+                ranked = policy.cost.predict(features) - policy.cost.loss_weight * np.array(
                     [e.loss for e in wave])
-                order.sort(key=lambda i: -float(scores[i]))  # stable: C++'s order on ties
+                order.sort(key=lambda i: -float(ranked[i]))  # stable: C++'s order on ties
+                scores = ranked
             for i in order:
                 # Or where one more timing (as long as the fastest's re-timing), ending the
                 # wave's other sessions and the fastest's marked timing would no longer fit.
@@ -409,10 +416,16 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
                                 MARK_STEPS - ending * END_SESSION)
                 if len(measured) >= timed or (measured and time.perf_counter() >= limit):
                     break
+                if scores is not None and measured:
+                    anchor = score_of.get(id(max(measured, key=lambda m: m[0])[1]))
+                    if anchor is not None and float(scores[i]) < anchor - pass_predicted_slower:
+                        continue
                 called = time.perf_counter()
                 gflops = float(wave[i].env.observe(["flops"])["flops"])
                 calls.append(time.perf_counter() - called)
                 measured.append((gflops, wave[i], calls[-1]))
+                if scores is not None:
+                    score_of[id(wave[i])] = float(scores[i])
                 if marks is None:
                     marks = _may_mark(wave[i].env)
             measured.sort(key=lambda m: -m[0])
