@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "absl/strings/escaping.h"
@@ -793,6 +794,9 @@ TEST_F(ClientTest, ALoopSetPolicysFirstWaveHoldsTheStartAndItsGreedyEpisodesStat
   ASSERT_GT(greedy->actions.size(), 1u);
   o.policy_candidates = 4;
   o.policy_timed = 64;
+  // Every candidate of the wave timed (none passed over as predicted far slower): this test
+  // asks what the wave holds.
+  o.pass_predicted_slower = std::numeric_limits<double>::infinity();
   o.policy_seconds = 60;
   std::vector<std::vector<std::string>> measured;
   o.on_measured = [&](const MeasuredKernel& k) { measured.push_back(k.actions); };
