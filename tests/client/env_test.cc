@@ -807,6 +807,13 @@ TEST_F(ClientTest, ALoopSetPolicysFirstWaveHoldsTheStartAndItsGreedyEpisodesStat
   };
   EXPECT_EQ(timed({}), 1);
   EXPECT_EQ(timed({"stream_L0"}), 1);
+  // The start and its streamed form right after the best-ranked candidate.
+  ASSERT_GE(measured.size(), 3u);
+  const std::vector<std::vector<std::string>> first_three(measured.begin(), measured.begin() + 3);
+  EXPECT_EQ(std::count(first_three.begin(), first_three.end(), std::vector<std::string>{}), 1);
+  EXPECT_EQ(std::count(first_three.begin(), first_three.end(),
+                       std::vector<std::string>{"stream_L0"}),
+            1);
   int prefixes = 0;  // of the greedy episode, shorter, timed
   for (size_t n = 1; n < greedy->actions.size(); ++n) {
     prefixes += timed({greedy->actions.begin(), greedy->actions.begin() + n}) > 0;

@@ -171,6 +171,14 @@ class LoopSetTest(unittest.TestCase):
                 streamed = shorter[got.index(["stream_L0"])]
                 self.assertIn("stream 1", str(streamed.env.observe(["ir"])["ir"]).split("\n"))
                 self.assertEqual(streamed.loss, max(e.loss for e in wave))
+                self.assertTrue(streamed.start)
+                self.assertFalse(any(e.start for e in wave))
+                # Ranked as the wave's `rank`-th likeliest (policy_guided's first wave holds
+                # hundreds): asked again, the marked start alone (the others end where these did).
+                again = stream.short_candidates(wave, rank=2)
+                shorter += again
+                self.assertEqual([e.actions for e in again], [["stream_L0"]])
+                self.assertEqual(again[0].loss, sorted(e.loss for e in wave)[1])
             finally:
                 for e in wave + shorter:
                     e.env.close()

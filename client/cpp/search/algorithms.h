@@ -53,6 +53,7 @@ struct PolicyEpisodeEnd {
   std::vector<float> features;          // the final state's loop_features
   double loss = 0;   // log-probability below the greedy episode's (nats; 0: the greedy one)
   double score = 0;  // RankEpisodes' (higher: predicted faster)
+  bool start = false;  // the start, or the start with its marks (a first wave's ShortCandidates)
 };
 
 // The greedy episode, then (while `deadline` on `clock` and `max_episodes` allow) the episodes

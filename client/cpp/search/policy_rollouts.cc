@@ -341,25 +341,39 @@ absl::StatusOr<std::optional<SteppedCandidate>> StepCandidate(const StateSource&
   return c;
 }
 
+// How unlikely the short candidates count (ShortCandidates): as the `rank`-th likeliest of the
+// first wave's `episodes` (the least likely where it holds fewer), so that they rank where
+// --search=policy ranks them (its wave: policy_candidates) whatever the wave's size. As the least
+// likely of policy_guided's 256, their scores fell by the cost model's loss_weight times the
+// 256th's loss, far below the 16 likeliest's, and neither the start nor its streamed form was
+// timed: on a Zen 5 host ResNet-18's residual add kept a tiled kernel of 16-17 GFLOPS where the
+// streamed start runs at 18-19.
+double ShortCandidateLoss(const std::vector<PolicyEpisodeEnd>& episodes, int rank) {
+  std::vector<double> losses;
+  for (const PolicyEpisodeEnd& e : episodes) losses.push_back(e.loss);
+  if (losses.empty()) return 0;
+  const size_t n = std::min(losses.size(), static_cast<size_t>(std::max(rank, 1)));
+  std::nth_element(losses.begin(), losses.begin() + (n - 1), losses.end());
+  return losses[n - 1];
+}
+
 // Shorter candidates of a first wave, beside its episodes: the start (no action), the start with
 // every mark its statements take (MarkAll) where any does, and, while `until` on `clock` has not
 // come, the other states the greedy episodes (of the policy and its members: loss 0) passed
 // through, the shorter first. A loop_set policy takes one action at least and stops only where
 // it chooses to, yet for an elementwise kernel doing nothing, or streaming its output alone, may
 // be the fastest, and a pool's first interchange may beat the tiling after it. Each as unlikely
-// as the least likely of `episodes` (ranked by the cost model alone among them), none ending in
-// a state of `finals` (where the episodes of every wave end; it gains theirs), each forked from
-// `start` with `deadline`. The marked start is never in `finals` (loop_features do not show
-// marks; no episode takes one). A state the server refuses is left out.
+// as ShortCandidateLoss says (ranked by the cost model alone among them), none ending in a state
+// of `finals` (where the episodes of every wave end; it gains theirs), each forked from `start`
+// with `deadline`. The marked start is never in `finals` (loop_features do not show marks; no
+// episode takes one). A state the server refuses is left out.
 std::vector<PolicyEpisodeEnd> ShortCandidates(const StateSource& start, const Policy& policy,
                                               const std::vector<PolicyEpisodeEnd>& episodes,
-                                              absl::Time until, absl::Time deadline,
+                                              double loss, absl::Time until, absl::Time deadline,
                                               const Clock& clock,
                                               std::set<std::vector<float>>& finals) {
-  double loss = 0;
   std::set<std::vector<int>> greedy_prefixes;
   for (const PolicyEpisodeEnd& e : episodes) {
-    loss = std::max(loss, e.loss);
     if (e.loss != 0) continue;
     for (size_t n = 0; n < e.path.size(); ++n) {
       greedy_prefixes.emplace(e.path.begin(), e.path.begin() + n);
@@ -392,6 +406,8 @@ std::vector<PolicyEpisodeEnd> ShortCandidates(const StateSource& start, const Po
         marked->features = e.features;
       }
     }
+    e.start = path.empty();
+    if (marked.has_value()) marked->start = true;
     if (finals.insert(e.features).second) out.push_back(std::move(e));
     if (marked.has_value()) out.push_back(*std::move(marked));
   }
@@ -743,12 +759,22 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
                      stream.Next(wave_size, until, clock));
     if (first_wave) {
       first_wave = false;
-      std::vector<PolicyEpisodeEnd> shorter =
-          ShortCandidates(start, policy, episodes, until, deadline, clock, stream.finals());
+      std::vector<PolicyEpisodeEnd> shorter = ShortCandidates(
+          start, policy, episodes, ShortCandidateLoss(episodes, options.policy_candidates), until,
+          deadline, clock, stream.finals());
       for (PolicyEpisodeEnd& e : shorter) episodes.push_back(std::move(e));
     }
     if (episodes.empty()) break;
     RETURN_IF_ERROR(RankEpisodes(policy, episodes));
+    // The start and its marked form right after the best-ranked candidate, where they are not
+    // predicted far slower than it (PredictedSlow): the cost model misjudges them most (seen on
+    // a Zen 5 host: ResNet-18's residual add streamed from the start ran at 18-19 GFLOPS, the
+    // policy's 16 likeliest at 15-16.5, ranked ~1.9x above it), and memory-bound kernels' starts
+    // time fast. Among policy_guided's hundreds they came after where its timings stop.
+    if (episodes.size() > 2) {
+      std::stable_partition(episodes.begin() + 1, episodes.end(),
+                            [](const PolicyEpisodeEnd& e) { return e.start; });
+    }
     timer.Time(episodes, max_timed, stop, keep_retimings);
     // Time ended the wave's untimed episodes' sessions (the server bounds a client's sessions,
     // and a first wave may hold hundreds): the neighbors below need forks of their own.

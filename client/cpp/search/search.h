@@ -16,7 +16,9 @@
 //                         states its greedy episodes passed through while its first wave's
 //                         time lasts (the start, also with its outputs streamed and its pool
 //                         windows folded, whatever the time), and
-//                         times the ones its cost model ranks first while its budget lasts
+//                         times the ones its cost model ranks first (the start and its marked
+//                         form right after the first, unless predicted far slower) while its
+//                         budget lasts
 //                         (policy_timed, policy_seconds), wave after wave of the next
 //                         likeliest while time is left, keeping the fastest, the two
 //                         fastest re-timed where the budget still holds a timing
@@ -25,8 +27,10 @@
 //                         top-ranked actions, the policy's own episode first; with a
 //                         sketch_value policy, evolution from the sketches it values in its top
 //                         half, in its order (policy_guided.cc); with a loop_set policy, its
-//                         likeliest episodes (guided_candidates) untimed, then timed in the
-//                         order its cost model ranks them, in waves, while the time left
+//                         likeliest episodes (guided_candidates) untimed, with the first
+//                         wave's shorter candidates as policy's (ranked as there), then timed
+//                         in the order its cost model ranks them (the start and its marked form
+//                         as policy's), in waves, while the time left
 //                         holds the re-timings of the two fastest, then those; the fastest's
 //                         neighbors (one tile factor changed) in guided_neighbor_share of
 //                         the time (policy_rollouts.cc, neighbor_paths.h)

@@ -463,20 +463,23 @@ TEST(SearchAlgorithms, ALoopSetPolicysMembersPlayTheirOwnEpisodes) {
   EXPECT_EQ(all_timed(alone, 8).size(), 8u);
 
   const Policy stopping = LoopSetWithDistanceCost(nlohmann::json::array({testing::NetworkLayers(j, 1000)}));
-  const auto policy = [](const Policy& p, int candidates) {
+  const auto policy = [](const Policy& p, int candidates, int timed) {
     Trial t("policy", 5);
     t.world->loop_set = true;
     t.options.policy = &p;
     t.options.policy_candidates = candidates;
-    t.options.policy_timed = candidates;
+    t.options.policy_timed = timed;
     EXPECT_TRUE(t.Go().ok());
     return t.world->measured;
   };
-  const std::vector<std::string> greedy = policy(alone, 1);
+  const std::vector<std::string> greedy = policy(alone, 1, 1);
   ASSERT_EQ(greedy.size(), 1u);
-  EXPECT_EQ(policy(stopping, 1), greedy);  // one candidate: the policy's own greedy episode
-  const std::vector<std::string> two = policy(stopping, 2);
-  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(policy(stopping, 1, 1), greedy);  // one candidate: the policy's own greedy episode
+  // Two episodes, and the start timed right after the first.
+  std::vector<std::string> two = policy(stopping, 2, 3);
+  ASSERT_EQ(two.size(), 3u);
+  EXPECT_EQ(two[1], "knobs 0 0 0");
+  two.erase(two.begin() + 1);
   const std::string one_step = two[0] == greedy[0] ? two[1] : two[0];
   EXPECT_THAT(two, ::testing::Contains(greedy[0]));
   EXPECT_EQ(DistanceScore(one_step) - DistanceScore("knobs 0 0 0"), 1) << one_step;
@@ -762,13 +765,14 @@ TEST(SearchAlgorithms, ALoopSetPolicyPassesOverCandidatesItsCostModelPredictsFar
   }
 }
 
-// The start state is one more candidate of the first wave, ranked with its episodes: where it is
-// the fastest (an elementwise kernel's untiled nest may be), it is the result, with no action;
-// where the cost model ranks it last and fewer are timed, it is not timed.
-TEST(SearchAlgorithms, ALoopSetPolicyTimesTheStartStateAmongItsFirstWave) {
+// The start state is one more candidate of the first wave, timed right after the best-ranked
+// one: where it is the fastest (an elementwise kernel's untiled nest may be), it is the result,
+// with no action, even where the cost model ranks it last and only two are timed; where it is
+// predicted far slower than the first timed, it is passed over.
+TEST(SearchAlgorithms, ALoopSetPolicyTimesTheStartStateRightAfterItsFirstCandidate) {
   const Policy policy = LoopSetWithDistanceCost();
-  const auto trial = [&policy](int timed) {
-    Trial t("policy", 5);
+  const auto trial = [&policy](const std::string& search, int timed) {
+    Trial t(search, 5);
     t.world->loop_set = true;
     t.world->target = {0, 0, 0};  // the start the fastest; the cost model ranks it last
     t.options.policy = &policy;
@@ -776,21 +780,38 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheStartStateAmongItsFirstWave) {
     // in the start: the next wave's).
     t.options.policy_candidates = 2;
     t.options.policy_timed = timed;
+    t.options.guided_candidates = 2;
+    t.options.guided_timed = timed;
     return t;
   };
-  Trial all = trial(3);
-  absl::StatusOr<SearchResult> r = all.Go();
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(all.world->measured, ElementsAre("knobs 2 0 0", "knobs 1 0 0", "knobs 0 0 0"));
-  EXPECT_EQ(r->ir, "knobs 0 0 0");
-  EXPECT_TRUE(r->actions.empty());
-  EXPECT_DOUBLE_EQ(r->search_gflops, all.world->Gflops({0, 0, 0}));
-  Trial two = trial(2);
-  absl::StatusOr<SearchResult> r2 = two.Go();
-  ASSERT_TRUE(r2.ok()) << r2.status();
-  EXPECT_THAT(two.world->measured, ElementsAre("knobs 2 0 0", "knobs 1 0 0"));
-  EXPECT_EQ(r2->ir, "knobs 1 0 0");
-  EXPECT_THAT(r2->actions, ElementsAre("inc_0"));
+  for (const std::string search : {"policy", "policy_guided"}) {
+    Trial all = trial(search, 3);
+    absl::StatusOr<SearchResult> r = all.Go();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_THAT(all.world->measured, ElementsAre("knobs 2 0 0", "knobs 0 0 0", "knobs 1 0 0"))
+        << search;
+    EXPECT_EQ(r->ir, "knobs 0 0 0") << search;
+    EXPECT_TRUE(r->actions.empty()) << search;
+    EXPECT_DOUBLE_EQ(r->search_gflops, all.world->Gflops({0, 0, 0})) << search;
+    Trial two = trial(search, 2);
+    absl::StatusOr<SearchResult> r2 = two.Go();
+    ASSERT_TRUE(r2.ok()) << r2.status();
+    EXPECT_THAT(two.world->measured, ElementsAre("knobs 2 0 0", "knobs 0 0 0")) << search;
+    EXPECT_EQ(r2->ir, "knobs 0 0 0") << search;
+    // Scored 14 below the target (and less likely), against 12 for the first timed: passed over
+    // at a margin of 1.
+    Trial passing = trial(search, 3);
+    passing.options.pass_predicted_slower = 1;
+    absl::StatusOr<SearchResult> r3 = passing.Go();
+    ASSERT_TRUE(r3.ok()) << r3.status();
+    ASSERT_FALSE(passing.world->measured.empty());
+    EXPECT_EQ(passing.world->measured[0], "knobs 2 0 0") << search;
+    EXPECT_EQ(std::count(passing.world->measured.begin(), passing.world->measured.end(),
+                         "knobs 0 0 0"),
+              0)
+        << search;
+    EXPECT_NE(r3->ir, "knobs 0 0 0") << search;
+  }
 }
 
 TEST(SearchAlgorithms, ALoopSetPolicyRetimesItsTwoFastestCandidatesWhereTheyFit) {

@@ -41,6 +41,7 @@ class Episode:
     loss: float            # nats below the greedy episode's log-probability (0: greedy)
     env: LoopToolEnv       # a fork in the final state (the caller closes it)
     features: bytes        # the final state's loop_features
+    start: bool = False    # the start, or the start with its marks (short_candidates)
 
 
 def _observed(env: LoopToolEnv) -> List[Any]:
@@ -119,18 +120,20 @@ class EpisodeStream:
         return all(self._exhausted)
 
     def short_candidates(self, wave: Sequence[Episode],
-                         until: Optional[float] = None) -> List[Episode]:
+                         until: Optional[float] = None, rank: int = 16) -> List[Episode]:
         """Shorter candidates beside a first wave: the start (no action), the start with every
-        mark its statements take (_mark_all) where any does, and (while `until`,
-        time.perf_counter(), has not come, where given) the other states its greedy episodes
-        (the policy's and each member's: loss 0) passed through, the shorter first; each as
-        unlikely as the wave's least likely episode, none ending where an episode of any wave
-        (or another of them) ends (the marked start aside: loop_features do not show marks, and
-        no episode takes one): C++'s ShortCandidates (policy_rollouts.cc). A state the server
-        refuses is left out; the caller closes their forks."""
+        mark its statements take (_mark_all) where any does (those two marked `start`), and
+        (while `until`, time.perf_counter(), has not come, where given) the other states its
+        greedy episodes (the policy's and each member's: loss 0) passed through, the shorter
+        first; each as unlikely as the wave's `rank`-th likeliest episode (its least likely where
+        it holds fewer), none ending where an episode of any wave (or another of them) ends (the
+        marked start aside: loop_features do not show marks, and no episode takes one): C++'s
+        ShortCandidates and ShortCandidateLoss (policy_rollouts.cc). A state the server refuses
+        is left out; the caller closes their forks."""
         names = self._env.action_space.names
         index = {n: i for i, n in enumerate(names)}
-        loss = max((e.loss for e in wave), default=0.0)
+        losses = sorted(e.loss for e in wave)
+        loss = losses[min(len(losses), max(rank, 1)) - 1] if losses else 0.0
         prefixes = sorted({tuple(index[a] for a in e.actions[:n])
                            for e in wave if e.loss == 0 for n in range(len(e.actions))},
                           key=lambda p: (len(p), p))
@@ -160,9 +163,9 @@ class EpisodeStream:
                     e.close()
                 else:
                     self._finals.add(key)
-                    out.append(Episode([names[a] for a in prefix], loss, e, key))
+                    out.append(Episode([names[a] for a in prefix], loss, e, key, not prefix))
                 if marked is not None:
-                    out.append(Episode(marked[0], loss, marked[1], key))
+                    out.append(Episode(marked[0], loss, marked[1], key, True))
         except BaseException:
             for c in out:
                 c.env.close()
@@ -360,8 +363,9 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     """Waves of the likeliest episodes, `count` each (the first with the shorter candidates of
     EpisodeStream.short_candidates), ranked by the policy's cost model (its score less loss_weight
     times the episode's loss; only the greedy one when the policy has no cost model) and timed in
-    that order, `timed` at most in all, the first whatever the time and the others while `seconds`
-    from the start (less 5%) last, a candidate scored `pass_predicted_slower` below the fastest
+    that order (the start and its marked form right after the first), `timed` at most in all,
+    the first whatever the time and the others while `seconds` from the start (less 5%) last, a
+    candidate scored `pass_predicted_slower` below the fastest
     timed so far passed over; another wave (the next likeliest, played in half the time left, its
     timings stopping where the time left would no longer hold the re-timings) while that time holds
     two typical (median) timings; the two fastest re-timed where their re-timing (_retiming_time;
@@ -392,7 +396,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     marks: Optional[bool] = None  # the program's (_may_mark), asked once
     try:
         if policy.cost is not None and count > 1:
-            shorter = stream.short_candidates(wave)
+            shorter = stream.short_candidates(wave, rank=count)
             wave += shorter
             open_eps += shorter
         while wave:
@@ -404,6 +408,10 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
                 ranked = policy.cost.predict(features) - policy.cost.loss_weight * np.array(
                     [e.loss for e in wave])
                 order.sort(key=lambda i: -float(ranked[i]))  # stable: C++'s order on ties
+                # The start and its marked form right after the best-ranked (C++'s
+                # TimeEpisodeWaves), unless passed over as predicted far slower.
+                order = order[:1] + [i for i in order[1:] if wave[i].start] + [
+                    i for i in order[1:] if not wave[i].start]
                 scores = ranked
             for i in order:
                 # Or where one more timing (as long as the fastest's re-timing), ending the
