@@ -76,7 +76,8 @@ ABSL_FLAG(int, policy_candidates, 16,
           "policy, with a loop_set policy that has a cost model: its likeliest episodes per "
           "wave, untimed, timed in the order its cost model ranks them, another wave of the next "
           "likeliest while time is left (1: the greedy episode only; a policy with member "
-          "networks shares them between its networks), 1..1024");
+          "networks shares them between its networks); policy_guided ranks its first wave's "
+          "shorter candidates (the start, ...) as unlikely as its episode of this rank, 1..1024");
 ABSL_FLAG(int, policy_timed, 64,
           "policy, with --policy_candidates above 1: the candidates timed in all waves, this "
           "many at most (the first whatever the time, the others while --policy_seconds lasts), "

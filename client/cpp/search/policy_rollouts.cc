@@ -770,8 +770,9 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
     // predicted far slower than it (PredictedSlow): the cost model misjudges them most (seen on
     // a Zen 5 host: ResNet-18's residual add streamed from the start ran at 18-19 GFLOPS, the
     // policy's 16 likeliest at 15-16.5, ranked ~1.9x above it), and memory-bound kernels' starts
-    // time fast. Among policy_guided's hundreds they came after where its timings stop.
-    if (episodes.size() > 2) {
+    // time fast. Among policy_guided's hundreds they came after where its timings stop. Only
+    // with a cost model: without one, nothing passes over an untiled convolution's start.
+    if (policy.cost_model() != nullptr && episodes.size() > 2) {
       std::stable_partition(episodes.begin() + 1, episodes.end(),
                             [](const PolicyEpisodeEnd& e) { return e.start; });
     }

@@ -105,7 +105,8 @@ struct SearchOptions {
   // policy, with a loop_set policy that has a cost model: waves of its likeliest episodes, up
   // to this many each, untimed (the first wave in half its budget, policy_seconds), each
   // wave's timed in the order the cost model ranks them, and another wave while time is left
-  // (1: the greedy episode only, timed).
+  // (1: the greedy episode only, timed). policy_guided's first wave ranks its shorter
+  // candidates (the start, ...) as unlikely as its policy_candidates-th likeliest episode.
   int policy_candidates = 16;
   // policy, as above: the candidates timed in all waves, this many at most (the first whatever
   // the time, the others while policy_seconds lasts, less 5% kept for re-timing the two fastest

@@ -798,8 +798,7 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheStartStateRightAfterItsFirstCandida
     ASSERT_TRUE(r2.ok()) << r2.status();
     EXPECT_THAT(two.world->measured, ElementsAre("knobs 2 0 0", "knobs 0 0 0")) << search;
     EXPECT_EQ(r2->ir, "knobs 0 0 0") << search;
-    // Scored 14 below the target (and less likely), against 12 for the first timed: passed over
-    // at a margin of 1.
+    // Scored 14 below the target, against 12 for the first timed: passed over at a margin of 1.
     Trial passing = trial(search, 3);
     passing.options.pass_predicted_slower = 1;
     absl::StatusOr<SearchResult> r3 = passing.Go();
