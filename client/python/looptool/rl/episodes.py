@@ -365,8 +365,8 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     times the episode's loss; only the greedy one when the policy has no cost model) and timed in
     that order (the start and its marked form right after the first), `timed` at most in all,
     the first whatever the time and the others while `seconds` from the start (less 5%) last, a
-    candidate scored `pass_predicted_slower` below the fastest
-    timed so far passed over; another wave (the next likeliest, played in half the time left, its
+    candidate scored `pass_predicted_slower` below the fastest timed so far passed over; another
+    wave (the next likeliest, played in half the time left, its
     timings stopping where the time left would no longer hold the re-timings) while that time holds
     two typical (median) timings; the two fastest re-timed where their re-timing (_retiming_time;
     the first also the peak beside it) still fits (each the faster of its timing and its re-timing);
