@@ -99,13 +99,13 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 // (the start, the start with every stream and fold mark its statements take, and, while
 // `first_wave_until` has not come, the other states its greedy episodes, the policy's and each
 // member's, passed through, the shorter first; as unlikely as the wave's
-// options.policy_candidates-th likeliest episode, none ending where another candidate ends),
-// ranked by RankEpisodes and timed in order (the first whatever the time, then, with a cost
-// model, the start and its marked form; with a cost model, Policy::cost_model, every wave's
-// candidates scored 2 below the score of the fastest kernel timed so far, predicted 4x slower
-// than it, are passed over untimed, their time left to later waves); then, while fewer than
-// `max_timed` are timed in all, episodes are left, and the time to where a later wave's timings
-// stop holds two median timing calls, the next wave: the next likeliest episodes (none ending where an earlier one ended) in
+// options.policy_candidates-th likeliest episode, none ending where another candidate ends), ranked
+// by RankEpisodes and timed in order (the first whatever the time, then, with a cost model, the
+// start and its marked form; with a cost model, Policy::cost_model, every wave's candidates scored
+// 2 below the score of the fastest kernel timed so far, predicted 4x slower than it, are passed
+// over untimed, their time left to later waves); then, while fewer than `max_timed` are timed in
+// all, episodes are left, and the time to where a later wave's timings stop holds two median timing
+// calls, the next wave: the next likeliest episodes (none ending where an earlier one ended) in
 // half of that time, ranked and timed likewise. A later wave's timings stop at the reserve, or
 // earlier where the time left would not hold the re-timings of the two fastest so far (as above)
 // and the 40 ms peak; with `keep_retimings`, every wave's timings (the first wave's too, but its
