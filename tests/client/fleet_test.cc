@@ -186,7 +186,9 @@ TEST(FleetTest, AStaleStoredNumberGivesWayToThisRunsComparison) {
   const SearchResult& r = second[0].search;
   ASSERT_EQ(second[0].stored_prefix, 1);
   ASSERT_GT(r.start_gflops, 0);  // the stored schedule was timed beside the result
-  ASSERT_GT(r.gflops, 2 * r.start_gflops) << r.loop_tree;
+  // The result is the faster of that comparison (its number is this run's reading, however near
+  // the replayed schedule's), so the store takes it.
+  ASSERT_GE(r.gflops, r.start_gflops) << r.loop_tree;
   EXPECT_TRUE(second[0].stored);
   auto now = (*store)->Find(mm[0], first[0].host_cpu, "loop_tool");
   ASSERT_TRUE(now.ok() && now->has_value());
