@@ -18,6 +18,7 @@
 #include "client/cpp/search/neighbor_paths.h"
 #include "client/cpp/search/policy_fit.h"
 #include "client/cpp/search/searcher.h"
+#include "client/cpp/search/short_candidate_loss.h"
 #include "util/status_macros.h"
 
 namespace looptool::client::internal {
@@ -339,22 +340,6 @@ absl::StatusOr<std::optional<SteppedCandidate>> StepCandidate(const StateSource&
   c.end.features = now->Find(observation)->floats;
   c.ir = now->Find("ir")->text;
   return c;
-}
-
-// How unlikely the short candidates count (ShortCandidates): as the `rank`-th likeliest of the
-// first wave's `episodes` (the least likely where it holds fewer), so that they rank where
-// --search=policy ranks them (its wave: policy_candidates) whatever the wave's size. As the least
-// likely of policy_guided's 256, their scores fell by the cost model's loss_weight times the
-// 256th's loss, far below the 16 likeliest's, and neither the start nor its streamed form was
-// timed: on a Zen 5 host ResNet-18's residual add kept a tiled kernel of 16-17 GFLOPS where the
-// streamed start runs at 18-19.
-double ShortCandidateLoss(const std::vector<PolicyEpisodeEnd>& episodes, int rank) {
-  std::vector<double> losses;
-  for (const PolicyEpisodeEnd& e : episodes) losses.push_back(e.loss);
-  if (losses.empty()) return 0;
-  const size_t n = std::min(losses.size(), static_cast<size_t>(std::max(rank, 1)));
-  std::nth_element(losses.begin(), losses.begin() + (n - 1), losses.end());
-  return losses[n - 1];
 }
 
 // Shorter candidates of a first wave, beside its episodes: the start (no action), the start with
@@ -759,9 +744,15 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
                      stream.Next(wave_size, until, clock));
     if (first_wave) {
       first_wave = false;
+      // As the least likely of policy_guided's 256, the short candidates' scores fell by the
+      // cost model's loss_weight times the 256th's loss, far below the 16 likeliest's, and
+      // neither the start nor its streamed form was timed: on a Zen 5 host ResNet-18's residual
+      // add kept a tiled kernel of 16-17 GFLOPS where the streamed start runs at 18-19.
+      std::vector<double> losses;
+      for (const PolicyEpisodeEnd& e : episodes) losses.push_back(e.loss);
       std::vector<PolicyEpisodeEnd> shorter = ShortCandidates(
-          start, policy, episodes, ShortCandidateLoss(episodes, options.policy_candidates), until,
-          deadline, clock, stream.finals());
+          start, policy, episodes, ShortCandidateLoss(std::move(losses), options.policy_candidates),
+          until, deadline, clock, stream.finals());
       for (PolicyEpisodeEnd& e : shorter) episodes.push_back(std::move(e));
     }
     if (episodes.empty()) break;

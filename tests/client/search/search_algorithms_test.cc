@@ -19,6 +19,7 @@
 #include "client/cpp/policy.h"
 #include "client/cpp/search/neighbor_paths.h"
 #include "client/cpp/search/search.h"
+#include "client/cpp/search/short_candidate_loss.h"
 #include "client/cpp/search/sketch_paths.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -926,6 +927,21 @@ TEST(SearchAlgorithms, NeighborPathsChangeOneTileFactor) {
   EXPECT_TRUE(internal::NeighborPaths({9, 7}, names).empty());
   EXPECT_TRUE(internal::NeighborPaths({10, 11}, names).empty());
   EXPECT_TRUE(internal::NeighborPaths({}, names).empty());
+}
+
+// The short candidates count as unlikely as the wave's rank-th likeliest episode, from 1: the
+// wave's greedy episode at rank 1 (and below), its least likely where it holds fewer than rank.
+TEST(SearchAlgorithms, ShortCandidatesCountAsTheRankthLikeliestEpisode) {
+  const std::vector<double> losses = {2.5, 0, 0.75, 4, 0, 1.25};
+  EXPECT_EQ(internal::ShortCandidateLoss(losses, 1), 0);
+  EXPECT_EQ(internal::ShortCandidateLoss(losses, 0), 0);
+  EXPECT_EQ(internal::ShortCandidateLoss(losses, 2), 0);  // two greedy episodes (a member's)
+  EXPECT_EQ(internal::ShortCandidateLoss(losses, 3), 0.75);
+  EXPECT_EQ(internal::ShortCandidateLoss(losses, 4), 1.25);
+  EXPECT_EQ(internal::ShortCandidateLoss(losses, 5), 2.5);
+  EXPECT_EQ(internal::ShortCandidateLoss(losses, 6), 4);
+  EXPECT_EQ(internal::ShortCandidateLoss(losses, 16), 4);
+  EXPECT_EQ(internal::ShortCandidateLoss({}, 16), 0);
 }
 
 // policy_guided leaves guided_neighbor_share of its time to the fastest's neighbors. Its first

@@ -128,8 +128,8 @@ class EpisodeStream:
         first; each as unlikely as the wave's `rank`-th likeliest episode (its least likely where
         it holds fewer), none ending where an episode of any wave (or another of them) ends (the
         marked start aside: loop_features do not show marks, and no episode takes one): C++'s
-        ShortCandidates and ShortCandidateLoss (policy_rollouts.cc). A state the server refuses
-        is left out; the caller closes their forks."""
+        ShortCandidates (policy_rollouts.cc) and ShortCandidateLoss (short_candidate_loss.h). A
+        state the server refuses is left out; the caller closes their forks."""
         names = self._env.action_space.names
         index = {n: i for i, n in enumerate(names)}
         losses = sorted(e.loss for e in wave)
