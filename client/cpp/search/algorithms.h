@@ -115,7 +115,8 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 // marked one where it may take a mark). With a `neighbor_share` above 0, the first wave's timings
 // stop that share of the time from `t0` to `deadline` early at the latest, and after each wave the
 // fastest's neighbors (NeighborPaths: each tile_L<p>_<n> on its path with the two nearest other
-// factors of that loop pointer on each side; stepped in a third of the time to where their timings
+// factors of that loop pointer on each side, and two tiles trading a factor, their product kept;
+// stepped in a third of the time to where their timings
 // stop, their calls ending there, none ending where a candidate ended) are ranked and timed like a
 // later wave, and so are a new fastest's, each path's once; a wave's untimed episodes end their
 // sessions before (they are not timed later). Only the fastest two keep their sessions from one

@@ -1,6 +1,7 @@
 #include "client/cpp/search/neighbor_paths.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -44,6 +45,32 @@ std::vector<std::vector<int>> NeighborPaths(const std::vector<int>& path,
     }
   }
   for (auto& [prefix, list] : factors) std::sort(list.begin(), list.end());
+  // The d-th nearest factor pair (a, b) of prefixes pi and pj with a * b == ni * nj, a below ni
+  // (below) or above it, as indices of `names`; nullopt where there is none.
+  const auto trade = [&](const std::string& pi, int ni, const std::string& pj, int nj, int d,
+                         bool above) -> std::optional<std::pair<int, int>> {
+    const std::vector<std::pair<int, int>>& li = factors[pi];
+    const std::vector<std::pair<int, int>>& lj = factors[pj];
+    const int64_t product = int64_t{ni} * nj;
+    std::vector<std::pair<int, int>> found;  // (a's index, b's index), nearest to ni first
+    const auto consider = [&](const std::pair<int, int>& a) {
+      if (a.first <= 0 || a.first == ni || product % a.first != 0) return;
+      const auto b = std::lower_bound(lj.begin(), lj.end(),
+                                      std::pair(static_cast<int>(product / a.first), -1));
+      if (b != lj.end() && b->first == product / a.first) found.emplace_back(a.second, b->second);
+    };
+    if (above) {
+      for (const auto& a : li) {
+        if (a.first > ni) consider(a);
+      }
+    } else {
+      for (auto a = li.rbegin(); a != li.rend(); ++a) {
+        if (a->first < ni) consider(*a);
+      }
+    }
+    if (static_cast<int>(found.size()) < d) return std::nullopt;
+    return found[d - 1];
+  };
   std::vector<std::vector<int>> out;
   for (int d = 1; d <= kFactorsEachSide; ++d) {
     for (size_t i = 0; i < path.size(); ++i) {
@@ -56,6 +83,22 @@ std::vector<std::vector<int>> NeighborPaths(const std::vector<int>& path,
         if (j < 0 || j >= static_cast<ptrdiff_t>(list.size())) continue;
         out.push_back(path);
         out.back()[i] = list[j].second;
+      }
+    }
+    for (size_t i = 0; i < path.size(); ++i) {
+      const std::optional<std::pair<std::string, int>> ti = split(path[i]);
+      if (!ti.has_value()) continue;
+      for (size_t j = i + 1; j < path.size(); ++j) {
+        const std::optional<std::pair<std::string, int>> tj = split(path[j]);
+        if (!tj.has_value()) continue;
+        for (const bool above : {false, true}) {
+          const std::optional<std::pair<int, int>> ab =
+              trade(ti->first, ti->second, tj->first, tj->second, d, above);
+          if (!ab.has_value()) continue;
+          out.push_back(path);
+          out.back()[i] = ab->first;
+          out.back()[j] = ab->second;
+        }
       }
     }
   }

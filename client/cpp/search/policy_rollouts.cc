@@ -654,10 +654,10 @@ bool EpisodeTimer::TryMarked(Timed& best) {
   return true;
 }
 
-// Candidates one tile factor away from `path` (NeighborPaths), stepped from `start` while
-// `until` on `clock` has not come, each of loss 0 (ranked by the cost model alone among them),
-// none ending in a state of `finals` (it gains theirs), each forked with `deadline`. A state the
-// server refuses is left out.
+// Candidates one tile factor away from `path`, or two traded (NeighborPaths), stepped from
+// `start` while `until` on `clock` has not come, each of loss 0 (ranked by the cost model alone
+// among them), none ending in a state of `finals` (it gains theirs), each forked with `deadline`.
+// A state the server refuses is left out.
 std::vector<PolicyEpisodeEnd> Neighbors(const StateSource& start, const Policy& policy,
                                         const std::vector<int>& path, absl::Time until,
                                         absl::Time deadline, const Clock& clock,

@@ -32,8 +32,9 @@
 //                         in the order its cost model ranks them (the start and its marked form
 //                         as policy's), in waves, while the time left
 //                         holds the re-timings of the two fastest, then those; the fastest's
-//                         neighbors (one tile factor changed) in guided_neighbor_share of
-//                         the time (policy_rollouts.cc, neighbor_paths.h)
+//                         neighbors (one tile factor changed, or two traded) in
+//                         guided_neighbor_share of the time (policy_rollouts.cc,
+//                         neighbor_paths.h)
 // Children are evaluated on forks of the session, ranked by measured GFLOPS (the published code
 // ranks beams by action name, a bug not copied here), and states already visited are never
 // measured again (searcher.h). Every algorithm stops at a hard time limit.
@@ -125,9 +126,10 @@ struct SearchOptions {
   int guided_timed = 1024;
   // policy_guided, as above: the share of the time limit its first wave's timings leave for
   // the fastest's neighbors (each tile_L<p>_<n> on its path with the nearest other factors of
-  // that loop: NeighborPaths), ranked by the cost model and timed, and theirs while a new one is
-  // the fastest; then more waves where time is left. 0: none. Outside 0..0.5 (the first wave's
-  // episodes are played in the first 40% of the time): INVALID_ARGUMENT.
+  // that loop, and two of its tiles trading a factor: NeighborPaths), ranked by the cost model
+  // and timed, and theirs while a new one is the fastest; then more waves where time is left.
+  // 0: none. Outside 0..0.5 (the first wave's episodes are played in the first 40% of the
+  // time): INVALID_ARGUMENT.
   double guided_neighbor_share = 0.15;
   // policy and policy_guided, with a loop_set policy that has a cost model: a wave's candidate
   // scored this much below the fastest kernel timed so far (its score: the cost model's log2

@@ -918,15 +918,35 @@ TEST(SearchAlgorithms, NeighborPathsChangeOneTileFactor) {
       "tile_L0_2",  "tile_L0_4", "tile_L0_8", "tile_L0_16",        "tile_L0_32",
       "tile_L1_4",  "tile_L1_8", "unroll_L0", "interchange_L1_L0", "tile_L10_8",
       "tile_L10_+4", "tile_L10_-16"};
+  // One factor changed, then tile_L0_8 and tile_L1_4 traded into 4 x 8 (the product 32 kept;
+  // 16 x 2 and 2 x 16 have no tile_L1_2 or tile_L1_16), then factors two places away.
   EXPECT_THAT(internal::NeighborPaths({2, 8, 5}, names),
               ElementsAre(std::vector<int>{1, 8, 5}, std::vector<int>{3, 8, 5},
-                          std::vector<int>{2, 8, 6}, std::vector<int>{0, 8, 5},
-                          std::vector<int>{4, 8, 5}));
+                          std::vector<int>{2, 8, 6}, std::vector<int>{1, 8, 6},
+                          std::vector<int>{0, 8, 5}, std::vector<int>{4, 8, 5}));
   // A pointer with one factor (tile_L10_8, not tile_L1_'s; a signed number is not a factor)
   // has none to change to, and a name with a sign is none.
   EXPECT_TRUE(internal::NeighborPaths({9, 7}, names).empty());
   EXPECT_TRUE(internal::NeighborPaths({10, 11}, names).empty());
   EXPECT_TRUE(internal::NeighborPaths({}, names).empty());
+}
+
+// Two tiles trade a factor, their product kept: the nearest below and above for the first tile
+// after the paths one factor away, then the second nearest after those two places away (a 16 x 16
+// register block reshaped into 8 x 32 and 32 x 8, then 4 x 64; 64 x 4 has no tile_L2_64).
+TEST(SearchAlgorithms, NeighborPathsTradeAFactorBetweenTwoTiles) {
+  const std::vector<std::string> names = {
+      "tile_L2_4",  "tile_L2_8",  "tile_L2_16", "tile_L2_32", "interchange_L2_L0", "tile_L5_4",
+      "tile_L5_8",  "tile_L5_16", "tile_L5_32", "tile_L5_64", "tile_L5_12"};
+  EXPECT_THAT(internal::NeighborPaths({2, 4, 7}, names),
+              ElementsAre(std::vector<int>{1, 4, 7}, std::vector<int>{3, 4, 7},
+                          std::vector<int>{2, 4, 10}, std::vector<int>{2, 4, 8},
+                          std::vector<int>{1, 4, 8}, std::vector<int>{3, 4, 6},
+                          std::vector<int>{0, 4, 7}, std::vector<int>{2, 4, 6},
+                          std::vector<int>{2, 4, 9}, std::vector<int>{0, 4, 9}));
+  // One tile has nothing to trade with.
+  EXPECT_THAT(internal::NeighborPaths({2}, names),
+              ElementsAre(std::vector<int>{1}, std::vector<int>{3}, std::vector<int>{0}));
 }
 
 // The short candidates count as unlikely as the wave's rank-th likeliest episode, from 1: the
