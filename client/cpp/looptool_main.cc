@@ -96,9 +96,9 @@ ABSL_FLAG(int, guided_timed, 1024,
 ABSL_FLAG(double, guided_neighbor_share, 0.15,
           "policy_guided, with a loop_set policy: the share of --time_limit its first wave's "
           "timings leave for the fastest's neighbors (one of its tile factors changed, or two "
-          "traded, their product kept), ranked "
-          "by its cost model and timed, and theirs while a new one is the fastest, 0..0.5 (0: "
-          "none; its first wave's episodes are played in the first 40%)");
+          "traded, their product kept), ranked by its cost model and timed, and theirs while a "
+          "new one is the fastest, 0..0.5 (0: none; its first wave's episodes are played in the "
+          "first 40%)");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");

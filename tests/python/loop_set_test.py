@@ -339,7 +339,11 @@ class LoopSetTest(unittest.TestCase):
                         e.env.close()
                 ranked = episodes.ranked_rollout(env, "benchmark://user-v0/ranked", d.program,
                                                  both, count=8, timed=1, seconds=60)
-            self.assertIn(ranked.actions, [e.actions for e in eps])
+            # One of the episodes, or a state one of them passed through (the first wave's
+            # shorter candidates: the committed cost model of 2026-12-05 ranks such a prefix
+            # first here).
+            self.assertTrue(any(e.actions[:len(ranked.actions)] == ranked.actions for e in eps),
+                            ranked.actions)
             result = self.cli_policy(program, path, "--policy_candidates=8", "--policy_timed=1",
                                      "--policy_seconds=60")
             self.assertEqual(result["actions"], ranked.actions)
@@ -823,7 +827,11 @@ class LoopSetTest(unittest.TestCase):
                     self.assertEqual(sorted(timings[:len(first_wave)]), first_wave)
                     self.assertEqual(len(retimed), 5)  # the two fastest of all waves
                     self.assertEqual(waves.gflops, max(timings))  # their timings (0.5 slower)
-            self.assertIn(ranked.actions, [e.actions for e in eps])
+            # One of the episodes, or a state one of them passed through (the first wave's
+            # shorter candidates: the committed cost model of 2026-12-05 ranks such a prefix
+            # first here).
+            self.assertTrue(any(e.actions[:len(ranked.actions)] == ranked.actions for e in eps),
+                            ranked.actions)
             with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
                              reward_space=None) as env:
                 for bad in ({"timed": 0}, {"seconds": 0.0}, {"count": 0}):
