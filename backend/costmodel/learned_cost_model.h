@@ -1,6 +1,7 @@
 // LearnedCostModel: the server's CostPredictor. A CostModel over the PlanFeatures of kernels
-// planned for one target, taught by LearningTimer (every kernel the server measures, in any
-// session) and asked by the `predicted_gflops` observation. Thread-safe.
+// planned for one target (the first 33, up to `stride_two_loads`), taught by LearningTimer
+// (every kernel the server measures, in any session) and asked by the `predicted_gflops`
+// observation. Thread-safe.
 #ifndef LOOPTOOL_BACKEND_COSTMODEL_LEARNED_COST_MODEL_H_
 #define LOOPTOOL_BACKEND_COSTMODEL_LEARNED_COST_MODEL_H_
 

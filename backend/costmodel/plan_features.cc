@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "backend/codegen/kernel_plan.h"
 #include "nlohmann/json.hpp"
@@ -87,6 +88,42 @@ bool TransposedBlock(const StatementPlan& s) {
   return RunBytes(s, a) >= 4.0 * (s.width / 2);
 }
 
+// Distinct rows of every tensor the register block (loops[scope..]) touches: per access, the
+// product of the block's cover of each variable it moves along other than its stride-1 one (the
+// streams of cache lines the block walks at once).
+double Streams(const StatementPlan& s) {
+  double total = 0;
+  const auto add = [&](const AccessPlan& a) {
+    const int u = UnitVar(a);
+    double rows = 1;
+    std::vector<bool> seen(a.stride.size(), false);
+    for (int i = s.scope; i < static_cast<int>(s.loops.size()); ++i) {
+      const int v = s.loops[i].var;
+      if (v < 0 || v >= static_cast<int>(a.stride.size()) || a.stride[v] == 0 || v == u ||
+          seen[v]) {
+        continue;
+      }
+      seen[v] = true;
+      rows *= static_cast<double>(Cover(s, s.scope, v));
+    }
+    total += rows;
+  };
+  add(s.output);
+  for (const AccessPlan& a : s.inputs) add(a);
+  return total;
+}
+
+// Iterations of loop `i` of `s` (a tail counts as one more; the vector loop, when it steps
+// fewer elements than a vector, steps a vector's worth).
+double Trips(const StatementPlan& s, int i) {
+  const LoopPlan& l = s.loops[i];
+  double size = static_cast<double>(l.size);
+  if (i == s.vector_loop && s.width > 1 && l.inner < s.width) {
+    size = std::ceil(size * static_cast<double>(l.inner) / s.width);
+  }
+  return size + (l.tail > 0 ? 1 : 0);
+}
+
 }  // namespace
 
 const std::vector<std::string>& PlanFeatureNames() {
@@ -116,6 +153,18 @@ const std::vector<std::string>& PlanFeatureNames() {
     n->push_back("folded_rows");
     // Inputs of stride 2 along the vector variable (loads and a permute; not `gathers`).
     n->push_back("stride_two_loads");
+    // Loop overhead and memory streams (2026-12-05 evening): the rows the block walks at once,
+    // loops with a tail, the trip count of the loop just outside the block, the statement's
+    // flops per run of the block, and the plan's other statements (passes of their own).
+    // tools/replan_records computes them for records written before.
+    n->push_back("log2_block_streams");
+    n->push_back("tail_loops");
+    n->push_back("log2_trips_outside_1");
+    n->push_back("log2_flops_per_block_run");
+    n->push_back("other_statements");
+    // Passes over the output: the trips of the reduction loops outside the block, each of
+    // which loads and stores the output block again.
+    n->push_back("log2_output_passes");
     return n;
   }();
   return *names;
@@ -198,6 +247,21 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
   f.push_back(tree.schedule(s.statement).stream);
   f.push_back(tree.schedule(s.statement).fold);
   f.push_back(stride_two);
+  f.push_back(std::log2(Streams(s)) / 8);
+  int tails = 0;
+  double runs = 1, passes = 1;
+  for (int i = 0; i < n; ++i) {
+    tails += s.loops[i].tail > 0;
+    if (i < s.scope) runs *= Trips(s, i);
+    if (i < s.scope && s.loops[i].reduction) passes *= Trips(s, i);
+  }
+  f.push_back(tails);
+  f.push_back(s.scope > 0 ? std::log2(Trips(s, s.scope - 1)) / 10 : 0);
+  const double flops = static_cast<double>(std::max<int64_t>(1, program.StatementFlops(
+                           s.statement)));
+  f.push_back(std::log2(std::max(1.0, flops / runs)) / 20);
+  f.push_back(static_cast<double>(plan.statements.size()) - 1);
+  f.push_back(std::log2(passes) / 10);
   return f;
 }
 

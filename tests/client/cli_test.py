@@ -9,8 +9,17 @@ import unittest
 LOOPTOOL = os.path.join(os.getcwd(), "client/cpp/looptool")
 
 
+REPLAN = os.path.join(os.getcwd(), "tools/replan_records")
+
+
 def run(*args, timeout=120):
     return subprocess.run([LOOPTOOL, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def replan(db, *args):
+    p = subprocess.run([REPLAN, "--records=" + db, *args], capture_output=True, text=True,
+                       timeout=120, check=True)
+    return json.loads(p.stdout)
 
 
 class CliTest(unittest.TestCase):
@@ -252,6 +261,30 @@ class CliTest(unittest.TestCase):
                                   .fetchone()[0])
             self.assertEqual(features["bias"], 1.0)
             self.assertGreater(c.execute("SELECT min(roofline_gflops) FROM runs").fetchone()[0], 0)
+            # tools/replan_records replays every kernel's actions to the same features; where a
+            # feature is missing (a record of an older server), it adds it.
+            kernels = c.execute("SELECT count(*) FROM measurements").fetchone()[0]
+            self.assertEqual(replan(db, "--check"), {
+                "records": db, "kernels": kernels, "replayed": kernels, "failed": 0,
+                "changed": 0, "added": 0, "updated": False})
+            c.execute("UPDATE measurements SET plan_features = "
+                      "json_remove(plan_features, '$.tail_loops') WHERE id % 2 = 0")
+            c.commit()
+            halved = c.execute("SELECT count(*) FROM measurements WHERE id % 2 = 0").fetchone()[0]
+            self.assertGreater(halved, 0)
+            self.assertEqual(replan(db)["added"], halved)
+            self.assertEqual(replan(db, "--check")["added"], 0)
+            self.assertEqual(json.loads(c.execute(
+                "SELECT plan_features FROM measurements WHERE id = 2").fetchone()[0]).keys(),
+                features.keys())
+            for bad, message in ((db + ".missing", "must name a tuning records file"),
+                                 (os.path.join(d, "notes.txt"), "is not a tuning records file")):
+                with open(os.path.join(d, "notes.txt"), "w") as f:
+                    f.write("not a database\n" * 100)
+                p = subprocess.run([REPLAN, "--records=" + bad], capture_output=True, text=True,
+                                   timeout=60)
+                self.assertEqual(p.returncode, 2)
+                self.assertIn(message, p.stderr)
 
     def test_tune_many_refusals(self):
         p = run("tune", "--dataset=reduce-v0", "--split=some")

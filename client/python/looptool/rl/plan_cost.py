@@ -368,6 +368,16 @@ def fit_records(path: str, epochs: int = 80, hidden: Sequence[int] = (128, 128),
     return model, stats
 
 
+def load_cost(path: str) -> PlanCost:
+    """The cost model of the loop_set policy file at `path`. OSError or ValueError, saying what
+    is wrong, when it cannot be read, is no loop_set policy or has no cost model."""
+    from looptool.rl import loop_set
+    cost = loop_set.load(path).cost
+    if cost is None:
+        raise ValueError(f"{path} has no cost model")
+    return cost
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from looptool.rl import loop_set
     p = argparse.ArgumentParser(prog="python3 -m looptool.rl.plan_cost", description=__doc__,
@@ -402,12 +412,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     others = []
     for f in (x for x in args.with_.split(",") if x):
         try:
-            other = loop_set.load(f).cost
+            others.append(load_cost(f))
         except (OSError, ValueError) as e:
             p.error(f"--with: {e}")
-        if other is None:
-            p.error(f"--with: {f} has no cost model")
-        others.append(other)
     try:
         model, stats = fit_records(args.records, args.epochs,
                                    [int(h) for h in args.hidden.split(",")], seeds,
