@@ -11,8 +11,9 @@
 // Prints, as one JSON object: kernels read, replayed (updated unless --check), failed (the
 // program does not parse or an action name is unknown: left as they were),
 // changed (a feature it had differs from today's by more than 1e-6; `first_changed` names one),
-// added (today's names it lacked, at least one). Exit 2 when the file cannot be opened or is no
-// records file; 0 otherwise.
+// added (today's names it lacked, at least one). Exit 2, the file as it was, when it cannot be
+// opened, is no records file, or cannot be read or written to the end (locked by a writer
+// for more than 10 s, say); 0 otherwise.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -61,6 +62,15 @@ Replayed Replay(const std::shared_ptr<const Program>& program, const std::string
   return {true, PlanFeaturesJson(tree, isa), ""};
 }
 
+// Rolls back what this run wrote, says why on stderr, closes `db`: exit status 2.
+int Fail(sqlite3* db, const std::string& path, const std::string& what) {
+  std::cerr << "replan_records: " << path << ": " << what << ": " << sqlite3_errmsg(db)
+            << " (nothing changed)\n";
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close_v2(db);  // (freed once the caller's statements are)
+  return 2;
+}
+
 int Main() {
   const std::string path = absl::GetFlag(FLAGS_records);
   const bool check = absl::GetFlag(FLAGS_check);
@@ -88,14 +98,19 @@ int Main() {
     if (!select.ok() || !update.ok()) {
       std::cerr << "replan_records: " << path << " is not a tuning records file: "
                 << sqlite3_errmsg(db) << "\n";
-      sqlite3_close(db);
+      sqlite3_close_v2(db);  // (freed once the statements are)
       return 2;
     }
-    sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+    // All or nothing: one transaction, rolled back on the first error.
+    if (sqlite3_exec(db, check ? "BEGIN" : "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) !=
+        SQLITE_OK) {
+      return Fail(db, path, "cannot start writing");
+    }
     int64_t program_id = -1;
     std::shared_ptr<const Program> program;
     std::string program_error;
-    while (sqlite3_step(select.get()) == SQLITE_ROW) {
+    int rc;
+    while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) {
       ++read;
       const int64_t id = select.ColumnInt(0);
       if (select.ColumnInt(1) != program_id) {
@@ -133,11 +148,15 @@ int Main() {
       if (!check) {
         update.Text(1, r.features);
         update.Int(2, id);
-        sqlite3_step(update.get());
+        const int written = sqlite3_step(update.get());
         sqlite3_reset(update.get());
+        if (written != SQLITE_DONE) return Fail(db, path, "cannot write its features");
       }
     }
-    sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_DONE) return Fail(db, path, "cannot read its measurements");
+    if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return Fail(db, path, "cannot commit");
+    }
   }
   sqlite3_close(db);
   nlohmann::ordered_json out = {{"records", path},      {"kernels", read},

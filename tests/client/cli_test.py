@@ -277,6 +277,23 @@ class CliTest(unittest.TestCase):
             self.assertEqual(json.loads(c.execute(
                 "SELECT plan_features FROM measurements WHERE id = 2").fetchone()[0]).keys(),
                 features.keys())
+            # A file another writer holds: refused after the 10 s wait, nothing written.
+            before = c.execute("SELECT id, plan_features FROM measurements").fetchall()
+            c.execute("UPDATE measurements SET plan_features = "
+                      "json_remove(plan_features, '$.tail_loops')")
+            c.commit()
+            stripped = c.execute("SELECT id, plan_features FROM measurements").fetchall()
+            c.execute("BEGIN EXCLUSIVE")
+            p = subprocess.run([REPLAN, "--records=" + db], capture_output=True, text=True,
+                               timeout=60)
+            c.rollback()
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("cannot start writing", p.stderr)
+            self.assertIn("nothing changed", p.stderr)
+            self.assertEqual(c.execute("SELECT id, plan_features FROM measurements").fetchall(),
+                             stripped)
+            self.assertNotEqual(stripped, before)
+            self.assertEqual(replan(db)["added"], kernels)
             for bad, message in ((db + ".missing", "must name a tuning records file"),
                                  (os.path.join(d, "notes.txt"), "is not a tuning records file")):
                 with open(os.path.join(d, "notes.txt"), "w") as f:
