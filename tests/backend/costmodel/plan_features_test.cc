@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/codegen/kernel_plan.h"
+#include "backend/schedule/ir_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/backend/codegen/jit_check.h"
@@ -75,6 +76,25 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   EXPECT_DOUBLE_EQ(at("log2_flops_per_block_run"), 15.0 / 20);
   EXPECT_EQ(at("other_statements"), 0);  // C is its own accumulator: no write pass
   EXPECT_DOUBLE_EQ(at("log2_output_passes"), 1.0 / 10);  // k: 2 trips outside the block
+}
+
+TEST(PlanFeatures, TailsAndPassesOfASplitReduction) {
+  // The row sums of a 1000 x 50 matrix with their reduction loop n split by 4 (n 12 r 2, then
+  // n' 4) and moved outermost: "n(12 r 2) m(1000) n(4)". The tail loop counts, and the output
+  // block is loaded and stored again on each of n's 13 trips (12 and the tail).
+  const auto at = [](const LoopTree& t, const std::string& name) {
+    const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
+    return f[std::find(PlanFeatureNames().begin(), PlanFeatureNames().end(), name) -
+             PlanFeatureNames().begin()];
+  };
+  const LoopTree plain = InitialTree("s[m] += A[m,n]; m=1000 n=50");
+  EXPECT_EQ(at(plain, "tail_loops"), 0);
+  EXPECT_EQ(at(plain, "log2_output_passes"), 0);
+  const LoopTree split = WithActions(plain, "down, split_4, up, swap_down");
+  ASSERT_EQ(ScheduleKey(split), "compute 1: n(12 r 2) m(1000) n(4)\nwrite 1: m(1000)\n");
+  EXPECT_EQ(at(split, "loops_outside_block"), 2);  // n and m
+  EXPECT_EQ(at(split, "tail_loops"), 1);
+  EXPECT_DOUBLE_EQ(at(split, "log2_output_passes"), std::log2(13.0) / 10);
 }
 
 TEST(PlanFeatures, LaneWasteOfATail) {
