@@ -9,8 +9,8 @@ namespace {
 
 // The ridge regression reads PlanFeatureNames() up to `stride_two_loads`: the features its
 // ranking of evolution's children was measured with. The ones appended since (what the loops
-// outside the block cost) are for the policies' trained cost models, which have the records to
-// weigh them; 24 online measurements do not.
+// outside the block cost, the kernel's bytes, its streams) are for the policies' trained cost
+// models, which have the records to weigh them; 24 online measurements do not.
 constexpr int kOnlineFeatures = 33;
 
 std::vector<double> OnlineFeatures(const LoopTree& tree, Isa target) {

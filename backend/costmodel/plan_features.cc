@@ -113,6 +113,35 @@ double Streams(const StatementPlan& s) {
   return total;
 }
 
+// Bytes of consecutive elements of `a` the kernel walks before it jumps to other rows (the
+// length of each stream the prefetcher follows; the register block walks Streams() of them at
+// once): its stride-1 variable's cover by the block and by the loops just outside it that move
+// `a` along that variable or leave it where it is, up to the first that moves it elsewhere.
+double StreamBytes(const StatementPlan& s, const AccessPlan& a) {
+  const int u = UnitVar(a);
+  if (u < 0) return 4;
+  int i = s.scope - 1;
+  for (; i >= 0; --i) {
+    const int v = s.loops[i].var;
+    const bool moves = v >= 0 && v < static_cast<int>(a.stride.size()) && a.stride[v] != 0;
+    if (moves && v != u) break;
+  }
+  return 4.0 * static_cast<double>(Cover(s, i + 1, u));
+}
+
+// log2 of `bytes` of the output and each input: the smallest, and their mean.
+std::pair<double, double> MinAndMeanLog2(const StatementPlan& s,
+                                         double (*bytes)(const StatementPlan&,
+                                                         const AccessPlan&)) {
+  double min = std::log2(bytes(s, s.output)), sum = min;
+  for (const AccessPlan& a : s.inputs) {
+    const double b = std::log2(bytes(s, a));
+    min = std::min(min, b);
+    sum += b;
+  }
+  return {min, sum / (1.0 + static_cast<double>(s.inputs.size()))};
+}
+
 // Iterations of loop `i` of `s` (a tail counts as one more; the vector loop, when it steps
 // fewer elements than a vector, steps a vector's worth).
 double Trips(const StatementPlan& s, int i) {
@@ -165,6 +194,15 @@ const std::vector<std::string>& PlanFeatureNames() {
     // Passes over the output: the trips of the reduction loops outside the block, each of
     // which loads and stores the output block again.
     n->push_back("log2_output_passes");
+    // The whole kernel's tensors (where they sit between runs: what streaming stores and the
+    // loops' order pay for) and how the third loop outside the block moves the accesses.
+    n->push_back("log2_kernel_bytes");
+    n->push_back("log2_jump_bytes_outside_3");
+    n->push_back("sequential_outside_3");
+    // The consecutive bytes of each tensor the kernel walks before it jumps elsewhere (the
+    // length of the streams the prefetcher follows): the shortest, and the mean of log2.
+    n->push_back("log2_min_stream_bytes");
+    n->push_back("log2_mean_stream_bytes");
     return n;
   }();
   return *names;
@@ -230,14 +268,9 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
   }
   f.push_back(std::log2(static_cast<double>(std::max<int64_t>(1, program.Flops()))) / 30);
   f.push_back(s.scope);
-  double min_run = RunBytes(s, s.output), sum_run = std::log2(min_run);
-  for (const AccessPlan& a : s.inputs) {
-    const double run = RunBytes(s, a);
-    min_run = std::min(min_run, run);
-    sum_run += std::log2(run);
-  }
-  f.push_back(std::log2(min_run) / 12);
-  f.push_back(sum_run / (1.0 + static_cast<double>(s.inputs.size())) / 12);
+  const auto [min_run, mean_run] = MinAndMeanLog2(s, RunBytes);
+  f.push_back(min_run / 12);
+  f.push_back(mean_run / 12);
   for (int l = 1; l <= 2; ++l) {
     const auto [jump, sequential] = Movement(s, s.scope - l);
     f.push_back(std::log2(1 + jump) / 24);
@@ -262,6 +295,13 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
   f.push_back(std::log2(std::max(1.0, flops / runs)) / 20);
   f.push_back(static_cast<double>(plan.statements.size()) - 1);
   f.push_back(std::log2(passes) / 10);
+  f.push_back(std::log2(Footprint(s, 0)) / 30);
+  const auto [jump3, sequential3] = Movement(s, s.scope - 3);
+  f.push_back(std::log2(1 + jump3) / 24);
+  f.push_back(sequential3);
+  const auto [min_stream, mean_stream] = MinAndMeanLog2(s, StreamBytes);
+  f.push_back(min_stream / 20);
+  f.push_back(mean_stream / 20);
   return f;
 }
 

@@ -5,9 +5,11 @@
 // outside the register block touch (L1/L2 fit), and how the kernel walks memory (the
 // consecutive bytes of each tensor the block touches, how far and whether in stream the two
 // loops outside it move them, a transpose in registers, whether the schedule streams its
-// output), and what the loops outside the block cost (the rows the block walks at once, loops
+// output), what the loops outside the block cost (the rows the block walks at once, loops
 // with tails, the trip count just outside it, flops per run of the block, passes over the
-// output, other statements), for the statement that does the most work. Cost models read them
+// output, other statements), and the whole kernel's bytes and how far the kernel walks each
+// tensor before it jumps (the streams the prefetcher follows), for the statement that does the
+// most work. Cost models read them
 // by name, so entries are only ever appended; tools/replan_records computes today's for
 // records written before. (Until 2026-12-05 `gathers` counted stride-2 loads too.)
 #ifndef LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_

@@ -22,11 +22,19 @@ using testing::WithActions;
 
 constexpr const char* kHand = testing::kHandMatmul;
 
+// The feature `name` of `t` on AVX-512.
+double At(const LoopTree& t, const std::string& name) {
+  const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
+  const auto it = std::find(PlanFeatureNames().begin(), PlanFeatureNames().end(), name);
+  EXPECT_NE(it, PlanFeatureNames().end()) << name;
+  return it == PlanFeatureNames().end() ? -1.0 : f[it - PlanFeatureNames().begin()];
+}
+
 TEST(PlanFeatures, TheHandScheduleByHand) {
   const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
   const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
   ASSERT_EQ(f.size(), PlanFeatureNames().size());
-  ASSERT_EQ(f.size(), 39u);
+  ASSERT_EQ(f.size(), 44u);
   const auto at = [&](const std::string& name) {
     for (size_t i = 0; i < f.size(); ++i) {
       if (PlanFeatureNames()[i] == name) return f[i];
@@ -76,25 +84,43 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   EXPECT_DOUBLE_EQ(at("log2_flops_per_block_run"), 15.0 / 20);
   EXPECT_EQ(at("other_statements"), 0);  // C is its own accumulator: no write pass
   EXPECT_DOUBLE_EQ(at("log2_output_passes"), 1.0 / 10);  // k: 2 trips outside the block
+  EXPECT_DOUBLE_EQ(at("log2_kernel_bytes"), std::log2(3 * 128 * 128 * 4.0) / 30);
+  // k (step 64) moves B by 64 rows (32,768 bytes) and A along its rows, C not at all.
+  EXPECT_DOUBLE_EQ(at("log2_jump_bytes_outside_3"), std::log2(32769.0) / 24);
+  EXPECT_DOUBLE_EQ(at("sequential_outside_3"), 2.0 / 3);
+  // Streams: C and B 128 floats of n (the block's 64 and n outside it; m leaves B put) before
+  // m or k moves them to other rows, A 64 floats of k' before m does.
+  EXPECT_DOUBLE_EQ(at("log2_min_stream_bytes"), 8.0 / 20);
+  EXPECT_DOUBLE_EQ(at("log2_mean_stream_bytes"), (9.0 + 8.0 + 9.0) / 3 / 20);
+}
+
+TEST(PlanFeatures, StreamsOfAnAddAcrossItsRows) {
+  // C = A + B over 64 x 100: walked row by row, each tensor is one stream of 6,400 floats (the
+  // code generator walks the rows, which follow each other, as one loop); with n split by 16
+  // and its outer loop moved outermost ("n(6 r 4) m(64) n(16)"), the kernel walks 16 floats of
+  // a row and jumps to the next row.
+  const LoopTree plain = InitialTree("C[m,n] = A[m,n] + B[m,n]; m=64 n=100");
+  EXPECT_DOUBLE_EQ(At(plain, "log2_kernel_bytes"), std::log2(3 * 6400 * 4.0) / 30);
+  EXPECT_DOUBLE_EQ(At(plain, "log2_min_stream_bytes"), std::log2(25600.0) / 20);
+  const LoopTree split = WithActions(plain, "down, split_16, up, swap_down");
+  ASSERT_EQ(ScheduleKey(split), "compute 1: n(6 r 4) m(64) n(16)\nwrite 1: n(6 r 4) m(64) n(16)\n");
+  EXPECT_DOUBLE_EQ(At(split, "log2_kernel_bytes"), std::log2(3 * 6400 * 4.0) / 30);
+  EXPECT_DOUBLE_EQ(At(split, "log2_min_stream_bytes"), std::log2(64.0) / 20);
+  EXPECT_DOUBLE_EQ(At(split, "log2_mean_stream_bytes"), std::log2(64.0) / 20);
 }
 
 TEST(PlanFeatures, TailsAndPassesOfASplitReduction) {
   // The row sums of a 1000 x 50 matrix with their reduction loop n split by 4 (n 12 r 2, then
   // n' 4) and moved outermost: "n(12 r 2) m(1000) n(4)". The tail loop counts, and the output
   // block is loaded and stored again on each of n's 13 trips (12 and the tail).
-  const auto at = [](const LoopTree& t, const std::string& name) {
-    const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
-    return f[std::find(PlanFeatureNames().begin(), PlanFeatureNames().end(), name) -
-             PlanFeatureNames().begin()];
-  };
   const LoopTree plain = InitialTree("s[m] += A[m,n]; m=1000 n=50");
-  EXPECT_EQ(at(plain, "tail_loops"), 0);
-  EXPECT_EQ(at(plain, "log2_output_passes"), 0);
+  EXPECT_EQ(At(plain, "tail_loops"), 0);
+  EXPECT_EQ(At(plain, "log2_output_passes"), 0);
   const LoopTree split = WithActions(plain, "down, split_4, up, swap_down");
   ASSERT_EQ(ScheduleKey(split), "compute 1: n(12 r 2) m(1000) n(4)\nwrite 1: m(1000)\n");
-  EXPECT_EQ(at(split, "loops_outside_block"), 2);  // n and m
-  EXPECT_EQ(at(split, "tail_loops"), 1);
-  EXPECT_DOUBLE_EQ(at(split, "log2_output_passes"), std::log2(13.0) / 10);
+  EXPECT_EQ(At(split, "loops_outside_block"), 2);  // n and m
+  EXPECT_EQ(At(split, "tail_loops"), 1);
+  EXPECT_DOUBLE_EQ(At(split, "log2_output_passes"), std::log2(13.0) / 10);
 }
 
 TEST(PlanFeatures, LaneWasteOfATail) {
@@ -112,16 +138,11 @@ TEST(PlanFeatures, ATransposeInRegisters) {
   // B[n,m] = A[m,n], vectorized along m (A strided), with a block of 16 n: the code generator
   // transposes 16 x 16 tiles in registers. Without n in the block it gathers.
   // (kernel_test's TransposesInRegisters block: m 4 outside n, n' 16 and m' 16 in the block.)
-  const auto at = [](const LoopTree& t, const std::string& name) {
-    const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
-    return f[std::find(PlanFeatureNames().begin(), PlanFeatureNames().end(), name) -
-             PlanFeatureNames().begin()];
-  };
   const LoopTree block = WithActions(InitialTree("B[n,m] = A[m,n]; m=64 n=64"),
                                      "split_16, down, swap_down, up, split_16");
-  EXPECT_EQ(at(block, "gathers"), 1);
-  EXPECT_EQ(at(block, "transposed_block"), 1);
-  EXPECT_EQ(at(InitialTree("B[n,m] = A[m,n]; m=64 n=64"), "transposed_block"), 0);
+  EXPECT_EQ(At(block, "gathers"), 1);
+  EXPECT_EQ(At(block, "transposed_block"), 1);
+  EXPECT_EQ(At(InitialTree("B[n,m] = A[m,n]; m=64 n=64"), "transposed_block"), 0);
 }
 
 // `marked` is `plain` with one schedule mark set: their features differ in `name` alone, 0 then
@@ -195,8 +216,8 @@ TEST(PlanFeatures, AsJsonByName) {
   EXPECT_THAT(json, ::testing::HasSubstr(
                         R"("transposed_block":0.0,"streamed_output":0.0,"folded_rows":0.0,)"
                         R"("stride_two_loads":0.0,)"));
-  EXPECT_THAT(json, ::testing::EndsWith(R"("other_statements":0.0,"log2_output_passes":0.0})"));
-  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 39);
+  EXPECT_THAT(json, ::testing::HasSubstr(R"("other_statements":0.0,"log2_output_passes":0.0,)"));
+  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 44);
 }
 
 }  // namespace
