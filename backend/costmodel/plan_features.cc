@@ -117,6 +117,8 @@ double Streams(const StatementPlan& s) {
 // length of each stream the prefetcher follows; the register block walks Streams() of them at
 // once): its stride-1 variable's cover by the block and by the loops just outside it that move
 // `a` along that variable or leave it where it is, up to the first that moves it elsewhere.
+// Rows that follow each other in memory count as one stream only where Lower() walks them as
+// one loop: a loop over the next row ends the stream even where it continues it.
 double StreamBytes(const StatementPlan& s, const AccessPlan& a) {
   const int u = UnitVar(a);
   if (u < 0) return 4;
@@ -194,8 +196,10 @@ const std::vector<std::string>& PlanFeatureNames() {
     // Passes over the output: the trips of the reduction loops outside the block, each of
     // which loads and stores the output block again.
     n->push_back("log2_output_passes");
-    // The whole kernel's tensors (where they sit between runs: what streaming stores and the
-    // loops' order pay for) and how the third loop outside the block moves the accesses.
+    // The bytes the statement's accesses span over the whole nest (each access once, each of
+    // its variables over its full range: a convolution's input counts its windows' overlap;
+    // where the data sits between runs, what streaming stores and the loops' order pay for),
+    // and how the third loop outside the block moves the accesses.
     n->push_back("log2_kernel_bytes");
     n->push_back("log2_jump_bytes_outside_3");
     n->push_back("sequential_outside_3");
