@@ -216,7 +216,11 @@ TEST(PlanFeatures, AsJsonByName) {
   EXPECT_THAT(json, ::testing::HasSubstr(
                         R"("transposed_block":0.0,"streamed_output":0.0,"folded_rows":0.0,)"
                         R"("stride_two_loads":0.0,)"));
-  EXPECT_THAT(json, ::testing::HasSubstr(R"("other_statements":0.0,"log2_output_passes":0.0,)"));
+  EXPECT_THAT(json, ::testing::HasSubstr(R"("other_statements":0.0,"log2_output_passes":0.0,)"
+                                         R"("log2_kernel_bytes":)"));
+  EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_min_stream_bytes":)"));
+  EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_mean_stream_bytes":)"));
+  EXPECT_EQ(PlanFeatureNames().back(), "log2_mean_stream_bytes");
   EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 44);
 }
 
