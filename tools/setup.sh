@@ -24,6 +24,8 @@ packages=(
   iproute2
   # learned tuning (looptool.rl): PyTorch (CPU), Dask distributed, progress bars, plots
   python3-torch python3-distributed python3-tqdm python3-matplotlib
+  # the cost model's ranking trees (looptool.rl.plan_cost --trees)
+  python3-xgboost
   # whole models (looptool.model): torch.fx extraction of torchvision's networks
   python3-torchvision
   # the caller's own

@@ -12,7 +12,8 @@ namespace looptool::client {
 absl::StatusOr<PlanCost> PlanCost::Create(std::vector<std::string> names,
                                           std::vector<double> mean, std::vector<double> scale,
                                           std::vector<DenseLayer> layers,
-                                          double loss_weight) {
+                                          double loss_weight, PlanTrees trees,
+                                          double mlp_weight) {
   const auto bad = [](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("cost model: ", what));
   };
@@ -34,12 +35,40 @@ absl::StatusOr<PlanCost> PlanCost::Create(std::vector<std::string> names,
   if (!(loss_weight >= 0) || !std::isfinite(loss_weight)) {
     return bad("loss_weight must be a number >= 0");
   }
+  if (!(mlp_weight >= 0) || !std::isfinite(mlp_weight)) {
+    return bad("mlp_weight must be a number >= 0");
+  }
+  const size_t n = trees.feature.size();
+  if (n > 0 || !trees.roots.empty()) {
+    if (n > size_t{PlanTrees::kMaxNodes} || trees.roots.empty() || trees.roots.size() > n ||
+        trees.left.size() != n || trees.right.size() != n || trees.threshold.size() != n ||
+        trees.value.size() != n) {
+      return bad("trees: 1..4194304 nodes, one entry of each field per node, 1..nodes roots");
+    }
+    for (int r : trees.roots) {
+      if (r < 0 || size_t(r) >= n) return bad("trees: a root is not a node");
+    }
+    const int features = static_cast<int>(names.size());
+    for (size_t i = 0; i < n; ++i) {
+      const int f = trees.feature[i], l = trees.left[i], r = trees.right[i];
+      const bool inner_ok = f >= 0 && f < features && l > int(i) && size_t(l) < n &&
+                            r > int(i) && size_t(r) < n;
+      const bool leaf_ok = f == -1 && l == -1 && r == -1;
+      if (!(inner_ok || leaf_ok) || !std::isfinite(trees.threshold[i]) ||
+          !std::isfinite(trees.value[i])) {
+        return bad(absl::StrCat("trees: node ", i, "'s feature, children or numbers are out of "
+                                "range (children come after their parent)"));
+      }
+    }
+  }
   PlanCost c;
   c.names_ = std::move(names);
   c.mean_ = std::move(mean);
   c.scale_ = std::move(scale);
   c.layers_ = std::move(layers);
   c.loss_weight_ = loss_weight;
+  c.trees_ = std::move(trees);
+  c.mlp_weight_ = mlp_weight;
   return c;
 }
 
@@ -57,7 +86,16 @@ double PlanCost::Score(const std::vector<double>& features) const {
     }
     h.swap(y);
   }
-  return h[0];
+  double score = mlp_weight_ * h[0];
+  const PlanTrees& t = trees_;
+  for (int node : t.roots) {
+    while (t.feature[node] >= 0) {
+      node = static_cast<float>(features[t.feature[node]]) < t.threshold[node] ? t.left[node]
+                                                                               : t.right[node];
+    }
+    score += t.value[node];
+  }
+  return score;
 }
 
 absl::StatusOr<double> PlanCost::ScoreJson(absl::string_view plan_features_json) const {

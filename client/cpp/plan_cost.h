@@ -1,7 +1,9 @@
 // PlanCost: a loop_set policy's cost model (the file's optional "cost" entry, written by
 // client/python/looptool/rl/plan_cost.py): the `plan_features` of a state, by name, through an
 // MLP to one score whose order among one program's states predicts the order of their kernels'
-// GFLOPS (log2 GFLOPS up to a constant per program). Searches rank the states a policy's
+// GFLOPS (log2 GFLOPS up to a constant per program), optionally blended with regression trees
+// (XGBoost's, over the raw features: mlp_weight times the MLP's score plus the trees' leaves).
+// Searches rank the states a policy's
 // episodes end in by it less loss_weight() times how much less likely than the policy's greedy
 // episode each is (nats), untimed. The same numbers as the numpy forward pass within 1e-9.
 #ifndef LOOPTOOL_CLIENT_CPP_PLAN_COST_H_
@@ -22,18 +24,33 @@ struct DenseLayer {
   std::vector<float> bias;
 };
 
+// Regression trees, all nodes in one set of arrays: at inner node i (feature[i] >= 0) a state
+// goes to left[i] when float(its feature) < threshold[i], else to right[i]; a leaf (feature -1)
+// adds value[i]. The score adds one leaf per root.
+struct PlanTrees {
+  static constexpr int kMaxNodes = 1 << 22;
+  std::vector<int> roots;
+  std::vector<int> feature, left, right;
+  std::vector<float> threshold, value;
+};
+
 class PlanCost {
  public:
   // INVALID_ARGUMENT, saying what is wrong, unless:
   //   1) `names` is not empty and `mean` and `scale` have one number per name, every scale > 0;
   //   2) the layers chain from names.size() inputs to one output, weights and biases sized so;
-  //   3) loss_weight is finite and >= 0.
+  //   3) loss_weight and mlp_weight are finite and >= 0;
+  //   4) `trees`, when it has nodes: 1..kMaxNodes nodes, each field one entry per node, 1..nodes
+  //      roots within them; an inner node's feature indexes names, its children come after it
+  //      (so every walk ends) and within the nodes; a leaf's children are -1; numbers finite.
   static absl::StatusOr<PlanCost> Create(std::vector<std::string> names, std::vector<double> mean,
                                          std::vector<double> scale,
                                          std::vector<DenseLayer> layers,
-                                         double loss_weight = 0);
+                                         double loss_weight = 0, PlanTrees trees = {},
+                                         double mlp_weight = 1);
 
-  // The score of features given in names() order: x = (f - mean) / scale, ReLU between layers.
+  // The score of features given in names() order: mlp_weight times the MLP's output (x = (f -
+  // mean) / scale, ReLU between layers) plus the leaves the trees reach.
   // REQUIRES: features.size() == names().size().
   double Score(const std::vector<double>& features) const;
   // The score of a `plan_features` observation (a JSON object of numbers by name; a name it lacks
@@ -49,6 +66,8 @@ class PlanCost {
   std::vector<double> mean_, scale_;
   std::vector<DenseLayer> layers_;
   double loss_weight_ = 0;
+  PlanTrees trees_;
+  double mlp_weight_ = 1;
 };
 
 }  // namespace looptool::client

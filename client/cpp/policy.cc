@@ -54,6 +54,19 @@ absl::StatusOr<std::vector<float>> Floats(const Json& text, size_t count, absl::
   return out;
 }
 
+// Integers kept as float32 (exact below 2^24; a cost model's tree node indices).
+absl::StatusOr<std::vector<int>> Ints(const Json& text, size_t count, absl::string_view what) {
+  ASSIGN_OR_RETURN(const std::vector<float> f, Floats(text, count, what));
+  std::vector<int> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (!(std::abs(f[i]) < float{1 << 24}) || f[i] != std::round(f[i])) {
+      return Bad(absl::StrCat(what, " holds a number that is not an index"));
+    }
+    out[i] = static_cast<int>(f[i]);
+  }
+  return out;
+}
+
 // j[key] when it is a string, else "" (nlohmann's value() throws on a type mismatch).
 std::string Text(const Json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
@@ -212,9 +225,32 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
         if (!c["loss_weight"].is_number()) return Bad("cost.loss_weight is not a number");
         loss_weight = c["loss_weight"].get<double>();
       }
+      double mlp_weight = 1;
+      if (c.contains("mlp_weight")) {
+        if (!c["mlp_weight"].is_number()) return Bad("cost.mlp_weight is not a number");
+        mlp_weight = c["mlp_weight"].get<double>();
+      }
+      PlanTrees trees;
+      if (c.contains("trees")) {
+        const Json& t = c["trees"];
+        const int64_t nodes = t.is_object() ? Integer(t, "nodes") : -1;
+        const int64_t count = t.is_object() ? Integer(t, "trees") : -1;
+        if (nodes < 1 || nodes > PlanTrees::kMaxNodes || count < 1 || count > nodes) {
+          return Bad("cost.trees is not an object with 0 < trees <= nodes <= 4194304");
+        }
+        const auto field = [&](const char* key) { return t.contains(key) ? t[key] : none; };
+        ASSIGN_OR_RETURN(trees.roots, Ints(field("roots"), count, "cost.trees.roots"));
+        ASSIGN_OR_RETURN(trees.feature, Ints(field("feature"), nodes, "cost.trees.feature"));
+        ASSIGN_OR_RETURN(trees.left, Ints(field("left"), nodes, "cost.trees.left"));
+        ASSIGN_OR_RETURN(trees.right, Ints(field("right"), nodes, "cost.trees.right"));
+        ASSIGN_OR_RETURN(trees.threshold,
+                         Floats(field("threshold"), nodes, "cost.trees.threshold"));
+        ASSIGN_OR_RETURN(trees.value, Floats(field("value"), nodes, "cost.trees.value"));
+      }
       absl::StatusOr<PlanCost> cost = PlanCost::Create(
           std::move(names), std::vector<double>(mean.begin(), mean.end()),
-          std::vector<double>(scale.begin(), scale.end()), std::move(layers), loss_weight);
+          std::vector<double>(scale.begin(), scale.end()), std::move(layers), loss_weight,
+          std::move(trees), mlp_weight);
       if (!cost.ok()) return Bad(cost.status().message());
       p.cost_ = *std::move(cost);
     }

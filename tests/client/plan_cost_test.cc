@@ -1,10 +1,13 @@
 // PlanCost and a loop_set policy's "cost" entry: the forward pass by hand (normalization, ReLU
 // between layers, none after the last), plan_features JSON by name (missing names count 0),
-// and what is refused and why, in PlanCost::Create and in the policy file. (Agreement with the
+// trees blended in (the walk by hand, float comparisons at a threshold), and what is refused
+// and why, in PlanCost::Create and in the policy file. (Agreement with the
 // numpy forward pass on real plan_features is tests/python/loop_set_test.py's.)
 #include "client/cpp/plan_cost.h"
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/escaping.h"
 #include "client/cpp/built_in_policies.h"
@@ -165,6 +168,91 @@ TEST(PlanCost, APolicyFileWithABadOneIsRefusedSayingWhy) {
   c = TinyCost();
   c["layers"] = json::array();
   EXPECT_THAT(error(c), HasSubstr("cost is not an object"));
+}
+
+// Two trees over the raw features: tree 0 splits on b at 4 (node 0: left 1, right 2), leaves
+// 10 and 20; tree 1 (root 3) splits on a at 0.1f, leaves -1 and 1; and the MLP's score halved.
+PlanTrees TinyTrees() {
+  PlanTrees t;
+  t.roots = {0, 3};
+  t.feature = {1, -1, -1, 0, -1, -1};
+  t.left = {1, -1, -1, 4, -1, -1};
+  t.right = {2, -1, -1, 5, -1, -1};
+  t.threshold = {4, 0, 0, 0.1f, 0, 0};
+  t.value = {0, 10, 20, 0, -1, 1};
+  return t;
+}
+
+TEST(PlanCost, TreesAddTheirLeavesToTheWeightedMlp) {
+  const PlanCost c =
+      PlanCost::Create({"a", "b"}, {1, 0}, {2, 4}, TinyLayers(), 0, TinyTrees(), 0.5).value();
+  // (5, 4): MLP 6.5 -> 3.25; b = 4 is not < 4: right, 20; a = 5 >= 0.1: right, 1.
+  EXPECT_DOUBLE_EQ(c.Score({5, 4}), 3.25 + 20 + 1);
+  // (1, 8): MLP 0.5 -> 0.25; 20; a = 1: 1.
+  EXPECT_DOUBLE_EQ(c.Score({1, 8}), 0.25 + 20 + 1);
+  // a = 0.1 (a double just below 0.1f) compares as a float: equal, not less: right.
+  // a = 0.09: left (-1); b = 3.9: left (10). MLP: x = (-0.455, 0.975): relu(-1.43, -1.91) = 0.
+  EXPECT_DOUBLE_EQ(c.Score({0.1, 3.9}), 0.25 + 10 + 1);
+  EXPECT_DOUBLE_EQ(c.Score({0.09, 3.9}), 0.25 + 10 - 1);
+  // Without trees and with weight 1: the MLP alone, as before.
+  EXPECT_DOUBLE_EQ(
+      PlanCost::Create({"a", "b"}, {1, 0}, {2, 4}, TinyLayers()).value().Score({5, 4}), 6.5);
+}
+
+TEST(PlanCost, RefusesTreesThatDoNotWalk) {
+  const auto error = [](const std::function<void(PlanTrees&)>& change, double mlp_weight = 1) {
+    PlanTrees t = TinyTrees();
+    change(t);
+    absl::StatusOr<PlanCost> c =
+        PlanCost::Create({"a", "b"}, {1, 0}, {2, 4}, TinyLayers(), 0, t, mlp_weight);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(c.status().message());
+  };
+  EXPECT_THAT(error([](PlanTrees& t) { t.left[0] = 0; }), HasSubstr("node 0's"));  // a loop
+  EXPECT_THAT(error([](PlanTrees& t) { t.right[3] = 6; }), HasSubstr("node 3's"));
+  EXPECT_THAT(error([](PlanTrees& t) { t.feature[0] = 2; }), HasSubstr("node 0's"));
+  EXPECT_THAT(error([](PlanTrees& t) { t.left[1] = 2; }), HasSubstr("node 1's"));  // a leaf
+  EXPECT_THAT(error([](PlanTrees& t) { t.value[2] = NAN; }), HasSubstr("node 2's"));
+  EXPECT_THAT(error([](PlanTrees& t) { t.roots = {0, 6}; }), HasSubstr("a root is not a node"));
+  EXPECT_THAT(error([](PlanTrees& t) { t.roots.clear(); }), HasSubstr("1..nodes roots"));
+  EXPECT_THAT(error([](PlanTrees& t) { t.value.pop_back(); }), HasSubstr("per node"));
+  EXPECT_THAT(error([](PlanTrees&) {}, -0.5), HasSubstr("mlp_weight must be a number >= 0"));
+}
+
+json Floats32(const std::vector<int>& v) { return B64(std::vector<float>(v.begin(), v.end())); }
+
+TEST(PlanCost, APolicyFileCarriesTrees) {
+  const PlanTrees t = TinyTrees();
+  json c = TinyCost();
+  c["mlp_weight"] = 0.5;
+  c["trees"] = {{"nodes", 6},
+                {"trees", 2},
+                {"roots", Floats32(t.roots)},
+                {"feature", Floats32(t.feature)},
+                {"left", Floats32(t.left)},
+                {"right", Floats32(t.right)},
+                {"threshold", B64(t.threshold)},
+                {"value", B64(t.value)}};
+  json j = json::parse(LoopSetPolicyJson());
+  j["cost"] = c;
+  const Policy p = Policy::Parse(j.dump()).value();
+  EXPECT_DOUBLE_EQ(p.cost_model()->Score({5, 4}), 3.25 + 20 + 1);
+  EXPECT_DOUBLE_EQ(p.cost_model()->Score({0.09, 3.9}), 0.25 + 10 - 1);
+  const auto error = [&](const char* key, const json& value) {
+    json bad = j;
+    bad["cost"]["trees"][key] = value;
+    return std::string(Policy::Parse(bad.dump()).status().message());
+  };
+  EXPECT_THAT(error("nodes", 0), HasSubstr("0 < trees <= nodes"));
+  EXPECT_THAT(error("trees", 7), HasSubstr("0 < trees <= nodes"));
+  EXPECT_THAT(error("left", B64({1, -1, -1, 4.5f, -1, -1})),
+              HasSubstr("cost.trees.left holds a number that is not an index"));
+  EXPECT_THAT(error("value", B64({1, 2})), HasSubstr("cost.trees.value holds 2 numbers, not 6"));
+  EXPECT_THAT(error("right", Floats32({2, -1, -1, 3, -1, -1})), HasSubstr("node 3's"));
+  json bad = j;
+  bad["cost"]["mlp_weight"] = "1";
+  EXPECT_THAT(std::string(Policy::Parse(bad.dump()).status().message()),
+              HasSubstr("cost.mlp_weight is not a number"));
 }
 
 }  // namespace

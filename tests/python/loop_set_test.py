@@ -22,6 +22,7 @@ import threading
 import time
 import unittest
 import unittest.mock
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -313,13 +314,8 @@ class LoopSetTest(unittest.TestCase):
                 text = json.load(f)
             with_cost = dict(text, members=[dict(text["members"][0], cost=text["cost"])])
             bad = os.path.join(tmp, "bad.json")
-            with open(bad, "w") as f:
-                json.dump(with_cost, f)
-            with self.assertRaisesRegex(ValueError, "members is not a list of networks"):
-                loop_set.load(bad)
-            run = subprocess.run([POLICY_SCORES, bad, bad], capture_output=True, text=True)
-            self.assertEqual(run.returncode, 1)
-            self.assertIn("members[0] is not a network (layers only)", run.stderr)
+            self._both_readers_refuse(bad, with_cost, bad, "members is not a list of networks",
+                                      "members[0] is not a network (layers only)")
             with open(program, "w") as f:
                 f.write(d.program)
             with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
@@ -436,6 +432,19 @@ class LoopSetTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, says):
                 policy_file.decode_layer(spec)
 
+    def _both_readers_refuse(self, path: str, text: Any, lines: str, python_says: str,
+                             cpp_says: Optional[str] = None) -> None:
+        """`text` written to `path`: loop_set.load raises ValueError saying `python_says`, and
+        the C++ reader (POLICY_SCORES over `lines`) exits 1 saying `cpp_says` (the same when
+        None)."""
+        with open(path, "w") as f:
+            json.dump(text, f)
+        with self.assertRaisesRegex(ValueError, python_says):
+            loop_set.load(path)
+        run = subprocess.run([POLICY_SCORES, path, lines], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 1)
+        self.assertIn(cpp_says or python_says, run.stderr)
+
     def test_the_cost_model_learns_an_order_and_numpy_and_cpp_agree(self):
         rows = records.load(SAMPLE)
         data = plan_cost.dataset(rows)
@@ -490,14 +499,7 @@ class LoopSetTest(unittest.TestCase):
                                  (-1, "loss_weight must be a number >= 0")):
                 bad["cost"]["names"] = model.names
                 bad["cost"]["loss_weight"] = weight
-                with open(path, "w") as f:
-                    json.dump(bad, f)
-                with self.assertRaisesRegex(ValueError, says):
-                    loop_set.load(path)
-                run = subprocess.run([POLICY_SCORES, path, lines], capture_output=True,
-                                     text=True)
-                self.assertEqual(run.returncode, 1)
-                self.assertIn(says, run.stderr)
+                self._both_readers_refuse(path, bad, lines, says)
             # An ensemble (plan_cost --seed=0,1 --with=...) is one MLP: its prediction is the
             # mean of its members' in numpy and in C++, from the same file.
             members = [plan_cost.train(data, epochs=2, hidden=(8, 4), pairs_per_epoch=4_000,
@@ -523,6 +525,49 @@ class LoopSetTest(unittest.TestCase):
             np.testing.assert_allclose([float(v) for v in out.split()], mean, rtol=0, atol=1e-5)
             with self.assertRaisesRegex(ValueError, "differ"):
                 plan_cost.ensemble([members[0], model])
+            # XGBoost's ranking trees blended in (plan_cost --trees): the file's trees sum to
+            # XGBoost's own margin less its base score, and numpy and C++ agree on the blend.
+            import xgboost
+            trees = plan_cost.train_trees(data, rounds=20, depth=3, seed=1)
+            self.assertEqual(len(trees.roots), 20)
+            booster = xgboost.train({"objective": "rank:pairwise", "eta": 0.1, "max_depth": 3,
+                                     "subsample": 0.8, "colsample_bytree": 0.8,
+                                     "tree_method": "hist", "nthread": 2, "seed": 1},
+                                    xgboost.DMatrix(data.x[np.argsort(data.run, kind="stable")],
+                                                    label=data.y[np.argsort(data.run,
+                                                                            kind="stable")]),
+                                    20)
+            margin = booster.predict(xgboost.DMatrix(data.x), output_margin=True)
+            base = json.loads(bytes(booster.save_raw("json")))["learner"][
+                "learner_model_param"]["base_score"]
+            np.testing.assert_allclose(plan_cost.trees_from_xgboost(booster).predict_matrix(
+                data.x) + float(base), margin, rtol=0, atol=1e-5)
+            blended = plan_cost.blend(model, trees, data, 0.3)
+            self.assertEqual(blended.mlp_weight, 0.7)
+            tree_part = blended.predict_matrix(data.x) - 0.7 * model.predict_matrix(data.x)
+            self.assertGreater(np.ptp(tree_part), 1e-3)
+            # scaled to spread within runs as 0.3 of the MLP's does
+            self.assertAlmostEqual(plan_cost._within_run_std(tree_part, data.run),
+                                   0.3 * plan_cost._within_run_std(model.predict_matrix(data.x),
+                                                                   data.run), places=4)
+            policy.cost = blended
+            policy.save(path)
+            again = loop_set.load(path)
+            assert again.cost is not None and again.cost.trees is not None
+            np.testing.assert_array_equal(again.cost.trees.threshold, blended.trees.threshold)
+            out = subprocess.run([POLICY_SCORES, path, lines], check=True, capture_output=True,
+                                 text=True).stdout
+            np.testing.assert_allclose([float(v) for v in out.split()],
+                                       blended.predict(features), rtol=0, atol=1e-9)
+            self.assertGreater(np.ptp(blended.predict(features) - 0.7 * model.predict(features)),
+                               0)  # the trees tell these kernels apart too
+            with self.assertRaisesRegex(ValueError, "trees"):
+                plan_cost.ensemble([blended, model])
+            with open(path) as f:
+                bad = json.load(f)
+            bad["cost"]["trees"]["left"] = bad["cost"]["trees"]["right"] = \
+                policy_file._encode(np.zeros(len(trees.feature), np.float32))
+            self._both_readers_refuse(path, bad, lines, "children come after their parent")
 
     def test_a_stopped_imitation_resumed_ends_with_the_weights_of_one_never_stopped(self):
         obs, mask, target, weight = imitate.replay(self.conn, self.demos).arrays()
