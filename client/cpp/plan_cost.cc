@@ -43,7 +43,8 @@ absl::StatusOr<PlanCost> PlanCost::Create(std::vector<std::string> names,
     if (n > size_t{PlanTrees::kMaxNodes} || trees.roots.empty() || trees.roots.size() > n ||
         trees.left.size() != n || trees.right.size() != n || trees.threshold.size() != n ||
         trees.value.size() != n) {
-      return bad("trees: 1..4194304 nodes, one entry of each field per node, 1..nodes roots");
+      return bad(absl::StrCat("trees: 1..", PlanTrees::kMaxNodes,
+                              " nodes, one entry of each field per node, 1..nodes roots"));
     }
     for (int r : trees.roots) {
       if (r < 0 || size_t(r) >= n) return bad("trees: a root is not a node");

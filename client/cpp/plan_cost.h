@@ -3,9 +3,9 @@
 // MLP to one score whose order among one program's states predicts the order of their kernels'
 // GFLOPS (log2 GFLOPS up to a constant per program), optionally blended with regression trees
 // (XGBoost's, over the raw features: mlp_weight times the MLP's score plus the trees' leaves).
-// Searches rank the states a policy's
-// episodes end in by it less loss_weight() times how much less likely than the policy's greedy
-// episode each is (nats), untimed. The same numbers as the numpy forward pass within 1e-9.
+// Searches rank the states a policy's episodes end in by it less loss_weight() times how much
+// less likely than the policy's greedy episode each is (nats), untimed. The same numbers as the
+// numpy forward pass within 1e-9.
 #ifndef LOOPTOOL_CLIENT_CPP_PLAN_COST_H_
 #define LOOPTOOL_CLIENT_CPP_PLAN_COST_H_
 

@@ -236,7 +236,8 @@ absl::StatusOr<Policy> Policy::Parse(absl::string_view text) {
         const int64_t nodes = t.is_object() ? Integer(t, "nodes") : -1;
         const int64_t count = t.is_object() ? Integer(t, "trees") : -1;
         if (nodes < 1 || nodes > PlanTrees::kMaxNodes || count < 1 || count > nodes) {
-          return Bad("cost.trees is not an object with 0 < trees <= nodes <= 4194304");
+          return Bad(absl::StrCat("cost.trees is not an object with 0 < trees <= nodes <= ",
+                                  PlanTrees::kMaxNodes));
         }
         const auto field = [&](const char* key) { return t.contains(key) ? t[key] : none; };
         ASSIGN_OR_RETURN(trees.roots, Ints(field("roots"), count, "cost.trees.roots"));
