@@ -569,6 +569,49 @@ class LoopSetTest(unittest.TestCase):
                 policy_file._encode(np.zeros(len(trees.feature), np.float32))
             self._both_readers_refuse(path, bad, lines, "children come after their parent")
 
+    def test_plan_cost_blends_trees_onto_a_policys_model_and_refuses_bad_flags(self):
+        data = plan_cost.dataset(records.load(SAMPLE, split="train"))
+        model = plan_cost.train(data, epochs=2, hidden=(8,), pairs_per_epoch=2_000, seed=1)
+        with tempfile.TemporaryDirectory() as d:
+            src, out = os.path.join(d, "mlp.json"), os.path.join(d, "trees.json")
+            policy = loop_set.network(hidden=(8,), key=4).to_policy()
+            policy.cost = dataclasses.replace(model, loss_weight=0.25)
+            policy.meta["cost"] = {"command": "the MLP's"}
+            policy.save(src)
+            common = [f"--records={SAMPLE}", f"--policy={src}", f"--out={out}"]
+            with contextlib.redirect_stdout(io.StringIO()) as printed, \
+                    contextlib.redirect_stderr(io.StringIO()):
+                self.assertEqual(plan_cost.main(common + ["--trees=5", "--tree-depth=3",
+                                                          "--trees-onto-policy"]), 0)
+            stats = json.loads(printed.getvalue())
+            self.assertEqual((stats["trees"], stats["tree_depth"], stats["tree_share"]),
+                             (5, 3, 0.3))
+            self.assertNotIn("epochs", stats)  # no MLP was trained
+            saved = loop_set.load(out)
+            got = saved.cost
+            assert got is not None and got.trees is not None
+            self.assertEqual(len(got.trees.roots), 5)
+            self.assertEqual((got.mlp_weight, got.loss_weight), (0.7, 0.25))
+            for (w, b), (w2, b2) in zip(got.layers, model.layers):  # the MLP as it was
+                np.testing.assert_array_equal(w, w2)
+                np.testing.assert_array_equal(b, b2)
+            self.assertEqual(saved.meta["cost"]["command"], "the MLP's")
+            self.assertIn("--trees=5", saved.meta["cost"]["trees"]["command"])
+            self.assertGreater(np.ptp(got.predict_matrix(data.x) -
+                                      0.7 * model.predict_matrix(data.x)), 0)
+            # Flags that cannot work: refused before any training, saying why.
+            for flags, says in (
+                    (["--trees-onto-policy"], "--trees-onto-policy takes --trees"),
+                    (["--trees=5", "--tree-share=1"], "--tree-share must be strictly between"),
+                    (["--trees=-1"], "--trees must be in 0..100000"),
+                    (["--trees=5", "--tree-depth=0"], "--tree-depth in 1..16"),
+                    ([f"--policy={out}", "--trees=5", "--trees-onto-policy"],
+                     "one with trees")):
+                with contextlib.redirect_stderr(io.StringIO()) as err, \
+                        self.assertRaises(SystemExit):
+                    plan_cost.main(common + flags)
+                self.assertIn(says, err.getvalue())
+
     def test_a_stopped_imitation_resumed_ends_with_the_weights_of_one_never_stopped(self):
         obs, mask, target, weight = imitate.replay(self.conn, self.demos).arrays()
         data = (obs, mask, target, weight)
