@@ -88,28 +88,29 @@ bool TransposedBlock(const StatementPlan& s) {
   return RunBytes(s, a) >= 4.0 * (s.width / 2);
 }
 
-// Distinct rows of every tensor the register block (loops[scope..]) touches: per access, the
-// product of the block's cover of each variable it moves along other than its stride-1 one (the
-// streams of cache lines the block walks at once).
-double Streams(const StatementPlan& s) {
-  double total = 0;
-  const auto add = [&](const AccessPlan& a) {
-    const int u = UnitVar(a);
-    double rows = 1;
-    std::vector<bool> seen(a.stride.size(), false);
-    for (int i = s.scope; i < static_cast<int>(s.loops.size()); ++i) {
-      const int v = s.loops[i].var;
-      if (v < 0 || v >= static_cast<int>(a.stride.size()) || a.stride[v] == 0 || v == u ||
-          seen[v]) {
-        continue;
-      }
-      seen[v] = true;
-      rows *= static_cast<double>(Cover(s, s.scope, v));
+// Distinct rows of `a` the register block (loops[scope..]) touches: the product of the block's
+// cover of each variable `a` moves along other than its stride-1 one.
+double BlockRows(const StatementPlan& s, const AccessPlan& a) {
+  const int u = UnitVar(a);
+  double rows = 1;
+  std::vector<bool> seen(a.stride.size(), false);
+  for (int i = s.scope; i < static_cast<int>(s.loops.size()); ++i) {
+    const int v = s.loops[i].var;
+    if (v < 0 || v >= static_cast<int>(a.stride.size()) || a.stride[v] == 0 || v == u ||
+        seen[v]) {
+      continue;
     }
-    total += rows;
-  };
-  add(s.output);
-  for (const AccessPlan& a : s.inputs) add(a);
+    seen[v] = true;
+    rows *= static_cast<double>(Cover(s, s.scope, v));
+  }
+  return rows;
+}
+
+// Distinct rows of every tensor the register block touches (the streams of cache lines the
+// block walks at once): BlockRows summed over the accesses.
+double Streams(const StatementPlan& s) {
+  double total = BlockRows(s, s.output);
+  for (const AccessPlan& a : s.inputs) total += BlockRows(s, a);
   return total;
 }
 
@@ -207,6 +208,13 @@ const std::vector<std::string>& PlanFeatureNames() {
     // length of the streams the prefetcher follows): the shortest, and the mean of log2.
     n->push_back("log2_min_stream_bytes");
     n->push_back("log2_mean_stream_bytes");
+    // The register block's own data (2026-12-06): the output's rows it writes at once and the
+    // consecutive bytes of each, the bytes of every tensor it touches, and its flops per byte
+    // of them (what it reuses in registers: a broadcast row kept for several output rows).
+    n->push_back("log2_output_block_rows");
+    n->push_back("log2_output_run_bytes");
+    n->push_back("log2_block_bytes");
+    n->push_back("log2_block_flops_per_byte");
     return n;
   }();
   return *names;
@@ -306,6 +314,11 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
   const auto [min_stream, mean_stream] = MinAndMeanLog2(s, StreamBytes);
   f.push_back(min_stream / 20);
   f.push_back(mean_stream / 20);
+  const double block_bytes = Footprint(s, s.scope);
+  f.push_back(std::log2(BlockRows(s, s.output)) / 8);
+  f.push_back(std::log2(RunBytes(s, s.output)) / 12);
+  f.push_back(std::log2(block_bytes) / 20);
+  f.push_back(std::log2(std::max(1.0, flops / runs) / block_bytes) / 8);
   return f;
 }
 

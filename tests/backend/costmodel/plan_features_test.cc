@@ -34,7 +34,7 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
   const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
   ASSERT_EQ(f.size(), PlanFeatureNames().size());
-  ASSERT_EQ(f.size(), 44u);
+  ASSERT_EQ(f.size(), 48u);
   const auto at = [&](const std::string& name) {
     for (size_t i = 0; i < f.size(); ++i) {
       if (PlanFeatureNames()[i] == name) return f[i];
@@ -92,6 +92,12 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   // m or k moves them to other rows, A 64 floats of k' before m does.
   EXPECT_DOUBLE_EQ(at("log2_min_stream_bytes"), 8.0 / 20);
   EXPECT_DOUBLE_EQ(at("log2_mean_stream_bytes"), (9.0 + 8.0 + 9.0) / 3 / 20);
+  // The block writes 4 rows of C (m'), 64 floats of each; it touches C 4 x 64, A 4 x 64 and B
+  // 64 x 64 floats (18,432 bytes) for its 2^15 flops.
+  EXPECT_DOUBLE_EQ(at("log2_output_block_rows"), 2.0 / 8);
+  EXPECT_DOUBLE_EQ(at("log2_output_run_bytes"), 8.0 / 12);
+  EXPECT_DOUBLE_EQ(at("log2_block_bytes"), std::log2(18432.0) / 20);
+  EXPECT_DOUBLE_EQ(at("log2_block_flops_per_byte"), std::log2(32768.0 / 18432.0) / 8);
 }
 
 TEST(PlanFeatures, StreamsOfAnAddAcrossItsRows) {
@@ -107,6 +113,26 @@ TEST(PlanFeatures, StreamsOfAnAddAcrossItsRows) {
   EXPECT_DOUBLE_EQ(At(split, "log2_kernel_bytes"), std::log2(3 * 6400 * 4.0) / 30);
   EXPECT_DOUBLE_EQ(At(split, "log2_min_stream_bytes"), std::log2(64.0) / 20);
   EXPECT_DOUBLE_EQ(At(split, "log2_mean_stream_bytes"), std::log2(64.0) / 20);
+}
+
+TEST(PlanFeatures, TheBlockOfABroadcastAdd) {
+  // C = A + b[n] over 64 x 96. Walked row by row, the block is one row of 96 floats: C, A and b
+  // 96 each (1,152 bytes) for 96 flops. With n split by 32 and m by 4 ("m(16) n(3) m(4) n(32)"),
+  // the block writes 4 rows of C, 96 floats each, and keeps b's row for all four: C and A 4 x 96,
+  // b 96 (3,456 bytes) for 384 flops.
+  const LoopTree plain = InitialTree("C[m,n] = A[m,n] + b[n]; m=64 n=96");
+  EXPECT_EQ(At(plain, "log2_output_block_rows"), 0);
+  EXPECT_DOUBLE_EQ(At(plain, "log2_output_run_bytes"), std::log2(384.0) / 12);
+  EXPECT_DOUBLE_EQ(At(plain, "log2_block_bytes"), std::log2(1152.0) / 20);
+  EXPECT_DOUBLE_EQ(At(plain, "log2_block_flops_per_byte"), std::log2(96.0 / 1152.0) / 8);
+  const LoopTree rows = WithActions(plain, "down, split_32, up, split_4, down, swap_down");
+  ASSERT_EQ(ScheduleKey(rows),
+            "compute 1: m(16) n(3) m(4) n(32)\nwrite 1: m(16) n(3) m(4) n(32)\n");
+  ASSERT_EQ(At(rows, "loops_outside_block"), 1);  // m(16)
+  EXPECT_DOUBLE_EQ(At(rows, "log2_output_block_rows"), 2.0 / 8);
+  EXPECT_DOUBLE_EQ(At(rows, "log2_output_run_bytes"), std::log2(384.0) / 12);
+  EXPECT_DOUBLE_EQ(At(rows, "log2_block_bytes"), std::log2(3456.0) / 20);
+  EXPECT_DOUBLE_EQ(At(rows, "log2_block_flops_per_byte"), std::log2(384.0 / 3456.0) / 8);
 }
 
 TEST(PlanFeatures, TailsAndPassesOfASplitReduction) {
@@ -220,8 +246,11 @@ TEST(PlanFeatures, AsJsonByName) {
                                          R"("log2_kernel_bytes":)"));
   EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_min_stream_bytes":)"));
   EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_mean_stream_bytes":)"));
-  EXPECT_EQ(PlanFeatureNames().back(), "log2_mean_stream_bytes");
-  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 44);
+  EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_output_block_rows":)"));
+  EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_output_run_bytes":)"));
+  EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_block_bytes":)"));
+  EXPECT_EQ(PlanFeatureNames().back(), "log2_block_flops_per_byte");
+  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 48);
 }
 
 }  // namespace
