@@ -1,11 +1,12 @@
 """looptool.records: the loader on the committed sample (datasets/records/sample.db), the
 program distribution, bad files, and `python3 -m looptool.records generate` end to end (two
-programs, each kernel recorded once)."""
+programs, each kernel recorded once), and `remeasure` (each validation kernel timed again once)."""
 import contextlib
 import dataclasses
 import io
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,10 +16,13 @@ import unittest
 import numpy as np
 
 from looptool import records
-from looptool.records import cost_model, programs
+from looptool.records import cost_model, programs, remeasure
+from looptool.rl import rank_eval
+from looptool.server import LocalServer
 
 SAMPLE = os.path.abspath("datasets/records/sample.db")
 CLI = os.path.abspath("client/cpp/looptool")
+SERVER = os.path.abspath("service/looptool-server")
 
 
 class LoaderTest(unittest.TestCase):
@@ -209,6 +213,65 @@ class ProgramsTest(unittest.TestCase):
     def test_evaluation_models_are_refused(self):
         with self.assertRaisesRegex(ValueError, "resnet18: for evaluation only"):
             programs.model_layers(["alexnet", "resnet18"])
+
+
+class RemeasureTest(unittest.TestCase):
+    def test_each_validation_kernel_is_timed_again_once(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.db")
+            shutil.copy(SAMPLE, path)
+            wanted = [r for r in records.load(path, split="validation") if r.gflops > 0]
+            self.assertEqual(len(wanted), 26)
+            self.assertTrue(all(r.remeasured_gflops is None for r in wanted))
+            # A kernel whose record no longer matches what its actions build, and one whose
+            # actions are not its space's: not timed.
+            db = sqlite3.connect(path)
+            db.execute("UPDATE measurements SET schedule = 'compute 1: m(1)\n' WHERE id = ?",
+                       (wanted[7].id,))
+            db.execute("UPDATE measurements SET actions = '[\"split_4\"]' WHERE id = ?",
+                       (wanted[9].id,))
+            db.commit()
+            db.close()
+            with LocalServer(SERVER, flags=["--timing_budget_ms=2"]) as server:
+                self.assertEqual(remeasure.remeasure(path, server.address, limit=5),
+                                 {"kernels": 5, "failed": 0, "kept": 0})
+                got = {r.id for r in records.load(path) if r.remeasured_gflops is not None}
+                self.assertEqual(got, {r.id for r in wanted[:5]})
+                self.assertEqual(remeasure.remeasure(path, server.address),
+                                 {"kernels": 21, "failed": 2, "kept": 5})
+                self.assertEqual(remeasure.remeasure(path, server.address),
+                                 {"kernels": 0, "failed": 0, "kept": 26})
+            db = sqlite3.connect(path)
+            self.assertEqual(db.execute("SELECT count(*), sum(gflops = 0) FROM remeasurements")
+                             .fetchone(), (26, 2))
+            db.close()
+            rows = records.load(path)
+            timed = {r.id for r in rows if r.remeasured_gflops is not None}
+            self.assertEqual(timed, {r.id for r in wanted} - {wanted[7].id, wanted[9].id})
+            self.assertTrue(all(r.remeasured_gflops > 0 for r in rows if r.id in timed))
+            labelled = remeasure.with_remeasured_labels(rows)
+            self.assertEqual([r.gflops for r in labelled],
+                             [r.remeasured_gflops for r in rows if r.id in timed])
+            # rank_eval ranks against them; a file without them is refused, saying why.
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(rank_eval.main([f"--records={path}", "--labels=remeasured"]),
+                                 0)
+            first = json.loads(out.getvalue().splitlines()[0])
+            self.assertEqual((first["labels"], first["kernels"]), ("remeasured", 24))
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                self.assertEqual(rank_eval.main([f"--records={SAMPLE}", "--labels=remeasured"]),
+                                 2)
+            self.assertIn("no remeasured validation kernels", err.getvalue())
+
+    def test_the_command_refuses_bad_input(self):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        for args, says in ((["/nonexistent.db"], "no tuning records at"),
+                           ([SAMPLE, "--limit=-1"], "--limit must be >= 0"),
+                           ([SAMPLE, "--split=test"], "invalid choice")):
+            p = subprocess.run([sys.executable, "-m", "looptool.records", "remeasure", *args],
+                               capture_output=True, text=True, env=env, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(says, p.stderr)
 
 
 class GenerateTest(unittest.TestCase):

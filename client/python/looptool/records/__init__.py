@@ -14,6 +14,10 @@ policies on (datasets/records/README.md documents the file).
 Splits are by program: "train", "validation" (one program in ten, by hash) and "evaluation"
 (every program of the servers' test splits: the test matmuls and the ResNet-18, MobileNetV2 and
 BERT-base layers; never train on those).
+
+`python3 -m looptool.records remeasure` times a split's kernels again, alone, with the server's
+full budget (looptool.records.remeasure: the searches' own readings stop early or skip kernels
+that look slow); `load()` gives those readings as `Record.remeasured_gflops`.
 """
 import dataclasses
 import json
@@ -54,6 +58,8 @@ class Record:
     fraction_of_peak: float
     fraction_of_roofline: Optional[float]
     seconds: float                  # into the search
+    # timed again alone with the full budget (looptool.records.remeasure; None: not)
+    remeasured_gflops: Optional[float] = None
 
 
 class RecordsError(ValueError):
@@ -108,6 +114,11 @@ def load(path: str, split: Optional[str] = None, host: Optional[str] = None,
         if where:
             sql += " WHERE " + " AND ".join(where)
         rows = db.execute(sql + " ORDER BY id", args).fetchall()
+        remeasured: Dict[int, float] = {}
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                      "name = 'remeasurements'").fetchone() is not None:
+            remeasured = {int(i): float(g) for i, g in db.execute(
+                "SELECT measurement_id, gflops FROM remeasurements WHERE gflops > 0")}
     finally:
         db.close()
     out = []
@@ -117,7 +128,8 @@ def load(path: str, split: Optional[str] = None, host: Optional[str] = None,
                      action_space=r[9], search=r[10], actions=json.loads(r[11]), schedule=r[12],
                      loop_tree=r[13], plan_features=json.loads(r[14]), gflops=r[15],
                      retimed_gflops=r[16], peak_gflops=r[17], roofline_gflops=r[18],
-                     fraction_of_peak=r[19], fraction_of_roofline=r[20], seconds=r[21])
+                     fraction_of_peak=r[19], fraction_of_roofline=r[20], seconds=r[21],
+                     remeasured_gflops=remeasured.get(r[0]))
         if kinds is None or rec.kind in kinds:
             out.append(rec)
     return out

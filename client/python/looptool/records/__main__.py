@@ -7,6 +7,8 @@
     python3 -m looptool.records summary records.db [--json]
     python3 -m looptool.records cost-model records.db [--epochs=30] [--out=model.pt]
     python3 -m looptool.records sample records.db --out=sample.db [--programs=8] [--per-run=30]
+    python3 -m looptool.records remeasure records.db [--split=validation] [--server=HOST:PORT]
+        [--limit=N]
 
 `generate` draws `--programs` synthetic programs (looptool.records.programs) and adds every
 distinct layer of the training models, then tunes each for `--seconds` (a model layer above
@@ -17,6 +19,10 @@ program): on `--servers` (spread over them, one program per server at a time, a 
 server's program redone elsewhere), or on a server the CLI starts here. Every kernel the searches
 measure goes into `--out`, as it is measured; running it again adds new runs to the same file (a
 new --seed draws other programs). A progress bar, and a summary at the end.
+
+`remeasure` times each kernel of a split again, alone, with the server's full budget (the
+searches' readings stop early or skip kernels that look slow: looptool.records.remeasure), on
+`--server` or on one it starts here, into the file's `remeasurements` table.
 
 With `--search=policy_guided --policy=FILE --guided-candidates=N` it records the kernels a
 policy's own episodes end in: the N likeliest episodes of each program, each timed while the
@@ -303,7 +309,31 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", required=True)
     m.add_argument("--programs", type=int, default=8, help="programs (one per kind) at most")
     m.add_argument("--per-run", type=int, default=30, help="kernels per run (and its fastest)")
+    r = sub.add_parser("remeasure", help="time a split's kernels again with the full budget")
+    r.add_argument("path")
+    r.add_argument("--split", default="validation", choices=records_lib.SPLITS)
+    r.add_argument("--server", default="", help="HOST:PORT (default: one started here)")
+    r.add_argument("--limit", type=int, default=0, help="kernels to time at most (0: all)")
     return parser
+
+
+def remeasure_split(args: argparse.Namespace) -> int:
+    from looptool.records import remeasure as remeasure_lib
+    from looptool.server import LocalServer, ServerStartError
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        records_lib.connect(args.path).close()  # (a bad file before a server starts)
+        if args.server:
+            counts = remeasure_lib.remeasure(args.path, args.server, args.split, args.limit, log)
+        else:
+            with LocalServer() as server:
+                counts = remeasure_lib.remeasure(args.path, server.address, args.split,
+                                                 args.limit, log)
+    except (records_lib.RecordsError, ServerStartError) as e:
+        print(f"remeasure: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"records": args.path, "split": args.split, **counts}))
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -311,6 +341,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "sample":
         return cut_sample(args)
+    if args.command == "remeasure":
+        if args.limit < 0:
+            parser.error("--limit must be >= 0")
+        return remeasure_split(args)
     if args.command == "cost-model":
         return train_cost_model(args)
     if args.command == "generate":
