@@ -265,13 +265,21 @@ class RemeasureTest(unittest.TestCase):
 
     def test_the_command_refuses_bad_input(self):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        for args, says in ((["/nonexistent.db"], "no tuning records at"),
-                           ([SAMPLE, "--limit=-1"], "--limit must be >= 0"),
-                           ([SAMPLE, "--split=test"], "invalid choice")):
-            p = subprocess.run([sys.executable, "-m", "looptool.records", "remeasure", *args],
-                               capture_output=True, text=True, env=env, timeout=60)
-            self.assertEqual(p.returncode, 2, p.stderr)
-            self.assertIn(says, p.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.db")
+            shutil.copy(SAMPLE, path)
+            for args, says in ((["/nonexistent.db"], "no tuning records at"),
+                               ([path, "--limit=-1"], "--limit must be >= 0"),
+                               ([path, "--split=test"], "invalid choice"),
+                               ([path, "--server=127.0.0.1:1"], "No server answered")):
+                p = subprocess.run([sys.executable, "-m", "looptool.records", "remeasure",
+                                    *args], capture_output=True, text=True, env=env, timeout=60)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(says, p.stderr)
+                self.assertNotIn("Traceback", p.stderr)
+            # Nothing lost or half-written: the records as they were, no reading kept.
+            self.assertEqual(len(records.load(path)), len(records.load(SAMPLE)))
+            self.assertTrue(all(r.remeasured_gflops is None for r in records.load(path)))
 
 
 class GenerateTest(unittest.TestCase):

@@ -318,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def remeasure_split(args: argparse.Namespace) -> int:
+    import sqlite3
+    from looptool import errors
     from looptool.records import remeasure as remeasure_lib
     from looptool.server import LocalServer, ServerStartError
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -331,6 +333,10 @@ def remeasure_split(args: argparse.Namespace) -> int:
                                                  args.limit, log)
     except (records_lib.RecordsError, ServerStartError) as e:
         print(f"remeasure: {e}", file=sys.stderr)
+        return 2
+    except (errors.ServiceError, sqlite3.Error) as e:
+        print(f"remeasure: {e} (the kernels timed before it stopped are kept: run it again to "
+              "go on)", file=sys.stderr)
         return 2
     print(json.dumps({"records": args.path, "split": args.split, **counts}))
     return 0

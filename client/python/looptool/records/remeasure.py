@@ -45,9 +45,9 @@ def remeasure(path: str, address: str, split: str = "validation", limit: int = 0
     the remeasurements table; the first `limit` of them where limit > 0) on the server at
     `address`, committing every 100. Returns {"kernels": timed now, "failed": not rebuilt (their
     row reads 0: its actions failed or are not its space's, or gave another schedule than the
-    record's), "kept":
-    already there}. RecordsError for a file that is not records,
-    ValueError for an unknown split."""
+    record's), "kept": already there}. RecordsError for a file that is not records, ValueError
+    for an unknown split; a ServiceError or sqlite3.Error midway keeps the rows written before
+    it."""
     from looptool.env import LoopToolEnv  # (grpc only where kernels are timed)
     rows = [r for r in records_lib.load(path, split=split) if r.gflops > 0]
     db = sqlite3.connect(path)
