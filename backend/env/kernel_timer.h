@@ -17,10 +17,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "backend/schedule/loop_tree.h"
 
 namespace looptool {
@@ -28,11 +30,30 @@ namespace looptool {
 struct Measurement {
   double seconds = 0;  // fastest single run of the kernel
   double gflops = 0;   // Program::Flops() / seconds / 1e9
+  // How the timing ended, so that a reader can weigh the number (a search's shortcuts leave
+  // readings of slow kernels low, never high):
+  //   kFull       the fixed budget (or its run cap) spent;
+  //   kSettled    adaptive: the runs stopped once their minimum settled;
+  //   kConfirmed  adaptive, then timed again with the fixed budget (a candidate within a
+  //               margin of the program's best, or faster): the faster minimum counts;
+  //   kSlower     adaptive: the runs stopped once their minimum was clearly slower than the
+  //               program's best (a few runs: a stall in them is kept);
+  //   kOnce       timed once: its first run was far slower than the best;
+  //   kUntimed    not timed: its verification run (cold) was far slower than the best, and
+  //               that run's time is the measurement.
+  enum class Timing { kFull, kSettled, kConfirmed, kSlower, kOnce, kUntimed };
+  Timing timing = Timing::kFull;
+  int64_t timed_runs = 0;  // runs timed (0 for kUntimed)
   // RemeasureFor only: the FMA peak measured on the same core right after the kernel's timing,
   // at the clock the kernel ran at (the boost clock moves under sustained load, so a peak
   // measured at start-up is not the one to divide by); 0 when not measured.
   double peak_gflops = 0;
 };
+
+// "full", "settled", "confirmed", "slower", "once" or "untimed"; TimingFromName() reads them
+// back (nullopt for any other text).
+const char* TimingName(Measurement::Timing timing);
+std::optional<Measurement::Timing> TimingFromName(absl::string_view name);
 
 // One level of the host's memory hierarchy as the timed core sees it: "L1", "L2", "L3" (data or
 // unified caches, from the kernel's sysfs) and "DRAM" last.

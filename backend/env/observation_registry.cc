@@ -18,6 +18,7 @@
 #include "backend/graph/program_graph.h"
 #include "backend/schedule/ir_text.h"
 #include "backend/schedule/loop_tree_text.h"
+#include "nlohmann/json.hpp"
 #include "util/status_macros.h"
 
 namespace looptool {
@@ -34,6 +35,15 @@ Entry Text(std::string name, Fn fn) {
   ObservationSpace s{std::move(name), Observation::Kind::kString};
   s.default_value = Observation::String("");
   return {std::move(s), false, std::move(fn)};
+}
+
+// A text that needs the kernel timed: not deterministic, and the host's own.
+Entry TimedText(std::string name, Fn fn) {
+  ObservationSpace s{std::move(name), Observation::Kind::kString};
+  s.default_value = Observation::String("");
+  s.deterministic = false;
+  s.platform_dependent = true;
+  return {std::move(s), true, std::move(fn)};
 }
 
 Entry Graph(std::string name, Fn fn) {
@@ -141,6 +151,15 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
                ASSIGN_OR_RETURN(const Measurement m, Measure(in, "runtime"));
                return Observation::Double(m.seconds);
              }),
+      // How the kernel's `flops` and `runtime` were timed (Measurement::Timing), as JSON:
+      // {"timing": "settled", "timed_runs": 12}.
+      TimedText("timing",
+                [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
+                  ASSIGN_OR_RETURN(const Measurement m, Measure(in, "timing"));
+                  const nlohmann::json j = {{"timing", TimingName(m.timing)},
+                                            {"timed_runs", m.timed_runs}};
+                  return Observation::String(j.dump());
+                }),
       Number("peak_gflops", Observation::Kind::kDouble, kInf, true,
              [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
                ASSIGN_OR_RETURN(KernelTimer* const timer, Timer(in, "peak_gflops"));

@@ -67,7 +67,8 @@ using ObservationRegistry = ObservationTable<ObservationInputs>;
 
 // LoopTool's observations, shaped by `limits`: ir, loop_tree, loops_tensor, stride_tensor,
 // 5_prev_actions_tensor, ir_graph_networkx, ir_tree_networkx, action_mask, flop_count (untimed),
-// then flops, runtime, peak_gflops (timed), predicted_gflops, sketches, kernel_plan,
+// then flops, runtime, timing (how those two were timed, JSON), peak_gflops (timed),
+// predicted_gflops, sketches, kernel_plan,
 // kernel_abi (untimed), machine_code (untimed but slow: the kernel is compiled), roofline (the
 // program's bound on this host, JSON; slow the first time), roofline_fraction (timed).
 ObservationRegistry LoopToolObservations(const Limits& limits);

@@ -89,7 +89,9 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
     // is never faster than a warm one, so its speed is reported low, never high.
     ++stats_.given_up;
     ++stats_.untimed;
-    result = Measurement{verify_run_seconds, flops / verify_run_seconds * 1e-9};
+    Measurement m{verify_run_seconds, flops / verify_run_seconds * 1e-9};
+    m.timing = Measurement::Timing::kUntimed;
+    result = m;
   } else {
     std::vector<float*> pointers;
     for (auto& buffer : program.scratch) pointers.push_back(buffer.data());
@@ -103,17 +105,29 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
       timing.clearly_slower_above_seconds = options_.clearly_slower_factor * program.best_seconds;
     }
     TimingResult t = MeasureRuns(run, timing);
+    Measurement::Timing how = Measurement::Timing::kFull;
+    if (t.end == TimingResult::End::kStable) how = Measurement::Timing::kSettled;
+    if (t.end == TimingResult::End::kSlower) {
+      how = t.runs == 1 ? Measurement::Timing::kOnce : Measurement::Timing::kSlower;
+    }
+    int64_t runs = t.runs;
     if (t.runs == 1 && t.runs < timing.min_runs) ++stats_.given_up;
     if (options_.adaptive) {
       if (t.end == TimingResult::End::kStable) ++stats_.stable;
       if (t.end == TimingResult::End::kSlower && t.runs > 1) ++stats_.slower;
       if (t.min_seconds < program.best_seconds * (1 + options_.confirm_margin)) {
         ++stats_.confirmed;
-        t.min_seconds = std::min(t.min_seconds, MeasureRuns(run, options_.timing).min_seconds);
+        const TimingResult again = MeasureRuns(run, options_.timing);
+        t.min_seconds = std::min(t.min_seconds, again.min_seconds);
+        runs += again.runs;
+        how = Measurement::Timing::kConfirmed;
       }
     }
     program.best_seconds = std::min(program.best_seconds, t.min_seconds);
-    result = Measurement{t.min_seconds, flops / t.min_seconds * 1e-9};
+    Measurement m{t.min_seconds, flops / t.min_seconds * 1e-9};
+    m.timing = how;
+    m.timed_runs = runs;
+    result = m;
   }
   const double t3 = MonotonicSeconds();
   ++stats_.measured;
@@ -137,6 +151,7 @@ absl::StatusOr<Measurement> LocalTimer::RemeasureFor(const LoopTree& tree, uint6
   const TimingResult t = MeasureRuns([&] { kernel->Run(pointers.data()); }, options_.timing);
   ++stats_.remeasured;
   Measurement m{t.min_seconds, static_cast<double>(tree.program().Flops()) / t.min_seconds * 1e-9};
+  m.timed_runs = t.runs;  // Timing::kFull: the fixed budget
   // The peak beside it: the best of three short rounds right after the kernel's timing, kept
   // for the re-timings of the next second (a search re-times its best few back to back within
   // the last 5% of its time: one peak serves them all).

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "backend/timing/measure.h"
@@ -64,16 +65,19 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
   return r;
 }
 
-// "<code> <seconds> <gflops> <peak_gflops> <lines>\n", then `lines` lines of the memory profile,
+// "<code> <seconds> <gflops> <peak_gflops> <timing> <timed_runs> <lines>\n" (timing: its
+// TimingName), then `lines` lines of the memory profile,
 // "level <name> <bytes>\n" for each level, "point <bytes> <gbytes_per_second>\n" for each
 // point of the read curve, "copy <bytes> <gbytes_per_second>\n" for each point of the copy
 // curve and "fill <bytes> <gbytes_per_second>\n" for each point of the fill curve, then the
 // message; numbers printed exactly (%a round-trips doubles).
 std::string EncodeReply(const WorkerReply& reply) {
   char numbers[160];
-  std::snprintf(numbers, sizeof(numbers), "%d %a %a %a %zu\n",
+  std::snprintf(numbers, sizeof(numbers), "%d %a %a %a %s %lld %zu\n",
                 static_cast<int>(reply.status.code()), reply.measurement.seconds,
                 reply.measurement.gflops, reply.measurement.peak_gflops,
+                TimingName(reply.measurement.timing),
+                static_cast<long long>(reply.measurement.timed_runs),
                 reply.memory.levels.size() + reply.memory.bandwidth.size() +
                     reply.memory.copy_bandwidth.size() + reply.memory.fill_bandwidth.size());
   std::string out = numbers;
@@ -100,11 +104,16 @@ absl::StatusOr<WorkerReply> DecodeReply(absl::string_view frame) {
   std::vector<std::string> parts = absl::StrSplit(frame.substr(0, nl), ' ');
   int code = 0;
   size_t lines = 0;
-  if (parts.size() != 5 || !absl::SimpleAtoi(parts[0], &code) ||
-      !absl::SimpleAtoi(parts[4], &lines) || lines > 256) {
+  int64_t timed_runs = 0;
+  std::optional<Measurement::Timing> timing;
+  if (parts.size() != 7 || !absl::SimpleAtoi(parts[0], &code) ||
+      !(timing = TimingFromName(parts[4])) || !absl::SimpleAtoi(parts[5], &timed_runs) ||
+      !absl::SimpleAtoi(parts[6], &lines) || lines > 256) {
     return malformed();
   }
   WorkerReply r;
+  r.measurement.timing = *timing;
+  r.measurement.timed_runs = timed_runs;
   r.measurement.seconds = std::strtod(parts[1].c_str(), nullptr);
   r.measurement.gflops = std::strtod(parts[2].c_str(), nullptr);
   r.measurement.peak_gflops = std::strtod(parts[3].c_str(), nullptr);

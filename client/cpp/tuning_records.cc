@@ -65,9 +65,14 @@ CREATE TABLE IF NOT EXISTS measurements (
   gflops         REAL NOT NULL,
   retimed_gflops REAL,             -- NULL unless re-timed at the end of the search
   seconds        REAL NOT NULL,    -- into the search
+  timing         TEXT,             -- how gflops was timed (the `timing` observation's); NULL
+  timed_runs     INTEGER,          -- in files written before 2026-12-06
   UNIQUE (run_id, schedule)
 );
 CREATE INDEX IF NOT EXISTS runs_by_program ON runs (program_id);
+)sql";
+
+constexpr char kRecordsView[] = R"sql(
 CREATE VIEW IF NOT EXISTS records AS
   SELECT m.id AS id, p.id AS program_id, p.program AS program, p.split AS split,
          p.flops AS flops, r.id AS run_id, r.benchmark AS benchmark, r.host_cpu AS host_cpu,
@@ -79,9 +84,30 @@ CREATE VIEW IF NOT EXISTS records AS
          m.gflops / r.peak_gflops AS fraction_of_peak,
          CASE WHEN r.roofline_gflops > 0 THEN m.gflops / r.roofline_gflops END
            AS fraction_of_roofline,
-         m.seconds AS seconds
+         m.seconds AS seconds, m.timing AS timing, m.timed_runs AS timed_runs
   FROM measurements m JOIN runs r ON m.run_id = r.id JOIN programs p ON r.program_id = p.id;
 )sql";
+
+// A file written before measurements had `timing` and `timed_runs` gains them (NULL in its
+// rows), and its `records` view is made again with them; all or nothing.
+constexpr char kAddTiming[] = R"sql(
+ALTER TABLE measurements ADD COLUMN timing TEXT;
+ALTER TABLE measurements ADD COLUMN timed_runs INTEGER;
+DROP VIEW IF EXISTS records;
+)sql";
+
+bool HasTimingColumns(sqlite3* db) {
+  return SqliteStatement(db, "SELECT timing, timed_runs FROM measurements LIMIT 0").ok();
+}
+
+// Runs `sql`; its error message, or "" when it succeeded.
+std::string Exec(sqlite3* db, const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &error) == SQLITE_OK) return "";
+  std::string message = error != nullptr ? error : "unknown error";
+  sqlite3_free(error);
+  return message;
+}
 
 bool IsScheduleLine(absl::string_view line) { return absl::StartsWith(line, "compute 1:"); }
 
@@ -125,7 +151,8 @@ absl::StatusOr<std::unique_ptr<TuningRecords>> TuningRecords::Open(const std::st
   {
     SqliteStatement foreign(
         db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('meta', "
-            "'programs', 'evaluation_programs', 'runs', 'measurements') LIMIT 1");
+            "'programs', 'evaluation_programs', 'runs', 'measurements', 'remeasurements') "
+            "LIMIT 1");
     if (!foreign.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, " is not a LoopTool tuning records file: ", sqlite3_errmsg(db)));
@@ -140,6 +167,25 @@ absl::StatusOr<std::unique_ptr<TuningRecords>> TuningRecords::Open(const std::st
   if (sqlite3_exec(db, kSchema, nullptr, nullptr, &error) != SQLITE_OK) {
     const std::string message = error != nullptr ? error : "unknown error";
     sqlite3_free(error);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a LoopTool tuning records file: ", message));
+  }
+  if (!HasTimingColumns(db)) {
+    // Another writer may add them first: then this one's transaction is rolled back, and the
+    // columns are there.
+    std::string message = Exec(db, "BEGIN IMMEDIATE");
+    if (message.empty()) message = Exec(db, kAddTiming);
+    if (message.empty()) message = Exec(db, kRecordsView);
+    if (message.empty()) message = Exec(db, "COMMIT");
+    if (!message.empty()) {
+      Exec(db, "ROLLBACK");
+      if (!HasTimingColumns(db)) {
+        return absl::InternalError(absl::StrCat(
+            "tuning records ", path, ": cannot add the timing columns: ", message));
+      }
+    }
+  }
+  if (const std::string message = Exec(db, kRecordsView); !message.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not a LoopTool tuning records file: ", message));
   }
@@ -161,7 +207,7 @@ absl::StatusOr<std::unique_ptr<TuningRecords>> TuningRecords::Open(const std::st
   // Tables of the same names but other shapes (another program's file) are refused here.
   SqliteStatement probe(
       db, "SELECT id, program_id, actions, schedule, plan_features, gflops, retimed_gflops, "
-          "fraction_of_peak, fraction_of_roofline FROM records LIMIT 0");
+          "fraction_of_peak, fraction_of_roofline, timing, timed_runs FROM records LIMIT 0");
   if (!probe.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " has tables that are not LoopTool's records: ", sqlite3_errmsg(db)));
@@ -276,7 +322,8 @@ absl::StatusOr<bool> TuningRecords::AddMeasurement(int64_t run, const MeasuredKe
   SqliteStatement insert(
       db_,
       "INSERT INTO measurements (run_id, actions, schedule, loop_tree, plan_features, gflops, "
-      "seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (run_id, schedule) DO NOTHING");
+      "seconds, timing, timed_runs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
+      "ON CONFLICT (run_id, schedule) DO NOTHING");
   if (!insert.ok()) return Error("write");
   insert.Int(1, run);
   insert.Text(2, actions.dump());
@@ -285,6 +332,13 @@ absl::StatusOr<bool> TuningRecords::AddMeasurement(int64_t run, const MeasuredKe
   insert.Text(5, kernel.plan_features);
   insert.Real(6, kernel.gflops);
   insert.Real(7, kernel.seconds);
+  // The `timing` observation's JSON; a kernel without one (a server before it) gets NULLs.
+  const nlohmann::json timing = nlohmann::json::parse(kernel.timing, nullptr, false);
+  if (timing.is_object() && timing.value("timing", nlohmann::json()).is_string() &&
+      timing.value("timed_runs", nlohmann::json()).is_number_integer()) {
+    insert.Text(8, timing["timing"].get<std::string>());
+    insert.Int(9, timing["timed_runs"].get<int64_t>());
+  }
   if (sqlite3_step(insert.get()) != SQLITE_DONE) return Error("write");
   return sqlite3_changes(db_) > 0;
 }

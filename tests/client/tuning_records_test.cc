@@ -1,5 +1,6 @@
 // TuningRecords: the splits, each kernel kept once per run with the run's start actions before
-// its own, re-timings, the records view's fractions, evaluation programs, what it refuses, and
+// its own, how each was timed (files from before gaining the columns), re-timings, the records
+// view's fractions, evaluation programs, what it refuses, and
 // that it persists across opens and is shared by threads.
 #include "client/cpp/tuning_records.h"
 
@@ -140,6 +141,78 @@ TEST(TuningRecords, KeepsEachKernelOncePerRunAfterTheStartActions) {
   auto reopened = TuningRecords::Open(path);
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ((*reopened)->Measurements(*second)->size(), 1u);
+}
+
+// The rows of `sql` (one text column each; "NULL" for a null), in order.
+std::vector<std::string> Column(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::vector<std::string> out;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return {"cannot open"};
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+    out.push_back(sqlite3_errmsg(db));
+  } else {
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      const unsigned char* text = sqlite3_column_text(stmt, 0);
+      out.push_back(text != nullptr ? reinterpret_cast<const char*>(text) : "NULL");
+    }
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return out;
+}
+
+// Opens `path`, records a run of `kernels` in it, and closes it.
+void RecordRun(const std::string& path, const std::vector<MeasuredKernel>& kernels) {
+  auto records = TuningRecords::Open(path);
+  ASSERT_TRUE(records.ok()) << records.status();
+  auto run = (*records)->BeginRun(ARun());
+  ASSERT_TRUE(run.ok()) << run.status();
+  for (const MeasuredKernel& k : kernels) ExpectAdded((*records)->AddMeasurement(*run, k), true);
+}
+
+TEST(TuningRecords, KeepsHowEachKernelWasTimed) {
+  const std::string path = TempPath("timing.db");
+  MeasuredKernel slower = Kernel(kSchedule, 50);
+  slower.timing = R"({"timing":"slower","timed_runs":5})";
+  // No timing (a server before it), or a malformed one: NULLs.
+  MeasuredKernel untold = Kernel("compute 1: m:64 k:64 n:64\nwrite 1: m:64 n:64\n", 60);
+  MeasuredKernel malformed = Kernel("compute 1: k:64 m:64 n:64\nwrite 1: m:64 n:64\n", 70);
+  malformed.timing = R"({"timing":"once","timed_runs":"one"})";
+  RecordRun(path, {slower, untold, malformed});
+  EXPECT_THAT(Column(path, "SELECT coalesce(timing, 'NULL') || ' ' || "
+                           "coalesce(timed_runs, 'NULL') FROM records ORDER BY id"),
+              ElementsAre("slower 5", "NULL NULL", "NULL NULL"));
+}
+
+TEST(TuningRecords, FilesWrittenBeforeTheTimingColumnsGainThem) {
+  const std::string path = TempPath("old.db");
+  RecordRun(path, {Kernel(kSchedule, 50)});
+  // Made as the files of before were: no timing columns, a view without them, and a table
+  // `python3 -m looptool.records remeasure` adds.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP VIEW records; ALTER TABLE measurements DROP COLUMN timing; "
+                         "ALTER TABLE measurements DROP COLUMN timed_runs; "
+                         "CREATE VIEW records AS SELECT m.id AS id FROM measurements m; "
+                         "CREATE TABLE remeasurements (measurement_id INTEGER PRIMARY KEY, "
+                         "gflops REAL NOT NULL, peak_gflops REAL NOT NULL)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  ASSERT_THAT(Column(path, "SELECT timing FROM measurements"),
+              ElementsAre(HasSubstr("no such column")));
+
+  MeasuredKernel settled = Kernel(kSchedule, 55);
+  settled.timing = R"({"timing":"settled","timed_runs":12})";
+  RecordRun(path, {settled});
+  EXPECT_THAT(Column(path, "SELECT coalesce(timing, 'NULL') || ' ' || gflops || ' ' || "
+                           "round(fraction_of_peak, 3) FROM records ORDER BY id"),
+              ElementsAre("NULL 50.0 0.417", "settled 55.0 0.458"));
+  // Opened again: nothing more to add.
+  EXPECT_TRUE(TuningRecords::Open(path).ok());
 }
 
 TEST(TuningRecords, EvaluationProgramsAreNeverTrainedOn) {

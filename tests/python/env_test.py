@@ -3,6 +3,7 @@ name in a step's round trip), actions by name and index, LoopTune's reward, fork
 spaces), programs sent with reset, max_steps, graceful ends (session gone, crashing and hanging
 kernels) with the error kept, and errors that are the caller's."""
 
+import json
 import unittest
 
 import grpc
@@ -93,10 +94,10 @@ class LoopToolEnvTest(unittest.TestCase):
         self.assertEqual(list(env.observation_spaces),
                          ["ir", "loop_tree", "loops_tensor", "stride_tensor",
                           "5_prev_actions_tensor", "ir_graph_networkx", "ir_tree_networkx",
-                          "action_mask", "flop_count", "flops", "runtime", "peak_gflops",
-                          "predicted_gflops", "sketches", "kernel_plan", "kernel_abi",
-                          "machine_code", "roofline", "roofline_fraction", "plan_features",
-                          "loop_features", "action_state"])
+                          "action_mask", "flop_count", "flops", "runtime", "timing",
+                          "peak_gflops", "predicted_gflops", "sketches", "kernel_plan",
+                          "kernel_abi", "machine_code", "roofline", "roofline_fraction",
+                          "plan_features", "loop_features", "action_state"])
         self.assertEqual(env.observation_spaces["loops_tensor"].shape, (1, 320))
         self.assertEqual(env.observation_spaces["stride_tensor"].shape, (1, 16))
         self.assertEqual(env.observation_spaces["5_prev_actions_tensor"].shape, (1, 85))
@@ -218,8 +219,12 @@ class LoopToolEnvTest(unittest.TestCase):
     def test_flop_count_and_timing_observations(self):
         env = self.make_env()
         env.reset()
-        values = env.observe(["flop_count", "flops", "runtime", "peak_gflops"])
+        values = env.observe(["flop_count", "flops", "runtime", "peak_gflops", "timing"])
         self.assertEqual(values["flop_count"], 2 * 112 * 208 * 256)
+        # The start state is the program's first kernel: the best so far, so confirmed with the
+        # fixed budget (on top of its adaptive runs).
+        self.assertEqual(json.loads(values["timing"])["timing"], "confirmed")
+        self.assertGreater(json.loads(values["timing"])["timed_runs"], 1)
         self.assertIs(type(values["flop_count"]), int)
         self.assertGreater(values["flops"], 0)
         self.assertGreater(values["peak_gflops"], 0)
@@ -263,7 +268,7 @@ class LoopToolEnvTest(unittest.TestCase):
         env.reset()
         self.assertIn("loop_tree", env.observation)
         self.assertNotIn("nope", env.observation)
-        self.assertEqual(len(env.observation), 22)
+        self.assertEqual(len(env.observation), 23)
         self.assertEqual(list(env.observation)[:2], ["ir", "loop_tree"])
         with self.assertRaises(KeyError):
             env.observation["nope"]

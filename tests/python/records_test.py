@@ -41,6 +41,8 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual((r.host_cpu, r.isa), view[6:])
         self.assertAlmostEqual(r.fraction_of_peak, r.gflops / r.peak_gflops)
         self.assertTrue(r.kind)
+        # Written before the searches said how they timed each kernel.
+        self.assertEqual({(x.timing, x.timed_runs) for x in rows}, {(None, None)})
         # Once per kernel per run.
         self.assertEqual(len({(x.run_id, x.schedule) for x in rows}), len(rows))
         # Splits partition the records.
@@ -98,6 +100,7 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(sum(s["programs"].values()), len({x.program_id for x in rows}))
         # the sample: 8 runs of 3 s, from one generator (33 s from first start to last end)
         self.assertEqual(s["runs"], 8)
+        self.assertEqual(s["timings"], {"unknown": len(rows)})
         self.assertAlmostEqual(s["search_seconds"], 8 * 3.0)
         self.assertAlmostEqual(s["span_seconds"], 32.839, places=3)
         for k in s["per_kind"].values():
@@ -303,12 +306,21 @@ class GenerateTest(unittest.TestCase):
             rows = records.load(out)
             self.assertEqual(len(rows), recorded)
             self.assertEqual(len({(r.run_id, r.schedule) for r in rows}), len(rows))
+            # Each kernel says how it was timed: not at all (0 runs) or in some runs.
+            for r in rows:
+                self.assertIn(r.timing, records.TIMINGS)
+                assert r.timed_runs is not None
+                self.assertEqual(r.timed_runs == 0, r.timing == "untimed", (r.timing, r.timed_runs))
+                if r.timing == "once":
+                    self.assertEqual(r.timed_runs, 1)
             self.assertEqual(sorted({r.kind for r in rows}),
                              sorted({q.kind for q in programs.synthetic(2, seed=5)}))
             s = subprocess.run([sys.executable, "-m", "looptool.records", "summary", out,
                                 "--json"], capture_output=True, text=True, env=env)
             self.assertEqual(s.returncode, 0, s.stderr)
             self.assertEqual(sum(json.loads(s.stdout)["kernels"].values()), recorded)
+            self.assertEqual(sum(json.loads(s.stdout)["timings"].values()), recorded)
+            self.assertNotIn("unknown", json.loads(s.stdout)["timings"])
             bad = subprocess.run([sys.executable, "-m", "looptool.records", "summary",
                                   os.path.join(d, "none.db")], capture_output=True, text=True,
                                  env=env)
@@ -328,6 +340,7 @@ class GenerateTest(unittest.TestCase):
             runs = {r.run_id for r in rows}
             self.assertEqual(len(runs), 2)
             self.assertEqual({r.search for r in rows}, {"policy_guided"})
+            self.assertTrue(all(r.timing in records.TIMINGS for r in rows))
             for run in runs:
                 n = len([r for r in rows if r.run_id == run])
                 self.assertGreaterEqual(n, 2)

@@ -30,6 +30,7 @@ OBSERVATION_SPACES = [
     ("flop_count", "int64_value", "int64_value", True, False),
     ("flops", "double_value", "double_value", False, True),
     ("runtime", "double_value", "double_value", False, True),
+    ("timing", "string_value", "string_value", False, True),
     ("peak_gflops", "double_value", "double_value", False, True),
     ("predicted_gflops", "double_value", "double_value", False, True),
     ("sketches", "string_value", "string_value", True, True),

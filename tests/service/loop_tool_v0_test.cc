@@ -301,7 +301,7 @@ TEST(UpstreamSpacesFirst, OrderAndDefaults) {
   // Only the action spaces move: the observation spaces keep their order (LoopTool's first).
   std::vector<std::string> observations;
   for (const auto& s : spaces.observation_space_list()) observations.push_back(s.name());
-  ASSERT_EQ(observations.size(), 22u);
+  ASSERT_EQ(observations.size(), 23u);
   EXPECT_EQ(observations.front(), "ir");
   EXPECT_EQ(observations.back(), "action_state");
   auto start = [&](const std::string& uri, int space, cg::StartSessionReply* reply) {

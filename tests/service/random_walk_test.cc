@@ -66,7 +66,7 @@ const std::vector<std::pair<std::string, std::string>> kUserPrograms = {
 
 // Observations that time the state's kernel (or the peak): asked now and then, not every Step.
 bool IsTimed(const std::string& name) {
-  return name == "flops" || name == "runtime" || name == "peak_gflops" ||
+  return name == "flops" || name == "runtime" || name == "timing" || name == "peak_gflops" ||
          name == "roofline_fraction";
 }
 

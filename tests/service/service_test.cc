@@ -209,8 +209,9 @@ TEST_F(ServiceTest, GetVersionAndSpaces) {
   EXPECT_THAT(names, ::testing::ElementsAre("ir", "loop_tree", "loops_tensor", "stride_tensor",
                                             "5_prev_actions_tensor", "ir_graph_networkx",
                                             "ir_tree_networkx", "action_mask", "flop_count",
-                                            "flops", "runtime", "peak_gflops", "predicted_gflops",
-                                            "sketches", "kernel_plan", "kernel_abi",
+                                            "flops", "runtime", "timing", "peak_gflops",
+                                            "predicted_gflops", "sketches", "kernel_plan",
+                                            "kernel_abi",
                                             "machine_code", "roofline", "roofline_fraction",
                                             "plan_features", "loop_features",
                                             "action_state"));

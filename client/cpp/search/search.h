@@ -70,6 +70,7 @@ struct MeasuredKernel {
   std::string plan_features;         // the plan_features observation (JSON by feature name)
   double gflops = 0;                 // as the search measured it
   double seconds = 0;                // into the search
+  std::string timing;                // the timing observation (JSON): how gflops was timed
 };
 
 // Which search, and its parameters; ParseSearch() reads one from its name.

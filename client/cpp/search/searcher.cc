@@ -28,7 +28,10 @@ double RetimeSeconds(const SearchOptions& options) {
 std::vector<std::string> Observations(const std::string& features, bool reporting) {
   std::vector<std::string> o = {"ir", "loop_tree", "flops", "action_mask"};
   if (!features.empty()) o.push_back(features);
-  if (reporting) o.push_back("plan_features");
+  if (reporting) {
+    o.push_back("plan_features");
+    o.push_back("timing");
+  }
   return o;
 }
 
@@ -55,6 +58,7 @@ absl::StatusOr<Node> ToNode(std::vector<int> path, const StepResult& r,
   n.mask = mask->bools;
   if (const Value* f = features.empty() ? nullptr : r.Find(features)) n.features = f->floats;
   if (const Value* plan = r.Find("plan_features")) n.plan_features = plan->text;
+  if (const Value* timing = r.Find("timing")) n.timing = timing->text;
   return n;
 }
 
@@ -260,7 +264,7 @@ absl::StatusOr<std::vector<Node>> Searcher::Expand(const StateSource& source, co
 std::vector<std::string> Searcher::Unmeasured() const {
   std::vector<std::string> out;
   for (const std::string& o : observations_) {
-    if (o != "flops") out.push_back(o);
+    if (o != "flops" && o != "timing") out.push_back(o);
   }
   return out;
 }
@@ -276,6 +280,7 @@ void Searcher::ReportMeasured(const Node& node) {
   m.plan_features = node.plan_features;
   m.gflops = node.gflops;
   m.seconds = Elapsed();
+  m.timing = node.timing;
   options_.on_measured(m);
 }
 

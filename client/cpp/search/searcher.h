@@ -30,6 +30,7 @@ struct Node {
   std::vector<bool> mask;       // actions that would change the state
   std::vector<float> features;  // the guiding policy's observation (Searcher's `features`)
   std::string plan_features;    // plan_features, when the search reports what it measures
+  std::string timing;           // timing, likewise
 };
 
 // A state's kernel: its ir without the cursor (which does not change the kernel).

@@ -236,8 +236,8 @@ TEST(ObservationRegistry, SlowEntriesAndOneEntryExtensions) {
   for (const auto& e : registry.entries()) {
     if (e.slow) slow.push_back(e.space.name);
   }
-  EXPECT_THAT(slow, ElementsAre("flops", "runtime", "peak_gflops", "machine_code", "roofline",
-                                 "roofline_fraction"));
+  EXPECT_THAT(slow, ElementsAre("flops", "runtime", "timing", "peak_gflops", "machine_code",
+                                 "roofline", "roofline_fraction"));
 
   std::vector<ObservationEntry<ObservationInputs>> entries = registry.entries();
   ObservationSpace depth{"cursor_depth", Observation::Kind::kInt64};

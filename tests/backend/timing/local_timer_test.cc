@@ -186,13 +186,19 @@ TEST(LocalTimer, FarSlowerSchedulesOfAProgramAreTimedOnceOrNotAtAll) {
   LocalTimer::Options o = Fast();
   o.give_up_factor = 1e-9;
   o.untimed_min_seconds = 1e30;  // first: never judged by the verification run alone
+  o.confirm_margin = -1;  // a run faster than the best is not timed again: the paths stay apart
   LocalTimer ev(o);
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
   ASSERT_TRUE(ev.Measure(t).ok());
   EXPECT_EQ(ev.stats().given_up, 0);  // nothing known yet: timed as usual
-  ASSERT_TRUE(ev.Measure(WithActions(t, "split_4")).ok());
+  const absl::StatusOr<Measurement> once = ev.Measure(WithActions(t, "split_4"));
+  ASSERT_TRUE(once.ok());
   EXPECT_EQ(ev.stats().given_up, 1);  // timed once, after warm-up
   EXPECT_EQ(ev.stats().untimed, 0);
+  EXPECT_EQ(once->timing, Measurement::Timing::kOnce);
+  EXPECT_EQ(once->timed_runs, 1);
+  // A cache hit says how the schedule was timed when it was.
+  EXPECT_EQ(ev.Measure(WithActions(t, "split_4"))->timing, Measurement::Timing::kOnce);
   // Another program has its own best.
   ASSERT_TRUE(ev.Measure(InitialTree("s[m] += A[m,n]; m=8 n=8")).ok());
   EXPECT_EQ(ev.stats().given_up, 1);
@@ -206,6 +212,8 @@ TEST(LocalTimer, FarSlowerSchedulesOfAProgramAreTimedOnceOrNotAtAll) {
   ASSERT_TRUE(slow.ok());
   EXPECT_EQ(untimed.stats().given_up, 1);
   EXPECT_EQ(untimed.stats().untimed, 1);
+  EXPECT_EQ(slow->timing, Measurement::Timing::kUntimed);
+  EXPECT_EQ(slow->timed_runs, 0);
   EXPECT_GT(slow->seconds, 0);
   EXPECT_DOUBLE_EQ(slow->gflops, 2.0 * 32 * 48 * 16 / slow->seconds * 1e-9);
   // Shorter than untimed_min_seconds (the default 1 ms; this kernel runs in microseconds): timed
@@ -222,8 +230,10 @@ TEST(LocalTimer, FarSlowerSchedulesOfAProgramAreTimedOnceOrNotAtAll) {
   o.untimed_min_seconds = 0;
   LocalTimer never(o);
   ASSERT_TRUE(never.Measure(t).ok());
-  ASSERT_TRUE(never.Measure(WithActions(t, "split_4")).ok());
+  const absl::StatusOr<Measurement> timed = never.Measure(WithActions(t, "split_4"));
+  ASSERT_TRUE(timed.ok());
   EXPECT_EQ(never.stats().given_up, 0);
+  EXPECT_GE(timed->timed_runs, o.timing.min_runs);
 }
 
 
@@ -273,23 +283,41 @@ TEST(LocalTimer, AdaptiveTimingConfirmsCandidatesAndStopsSlowerSchedulesEarly) {
   o.clearly_slower_factor = 1e-9;  // every schedule after the program's first is "slower"
   LocalTimer ev(o);
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
-  ASSERT_TRUE(ev.Measure(t).ok());
+  const absl::StatusOr<Measurement> first = ev.Measure(t);
+  ASSERT_TRUE(first.ok());
   EXPECT_EQ(ev.stats().slower, 0);     // nothing known yet
   EXPECT_EQ(ev.stats().confirmed, 1);  // the program's first: the best so far, timed again
+  EXPECT_EQ(first->timing, Measurement::Timing::kConfirmed);
+  EXPECT_GT(first->timed_runs, o.timing.min_runs);  // both timings' runs
   ASSERT_TRUE(ev.Measure(WithActions(t, "split_4")).ok());
   EXPECT_EQ(ev.stats().slower, 1);
   // Never a candidate (margin -1): nothing is timed again.
   o.confirm_margin = -1;
   LocalTimer never(o);
-  ASSERT_TRUE(never.Measure(t).ok());
+  const absl::StatusOr<Measurement> settled_or_full = never.Measure(t);
+  ASSERT_TRUE(settled_or_full.ok());
   EXPECT_EQ(never.stats().confirmed, 0);
+  EXPECT_NE(settled_or_full->timing, Measurement::Timing::kConfirmed);
+  const absl::StatusOr<Measurement> slower = never.Measure(WithActions(t, "split_4"));
+  ASSERT_TRUE(slower.ok());
+  EXPECT_EQ(never.stats().slower, 1);
+  EXPECT_EQ(slower->timing, Measurement::Timing::kSlower);
+  EXPECT_EQ(slower->timed_runs, AdaptiveTiming(o.timing.budget_seconds).min_runs);
   // Fixed timing: neither settles nor stops early nor confirms.
   o.adaptive = false;
   o.confirm_margin = 0.02;
   LocalTimer fixed(o);
   ASSERT_TRUE(fixed.Measure(t).ok());
-  ASSERT_TRUE(fixed.Measure(WithActions(t, "split_4")).ok());
+  const absl::StatusOr<Measurement> full = fixed.Measure(WithActions(t, "split_4"));
+  ASSERT_TRUE(full.ok());
   EXPECT_EQ(fixed.stats().stable + fixed.stats().slower + fixed.stats().confirmed, 0);
+  EXPECT_EQ(full->timing, Measurement::Timing::kFull);
+  EXPECT_GE(full->timed_runs, o.timing.min_runs);
+  // A re-timing spends the fixed budget.
+  const absl::StatusOr<Measurement> again = ev.RemeasureFor(WithActions(t, "split_4"), 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->timing, Measurement::Timing::kFull);
+  EXPECT_GE(again->timed_runs, o.timing.min_runs);
 }
 
 TEST(AllocateTensors, EveryTensorSitsAtTheSamePlaceInItsPageInEveryAllocation) {

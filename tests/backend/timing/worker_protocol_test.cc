@@ -89,6 +89,8 @@ TEST(WorkerProtocol, OkRepliesRoundTripTheirNumbersExactly) {
     reply.measurement.seconds = seconds;
     reply.measurement.gflops = gflops;
     reply.measurement.peak_gflops = gflops / 3;
+    reply.measurement.timing = Measurement::Timing::kSlower;
+    reply.measurement.timed_runs = 5;
     auto decoded = DecodeReply(EncodeReply(reply));
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_TRUE(decoded->status.ok()) << decoded->status;
@@ -96,7 +98,29 @@ TEST(WorkerProtocol, OkRepliesRoundTripTheirNumbersExactly) {
     EXPECT_EQ(decoded->measurement.gflops, gflops);
     EXPECT_EQ(decoded->measurement.peak_gflops, gflops / 3);
     EXPECT_EQ(std::signbit(decoded->measurement.gflops), std::signbit(gflops));
+    EXPECT_EQ(decoded->measurement.timing, Measurement::Timing::kSlower);
+    EXPECT_EQ(decoded->measurement.timed_runs, 5);
   }
+}
+
+TEST(WorkerProtocol, EveryTimingRoundTripsByName) {
+  for (const Measurement::Timing t :
+       {Measurement::Timing::kFull, Measurement::Timing::kSettled, Measurement::Timing::kConfirmed,
+        Measurement::Timing::kSlower, Measurement::Timing::kOnce, Measurement::Timing::kUntimed}) {
+    WorkerReply reply;
+    reply.measurement.timing = t;
+    reply.measurement.timed_runs = 12;
+    auto decoded = DecodeReply(EncodeReply(reply));
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->measurement.timing, t) << TimingName(t);
+    EXPECT_EQ(decoded->measurement.timed_runs, 12);
+    EXPECT_EQ(TimingFromName(TimingName(t)), t);
+  }
+  EXPECT_EQ(TimingName(Measurement::Timing::kUntimed), std::string("untimed"));
+  EXPECT_FALSE(TimingFromName("fast").has_value());
+  // An unknown timing makes the reply malformed.
+  EXPECT_EQ(DecodeReply("0 0x0p+0 0x0p+0 0x0p+0 fast 1 0\n").status().code(),
+            absl::StatusCode::kInternal);
 }
 
 TEST(WorkerProtocol, MemoryProfilesRoundTripExactly) {
@@ -109,7 +133,7 @@ TEST(WorkerProtocol, MemoryProfilesRoundTripExactly) {
   reply.status = absl::Status(absl::StatusCode::kDataLoss, "a\nb");
   const std::string frame = EncodeReply(reply);
   EXPECT_EQ(frame.substr(0, frame.find("point")),
-            "15 0x0p+0 0x0p+0 0x0p+0 9\nlevel L1 49152\nlevel L2 1048576\nlevel DRAM 0\n");
+            "15 0x0p+0 0x0p+0 0x0p+0 full 0 9\nlevel L1 49152\nlevel L2 1048576\nlevel DRAM 0\n");
   auto decoded = DecodeReply(frame);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ASSERT_EQ(decoded->memory.levels.size(), 3u);
@@ -158,12 +182,19 @@ TEST(WorkerProtocol, ErrorRepliesKeepCodeAndMessage) {
 }
 
 TEST(WorkerProtocol, MalformedRepliesAreRefused) {
+  // Header: code, seconds, gflops, peak, timing, timed runs, lines of the memory profile.
+  ASSERT_TRUE(DecodeReply("0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nlevel L1 4096\n").ok());
   for (const std::string frame :
-       {"", "0 0x1p+0 0x1p+1", "0 0x1p+0\n", "0 0x1p+0 0x1p+1\n", "0 0x1p+0 0x1p+1 7\n",
-        "zero 0x1p+0 0x1p+1 0\n", " 0 0x1p+0 0x1p+1 0\n", "\nmessage",
-        "0 0x1p+0 0x1p+1 1\nlevel L1\n", "0 0x1p+0 0x1p+1 1\nlevel L1 x\n",
-        "0 0x1p+0 0x1p+1 1\nlevel  1\n", "0 0x1p+0 0x1p+1 1\npoint 4096\n",
-        "0 0x1p+0 0x1p+1 1\nL1 4096 0x1p+0\n", "0 0x1p+0 0x1p+1 257\n"}) {
+       {"", "0 0x1p+0 0x1p+1 0x0p+0 full 3 0", "0 0x1p+0\n", "0 0x1p+0 0x1p+1 0x0p+0 full 3\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 7\n", "zero 0x1p+0 0x1p+1 0x0p+0 full 3 0\n",
+        " 0 0x1p+0 0x1p+1 0x0p+0 full 3 0\n", "\nmessage",
+        "0 0x1p+0 0x1p+1 0x0p+0 full x 0\n", "0 0x1p+0 0x1p+1 0x0p+0 Full 3 0\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nlevel L1\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nlevel L1 x\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nlevel  1\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\npoint 4096\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nL1 4096 0x1p+0\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 257\n"}) {
     const absl::Status s = DecodeReply(frame).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << "'" << frame << "'";
     EXPECT_EQ(s.message(), "malformed worker reply");

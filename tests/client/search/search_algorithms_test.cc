@@ -13,6 +13,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cpp/built_in_policies.h"
@@ -1068,6 +1069,7 @@ TEST(SearchAlgorithms, EveryMeasuredKernelIsReportedOnceWithAPathToIt) {
       EXPECT_EQ(m.kernel, ir + "\n") << search;
       EXPECT_EQ(m.loop_tree, ir);
       EXPECT_EQ(m.plan_features, "{\"knobs\":\"" + ir + "\"}");
+      EXPECT_EQ(m.timing, absl::StrCat("{\"timing\":\"settled\",\"timed_runs\":", ir.size(), "}"));
       EXPECT_EQ(m.gflops, run.world->Gflops(replay.knobs()));
     }
     EXPECT_EQ(static_cast<int>(retimed.size()), run.world->remeasured) << search;

@@ -17,7 +17,9 @@ BERT-base layers; never train on those).
 
 `python3 -m looptool.records remeasure` times a split's kernels again, alone, with the server's
 full budget (looptool.records.remeasure: the searches' own readings stop early or skip kernels
-that look slow); `load()` gives those readings as `Record.remeasured_gflops`.
+that look slow); `load()` gives those readings as `Record.remeasured_gflops`. Each search reading
+says how it was timed (`Record.timing`, one of TIMINGS, with `Record.timed_runs`): a model may
+drop or down-weight "slower", "once" and "untimed" readings, which can be low, never high.
 """
 import dataclasses
 import json
@@ -30,6 +32,11 @@ import numpy.typing as npt
 
 FORMAT = "looptool-tuning-records 1"
 SPLITS = ("train", "validation", "evaluation")
+# How a search's reading was timed (the server's `timing` observation): the full fixed budget;
+# adaptive runs stopped once their minimum settled; those timed again with the full budget as
+# candidates near the program's best; runs stopped as clearly slower than the best; one run only
+# (far slower); not timed (its cold verification run far slower: that run's time).
+TIMINGS = ("full", "settled", "confirmed", "slower", "once", "untimed")
 
 
 @dataclasses.dataclass
@@ -60,6 +67,9 @@ class Record:
     seconds: float                  # into the search
     # timed again alone with the full budget (looptool.records.remeasure; None: not)
     remeasured_gflops: Optional[float] = None
+    # how `gflops` was timed (TIMINGS; None in files written before the column) and its runs
+    timing: Optional[str] = None
+    timed_runs: Optional[int] = None
 
 
 class RecordsError(ValueError):
@@ -86,6 +96,11 @@ def connect(path: str) -> sqlite3.Connection:
         raise RecordsError(f"{path} holds records of format {row[0] if row else 'unknown'!r}; "
                            f"this looptool reads {FORMAT!r}")
     return db
+
+
+def _has_timing(db: sqlite3.Connection) -> bool:
+    """Whether the file's measurements say how each was timed (files from 2026-12-06 on)."""
+    return "timing" in {row[1] for row in db.execute("PRAGMA table_info(measurements)")}
 
 
 def load(path: str, split: Optional[str] = None, host: Optional[str] = None,
@@ -119,6 +134,10 @@ def load(path: str, split: Optional[str] = None, host: Optional[str] = None,
                       "name = 'remeasurements'").fetchone() is not None:
             remeasured = {int(i): float(g) for i, g in db.execute(
                 "SELECT measurement_id, gflops FROM remeasurements WHERE gflops > 0")}
+        timings: Dict[int, Tuple[str, int]] = {}
+        if _has_timing(db):
+            timings = {int(i): (str(t), int(n)) for i, t, n in db.execute(
+                "SELECT id, timing, timed_runs FROM measurements WHERE timing IS NOT NULL")}
     finally:
         db.close()
     out = []
@@ -129,7 +148,9 @@ def load(path: str, split: Optional[str] = None, host: Optional[str] = None,
                      loop_tree=r[13], plan_features=json.loads(r[14]), gflops=r[15],
                      retimed_gflops=r[16], peak_gflops=r[17], roofline_gflops=r[18],
                      fraction_of_peak=r[19], fraction_of_roofline=r[20], seconds=r[21],
-                     remeasured_gflops=remeasured.get(r[0]))
+                     remeasured_gflops=remeasured.get(r[0]),
+                     timing=timings[r[0]][0] if r[0] in timings else None,
+                     timed_runs=timings[r[0]][1] if r[0] in timings else None)
         if kinds is None or rec.kind in kinds:
             out.append(rec)
     return out
@@ -177,10 +198,10 @@ def best_per_program(records: Iterable[Record], host: Optional[str] = None) -> D
 
 
 def summary(path: str) -> Dict[str, object]:
-    """Counts (programs, runs and kernels per split, kernels per kind and host), what the runs
-    cost (search_seconds: their time limits added up; span_seconds: from the first run's start
-    to the last one's end, as the wall clock saw it when one generator wrote them all) and the
-    best fraction of peak and of the roofline per kind."""
+    """Counts (programs, runs and kernels per split, kernels per kind, host and timing), what
+    the runs cost (search_seconds: their time limits added up; span_seconds: from the first
+    run's start to the last one's end, as the wall clock saw it when one generator wrote them
+    all) and the best fraction of peak and of the roofline per kind."""
     db = connect(path)
     try:
         out: Dict[str, object] = {
@@ -199,6 +220,11 @@ def summary(path: str) -> Dict[str, object]:
                 .fetchone()[0]),
             "evaluation_programs_known":
                 db.execute("SELECT count(*) FROM evaluation_programs").fetchone()[0],
+            # kernels by how the search timed them ("unknown": written before it was kept)
+            "timings": dict(db.execute(
+                "SELECT coalesce(timing, 'unknown'), count(*) FROM measurements GROUP BY 1")
+                .fetchall()) if _has_timing(db) else {"unknown": db.execute(
+                    "SELECT count(*) FROM measurements").fetchone()[0]},
         }
         peaks: Dict[str, List[float]] = {}
         roofs: Dict[str, List[float]] = {}

@@ -179,6 +179,7 @@ def show_summary(args: argparse.Namespace) -> int:
     print(f"programs  {s['programs']}")
     print(f"kernels   {s['kernels']} in {s['runs']} runs")
     print(f"hosts     {s['hosts']}")
+    print(f"timings   {s['timings']}")
     print(f"{'kind':<12} {'programs':>8} {'kernels':>8} {'best/peak':>10} {'best/roofline':>14}")
     for kind, k in sorted(s["per_kind"].items()):  # type: ignore[attr-defined]
         roof = k["best_fraction_of_roofline"]
