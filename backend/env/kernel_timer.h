@@ -30,8 +30,8 @@ namespace looptool {
 struct Measurement {
   double seconds = 0;  // fastest single run of the kernel
   double gflops = 0;   // Program::Flops() / seconds / 1e9
-  // How the timing ended, so that a reader can weigh the number (a search's shortcuts leave
-  // readings of slow kernels low, never high):
+  // How the timing ended, so that a reader can weigh the number (a search's shortcuts mostly
+  // leave readings of slow kernels low):
   //   kFull       the fixed budget (or its run cap) spent;
   //   kSettled    adaptive: the runs stopped once their minimum settled;
   //   kConfirmed  adaptive, then timed again with the fixed budget (a candidate within a

@@ -4,6 +4,7 @@ programs, each kernel recorded once), and `remeasure` (each validation kernel ti
 import contextlib
 import dataclasses
 import io
+import itertools
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 import numpy as np
 
@@ -240,13 +242,29 @@ class RemeasureTest(unittest.TestCase):
                                  {"kernels": 5, "failed": 0, "kept": 0})
                 got = {r.id for r in records.load(path) if r.remeasured_gflops is not None}
                 self.assertEqual(got, {r.id for r in wanted[:5]})
-                self.assertEqual(remeasure.remeasure(path, server.address),
-                                 {"kernels": 21, "failed": 2, "kept": 5})
+                # The rest timed three times each, the fastest reading kept with its peak
+                # (readings stood in for: 1, 3, 2 GFLOPS, peaks 9, 8, 7).
+                readings = itertools.cycle([(1.0, 9.0), (3.0, 8.0), (2.0, 7.0)])
+                calls = []
+
+                def stand_in(env: object) -> "tuple[float, float]":
+                    calls.append(env)
+                    return next(readings)
+
+                with unittest.mock.patch("looptool.env.LoopToolEnv.remeasure", stand_in):
+                    self.assertEqual(remeasure.remeasure(path, server.address, timings=3),
+                                     {"kernels": 21, "failed": 2, "kept": 5})
+                self.assertEqual(len(calls), 3 * 19)
+                for bad in (0, remeasure.MAX_TIMINGS + 1):
+                    with self.assertRaisesRegex(ValueError, "timings must be 1..16"):
+                        remeasure.remeasure(path, server.address, timings=bad)
                 self.assertEqual(remeasure.remeasure(path, server.address),
                                  {"kernels": 0, "failed": 0, "kept": 26})
             db = sqlite3.connect(path)
             self.assertEqual(db.execute("SELECT count(*), sum(gflops = 0) FROM remeasurements")
                              .fetchone(), (26, 2))
+            self.assertEqual(db.execute("SELECT count(*) FROM remeasurements WHERE gflops = 3 "
+                                        "AND peak_gflops = 8").fetchone(), (19,))
             db.close()
             rows = records.load(path)
             timed = {r.id for r in rows if r.remeasured_gflops is not None}
@@ -273,6 +291,7 @@ class RemeasureTest(unittest.TestCase):
             shutil.copy(SAMPLE, path)
             for args, says in ((["/nonexistent.db"], "no tuning records at"),
                                ([path, "--limit=-1"], "--limit must be >= 0"),
+                               ([path, "--timings=0"], "--timings must be 1..16"),
                                ([path, "--split=test"], "invalid choice"),
                                ([path, "--server=127.0.0.1:1"], "No server answered")):
                 p = subprocess.run([sys.executable, "-m", "looptool.records", "remeasure",

@@ -19,7 +19,7 @@ BERT-base layers; never train on those).
 full budget (looptool.records.remeasure: the searches' own readings stop early or skip kernels
 that look slow); `load()` gives those readings as `Record.remeasured_gflops`. Each search reading
 says how it was timed (`Record.timing`, one of TIMINGS, with `Record.timed_runs`): a model may
-drop or down-weight "slower", "once" and "untimed" readings, which can be low, never high.
+drop or down-weight "slower", "once" and "untimed" readings, which are mostly low when wrong.
 """
 import dataclasses
 import json
