@@ -43,7 +43,7 @@ struct Measurement {
   //               that run's time is the measurement.
   enum class Timing { kFull, kSettled, kConfirmed, kSlower, kOnce, kUntimed };
   Timing timing = Timing::kFull;
-  int64_t timed_runs = 0;  // runs timed (0 for kUntimed)
+  int64_t timed_runs = 0;  // runs timed (0 for kUntimed; kConfirmed: both timings' runs)
   // RemeasureFor only: the FMA peak measured on the same core right after the kernel's timing,
   // at the clock the kernel ran at (the boost clock moves under sustained load, so a peak
   // measured at start-up is not the one to divide by); 0 when not measured.

@@ -151,8 +151,8 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
                ASSIGN_OR_RETURN(const Measurement m, Measure(in, "runtime"));
                return Observation::Double(m.seconds);
              }),
-      // How the kernel's `flops` and `runtime` were timed (Measurement::Timing), as JSON:
-      // {"timing": "settled", "timed_runs": 12}.
+      // How the kernel's `flops` and `runtime` were timed (Measurement::Timing), as JSON with
+      // its keys sorted: {"timed_runs":12,"timing":"settled"}.
       TimedText("timing",
                 [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
                   ASSIGN_OR_RETURN(const Measurement m, Measure(in, "timing"));

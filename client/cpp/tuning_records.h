@@ -74,7 +74,9 @@ std::string RecordSplit(const std::string& program, bool evaluation);
 class TuningRecords {
  public:
   // Opens (creating when missing) the records at `path`. INVALID_ARGUMENT when the file is not
-  // an SQLite database or holds tables of another shape; the error names the file.
+  // an SQLite database or holds tables of another shape; the error names the file. A file
+  // written before measurements kept their timing gains the `timing` and `timed_runs` columns
+  // (NULL in its rows) and its view them, all or nothing (INTERNAL when that fails).
   static absl::StatusOr<std::unique_ptr<TuningRecords>> Open(const std::string& path);
   ~TuningRecords();
   TuningRecords(const TuningRecords&) = delete;

@@ -24,6 +24,9 @@ class SessionStateSource : public StateSource {
   }
   absl::StatusOr<std::unique_ptr<StateSource>> StartInSpace(
       const std::string& space) const override;
+  bool HasObservation(const std::string& name) const override {
+    return env().connection()->ObservationIndex(name).ok();
+  }
 
  protected:
   virtual const Env& env() const = 0;

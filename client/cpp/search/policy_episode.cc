@@ -18,10 +18,9 @@ absl::StatusOr<SearchResult> TimeFinalState(StateSource& source, SearchResult ou
                                            const SearchOptions& options, const Clock& clock,
                                            absl::Time t0) {
   std::vector<std::string> observe = {"ir", "loop_tree", "flops", "peak_gflops"};
-  if (options.on_measured) {
-    observe.push_back("plan_features");
-    observe.push_back("timing");
-  }
+  const bool timing = options.on_measured && source.HasObservation("timing");
+  if (options.on_measured) observe.push_back("plan_features");
+  if (timing) observe.push_back("timing");
   ASSIGN_OR_RETURN(const StepResult last, source.Step({}, observe));
   out.ir = last.Find("ir")->text;
   out.loop_tree = last.Find("loop_tree")->text;
@@ -34,7 +33,7 @@ absl::StatusOr<SearchResult> TimeFinalState(StateSource& source, SearchResult ou
   if (options.on_measured && out.gflops > 0) {
     options.on_measured(MeasuredKernel{out.actions, KernelKey(out.ir), out.loop_tree,
                                        last.Find("plan_features")->text, out.gflops,
-                                       out.seconds, last.Find("timing")->text});
+                                       out.seconds, timing ? last.Find("timing")->text : ""});
   }
   return out;
 }

@@ -25,12 +25,13 @@ double RetimeSeconds(const SearchOptions& options) {
   return std::min(kRetimeShare * options.time_limit_seconds, kRetimeSecondsMax);
 }
 
-std::vector<std::string> Observations(const std::string& features, bool reporting) {
+std::vector<std::string> Observations(const StateSource& start, const std::string& features,
+                                      bool reporting) {
   std::vector<std::string> o = {"ir", "loop_tree", "flops", "action_mask"};
   if (!features.empty()) o.push_back(features);
   if (reporting) {
     o.push_back("plan_features");
-    o.push_back("timing");
+    if (start.HasObservation("timing")) o.push_back("timing");  // servers since 2026-12-06
   }
   return o;
 }
@@ -86,7 +87,7 @@ Searcher::Searcher(const StateSource& start, const SearchOptions& options, const
       options_(options),
       clock_(clock),
       features_(std::move(features)),
-      observations_(Observations(features_, options.on_measured != nullptr)),
+      observations_(Observations(start, features_, options.on_measured != nullptr)),
       t0_(clock.Now()),
       limit_(SearchSeconds(options)),
       deadline_(t0_ + absl::Seconds(limit_)) {}

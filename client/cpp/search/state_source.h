@@ -42,6 +42,8 @@ class StateSource {
   // A new source on the same benchmark's initial state in action space `space`.
   virtual absl::StatusOr<std::unique_ptr<StateSource>> StartInSpace(
       const std::string& space) const = 0;
+  // Whether Step can return observation `name` (a server of before it may lack a newer one).
+  virtual bool HasObservation(const std::string& name) const = 0;
 
   // The server session this source owns, which EndSources ends with others; null where it owns
   // none (a caller's session it borrows, a test's fake).

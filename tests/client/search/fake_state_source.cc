@@ -141,7 +141,7 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
     v.text = absl::StrCat("{", absl::StrJoin(entries, ","), "}");
   } else if (name == "plan_features") {
     v.text = absl::StrCat("{\"knobs\":\"", key, "\"}");
-  } else if (name == "timing") {  // how the server timed the state: here, by its key's length
+  } else if (name == "timing" && world_->timing) {  // how the state was timed: by key length
     v.text = absl::StrCat("{\"timing\":\"settled\",\"timed_runs\":", key.size(), "}");
   } else if (name == "sketches") {
     v.text = world_->sketches;

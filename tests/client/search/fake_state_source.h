@@ -51,6 +51,7 @@ struct FakeWorld {
   // inc_0, inc_1, ... named tile_L0_1, tile_L0_2, ...: factors of one loop pointer, which a
   // policy_guided search's neighbors (NeighborPaths) change into one another.
   bool tile_names = false;
+  bool timing = true;  // the `timing` observation (a server before 2026-12-06 has none)
 
   FakeClock clock;
   std::vector<std::string> measured;  // states whose kernel was measured, in order
@@ -85,6 +86,9 @@ class FakeStateSource final : public StateSource {
   absl::StatusOr<std::vector<std::string>> ActionNamesOf(const std::string& space) const override;
   absl::StatusOr<std::unique_ptr<StateSource>> StartInSpace(
       const std::string& space) const override;
+  bool HasObservation(const std::string& name) const override {
+    return name != "timing" || world_->timing;
+  }
 
   const std::vector<int>& knobs() const { return knobs_; }
 

@@ -1036,46 +1036,52 @@ TEST(SearchAlgorithms, PolicyGuidedTimesEachNewFastestsNeighborsInTurn) {
 // Tuning records: every kernel the world measured is reported once, in order, with actions that
 // reach it, its GFLOPS and plan features; each re-timing once, of a reported kernel.
 TEST(SearchAlgorithms, EveryMeasuredKernelIsReportedOnceWithAPathToIt) {
-  for (const char* search : {"greedy2", "beam2bfs", "random", "evolution", "policy"}) {
-    Trial run(search, 2);
-    run.options.depth = 20;
-    run.options.retime_top = 3;
-    std::vector<MeasuredKernel> reported;
-    std::vector<std::pair<std::string, double>> retimed;
-    run.options.on_measured = [&](const MeasuredKernel& m) { reported.push_back(m); };
-    run.options.on_retimed = [&](const std::string& kernel, double gflops) {
-      retimed.emplace_back(kernel, gflops);
-    };
-    // A policy episode times its final state only: one report, of that state.
-    const Policy policy = KnobZeroValue();
-    if (std::string(search) == "policy") {
-      run.options.policy = &policy;
-      run.world->sketches = "inc_2\ninc_0 inc_0 inc_0\ninc_0\n";
-    }
-    absl::StatusOr<SearchResult> r = run.Go();
-    ASSERT_TRUE(r.ok()) << search << ": " << r.status();
-    std::vector<std::string> keys, expected;
-    for (const MeasuredKernel& m : reported) keys.push_back(m.kernel);
-    for (const std::string& k : run.world->measured) expected.push_back(k + "\n");
-    EXPECT_EQ(keys, expected) << search;
-    EXPECT_GT(reported.size(), std::string(search) == "policy" ? 0u : 10u) << search;
-    std::set<std::string> kernels(keys.begin(), keys.end());
-    for (const MeasuredKernel& m : reported) {
-      FakeStateSource replay(run.world);
-      std::vector<int> path;
-      for (const std::string& a : m.actions) path.push_back(replay.ActionIndex(a));
-      ASSERT_TRUE(replay.Step(path, {}).ok());
-      const std::string ir = FakeWorld::Key(replay.knobs());
-      EXPECT_EQ(m.kernel, ir + "\n") << search;
-      EXPECT_EQ(m.loop_tree, ir);
-      EXPECT_EQ(m.plan_features, "{\"knobs\":\"" + ir + "\"}");
-      EXPECT_EQ(m.timing, absl::StrCat("{\"timing\":\"settled\",\"timed_runs\":", ir.size(), "}"));
-      EXPECT_EQ(m.gflops, run.world->Gflops(replay.knobs()));
-    }
-    EXPECT_EQ(static_cast<int>(retimed.size()), run.world->remeasured) << search;
-    for (const auto& [kernel, gflops] : retimed) {
-      EXPECT_TRUE(kernels.count(kernel)) << search << ": " << kernel;
-      EXPECT_GT(gflops, 0);
+  // With a server of before the timing observation too: kernels reported without it.
+  for (const bool timing : {true, false}) {
+    for (const char* search : {"greedy2", "beam2bfs", "random", "evolution", "policy"}) {
+      Trial run(search, 2);
+      run.world->timing = timing;
+      run.options.depth = 20;
+      run.options.retime_top = 3;
+      std::vector<MeasuredKernel> reported;
+      std::vector<std::pair<std::string, double>> retimed;
+      run.options.on_measured = [&](const MeasuredKernel& m) { reported.push_back(m); };
+      run.options.on_retimed = [&](const std::string& kernel, double gflops) {
+        retimed.emplace_back(kernel, gflops);
+      };
+      // A policy episode times its final state only: one report, of that state.
+      const Policy policy = KnobZeroValue();
+      if (std::string(search) == "policy") {
+        run.options.policy = &policy;
+        run.world->sketches = "inc_2\ninc_0 inc_0 inc_0\ninc_0\n";
+      }
+      absl::StatusOr<SearchResult> r = run.Go();
+      ASSERT_TRUE(r.ok()) << search << ": " << r.status();
+      std::vector<std::string> keys, expected;
+      for (const MeasuredKernel& m : reported) keys.push_back(m.kernel);
+      for (const std::string& k : run.world->measured) expected.push_back(k + "\n");
+      EXPECT_EQ(keys, expected) << search;
+      EXPECT_GT(reported.size(), std::string(search) == "policy" ? 0u : 10u) << search;
+      std::set<std::string> kernels(keys.begin(), keys.end());
+      for (const MeasuredKernel& m : reported) {
+        FakeStateSource replay(run.world);
+        std::vector<int> path;
+        for (const std::string& a : m.actions) path.push_back(replay.ActionIndex(a));
+        ASSERT_TRUE(replay.Step(path, {}).ok());
+        const std::string ir = FakeWorld::Key(replay.knobs());
+        EXPECT_EQ(m.kernel, ir + "\n") << search;
+        EXPECT_EQ(m.loop_tree, ir);
+        EXPECT_EQ(m.plan_features, "{\"knobs\":\"" + ir + "\"}");
+        EXPECT_EQ(m.timing, timing ? absl::StrCat("{\"timing\":\"settled\",\"timed_runs\":",
+                                                  ir.size(), "}")
+                                   : "");
+        EXPECT_EQ(m.gflops, run.world->Gflops(replay.knobs()));
+      }
+      EXPECT_EQ(static_cast<int>(retimed.size()), run.world->remeasured) << search;
+      for (const auto& [kernel, gflops] : retimed) {
+        EXPECT_TRUE(kernels.count(kernel)) << search << ": " << kernel;
+        EXPECT_GT(gflops, 0);
+      }
     }
   }
 }

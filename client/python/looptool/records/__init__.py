@@ -134,9 +134,9 @@ def load(path: str, split: Optional[str] = None, host: Optional[str] = None,
                       "name = 'remeasurements'").fetchone() is not None:
             remeasured = {int(i): float(g) for i, g in db.execute(
                 "SELECT measurement_id, gflops FROM remeasurements WHERE gflops > 0")}
-        timings: Dict[int, Tuple[str, int]] = {}
+        timings: Dict[int, Tuple[str, Optional[int]]] = {}
         if _has_timing(db):
-            timings = {int(i): (str(t), int(n)) for i, t, n in db.execute(
+            timings = {int(i): (str(t), None if n is None else int(n)) for i, t, n in db.execute(
                 "SELECT id, timing, timed_runs FROM measurements WHERE timing IS NOT NULL")}
     finally:
         db.close()
