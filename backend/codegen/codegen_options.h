@@ -30,6 +30,11 @@ struct CodegenOptions {
   // shift instead of a load that, off the vector's alignment, spans two cache lines (AVX-512;
   // StatementPlan::shift_unit_taps). Off only to compare.
   bool shift_unit_stride_taps = true;
+  // A vertical statement of 16 lanes (AVX-512) that reads an input with stride 2 emits the ops of
+  // a vector loop's last chunk of 8 lanes (a 56-wide row's) at 8 lanes, as a block of its own
+  // after the others, where they are full chunks (StatementPlan::half_width_tails). Off only to
+  // compare.
+  bool half_width_stride_two_tails = true;
   // A statement that writes each element of its output once (an assignment: a copy, transpose,
   // broadcast or elementwise op) and whose output tensor has at least this many bytes stores
   // its full vectors with non-temporal stores (vmovntps), past the caches, where every such

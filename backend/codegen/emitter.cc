@@ -458,9 +458,37 @@ class KernelEmitter {
       regs.cache.push_back(tmp_);
       regs.cache.push_back(s_->budget.lane_mask);
     }
-    EmitBlock(pending_, *s_, input_pointers_, regs, vec_);
+    std::vector<PointOp> half = TakeHalfWidthOps();
+    if (!pending_.empty()) EmitBlock(pending_, *s_, input_pointers_, regs, vec_);
+    if (!half.empty()) {
+      vec_.SetWidth(s_->width / 2, s_->budget.lane_mask);
+      EmitBlock(half, *s_, input_pointers_, regs, vec_);
+      vec_.SetWidth(s_->width, s_->budget.lane_mask);
+    }
     if (lend) vec_.ForgetMask();  // the mask register held operands
     pending_.clear();
+  }
+
+  // With StatementPlan::half_width_tails, the pending block's ops of 8 lanes (of 16) leave it,
+  // in order, to be emitted as a block of their own at 8 lanes. Each accumulator's ops keep
+  // their order (an accumulator's lanes are the same in every op), so results are exactly those
+  // of one block; the 256-bit ops zero the accumulator's upper lanes, past the 8 its masked
+  // store writes.
+  std::vector<PointOp> TakeHalfWidthOps() {
+    std::vector<PointOp> half;
+    if (!s_->half_width_tails) return half;
+    LT_CHECK(plan_.isa == Isa::kAvx512 && s_->width == 16 && !s_->horizontal);
+    std::vector<PointOp> full;
+    for (PointOp& op : pending_) {
+      if (op.lanes != s_->width / 2) {
+        full.push_back(op);
+        continue;
+      }
+      for (OperandRef* o : {&op.x, &op.y}) o->lanes = std::min(o->lanes, s_->width / 2);
+      half.push_back(op);
+    }
+    if (!half.empty()) pending_ = std::move(full);
+    return half;
   }
 
   // Whether the pending block, on AVX2, needs neither the arithmetic temporary nor the lane

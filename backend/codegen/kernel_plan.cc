@@ -103,6 +103,28 @@ void CollectTailLanes(const StatementPlan& s, std::set<int>& lanes) {
   }
 }
 
+// StatementPlan::half_width_tails, and a note where the statement has such a chunk.
+void PlanHalfWidthTails(const Program& p, Isa isa, const CodegenOptions& options,
+                        StatementPlan& s) {
+  if (!options.half_width_stride_two_tails || isa != Isa::kAvx512 || s.width != 16 ||
+      s.horizontal) {
+    return;
+  }
+  const int v = s.loops[s.vector_loop].var;
+  bool stride_two = false;
+  for (const AccessPlan& a : s.inputs) {
+    stride_two = stride_two || (a.kind == AccessPlan::Kind::kStrided && a.stride[v] == 2);
+  }
+  if (!stride_two) return;
+  s.half_width_tails = true;
+  std::set<int> tails;
+  CollectTailLanes(s, tails);
+  if (tails.count(s.width / 2)) {
+    s.notes.push_back(absl::StrCat("the last chunk of 8 lanes along '", p.var(v).name,
+                                   "' runs at 8 lanes, after the block's others"));
+  }
+}
+
 // The statement's loops, its accesses and which loop is vectorized (the one marked, else the
 // innermost), before any decision.
 StatementPlan PlanLoops(const Program& p, int s, const LoopOrder& order) {
@@ -338,6 +360,7 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
     FuseContiguousLoops(p, isa, sp);
     PlanVectorization(p, isa, sp);
     if (sp.width > 1) CollectTailLanes(sp, lanes);
+    PlanHalfWidthTails(p, isa, options, sp);
     PlanRegisterScope(p, isa, sp);
     PlanUnrolling(options, sp);
     PlanAccumulatorSets(sp);

@@ -65,6 +65,13 @@ struct StatementPlan {
   // memory, and permutes the result once per tap, instead of permuting every row's chunks
   // (AVX-512). A choice of the schedule: it pays on some hosts and blocks, not on all.
   bool fold_rows = false;
+  // A block's ops of 8 lanes at a width of 16 (the last chunk of a vector loop of 16n + 8
+  // elements) are emitted after its other ops as a block of their own at 8 lanes, where they are
+  // full chunks: a stride-2 read's pairs, shifts and folds apply and nothing is masked, where
+  // at 16 lanes each is a masked load and a permute of its own. AVX-512, a vertical statement
+  // with an input read with stride 2 (CodegenOptions::half_width_stride_two_tails); elsewhere
+  // masked chunks cost little, and a block's accumulators interleaved count for more.
+  bool half_width_tails = false;
   // A register block of fewer than kLatencyChains accumulators (a tail's: the last row of a
   // 7-row map blocked by 3) spreads the unrolled reduction steps inside the scope over several
   // sets of accumulators, as many as bring it to kLatencyChains and the full block's registers

@@ -167,6 +167,16 @@ void VectorOps::LoadStrideTwoMasked(const Xbyak::Xmm& dst, const Xbyak::RegExp& 
                                     const Xbyak::Xmm& scratch) {
   // The elements read span 2 * lanes - 1 floats from src; nothing past them is loaded.
   const int span = 2 * lanes - 1;
+  if (width_ == 16 && lanes == 8) {
+    // Half the width: the full chunk of 8 lanes at 256 bits (elements 0..7 and 7..14, both
+    // inside the span), no mask; the 256-bit ops zero lanes 8..15.
+    const Xbyak::Ymm d(dst.getIdx()), t(scratch.getIdx());
+    even_table_used_ = true;
+    g_.vmovups(d, ptr[src]);
+    g_.vmovdqu32(t, ptr[rip + even_table_ + kFull8]);
+    g_.vpermt2ps(d, t, ptr[src + 7 * 4]);
+    return;
+  }
   if (span <= width_) {
     // One masked load of the span, then the even elements (table entries 2i below W / 2).
     g_.mov(eax, (1u << span) - 1);

@@ -62,7 +62,8 @@ class VectorOps {
   // other lanes zero). Full chunks of stride 2: two loads (elements 0..W-1 and W-1..2W-2, never
   // past the last element read) and a permute; masked chunks of stride 2: a masked load of the
   // elements spanned (beside a full load where they pass a vector) and a permute (on AVX2
-  // through the mask register SetWidth named, else lane by lane); other strides: on AVX-512 a
+  // through the mask register SetWidth named, else lane by lane; on AVX-512 a chunk of 8 lanes
+  // at 16 as a full chunk at 8: two loads and a permute, no mask); other strides: on AVX-512 a
   // gather (lane offsets from a table), on AVX2 lane by lane (vmovss, vinsertps; the mask
   // register untouched). `scratch` (not dst) and eax are overwritten; AVX-512 may set k7.
   void LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int64_t stride, int lanes,

@@ -165,5 +165,39 @@ TEST(KernelPlan, FoldMarkAndWhereItIsIgnored) {
                                   "permutes"));
 }
 
+// A vertical statement of 16 lanes that reads stride 2 runs its ops of 8 lanes (a last chunk of a
+// row of 16n + 8) at 8 lanes (half_width_tails), with a note where its vector loop has such a
+// chunk; not at AVX2 or 8 lanes, nor for a horizontal statement, a stride-1 read, or with the
+// option off.
+TEST(KernelPlan, HalfWidthTailsOfStrideTwoReads) {
+  const auto plan = [](const std::string& program, Isa isa, const CodegenOptions& options = {}) {
+    return Lower(WithActions(InitialTree(program), "down, down, swap_down"), isa, options)
+        .statements[0];
+  };
+  const std::string pool40 = "O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=40 kr=3 kc=3";
+  const StatementPlan pool = plan(pool40, Isa::kAvx512);
+  EXPECT_EQ(pool.width, 16);
+  EXPECT_FALSE(pool.horizontal);
+  EXPECT_TRUE(pool.half_width_tails);
+  EXPECT_THAT(pool.notes, ::testing::Contains("the last chunk of 8 lanes along 'c' runs at 8 "
+                                              "lanes, after the block's others"));
+  const StatementPlan even =
+      plan("O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=48 kr=3 kc=3", Isa::kAvx512);
+  EXPECT_TRUE(even.half_width_tails);  // no chunk of 8: nothing to say
+  EXPECT_THAT(even.notes, ::testing::Not(::testing::Contains(::testing::HasSubstr("8 lanes"))));
+  EXPECT_FALSE(plan(pool40, Isa::kAvx2).half_width_tails);
+  EXPECT_FALSE(plan("O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=8 kr=3 kc=3", Isa::kAvx512)
+                   .half_width_tails);  // 8 lanes already
+  EXPECT_FALSE(plan("O[r,c] max= I[r+kr, c+kc]; r=3 c=40 kr=3 kc=3", Isa::kAvx512)
+                   .half_width_tails);  // stride 1
+  const StatementPlan horizontal =
+      Lower(InitialTree("t[r] += I[r, 2*c]; r=2 c=40"), Isa::kAvx512).statements[0];
+  EXPECT_TRUE(horizontal.horizontal);
+  EXPECT_FALSE(horizontal.half_width_tails);
+  CodegenOptions off;
+  off.half_width_stride_two_tails = false;
+  EXPECT_FALSE(plan(pool40, Isa::kAvx512, off).half_width_tails);
+}
+
 }  // namespace
 }  // namespace looptool

@@ -4,11 +4,11 @@
 // dimensions, broadcasts, elementwise ops, concatenations, two-statement programs) at random
 // sizes with tails, applies a random sequence of legal loop_nest actions (from the untiled nest,
 // or a few from one of its sketches), and compares the JIT kernel of every host ISA, under random
-// code generator options (stride-2 pairs, stride-2 and stride-1 tap shifts on or off,
-// non-temporal stores of outputs above a random size) and, in 3 of 4 cases, every pool window's
-// rows folded (the fold mark), with the interpreter (CompareWithInterpreter: guard pages
-// around every tensor, negative inputs, unaligned bases when stores stream). The CI's tests
-// check fixed seeds; this runs for as long as it is given.
+// code generator options (stride-2 pairs, stride-2 and stride-1 tap shifts, stride-2 reads'
+// 8-lane tails at 8 lanes on or off, non-temporal stores of outputs above a random size) and, in
+// 3 of 4 cases, every pool window's rows folded (the fold mark), with the interpreter
+// (CompareWithInterpreter: guard pages around every tensor, negative inputs, unaligned bases
+// when stores stream). The CI's tests check fixed seeds; this runs for as long as it is given.
 //
 //   bazel build //tests/backend/codegen:kernel_soak
 //   bazel-bin/tests/backend/codegen/kernel_soak [SECONDS=60] [SEED=1]
@@ -207,13 +207,15 @@ int Main(int argc, char** argv) {
     const int stream = static_cast<int>(rng() % 3);
     options.stream_output_min_bytes = stream == 0 ? 0 : stream == 1 ? 1 : 1 + rng() % 4096;
     options.shift_unit_stride_taps = rng() % 4 != 0;
+    options.half_width_stride_two_tails = rng() % 4 != 0;
     ++cases;
     // One line a case (a fault prints the loop tree itself: jit_check's guard note).
     std::fprintf(stderr,
                  "case %d (seed %u, %d actions from %s): %s | pairs %d shifts %d unit shifts %d "
-                 "folds %d stream %lld\n",
+                 "half tails %d folds %d stream %lld\n",
                  cases, seed, length, from.c_str(), text.c_str(), options.pair_stride_two_phases,
-                 options.shift_stride_two_taps, options.shift_unit_stride_taps, folds,
+                 options.shift_stride_two_taps, options.shift_unit_stride_taps,
+                 options.half_width_stride_two_tails, folds,
                  static_cast<long long>(options.stream_output_min_bytes));
     for (Isa isa : testing::HostIsas()) {
       const bool negative = rng() % 2 == 0;

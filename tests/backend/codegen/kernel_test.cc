@@ -33,6 +33,26 @@ void ExpectExact(const std::string& program, const std::string& actions = "") {
   ExpectExact(WithActions(InitialTree(program), actions));
 }
 
+// `tree`, and its rows folded where a pool's rows fold (fold_L0), match the interpreter at every
+// host ISA (negative inputs, guard pages); at each host ISA `changes` takes, the tree's code
+// differs from its code compiled with `off` (a code generator option off), or what the option
+// does went untested (`what` names it).
+void ExpectExactAndChangedBy(const LoopTree& tree, const CodegenOptions& off, bool (*changes)(Isa),
+                             const std::string& what) {
+  const LoopTree folded = CanFoldRows(tree.program(), 0) ? WithActions(tree, "fold_L0") : tree;
+  for (Isa isa : HostIsas()) {
+    EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "") << LoopTreeText(tree);
+    EXPECT_EQ(CompareWithInterpreter(folded, isa, true, true), "") << LoopTreeText(folded);
+    if (!changes(isa)) continue;
+    const auto with = KernelCompiler(isa).CompileCode(tree);
+    const auto without = KernelCompiler(isa, off).CompileCode(tree);
+    ASSERT_TRUE(with.ok() && without.ok());
+    EXPECT_NE(*with, *without) << Traits(isa).name << ": " << what << "\n" << LoopTreeText(tree);
+  }
+}
+
+bool Avx512(Isa isa) { return isa == Isa::kAvx512; }
+
 // ---- vector extents against the vector width ----
 TEST(Kernel, ExtentEqualsVector) {
   ExpectExact("C[m,n] += A[m,k] * B[k,n]; m=3 n=16 k=4");
@@ -215,17 +235,8 @@ TEST(Kernel, StrideTwoPhasesLoadedTogether) {
   unpaired.pair_stride_two_phases = false;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.program);
-    const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
-    const LoopTree folded = CanFoldRows(tree.program(), 0) ? WithActions(tree, "fold_L0") : tree;
-    for (Isa isa : HostIsas()) {
-      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "");
-      EXPECT_EQ(CompareWithInterpreter(folded, isa, true, true), "");
-      if (isa == Isa::kSse) continue;
-      const auto paired = KernelCompiler(isa).CompileCode(tree);
-      const auto alone = KernelCompiler(isa, unpaired).CompileCode(tree);
-      ASSERT_TRUE(paired.ok() && alone.ok());
-      EXPECT_NE(*paired, *alone) << Traits(isa).name << ": no pair loaded\n" << LoopTreeText(tree);
-    }
+    ExpectExactAndChangedBy(WithActions(InitialTree(c.program), c.actions), unpaired,
+                            [](Isa isa) { return isa != Isa::kSse; }, "no pair loaded");
   }
 }
 
@@ -262,17 +273,44 @@ TEST(Kernel, StrideTwoTapShiftedFromNextVector) {
   unshifted.shift_stride_two_taps = false;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.program);
+    ExpectExactAndChangedBy(WithActions(InitialTree(c.program), c.actions), unshifted, Avx512,
+                            "no tap shifted");
+  }
+}
+
+// The last chunk of 8 lanes at 16 (a row of 16n + 8 outputs) of a statement that reads stride 2
+// runs at 8 lanes, in a block of its own after the full vectors (AVX-512; half_width_tails):
+// pools and strided convolutions (several input channels, and depthwise) with the taps around
+// the vector loop, one row of the tail in a block and two (their taps paired), the vector loop
+// split so that the tail is a block alone, a sum, a 2x2 window; negative inputs under the guard
+// pages; the pools with their rows folded too. The code must differ from the code with the
+// option off at AVX-512, or the tails went untested.
+TEST(Kernel, HalfWidthTailOfStrideTwoReads) {
+  const struct {
+    std::string program, actions;
+  } kCases[] = {
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=3 c=40 kr=3 kc=3", "down, down, swap_down"},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=2 c=24 kr=2 kc=2", "down, down, swap_down"},
+      // c h h' r s w: two rows of the tail in a block
+      {"O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=2 h=4 w=56 r=3 s=3",
+       "down, down, down, swap_down, up, up, up, split_2"},
+      {"O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=2 h=3 w=24 r=3 s=3",
+       "down, down, down, swap_down"},
+      // the vector loop split 3 r 8 by 16: the tail a block alone
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=56 kr=3 kc=3", "down, down, swap_down, split_16"},
+      {"O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=3 h=3 w=24 r=3 s=3",
+       "down, down, down, swap_down"},
+      {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=40 c=2 r=3 s=3",
+       "down, down, down, swap_down, swap_down"},
+  };
+  CodegenOptions masked;
+  masked.half_width_stride_two_tails = false;
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.program);
     const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
-    const LoopTree folded = CanFoldRows(tree.program(), 0) ? WithActions(tree, "fold_L0") : tree;
-    for (Isa isa : HostIsas()) {
-      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true), "") << LoopTreeText(tree);
-      EXPECT_EQ(CompareWithInterpreter(folded, isa, true, true), "") << LoopTreeText(folded);
-      if (isa != Isa::kAvx512) continue;
-      const auto shifted = KernelCompiler(isa).CompileCode(tree);
-      const auto loaded = KernelCompiler(isa, unshifted).CompileCode(tree);
-      ASSERT_TRUE(shifted.ok() && loaded.ok());
-      EXPECT_NE(*shifted, *loaded) << "no tap shifted\n" << LoopTreeText(tree);
-    }
+    const StatementPlan plan = Lower(tree, Isa::kAvx512).statements[0];
+    ASSERT_TRUE(plan.half_width_tails) << LoopTreeText(tree);
+    ExpectExactAndChangedBy(tree, masked, Avx512, "no chunk of 8 lanes at 8");
   }
 }
 
