@@ -182,6 +182,40 @@ class CostModelTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "no records to train on"):
             cost_model.train([])
 
+    def test_the_command_trains_on_the_timings_asked_for(self):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.db")
+            shutil.copy(SAMPLE, path)
+            with contextlib.closing(sqlite3.connect(path)) as db, db:
+                db.execute("ALTER TABLE measurements ADD COLUMN timing TEXT")
+                db.execute("ALTER TABLE measurements ADD COLUMN timed_runs INTEGER")
+                db.execute("UPDATE measurements SET timing = CASE WHEN id % 3 = 0 THEN 'once' "
+                           "ELSE 'full' END")
+            train = records.load(path, split="train")
+            once = sum(r.timing == "once" for r in train)
+            self.assertTrue(0 < once < len(train))
+
+            def run(*flags: str) -> "subprocess.CompletedProcess[str]":
+                return subprocess.run(
+                    [sys.executable, "-m", "looptool.records", "cost-model", path, "--epochs=1",
+                     *flags], capture_output=True, text=True, env=env, timeout=300)
+            p = run("--train-timings=full,settled")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f"training on readings timed full, settled: {once} train kernels "
+                          "left out", p.stdout)
+            self.assertIn(f"trained on {len(train) - once} kernels", p.stdout)
+            p = run()
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f"trained on {len(train)} kernels", p.stdout)
+            for flags, says in ((["--train-timings=full,sloppy"], "sloppy is not a timing"),
+                                (["--train-timings=untimed"], "has no train records so timed"),
+                                (["--labels=best"], "invalid choice")):
+                p = run(*flags)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(says, p.stderr)
+                self.assertNotIn("Traceback", p.stderr)
+
 
 class ProgramsTest(unittest.TestCase):
     def test_synthetic_draws(self):

@@ -6,6 +6,7 @@
         [--policy=loop_set.json [--guided-candidates=16]]
     python3 -m looptool.records summary records.db [--json]
     python3 -m looptool.records cost-model records.db [--epochs=30] [--out=model.pt]
+        [--train-timings=full,settled,confirmed,slower] [--labels=search|remeasured]
     python3 -m looptool.records sample records.db --out=sample.db [--programs=8] [--per-run=30]
     python3 -m looptool.records remeasure records.db [--split=validation] [--server=HOST:PORT]
         [--limit=N]
@@ -19,6 +20,10 @@ program): on `--servers` (spread over them, one program per server at a time, a 
 server's program redone elsewhere), or on a server the CLI starts here. Every kernel the searches
 measure goes into `--out`, as it is measured; running it again adds new runs to the same file (a
 new --seed draws other programs). A progress bar, and a summary at the end.
+
+`cost-model --train-timings` trains only on the readings timed so (`Record.timing`: `once` and
+`untimed` readings, one run or none, are the ones that most often read far from a full-budget
+timing); `--labels=remeasured` ranks the held-out splits against `remeasure`'s readings.
 
 `remeasure` times each kernel of a split again, alone, with the server's full budget (the
 searches' readings stop early or skip kernels that look slow: looptool.records.remeasure), on
@@ -35,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from looptool import records as records_lib
 from looptool.records import programs as programs_lib
@@ -193,13 +198,24 @@ def train_cost_model(args: argparse.Namespace) -> int:
     import numpy as np
     from looptool.records import cost_model
     try:
+        keep = train_timings(args.train_timings)
         train_rows = records_lib.load(args.path, split="train")
         held = {s: records_lib.load(args.path, split=s) for s in ("validation", "evaluation")}
-    except records_lib.RecordsError as e:
+    except (records_lib.RecordsError, ValueError) as e:
         print(f"looptool.records: {e}", file=sys.stderr)
         return 2
+    if keep is not None:
+        dropped = len(train_rows)
+        train_rows = [r for r in train_rows if r.timing in keep]
+        dropped -= len(train_rows)
+        print(f"training on readings timed {', '.join(sorted(keep))}: {dropped} train kernels "
+              "left out")
+    if args.labels == "remeasured":
+        from looptool.records import remeasure
+        held = {s: remeasure.with_remeasured_labels(rows) for s, rows in held.items()}
     if not train_rows:
-        print(f"looptool.records: {args.path} has no train records", file=sys.stderr)
+        print(f"looptool.records: {args.path} has no train records"
+              f"{' so timed' if keep is not None else ''}", file=sys.stderr)
         return 2
     names, w = cost_model.ridge(train_rows)
     model = cost_model.train(train_rows, epochs=args.epochs, seed=args.seed,
@@ -227,6 +243,20 @@ def train_cost_model(args: argparse.Namespace) -> int:
                     "epochs": args.epochs, "seed": args.seed, "records": args.path}, args.out)
         print(f"saved {args.out}")
     return 0
+
+
+def train_timings(spec: str) -> Optional[Set[str]]:
+    """--train-timings: None (every reading) for an empty spec, else the set of TIMINGS names it
+    lists (ValueError naming any other)."""
+    if not spec:
+        return None
+    names = {t.strip() for t in spec.split(",") if t.strip()}
+    unknown = sorted(names - set(records_lib.TIMINGS))
+    if unknown or not names:
+        what = ", ".join(unknown) if unknown else repr(spec)
+        raise ValueError(f"--train-timings: {what} is not a timing "
+                         f"(one of {', '.join(records_lib.TIMINGS)})")
+    return names
 
 
 def cut_sample(args: argparse.Namespace) -> int:
@@ -305,6 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--pairwise", type=float, default=4.0,
                    help="weight of the pairwise ranking loss beside the squared error")
     c.add_argument("--out", default="", help="save the trained model (torch.save) here")
+    c.add_argument("--train-timings", default="",
+                   help="train only on readings timed so (comma-separated: "
+                        f"{','.join(records_lib.TIMINGS)}; default: every reading; readings "
+                        "of files from before the timing column are then left out)")
+    c.add_argument("--labels", default="search", choices=("search", "remeasured"),
+                   help="what the held-out splits are ranked against: the searches' readings, "
+                        "or `remeasure`'s full-budget ones (kernels without one left out)")
     m = sub.add_parser("sample", help="cut a small records file from a large one")
     m.add_argument("path")
     m.add_argument("--out", required=True)
