@@ -33,7 +33,8 @@ struct CodegenOptions {
   // A vertical statement of 16 lanes (AVX-512) that reads an input with stride 2 emits the ops of
   // a vector loop's last chunk of 8 lanes (a 56-wide row's) at 8 lanes, as a block of its own
   // after the others, where they are full chunks (StatementPlan::half_width_tails). Off only to
-  // compare.
+  // compare (each such chunk then loads alone at 16 lanes, by VectorOps::LoadStrided's
+  // 8-of-16-lanes form: two loads and a permute, as since this option came, not a masked load).
   bool half_width_stride_two_tails = true;
   // A statement that writes each element of its output once (an assignment: a copy, transpose,
   // broadcast or elementwise op) and whose output tensor has at least this many bytes stores

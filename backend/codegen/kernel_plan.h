@@ -68,7 +68,7 @@ struct StatementPlan {
   // A block's ops of 8 lanes at a width of 16 (the last chunk of a vector loop of 16n + 8
   // elements) are emitted after its other ops as a block of their own at 8 lanes, where they are
   // full chunks: a stride-2 read's pairs, shifts and folds apply and nothing is masked, where
-  // at 16 lanes each is a masked load and a permute of its own. AVX-512, a vertical statement
+  // at 16 lanes each tap's chunk is loaded and permuted alone. AVX-512, a vertical statement
   // with an input read with stride 2 (CodegenOptions::half_width_stride_two_tails); elsewhere
   // masked chunks cost little, and a block's accumulators interleaved count for more.
   bool half_width_tails = false;

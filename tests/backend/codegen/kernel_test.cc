@@ -311,6 +311,17 @@ TEST(Kernel, HalfWidthTailOfStrideTwoReads) {
     const StatementPlan plan = Lower(tree, Isa::kAvx512).statements[0];
     ASSERT_TRUE(plan.half_width_tails) << LoopTreeText(tree);
     ExpectExactAndChangedBy(tree, masked, Avx512, "no chunk of 8 lanes at 8");
+    for (Isa isa : HostIsas()) {
+      if (!Avx512(isa)) continue;
+      // The option off: the chunk of 8 masked at 16 lanes, each tap loaded alone (the two-load
+      // form of LoadStrideTwoMasked); and longer code than the chunk at 8 lanes, whose taps
+      // share loads (not merely reordered).
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true, masked), "") << LoopTreeText(tree);
+      const auto half = KernelCompiler(isa).CompileCode(tree);
+      const auto full = KernelCompiler(isa, masked).CompileCode(tree);
+      ASSERT_TRUE(half.ok() && full.ok());
+      EXPECT_LT(half->size(), full->size()) << LoopTreeText(tree);
+    }
   }
 }
 
