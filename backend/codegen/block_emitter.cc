@@ -204,7 +204,8 @@ class Block {
   // loaded loads the pair (VectorOps::LoadStrideTwoPair: two loads instead of four) and the
   // other waits in a cache register. On AVX-512 the pair's two permute index tables take two
   // cache registers for the block, so pairing needs at least two pairs and leaves at least
-  // four registers to the cache.
+  // four registers to the cache. A vector loop's masked last chunk pairs too where it has more
+  // than half the width (MaskedStrideTwo: a 28-wide row's 12 lanes at 16).
   static bool FullStrideTwo(const OperandRef& o, int width) {
     return o.kind == AccessPlan::Kind::kStrided && o.stride == 2 && o.lanes == width;
   }
@@ -223,9 +224,30 @@ class Block {
     return chunks;
   }
 
+  // A masked chunk of stride 2 that pairs and shifts take (s_.masked_stride_two): more than
+  // half the width (its span's first vector lies inside what its odd partner reads), AVX-512.
+  bool MaskedStrideTwo(const OperandRef& o) const {
+    return s_.masked_stride_two && vec_.PermutesStrideTwo() &&
+           o.kind == AccessPlan::Kind::kStrided && o.stride == 2 && o.lanes < vec_.width() &&
+           2 * o.lanes > vec_.width();
+  }
+
+  // FullStrideTwoChunks() and the masked chunks MaskedStrideTwo() takes.
+  std::set<OperandRef> PairableStrideTwoChunks() const {
+    std::set<OperandRef> chunks = FullStrideTwoChunks();
+    for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+      if (transposed_[i] || folded_[i]) continue;
+      for (const OperandRef* o : {&ops_[i].x, &ops_[i].y}) {
+        if (o == &ops_[i].y && !Binary()) continue;
+        if (MaskedStrideTwo(*o)) chunks.insert(*o);
+      }
+    }
+    return chunks;
+  }
+
   void PlanPairs() {
     if (!s_.pair_phases || vec_.width() < 8 || vec_.sse()) return;
-    const std::set<OperandRef> chunks = FullStrideTwoChunks();
+    const std::set<OperandRef> chunks = PairableStrideTwoChunks();
     for (const OperandRef& o : chunks) {
       OperandRef odd = o;
       odd.offset += 4;
@@ -259,7 +281,8 @@ class Block {
   // block), it is made from them by one lane shift (VectorOps::ShiftInOneLane) instead of two
   // loads and a permute. Neither source may itself be made so, nor may the chunk be one of a
   // pair; the sources count the shifted chunk's reads as their own uses, so that the cache keeps
-  // them for it. AVX-512 (8 or 16 lanes) only.
+  // them for it. The next vector's chunk may be a masked one (MaskedStrideTwo: the last of the
+  // row), whose lane 0 is read. AVX-512 (8 or 16 lanes) only.
   //
   // Likewise a full contiguous chunk at element d + t (0 < t < W; a stride-1 window's column tap
   // t in CHW) from the chunks at d and d + W, by a shift of t lanes, where the block reads both:
@@ -271,16 +294,41 @@ class Block {
     const int w = vec_.width();
     if (s_.shift_taps) {
       const std::set<OperandRef> chunks = FullStrideTwoChunks();
+      // The next vector's tap 0 may be a masked chunk (its lane 0 is read): by offset.
+      std::map<std::pair<int, int64_t>, OperandRef> masked;
+      for (const OperandRef& o : PairableStrideTwoChunks()) {
+        if (o.lanes < w) masked.emplace(std::pair{o.input, o.offset}, o);
+      }
       std::set<OperandRef> sources;
       for (const OperandRef& o : chunks) {  // by offset
         if (pair_even_.count(o) || pair_odd_.count(o) || sources.count(o)) continue;
         OperandRef lo = o, hi = o;
         lo.offset -= 2 * 4;
         hi.offset += (2 * w - 2) * 4;
-        if (!chunks.count(lo) || !chunks.count(hi) || shifted_.count(lo)) continue;
+        if (!chunks.count(hi)) {
+          auto m = masked.find({hi.input, hi.offset});
+          if (m != masked.end() && !shifted_.count(m->second)) hi = m->second;
+        }
+        if (!chunks.count(lo) || !(chunks.count(hi) || hi.lanes < w) || shifted_.count(lo)) {
+          continue;
+        }
         shifted_[o] = {lo, hi, 1};  // hi, after o by offset, is not decided yet: it never will be
         sources.insert(lo);
         sources.insert(hi);
+      }
+      // A paired masked chunk's tap 2 (the chunk at d + 2, of its lanes, which reads element
+      // 2 * lanes): its span's load takes that element too (through_next_), and the chunk is
+      // the even phase shifted by one lane; its lanes from `lanes` on are not zero then, so a
+      // vertical statement's only (a masked store never writes them).
+      for (const auto& [at, o] : masked) {
+        OperandRef t2 = o;
+        t2.offset += 2 * 4;
+        if (s_.horizontal || !pair_even_.count(o) || !uses_.count(t2) || uses_.at(t2).empty() ||
+            pair_even_.count(t2) || pair_odd_.count(t2) || shifted_.count(t2)) {
+          continue;
+        }
+        shifted_[t2] = {o, o, 1};
+        through_next_.insert(o);
       }
     }
     if (s_.shift_unit_taps) {
@@ -380,7 +428,7 @@ class Block {
         const bool even = pair_even_.count(o) > 0;
         const OperandRef& base = even ? o : *partner;
         vec_.LoadStrideTwoPair(vec_.V(even ? reg : preg), vec_.V(even ? preg : reg), At(base),
-                               vec_.V(regs_.tmp));
+                               vec_.V(regs_.tmp), o.lanes, through_next_.count(base) > 0);
         cached_[preg] = std::make_pair(*partner, next);
         where_[*partner] = preg;
         return;
@@ -543,7 +591,9 @@ class Block {
     if (o.kind == AccessPlan::Kind::kBroadcast) {
       vec_.Broadcast(vec_.V(reg), dword[At(o)]);
     } else if (o.kind == AccessPlan::Kind::kStrided) {
-      vec_.LoadStrided(vec_.V(reg), At(o), o.stride, o.lanes, vec_.V(regs_.tmp));
+      // A source of its tap 2's shift holds element 2 * lanes in lane `lanes` (PlanShifts).
+      const int lanes = o.lanes + (through_next_.count(o) ? 1 : 0);
+      vec_.LoadStrided(vec_.V(reg), At(o), o.stride, lanes, vec_.V(regs_.tmp));
     } else {
       vec_.Load(vec_.V(reg), ptr[At(o)], o.lanes);
     }
@@ -687,6 +737,8 @@ class Block {
     int lanes = 1;
   };
   std::map<OperandRef, Shift> shifted_;
+  // Masked stride-2 chunks loaded through element 2 * lanes, for their tap 2's shift.
+  std::set<OperandRef> through_next_;
 };
 
 }  // namespace

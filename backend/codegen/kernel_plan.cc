@@ -353,6 +353,7 @@ KernelPlan Lower(const LoopTree& tree, Isa isa, const CodegenOptions& options) {
     sp.pair_phases = options.pair_stride_two_phases;
     sp.shift_taps = options.shift_stride_two_taps;
     sp.shift_unit_taps = options.shift_unit_stride_taps;
+    sp.masked_stride_two = options.masked_stride_two_economies;
     sp.fold_rows = tree.schedule(s).fold;
     if (sp.fold_rows && isa != Isa::kAvx512) {
       sp.notes.push_back("rows not folded: a fold permutes with AVX-512's two-source permutes");

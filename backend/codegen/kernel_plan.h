@@ -59,6 +59,9 @@ struct StatementPlan {
   bool pair_phases = true;  // blocks load stride-2 chunks at elements d and d + 1 together
   bool shift_taps = true;   // ... and make the chunk at d + 2 from those at d and d + 2W
   bool shift_unit_taps = true;  // blocks make contiguous chunk d + t from those at d and d + W
+  // Pairs and shifts take a masked stride-2 chunk of more than half the width too (AVX-512;
+  // CodegenOptions::masked_stride_two_economies).
+  bool masked_stride_two = true;
   // The schedule's fold mark (StatementSchedule::fold, the fold_L<p> action): a block of a sum
   // or max whose accumulator reads the same column taps of a stride-2 window on two or more
   // rows (a pool's 3x3 or 2x2 window) sums or maxes the rows' spans first, as they lie in

@@ -216,12 +216,24 @@ void VectorOps::HoldPairIndices(int even_reg, int odd_reg) {
 }
 
 void VectorOps::LoadStrideTwoPair(const Xbyak::Xmm& even, const Xbyak::Xmm& odd,
-                                  const Xbyak::RegExp& src, const Xbyak::Xmm& scratch) {
+                                  const Xbyak::RegExp& src, const Xbyak::Xmm& scratch,
+                                  int lanes, bool through_next) {
   LT_CHECK(width_ > 1 && even.getIdx() != odd.getIdx() && even.getIdx() != scratch.getIdx() &&
-           odd.getIdx() != scratch.getIdx());
+           odd.getIdx() != scratch.getIdx() && lanes <= width_ &&
+           (lanes == width_ || (isa_ == Isa::kAvx512 && 2 * lanes > width_)) &&
+           (!through_next || lanes < width_));
   if (isa_ == Isa::kAvx512) {
     g_.vmovups(even, ptr[src]);
-    g_.vmovups(scratch, ptr[src + width_ * 4]);
+    if (lanes == width_) {
+      g_.vmovups(scratch, ptr[src + width_ * 4]);
+    } else {
+      // Elements W..2 * lanes - 1 (.. 2 * lanes through_next); the rest of `scratch` zero, so
+      // that lane i >= lanes of either phase (element 2i or 2i + 1, past 2 * lanes - 1) is zero
+      // (but the even phase's lane `lanes` through_next).
+      g_.mov(eax, (1u << (2 * lanes - width_ + (through_next ? 1 : 0))) - 1);
+      g_.kmovw(k7, eax);
+      g_.vmovups(scratch | k7 | T_z, ptr[src + width_ * 4]);
+    }
     StrideTwoPhases(even, &odd, scratch);
     return;
   }

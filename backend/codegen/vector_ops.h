@@ -80,9 +80,15 @@ class VectorOps {
   // (a pool's or strided convolution's column taps 0 and 1): two loads (elements 0..2W-1, the
   // last of which the odd chunk reads too) and two permutes, where LoadStrided twice takes
   // four loads. AVX-512 permutes by the index tables HoldPairIndices put in registers; AVX2
-  // shuffles. `scratch` (neither destination) is overwritten.
+  // shuffles. `scratch` (neither destination) is overwritten. On AVX-512 the chunks may be
+  // masked ones of `lanes` > W / 2: elements 0..W-1 load whole (the odd chunk reads up to
+  // element 2 * lanes - 1), elements W..2 * lanes - 1 by a masked load (k7 set, eax
+  // overwritten), nothing past them; both phases' lanes from `lanes` on are zero, as
+  // LoadStrided's. With `through_next` (masked only), element 2 * lanes too: the even phase's
+  // lane `lanes` holds it (the chunk two elements on, tap 2, is then the even phase shifted by
+  // a lane), which the caller's reads must include.
   void LoadStrideTwoPair(const Xbyak::Xmm& even, const Xbyak::Xmm& odd, const Xbyak::RegExp& src,
-                         const Xbyak::Xmm& scratch);
+                         const Xbyak::Xmm& scratch, int lanes, bool through_next = false);
   // Loads LoadStrideTwoPair's two index tables (at the current width) into registers
   // `even_reg` and `odd_reg`, which the caller keeps untouched until ReleasePairIndices. Needs
   // PermutesStrideTwo().

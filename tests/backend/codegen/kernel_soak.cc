@@ -208,14 +208,15 @@ int Main(int argc, char** argv) {
     options.stream_output_min_bytes = stream == 0 ? 0 : stream == 1 ? 1 : 1 + rng() % 4096;
     options.shift_unit_stride_taps = rng() % 4 != 0;
     options.half_width_stride_two_tails = rng() % 4 != 0;
+    options.masked_stride_two_economies = rng() % 4 != 0;
     ++cases;
     // One line a case (a fault prints the loop tree itself: jit_check's guard note).
     std::fprintf(stderr,
                  "case %d (seed %u, %d actions from %s): %s | pairs %d shifts %d unit shifts %d "
-                 "half tails %d folds %d stream %lld\n",
+                 "half tails %d masked pairs %d folds %d stream %lld\n",
                  cases, seed, length, from.c_str(), text.c_str(), options.pair_stride_two_phases,
                  options.shift_stride_two_taps, options.shift_unit_stride_taps,
-                 options.half_width_stride_two_tails, folds,
+                 options.half_width_stride_two_tails, options.masked_stride_two_economies, folds,
                  static_cast<long long>(options.stream_output_min_bytes));
     for (Isa isa : testing::HostIsas()) {
       const bool negative = rng() % 2 == 0;

@@ -325,6 +325,42 @@ TEST(Kernel, HalfWidthTailOfStrideTwoReads) {
   }
 }
 
+// A vector loop's masked last chunk of stride 2 with more than half the width (a 28-wide row's
+// 12 lanes at 16) pairs its taps 0 and 1 (their span's first vector whole, the rest masked),
+// makes its tap 2 from the pair's even phase by a lane shift (vertical statements), and gives
+// the full chunk before it lane 0 of its tap 0 for that one's tap 2 (AVX-512; BlockEmitter's
+// PlanPairs and PlanShifts, masked_stride_two). Pools and convolutions (depthwise and of
+// several channels) with tails of 9, 12 and 15 lanes (the smallest and largest masked spans),
+// one and two rows a block, a 2x2 sum (no tap 2), a 5-wide window (taps 2 and 3 paired too), a
+// horizontal sum (pairs, no shift); negative inputs under the guard pages, so that a load past
+// the last element read faults; the pools folded too. The code must differ from the code with
+// the option off at AVX-512, or the masked chunks went untested.
+TEST(Kernel, MaskedStrideTwoChunkPairedAndShifted) {
+  const struct {
+    std::string program, actions;
+  } kCases[] = {
+      {"O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=1 h=2 w=28 r=3 s=3",
+       "down, down, down, swap_down"},
+      {"O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=2 h=3 w=25 r=3 s=3",
+       "down, down, down, swap_down"},
+      {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=2 w=31 c=2 r=3 s=3",
+       "down, down, down, swap_down, swap_down"},
+      {"O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=2 h=3 w=28 r=3 s=3", "down, down, down, swap_down"},
+      {"O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=1 h=4 w=28 r=3 s=3",
+       "down, down, down, swap_down, up, up, up, split_2"},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=3 c=12 kr=2 kc=2", "down, down, swap_down"},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=26 kr=3 kc=5", "down, down, swap_down"},
+      {"O[r] += I[r, 2*c+k]; r=3 c=14 k=2", "down, swap_down"},
+  };
+  CodegenOptions alone;
+  alone.masked_stride_two_economies = false;
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.program + " | " + c.actions);
+    ExpectExactAndChangedBy(WithActions(InitialTree(c.program), c.actions), alone, Avx512,
+                            "no masked chunk paired or shifted");
+  }
+}
+
 // Column tap t of a stride-1 window (the contiguous chunk at element d + t, 0 < t < W) in a block
 // that also reads tap 0 of its vector (d) and of the next (d + W): made from those two by a
 // shift of t lanes instead of a load across two cache lines (AVX-512; BlockEmitter's
