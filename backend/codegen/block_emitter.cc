@@ -204,8 +204,8 @@ class Block {
   // loaded loads the pair (VectorOps::LoadStrideTwoPair: two loads instead of four) and the
   // other waits in a cache register. On AVX-512 the pair's two permute index tables take two
   // cache registers for the block, so pairing needs at least two pairs and leaves at least
-  // four registers to the cache. A vector loop's masked last chunk pairs too where it has more
-  // than half the width (MaskedStrideTwo: a 28-wide row's 12 lanes at 16).
+  // four registers to the cache. A vector loop's masked last chunk pairs too (MaskedStrideTwo:
+  // a 28-wide row's 12 lanes at 16), on AVX-512.
   static bool FullStrideTwo(const OperandRef& o, int width) {
     return o.kind == AccessPlan::Kind::kStrided && o.stride == 2 && o.lanes == width;
   }
@@ -224,12 +224,10 @@ class Block {
     return chunks;
   }
 
-  // A masked chunk of stride 2 that pairs and shifts take (s_.masked_stride_two): more than
-  // half the width (its span's first vector lies inside what its odd partner reads), AVX-512.
+  // A masked chunk of stride 2 that pairs and shifts take (s_.masked_stride_two; AVX-512).
   bool MaskedStrideTwo(const OperandRef& o) const {
     return s_.masked_stride_two && vec_.PermutesStrideTwo() &&
-           o.kind == AccessPlan::Kind::kStrided && o.stride == 2 && o.lanes < vec_.width() &&
-           2 * o.lanes > vec_.width();
+           o.kind == AccessPlan::Kind::kStrided && o.stride == 2 && o.lanes < vec_.width();
   }
 
   // FullStrideTwoChunks() and the masked chunks MaskedStrideTwo() takes.

@@ -25,10 +25,11 @@ struct CodegenOptions {
   // only to compare.
   bool shift_stride_two_taps = true;
   // Stride 2's pairs and shifts (the two options above) take a vector loop's masked last chunk
-  // of more than half the width too (a 28-wide row's 12 lanes at 16): its taps 0 and 1 load
-  // together (their span's first vector whole, the rest by a masked load), and the full chunk
-  // before it shifts its tap 2 in from it (AVX-512; StatementPlan::masked_stride_two). Off
-  // only to compare (each masked tap then loads and permutes alone).
+  // too (a 28-wide row's 12 lanes at 16, a 7-wide row's 7): its taps 0 and 1 load together
+  // (their span's first vector whole where they fill it, the rest by a masked load), its tap 2
+  // is their even phase shifted by a lane (vertical statements), and the full chunk before it
+  // shifts its tap 2 in from it (AVX-512; StatementPlan::masked_stride_two). Off only to
+  // compare (each masked tap then loads and permutes alone).
   bool masked_stride_two_economies = true;
   // A block that reads a full contiguous chunk at element d + t (0 < t < W: column tap t of a
   // stride-1 window in CHW, a pool's or a depthwise convolution's) and the chunks at d and

@@ -59,7 +59,7 @@ struct StatementPlan {
   bool pair_phases = true;  // blocks load stride-2 chunks at elements d and d + 1 together
   bool shift_taps = true;   // ... and make the chunk at d + 2 from those at d and d + 2W
   bool shift_unit_taps = true;  // blocks make contiguous chunk d + t from those at d and d + W
-  // Pairs and shifts take a masked stride-2 chunk of more than half the width too (AVX-512;
+  // Pairs and shifts take a masked stride-2 chunk too (AVX-512;
   // CodegenOptions::masked_stride_two_economies).
   bool masked_stride_two = true;
   // The schedule's fold mark (StatementSchedule::fold, the fold_L<p> action): a block of a sum

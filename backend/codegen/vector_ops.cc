@@ -219,20 +219,26 @@ void VectorOps::LoadStrideTwoPair(const Xbyak::Xmm& even, const Xbyak::Xmm& odd,
                                   const Xbyak::RegExp& src, const Xbyak::Xmm& scratch,
                                   int lanes, bool through_next) {
   LT_CHECK(width_ > 1 && even.getIdx() != odd.getIdx() && even.getIdx() != scratch.getIdx() &&
-           odd.getIdx() != scratch.getIdx() && lanes <= width_ &&
-           (lanes == width_ || (isa_ == Isa::kAvx512 && 2 * lanes > width_)) &&
-           (!through_next || lanes < width_));
+           odd.getIdx() != scratch.getIdx() && lanes >= 1 && lanes <= width_ &&
+           (lanes == width_ || isa_ == Isa::kAvx512) && (!through_next || lanes < width_));
   if (isa_ == Isa::kAvx512) {
-    g_.vmovups(even, ptr[src]);
-    if (lanes == width_) {
+    // The elements read: 0 .. span - 1, nothing past them; the rest of the two sources zero,
+    // so that lane i >= lanes of either phase (element 2i or 2i + 1, past 2 * lanes - 1) is
+    // zero (but the even phase's lane `lanes` through_next).
+    const int span = 2 * lanes + (through_next ? 1 : 0);
+    if (span >= 2 * width_) {
+      g_.vmovups(even, ptr[src]);
       g_.vmovups(scratch, ptr[src + width_ * 4]);
-    } else {
-      // Elements W..2 * lanes - 1 (.. 2 * lanes through_next); the rest of `scratch` zero, so
-      // that lane i >= lanes of either phase (element 2i or 2i + 1, past 2 * lanes - 1) is zero
-      // (but the even phase's lane `lanes` through_next).
-      g_.mov(eax, (1u << (2 * lanes - width_ + (through_next ? 1 : 0))) - 1);
+    } else if (span > width_) {  // elements 0..W-1 whole, W..span-1 masked
+      g_.vmovups(even, ptr[src]);
+      g_.mov(eax, (1u << (span - width_)) - 1);
       g_.kmovw(k7, eax);
       g_.vmovups(scratch | k7 | T_z, ptr[src + width_ * 4]);
+    } else {  // one masked load; the second source zero
+      g_.mov(eax, (1u << span) - 1);
+      g_.kmovw(k7, eax);
+      g_.vmovups(even | k7 | T_z, ptr[src]);
+      g_.vpxord(scratch, scratch, scratch);
     }
     StrideTwoPhases(even, &odd, scratch);
     return;

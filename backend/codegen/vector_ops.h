@@ -81,12 +81,12 @@ class VectorOps {
   // last of which the odd chunk reads too) and two permutes, where LoadStrided twice takes
   // four loads. AVX-512 permutes by the index tables HoldPairIndices put in registers; AVX2
   // shuffles. `scratch` (neither destination) is overwritten. On AVX-512 the chunks may be
-  // masked ones of `lanes` > W / 2: elements 0..W-1 load whole (the odd chunk reads up to
-  // element 2 * lanes - 1), elements W..2 * lanes - 1 by a masked load (k7 set, eax
-  // overwritten), nothing past them; both phases' lanes from `lanes` on are zero, as
-  // LoadStrided's. With `through_next` (masked only), element 2 * lanes too: the even phase's
-  // lane `lanes` holds it (the chunk two elements on, tap 2, is then the even phase shifted by
-  // a lane), which the caller's reads must include.
+  // masked ones of `lanes` < W: elements 0 .. 2 * lanes - 1 (the odd chunk's last), nothing
+  // past them: those of the first vector whole where they fill it, the rest by a masked load
+  // (k7 set, eax overwritten); both phases' lanes from `lanes` on are zero, as LoadStrided's.
+  // With `through_next` (masked only), element 2 * lanes too: the even phase's lane `lanes`
+  // holds it (the chunk two elements on, tap 2, is then the even phase shifted by a lane),
+  // which the caller's reads must include.
   void LoadStrideTwoPair(const Xbyak::Xmm& even, const Xbyak::Xmm& odd, const Xbyak::RegExp& src,
                          const Xbyak::Xmm& scratch, int lanes, bool through_next = false);
   // Loads LoadStrideTwoPair's two index tables (at the current width) into registers

@@ -305,6 +305,7 @@ TEST(Kernel, HalfWidthTailOfStrideTwoReads) {
   };
   CodegenOptions masked;
   masked.half_width_stride_two_tails = false;
+  masked.masked_stride_two_economies = false;  // (which would pair the masked chunk's taps)
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.program);
     const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
@@ -325,16 +326,17 @@ TEST(Kernel, HalfWidthTailOfStrideTwoReads) {
   }
 }
 
-// A vector loop's masked last chunk of stride 2 with more than half the width (a 28-wide row's
-// 12 lanes at 16) pairs its taps 0 and 1 (their span's first vector whole, the rest masked),
-// makes its tap 2 from the pair's even phase by a lane shift (vertical statements), and gives
-// the full chunk before it lane 0 of its tap 0 for that one's tap 2 (AVX-512; BlockEmitter's
-// PlanPairs and PlanShifts, masked_stride_two). Pools and convolutions (depthwise and of
-// several channels) with tails of 9, 12 and 15 lanes (the smallest and largest masked spans),
-// one and two rows a block, a 2x2 sum (no tap 2), a 5-wide window (taps 2 and 3 paired too), a
-// horizontal sum (pairs, no shift); negative inputs under the guard pages, so that a load past
-// the last element read faults; the pools folded too. The code must differ from the code with
-// the option off at AVX-512, or the masked chunks went untested.
+// A vector loop's masked last chunk of stride 2 (a 28-wide row's 12 lanes at 16) pairs its taps
+// 0 and 1 (their span's first vector whole where they fill it, the rest masked), makes its tap 2
+// from the pair's even phase by a lane shift (vertical statements), and gives the full chunk
+// before it lane 0 of its tap 0 for that one's tap 2 (AVX-512; BlockEmitter's PlanPairs and
+// PlanShifts, masked_stride_two). Pools and convolutions (depthwise and of several channels)
+// with tails of 9, 12 and 15 lanes at 16 (one span over two vectors), 4 and 7 at 16 and 4 at 8
+// (one vector: the span through tap 2's element fits it or not), one and two rows a block, a
+// 2x2 sum (no tap 2), a 5-wide window (taps 2 and 3 paired too), a horizontal sum (pairs, no
+// shift); negative inputs under the guard pages, so that a load past the last element read
+// faults; the pools folded too. The code must differ from the code with the option off at
+// AVX-512, or the masked chunks went untested.
 TEST(Kernel, MaskedStrideTwoChunkPairedAndShifted) {
   const struct {
     std::string program, actions;
@@ -351,6 +353,12 @@ TEST(Kernel, MaskedStrideTwoChunkPairedAndShifted) {
       {"O[r,c] += I[2*r+kr, 2*c+kc]; r=3 c=12 kr=2 kc=2", "down, down, swap_down"},
       {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=2 c=26 kr=3 kc=5", "down, down, swap_down"},
       {"O[r] += I[r, 2*c+k]; r=3 c=14 k=2", "down, swap_down"},
+      {"O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=2 h=2 w=7 r=3 s=3",
+       "down, down, down, swap_down"},
+      {"O[c,h,w] max= I[c, 2*h+r, 2*w+s]; c=2 h=2 w=20 r=3 s=3", "down, down, down, swap_down"},
+      {"O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=1 h=2 w=28 r=3 s=3",
+       "down, down, down, split_8, down, swap_down"},
+      {"O[r] += I[r, 2*c+k]; r=3 c=5 k=2", "down, swap_down"},
   };
   CodegenOptions alone;
   alone.masked_stride_two_economies = false;
