@@ -297,27 +297,10 @@ class Block {
       for (const OperandRef& o : PairableStrideTwoChunks()) {
         if (o.lanes < w) masked.emplace(std::pair{o.input, o.offset}, o);
       }
-      std::set<OperandRef> sources;
-      for (const OperandRef& o : chunks) {  // by offset
-        if (pair_even_.count(o) || pair_odd_.count(o) || sources.count(o)) continue;
-        OperandRef lo = o, hi = o;
-        lo.offset -= 2 * 4;
-        hi.offset += (2 * w - 2) * 4;
-        if (!chunks.count(hi)) {
-          auto m = masked.find({hi.input, hi.offset});
-          if (m != masked.end() && !shifted_.count(m->second)) hi = m->second;
-        }
-        if (!chunks.count(lo) || !(chunks.count(hi) || hi.lanes < w) || shifted_.count(lo)) {
-          continue;
-        }
-        shifted_[o] = {lo, hi, 1};  // hi, after o by offset, is not decided yet: it never will be
-        sources.insert(lo);
-        sources.insert(hi);
-      }
-      // A paired masked chunk's tap 2 (the chunk at d + 2, of its lanes, which reads element
-      // 2 * lanes): its span's load takes that element too (through_next_), and the chunk is
-      // the even phase shifted by one lane; its lanes from `lanes` on are not zero then, so a
-      // vertical statement's only (a masked store never writes them).
+      // First a paired masked chunk's tap 2 (the chunk at d + 2, of its lanes, which reads
+      // element 2 * lanes): its span's load takes that element too (through_next_), and the
+      // chunk is the even phase shifted by one lane; its lanes from `lanes` on are not zero
+      // then, so a vertical statement's only (a masked store never writes them).
       for (const auto& [at, o] : masked) {
         OperandRef t2 = o;
         t2.offset += 2 * 4;
@@ -327,6 +310,24 @@ class Block {
         }
         shifted_[t2] = {o, o, 1};
         through_next_.insert(o);
+      }
+      std::set<OperandRef> sources;
+      for (const OperandRef& o : chunks) {  // by offset
+        if (pair_even_.count(o) || pair_odd_.count(o) || sources.count(o)) continue;
+        OperandRef lo = o, hi = o;
+        lo.offset -= 2 * 4;
+        hi.offset += (2 * w - 2) * 4;
+        if (!chunks.count(hi)) {
+          auto m = masked.find({hi.input, hi.offset});
+          // (not one made by a shift itself: a source is loaded)
+          if (m != masked.end() && !shifted_.count(m->second)) hi = m->second;
+        }
+        if (!chunks.count(lo) || !(chunks.count(hi) || hi.lanes < w) || shifted_.count(lo)) {
+          continue;
+        }
+        shifted_[o] = {lo, hi, 1};  // hi, after o by offset, is not decided yet: it never will be
+        sources.insert(lo);
+        sources.insert(hi);
       }
     }
     if (s_.shift_unit_taps) {

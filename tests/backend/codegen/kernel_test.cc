@@ -303,21 +303,25 @@ TEST(Kernel, HalfWidthTailOfStrideTwoReads) {
       {"O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=2 h=3 w=40 c=2 r=3 s=3",
        "down, down, down, swap_down, swap_down"},
   };
-  CodegenOptions masked;
-  masked.half_width_stride_two_tails = false;
-  masked.masked_stride_two_economies = false;  // (which would pair the masked chunk's taps)
+  // Off alone: the chunk of 8 masked at 16 lanes, its taps paired (masked_stride_two_economies);
+  // off with that too: each tap loaded alone.
+  CodegenOptions paired, masked;
+  paired.half_width_stride_two_tails = false;
+  masked = paired;
+  masked.masked_stride_two_economies = false;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.program);
     const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
     const StatementPlan plan = Lower(tree, Isa::kAvx512).statements[0];
     ASSERT_TRUE(plan.half_width_tails) << LoopTreeText(tree);
-    ExpectExactAndChangedBy(tree, masked, Avx512, "no chunk of 8 lanes at 8");
+    ExpectExactAndChangedBy(tree, paired, Avx512, "no chunk of 8 lanes at 8");
     for (Isa isa : HostIsas()) {
       if (!Avx512(isa)) continue;
-      // The option off: the chunk of 8 masked at 16 lanes, each tap loaded alone (the two-load
-      // form of LoadStrideTwoMasked); and longer code than the chunk at 8 lanes, whose taps
-      // share loads (not merely reordered).
+      // Both off: each tap of the chunk of 8 masked at 16 lanes loaded alone (the two-load form
+      // of LoadStrideTwoMasked), longer code than the chunk at 8 lanes, whose taps share loads
+      // (not merely reordered); and both off and the option alone against the interpreter.
       EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true, masked), "") << LoopTreeText(tree);
+      EXPECT_EQ(CompareWithInterpreter(tree, isa, true, true, paired), "") << LoopTreeText(tree);
       const auto half = KernelCompiler(isa).CompileCode(tree);
       const auto full = KernelCompiler(isa, masked).CompileCode(tree);
       ASSERT_TRUE(half.ok() && full.ok());
