@@ -215,7 +215,8 @@ TEST(Kernel, StridedLoadsOfEveryStrideAndTail) {
 // Column taps 0 and 1 of a stride-2 window in one block read the even and odd phases of one
 // span: the block loads them together (two loads, not four; BlockEmitter's PlanPairs). Pools
 // and a convolution (a binary combiner) with the vector loop innermost and the taps unrolled
-// around it, at widths with a masked last chunk (never paired) and without, negative inputs,
+// around it, at widths with a masked last chunk (paired too: MaskedStrideTwoChunkPairedAndShifted)
+// and without, negative inputs,
 // under the guard pages (the pair's second load reads the odd chunk's last element, no
 // further), and the pools with their rows folded too (fold_L0). The code must differ from the
 // code with pairing off, or the pairs went untested (both without the folds: they take the
@@ -370,6 +371,39 @@ TEST(Kernel, MaskedStrideTwoChunkPairedAndShifted) {
     SCOPED_TRACE(c.program + " | " + c.actions);
     ExpectExactAndChangedBy(WithActions(InitialTree(c.program), c.actions), alone, Avx512,
                             "no masked chunk paired or shifted");
+  }
+}
+
+// Kernels with no masked stride-2 chunk are byte for byte those with masked_stride_two_economies
+// off (which emits the code from before it): matmuls, a channels-last strided convolution (its
+// vector variable contiguous), pools whose rows are whole vectors (their taps paired: 32 and 64
+// wide at 16 lanes, 8 wide at 8) and a depthwise convolution's, a stride-1 window with a masked
+// contiguous tail.
+TEST(Kernel, MaskedStrideTwoEconomiesLeaveOtherKernelsAlone) {
+  const struct {
+    std::string program, actions;
+  } kCases[] = {
+      {"C[m,n] += A[m,k] * B[k,n]; m=37 n=61 k=97", "split_4, down, swap_down"},
+      {"O[h,w,k] += I[2*h+r, 2*w+s, c] * W[r,s,c,k]; k=32 h=4 w=7 c=8 r=3 s=3",
+       "down, down, down, down, down, swap_up"},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=4 c=32 kr=3 kc=3", "down, down, swap_down"},
+      {"O[r,c] += I[2*r+kr, 2*c+kc]; r=2 c=64 kr=2 kc=2", "down, down, swap_down"},
+      {"O[r,c] max= I[2*r+kr, 2*c+kc]; r=4 c=8 kr=3 kc=3", "down, down, swap_down"},
+      {"O[c,h,w] += I[c, 2*h+r, 2*w+s] * W[c,r,s]; c=2 h=2 w=64 r=3 s=3",
+       "down, down, down, split_8, down, swap_down"},
+      {"O[r,c] max= I[r+kr, c+kc]; r=2 c=37 kr=3 kc=3", "down, down, swap_down"},
+  };
+  CodegenOptions off;
+  off.masked_stride_two_economies = false;
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.program + " | " + c.actions);
+    const LoopTree tree = WithActions(InitialTree(c.program), c.actions);
+    for (Isa isa : HostIsas()) {
+      const auto on_code = KernelCompiler(isa).CompileCode(tree);
+      const auto off_code = KernelCompiler(isa, off).CompileCode(tree);
+      ASSERT_TRUE(on_code.ok() && off_code.ok());
+      EXPECT_EQ(*on_code, *off_code) << Traits(isa).name << "\n" << LoopTreeText(tree);
+    }
   }
 }
 
