@@ -242,9 +242,12 @@ class KernelEmitter {
     if (rem > 0) Tile(j + 1, Child(pt, j, full * step, rem), out);
   }
 
-  Xbyak::Address OutputAt(const TileEntry& e) const {
-    return ptr[pointers_[0] + (e.disp + s_->output.offset) * 4];
+  Xbyak::Address OutputAt(const TileEntry& e) const { return ptr[OutputExp(e)]; }
+  Xbyak::RegExp OutputExp(const TileEntry& e) const {
+    return pointers_[0] + (e.disp + s_->output.offset) * 4;
   }
+  bool StridedOutput() const { return s_->output.kind == AccessPlan::Kind::kStrided; }
+  int64_t OutputStride() const { return s_->output.stride[s_->loops[s_->vector_loop].var]; }
 
   void EmitScope(int j, const Point& pt) {
     FlushBlock();
@@ -312,7 +315,10 @@ class KernelEmitter {
       });
     }
     for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
-      if (streaming_ && s_->stream_output && tile_[i].lanes == s_->width) {
+      if (StridedOutput()) {
+        vec_.StoreStrided(OutputExp(tile_[i]), OutputStride(), vec_.V(i), tile_[i].lanes,
+                          vec_.V(tmp_));
+      } else if (streaming_ && s_->stream_output && tile_[i].lanes == s_->width) {
         LT_CHECK((tile_[i].disp + s_->output.offset) % s_->width == 0);
         vec_.StoreStreaming(OutputAt(tile_[i]), vec_.V(i));
       } else {
@@ -420,7 +426,12 @@ class KernelEmitter {
 
   void LoadTile() {
     for (int i = 0; i < static_cast<int>(tile_.size()); ++i) {
-      vec_.Load(vec_.V(i), OutputAt(tile_[i]), tile_[i].lanes);
+      if (StridedOutput()) {
+        vec_.LoadStrided(vec_.V(i), OutputExp(tile_[i]), OutputStride(), tile_[i].lanes,
+                         vec_.V(tmp_));
+      } else {
+        vec_.Load(vec_.V(i), OutputAt(tile_[i]), tile_[i].lanes);
+      }
     }
   }
 

@@ -208,9 +208,9 @@ void FuseContiguousLoops(const Program& p, Isa isa, StatementPlan& sp) {
   }
 }
 
-// The vector width: the ISA's, when the output moves by 0 or 1 element along the vector variable
-// (else scalar code, with a note), and how each input is read: broadcast (stride 0), vector
-// (1) or strided (more; inputs only).
+// The vector width: the ISA's, when every tensor moves by 0 to kMaxGatherStride elements along
+// the vector variable (else scalar code, with a note), and how each is accessed: broadcast
+// (stride 0; the output: a horizontal statement), vector (1) or strided (more).
 void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
   const Statement& st = p.statement(sp.statement);
   const int v = sp.loops[sp.vector_loop].var;
@@ -219,22 +219,31 @@ void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
   // lanes per instruction as 16 would give, and on cores that split 512-bit operations in two
   // (AMD Zen 4) twice the instructions per cycle.
   if (isa == Isa::kAvx512 && sp.loops[sp.vector_loop].size <= 8) sp.width = 8;
-  // Inputs may be strided up to kMaxGatherStride (a gather's lane offsets are 32-bit).
-  auto check = [&](const AccessPlan& a, const std::string& name, bool input) {
+  // Tensors may be strided up to kMaxGatherStride (a gather's or scatter's lane offsets are
+  // 32-bit).
+  auto check = [&](const AccessPlan& a, const std::string& name) {
     const int64_t stride = a.stride[v];
-    const bool vectorizable = stride == 0 || stride == 1 ||
-                              (input && stride > 1 && stride <= kMaxGatherStride);
+    const bool vectorizable = stride >= 0 && stride <= kMaxGatherStride;
     if (!vectorizable && sp.width > 1) {
       sp.width = 1;
       sp.notes.push_back(absl::StrCat("scalar code: ", name, " has stride ", a.stride[v],
                                       " along '", p.var(v).name, "'"));
     }
   };
-  check(sp.output, p.tensor(st.output.tensor).name, false);
+  check(sp.output, p.tensor(st.output.tensor).name);
   for (size_t i = 0; i < sp.inputs.size(); ++i) {
-    check(sp.inputs[i], p.tensor(st.inputs[i].tensor).name, true);
+    check(sp.inputs[i], p.tensor(st.inputs[i].tensor).name);
   }
   sp.horizontal = sp.width > 1 && sp.output.stride[v] == 0;
+  if (sp.width > 1 && sp.output.stride[v] > 1) {
+    sp.output.kind = AccessPlan::Kind::kStrided;
+    sp.notes.push_back(absl::StrCat(
+        p.tensor(st.output.tensor).name, " written with stride ", sp.output.stride[v],
+        " along '", p.var(v).name, "': ",
+        isa == Isa::kAvx512 ? "a scatter" : "lane by lane", " per vector",
+        sp.reduction == Reduction::kAssign ? "" : " (loaded the same way where the block "
+                                                  "resumes a partial result)"));
+  }
   for (size_t i = 0; i < sp.inputs.size(); ++i) {
     AccessPlan& a = sp.inputs[i];
     a.kind = sp.width == 1 || a.stride[v] == 1 ? AccessPlan::Kind::kVector
@@ -317,7 +326,7 @@ void PlanStreaming(const Program& p, const CodegenOptions& options, bool marked,
   const bool by_size = options.stream_output_min_bytes > 0 &&
                        p.NumElements(sp.output.tensor) * 4 >= options.stream_output_min_bytes;
   if (sp.reduction != Reduction::kAssign || (!marked && !by_size)) return;
-  if (sp.width == 1 || sp.horizontal) {
+  if (sp.width == 1 || sp.horizontal || sp.output.kind == AccessPlan::Kind::kStrided) {
     if (marked) sp.notes.push_back("stores not streamed: the output is not stored by vectors");
     return;
   }

@@ -22,9 +22,12 @@ namespace looptool {
 struct AccessPlan {
   // How the access moves along the vector variable: kVector reads consecutive elements into
   // lanes (stride 1), kBroadcast one element into every lane (stride 0), kStrided every
-  // stride-th element (inputs only: stride 2 by two loads and a lane permute, masked chunks by
+  // stride-th element (inputs: stride 2 by two loads and a lane permute, masked chunks by
   // masked loads and a permute; larger strides by a gather on AVX-512, lane by lane on AVX2;
-  // VectorOps::LoadStrided). Scalar statements (width 1) use kVector.
+  // VectorOps::LoadStrided. The output (a vertical statement's): its accumulators stored by a
+  // scatter on AVX-512, lane by lane on AVX2, VectorOps::StoreStrided, and loaded back as an
+  // input would be where a block resumes its partial results). Scalar statements (width 1) use
+  // kVector; a horizontal statement's output is kVector (stride 0).
   enum class Kind { kVector, kBroadcast, kStrided };
   int tensor = 0;
   int64_t offset = 0;           // elements: the constant part of the index

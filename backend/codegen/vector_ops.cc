@@ -353,6 +353,36 @@ void VectorOps::Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lane
   }
 }
 
+void VectorOps::StoreStrided(const Xbyak::RegExp& dst, int64_t stride, const Xbyak::Xmm& src,
+                             int lanes, const Xbyak::Xmm& scratch) {
+  LT_CHECK(width_ > 1 && stride > 1 && lanes >= 1 && lanes <= width_ &&
+           src.getIdx() != scratch.getIdx());
+  if (isa_ == Isa::kAvx512) {
+    // A scatter of the active lanes (k7 set, cleared by the scatter as lanes complete).
+    g_.vmovdqu32(scratch, ptr[rip + offset_tables_[stride]]);
+    if (lanes == width_) {
+      g_.kxnorw(k7, k7, k7);
+    } else {
+      g_.mov(eax, (1u << lanes) - 1);
+      g_.kmovw(k7, eax);
+    }
+    g_.vscatterdps(ptr[dst + scratch * 4] | k7, src);
+    return;
+  }
+  // AVX2, lane by lane: lanes 0-3 from src's low half, 4-7 from its high half in scratch.
+  const Xbyak::Xmm lo(src.getIdx()), hi(scratch.getIdx());
+  if (lanes > 4) g_.vextractf128(hi, Xbyak::Ymm(src.getIdx()), 1);
+  for (int i = 0; i < lanes; ++i) {
+    const Xbyak::Xmm& half = i < 4 ? lo : hi;
+    const Xbyak::Address at = ptr[dst + i * stride * 4];
+    if (i % 4 == 0) {
+      g_.vmovss(at, half);
+    } else {
+      g_.vextractps(at, half, static_cast<uint8_t>(i % 4));
+    }
+  }
+}
+
 void VectorOps::StoreStreaming(const Xbyak::Address& dst, const Xbyak::Xmm& src) {
   LT_CHECK(width_ > 1);
   sse() ? g_.movntps(dst, src) : g_.vmovntps(dst, src);

@@ -115,6 +115,11 @@ class VectorOps {
   void ShiftInLanes(const Xbyak::Xmm& dst, const Xbyak::Xmm& hi, const Xbyak::Xmm& lo, int lanes);
   void Broadcast(const Xbyak::Xmm& dst, const Xbyak::Address& src);
   void Store(const Xbyak::Address& dst, const Xbyak::Xmm& src, int lanes);
+  // The first `lanes` lanes of src to dst, dst + stride, ... (stride > 1 elements; the
+  // others untouched): on AVX-512 a scatter (lane offsets from LoadStrided's tables; k7 set),
+  // on AVX2 lane by lane (vmovss, vextractps). `scratch` (not src) and eax are overwritten.
+  void StoreStrided(const Xbyak::RegExp& dst, int64_t stride, const Xbyak::Xmm& src, int lanes,
+                    const Xbyak::Xmm& scratch);
   // A full vector stored past the caches (movntps / vmovntps); `dst` must be aligned to the
   // vector's bytes. Weakly ordered: the kernel ends with an sfence.
   void StoreStreaming(const Xbyak::Address& dst, const Xbyak::Xmm& src);

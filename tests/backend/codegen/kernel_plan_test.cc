@@ -1,6 +1,7 @@
 // Plan decisions for known schedules, asserted without running code: where the register scope
 // starts, how many accumulators it takes, what is unrolled, when code goes scalar.
 #include "backend/codegen/kernel_plan.h"
+#include "backend/ir/parser.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -80,14 +81,41 @@ TEST(KernelPlan, GemvAccumulatesAcrossLanes) {
   EXPECT_EQ(s.inputs[1].kind, AccessPlan::Kind::kVector);
 }
 
-TEST(KernelPlan, BroadcastOperandsAndScalarFallback) {
+TEST(KernelPlan, BroadcastOperandsStridedStoresAndScalarFallback) {
   const StatementPlan mm =
       Lower(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=8 n=32 k=8"), Isa::kAvx512).statements[0];
   EXPECT_EQ(mm.inputs[0].kind, AccessPlan::Kind::kBroadcast);  // A along n
   EXPECT_EQ(mm.inputs[1].kind, AccessPlan::Kind::kVector);     // B along n
-  const StatementPlan tr = Lower(InitialTree("B[n,m] = A[m,n]; m=8 n=32"), Isa::kAvx512).statements[0];
-  EXPECT_EQ(tr.width, 1);
-  EXPECT_THAT(tr.notes, ::testing::ElementsAre("scalar code: B has stride 8 along 'n'"));
+  // A transpose vectorized along the output's first variable: its stores are strided.
+  const LoopTree tr_tree = InitialTree("B[n,m] = A[m,n]; m=8 n=32");
+  const StatementPlan tr = Lower(tr_tree, Isa::kAvx512).statements[0];
+  EXPECT_EQ(tr.width, 16);
+  EXPECT_EQ(tr.output.kind, AccessPlan::Kind::kStrided);
+  EXPECT_EQ(tr.inputs[0].kind, AccessPlan::Kind::kVector);
+  EXPECT_THAT(tr.notes,
+              ::testing::ElementsAre("B written with stride 8 along 'n': a scatter per vector"));
+  EXPECT_THAT(Lower(tr_tree, Isa::kAvx2).statements[0].notes,
+              ::testing::ElementsAre("B written with stride 8 along 'n': lane by lane per vector"));
+  // A sum's strided output is loaded back where a block resumes its partial results.
+  const StatementPlan sum =
+      Lower(InitialTree("O[k,h] += I[c,h] * W[c,k]; k=32 h=3 c=5"), Isa::kAvx512).statements[0];
+  EXPECT_EQ(sum.output.kind, AccessPlan::Kind::kStrided);
+  EXPECT_THAT(sum.notes, ::testing::ElementsAre(
+                             "O written with stride 3 along 'k': a scatter per vector (loaded the "
+                             "same way where the block resumes a partial result)"));
+  // Past a scatter's 32-bit lane offsets (a server whose limits allow so large a tensor):
+  // scalar code.
+  Limits large;
+  large.max_extent = int64_t{1} << 25;
+  large.max_tensor_elements = int64_t{1} << 26;
+  large.max_total_elements = int64_t{1} << 27;
+  const auto far_program = ParseProgram("B[n,m] = A[m,n]; m=16777217 n=2", large);
+  ASSERT_TRUE(far_program.ok()) << far_program.status();
+  const StatementPlan far =
+      Lower(LoopTree::Initial(std::make_shared<const Program>(*far_program)), Isa::kAvx512)
+          .statements[0];
+  EXPECT_EQ(far.width, 1);
+  EXPECT_THAT(far.notes, ::testing::ElementsAre("scalar code: B has stride 16777217 along 'n'"));
 }
 
 TEST(KernelPlan, LoopsTheTensorsAreContiguousAcrossFuse) {

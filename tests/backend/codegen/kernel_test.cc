@@ -517,6 +517,42 @@ TEST(Kernel, StridedConvolution) {
   ExpectExact(conv);
   ExpectExact(conv, "down, down, down, split_8");
 }
+// Vectorized along a variable the output is strided along (a CHW 1x1 convolution's output
+// channels, read contiguously from W[c,k]): the accumulators stored by a scatter (AVX-512) or
+// lane by lane (AVX2), and loaded back the same way where a reduction loop outside the register
+// scope resumes them (strides 2 and more; every tail; sums, maxes and relu after the last visit).
+TEST(Kernel, StridedStoresOfEveryStrideAndTail) {
+  std::vector<LoopTree> trees;
+  for (int k : {5, 7, 8, 16, 23, 37}) {
+    const std::string ks = " k=" + std::to_string(k);
+    for (int h : {2, 3, 13}) {
+      const std::string hs = " h=" + std::to_string(h);
+      // c outermost: with 13 rows of h the output passes the register budget, so the scope
+      // starts below c and its block is re-entered for every c (the reload path).
+      trees.push_back(InitialTree("O[k,h] += I[c,h] * W[c,k]; c=3" + hs + ks));
+      // c inside the block: one entry, one store.
+      trees.push_back(WithActions(InitialTree("O[k,h] += I[c,h] * W[c,k]; c=3" + hs + ks),
+                                  "swap_down"));
+      trees.push_back(InitialTree("O[k,h] max= I[c,h,k]; c=4" + hs + ks));
+      trees.push_back(InitialTree("O[k,h] += I[c,h] * W[c,k] -> relu; c=3" + hs + ks));
+    }
+    trees.push_back(WithActions(InitialTree("O[k,h,w] += I[c,h,w] * W[c,k]; c=5 h=2 w=3" + ks),
+                                "swap_down, swap_down"));
+    trees.push_back(InitialTree("B[n,m] = A[m,n]; m=3 n=" + std::to_string(k)));
+  }
+  int reloads = 0;
+  for (const LoopTree& t : trees) {
+    SCOPED_TRACE(LoopTreeText(t));
+    for (Isa isa : HostIsas()) {
+      if (isa == Isa::kSse) continue;
+      const StatementPlan s = Lower(t, isa).statements[0];
+      EXPECT_EQ(s.output.kind, AccessPlan::Kind::kStrided) << Traits(isa).name;
+      reloads += s.reduction != Reduction::kAssign && s.scope > 0 && s.loops[0].reduction;
+    }
+    ExpectExact(t);
+  }
+  EXPECT_GE(reloads, 18);  // 6 k x 3 statements with 13 rows, at least at one ISA
+}
 TEST(Kernel, Transpose) { ExpectExact("B[n,m] = A[m,n]; m=11 n=21"); }
 // Transposes whose register block holds consecutive elements of the input's rows: the rows are
 // loaded as vectors and transposed in registers (groups of half a vector to a vector of them;
@@ -963,6 +999,7 @@ TEST(Kernel, EverySketchMatchesTheInterpreter) {
       "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s]; k=13 h=5 w=19 c=3 r=3 s=3",
       "O[c,h,w] += I[c, h+r, w+s] * W[c,r,s]; c=5 h=6 w=37 r=3 s=3",
       "O[k,h,w] += I[c,h,w] * W[k,c]; k=9 h=3 w=70 c=101",
+      "O[k,h,w] += I[c,h,w] * W[c,k]; k=37 h=3 w=5 c=101",  // vector k: strided stores
       "y[n] += x[k] * A[k,n]; n=67 k=100",
       "O[c] += I[r,c]; r=5 c=530",
       "O[k,h,w] += I[c, 2*h+r, 2*w+s] * W[k,c,r,s]; k=5 h=3 w=19 c=3 r=3 s=3",
