@@ -55,6 +55,13 @@ struct SketchOptions {
 // map), blocks of 2-4 rows of u (as 3 allows) x all of x x v's block lead ("rows k/3 x h,
 // vector w"), x's loop between u's rows and v. Splits and interchanges that would exceed
 // `limits` drop the sketch.
+// 2') Where the statement is a sum or max and another output variable v' is read with stride 1
+// by some input and 0 or 1 by the others while the output is strided along it (a CHW 1x1
+// convolution with weights W[c,k]: O[k,h,w] += I[c,h,w] * W[c,k]), the same blocks are made with
+// v' as the vector variable (the code generator stores their accumulators by a scatter), the
+// other output variables as rows. They rank first at each rank where they fill a tenth more of
+// their vectors' lanes than v (fused, as the code generator fuses contiguous loops: 49 of 64
+// for a 7x7 map) does, else after all of v's ("rows h/4, vector k/64, reduction c/64").
 // A copy whose one input is strided along v by more than 4 (a transpose, a layout change), where
 // 2) fails, gets blocks of a vector's lanes (then half) of the input's contiguous variable e x
 // one vector of v instead ("transpose n/16, vector m/16"), the other output variables outside,

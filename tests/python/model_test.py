@@ -197,7 +197,7 @@ class ExtractTest(unittest.TestCase):
         self.assertEqual(programs["grouped_conv_g2_c8_k8_8x8_3x3_s1_d2"],
                          "O[g,k,h,w] += I[g,c, h+2*r, w+2*s] * W[g,k,c,r,s]")
         self.assertEqual(programs["conv_c8_k16_4x4_1x1_s2_subsampled_bias"],
-                         "O[k,h,w] += I[c,h,w] * W[k,c]")
+                         "O[k,h,w] += I[c,h,w] * W[c,k]")
         self.assertEqual(plan.tasks["conv_c3_k8_16x16_7x7_s2_phases_bias_relu"].program,
                          "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu\n"
                          "k=8 h=16 w=16 c=13 r=4 s=4\n")

@@ -265,6 +265,48 @@ TEST(Sketches, EverySketchBlockIsThePlansRegisterBlock) {
   EXPECT_GT(exact, checked / 2);  // most hold exactly their block
 }
 
+// Rule 2'): a CHW 1x1 convolution whose weights are laid out W[c,k] reads its output channels
+// contiguously, so they may be the vector (the accumulators stored by a scatter). On a 7x7 map
+// they fill every lane where the map's 49 elements fill 49 of 64, so those sketches come first
+// at each rank; on a 14x14 map (196 of 208) and a 28x28 one (784 = 49 x 16) after all of the
+// map's; with W[k,c] (k a row's stride in W) there are none.
+TEST(Sketches, ContiguousWeightsVectorizeTheOutputChannels) {
+  const auto along_k = [](const Sketch& s) {
+    return s.description.find("vector k") != std::string::npos;
+  };
+  const LoopTree small = Initial("O[k,h,w] += I[c,h,w] * W[c,k]; k=320 h=7 w=7 c=960");
+  const std::vector<Sketch> sketches = LoopNestSketches(small, Limits{});
+  ASSERT_EQ(sketches.size(), 16u);
+  EXPECT_EQ(sketches[0].description, "rows h/4, vector k/64, reduction c/64");
+  EXPECT_EQ(sketches[2].description, "rows h/3 x w, vector k/16, reduction c/64");
+  EXPECT_EQ(sketches[3].description, "rows k/3 x h, vector w, reduction c/64");
+  for (const Sketch& s : sketches) {
+    const StatementPlan plan = Lower(Built(small, s), Isa::kAvx512).statements[0];
+    EXPECT_EQ(plan.output.kind == AccessPlan::Kind::kStrided, along_k(s)) << s.description;
+    EXPECT_EQ(plan.width, 16) << s.description;
+    EXPECT_LE(s.accumulators, plan.budget.accumulators) << s.description;
+  }
+  EXPECT_EQ(std::count_if(sketches.begin(), sketches.end(), along_k), 13);
+  // 28 x 28 and 14 x 14: the map's sketches first, then (room left) the channels'.
+  for (const char* text : {"O[k,h,w] += I[c,h,w] * W[c,k]; k=96 h=28 w=28 c=64",
+                           "O[k,h,w] += I[c,h,w] * W[c,k]; k=96 h=14 w=14 c=384"}) {
+    const std::vector<Sketch> large = LoopNestSketches(Initial(text), Limits{});
+    const auto first_k = std::find_if(large.begin(), large.end(), along_k);
+    EXPECT_GE(first_k - large.begin(), 12) << text;
+    EXPECT_TRUE(std::all_of(first_k, large.end(), along_k)) << text;
+  }
+  // A strided 1x1 convolution's 28 outputs a row fill 28 of 32 lanes (the rows of I are not
+  // contiguous across h): the channels' lead.
+  const std::vector<Sketch> strided = LoopNestSketches(
+      Initial("O[k,h,w] += I[c, 2*h, 2*w] * W[c,k]; k=128 h=28 w=28 c=64"), Limits{});
+  ASSERT_FALSE(strided.empty());
+  EXPECT_TRUE(along_k(strided[0])) << strided[0].description;
+  const std::vector<Sketch> rows_of_w =
+      LoopNestSketches(Initial("O[k,h,w] += I[c,h,w] * W[k,c]; k=320 h=7 w=7 c=960"), Limits{});
+  EXPECT_FALSE(rows_of_w.empty());
+  EXPECT_TRUE(std::none_of(rows_of_w.begin(), rows_of_w.end(), along_k));
+}
+
 TEST(Sketches, EachReachesADistinctTree) {
   const LoopTree start = Initial(kConv);
   std::vector<LoopTree> trees;

@@ -9,8 +9,10 @@ batch is 1, so a layer's program is the catalog's conv2d-v0 form):
 
   1. nn.Conv2d, zero padding, any stride and dilation:
        groups 1               O[k,h,w] += I[c, S*h+D*r, S*w+D*s] * W[k,c,r,s]
-                              (1x1: W[k,c] and no window loops; strided, batch 1, no dilation:
-                              the stride-1 convolution over the input's phases, `Layer`)
+                              (1x1: no window loops, and the weights laid out W[c,k] once,
+                              at extraction, so that the output channels may be the vector:
+                              `lay_out_pointwise_weights`; strided, batch 1, no dilation: the
+                              stride-1 convolution over the input's phases, `Layer`)
        groups = in = out      O[c,h,w] += I[c, S*h+D*r, S*w+D*s] * W[c,r,s]      (depthwise)
        other groups           O[g,k,h,w] += I[g,c, S*h+D*r, S*w+D*s] * W[g,k,c,r,s]
      An nn.BatchNorm2d (eval mode, running statistics) that alone reads the convolution is folded
@@ -285,6 +287,9 @@ class _Extractor:
                 and layer.scale == 1.0):
             program = self.bias_in_kernel(layer, program)
             parts = [*parts, "bias"]
+        if layer.kind == "conv" and not layer.channels_last and layer.weight is not None \
+                and layer.weight.ndim == 2:
+            program = self.lay_out_pointwise_weights(layer, program)
         if layer.channels_last:
             self.lay_out_channels_last(layer)
             parts = [*parts, "nhwc"]
@@ -323,6 +328,19 @@ class _Extractor:
         if layer.activation == "relu":
             layer.activation, layer.kernel_relu = "", True
         return "\n".join(lines)
+
+    @staticmethod
+    def lay_out_pointwise_weights(layer: Layer, program: str) -> str:
+        """A (C, H, W) 1x1 convolution's weights, folded and biased as W[k,c], laid out W[c,k]
+        (once, here, as a library's weight reorder): each input channel's weights for
+        consecutive output channels are then contiguous, so a schedule may vectorize the
+        output channels (the output written with a stride: on a 7x7 map every lane busy, where
+        the map's 49 elements fill 49 of 64). Returns the program reading W[c,k]."""
+        assert layer.weight is not None
+        layer.weight = np.ascontiguousarray(layer.weight.T)
+        layer.kernel_input_shapes = [*layer.kernel_input_shapes[:-1], tuple(layer.weight.shape)]
+        assert "* W[k,c]\n" in program, program
+        return program.replace("* W[k,c]\n", "* W[c,k]\n", 1)
 
     @staticmethod
     def lay_out_channels_last(layer: Layer) -> None:
