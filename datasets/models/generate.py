@@ -9,9 +9,8 @@ Each model gives `<out>/<name>-v0.txt`, which datasets/BUILD compiles into the s
 (datasets/model_datasets.h): torchvision models (any name torchvision.models has: resnet18,
 mobilenet_v2, ...) through looptool.model.extract at batch 1, 3x224x224, with `rewrite=False`:
 each layer's program as the model states it (strided convolutions strided, padding materialized:
-a valid convolution over the padded input, the FLOPs of PyTorch's padded one; 1x1 convolutions
-read their weights as W[c,k], extract's layout; biases, batch norms and activations are not in
-it). `bert_base` is BERT-base's encoder at sequence 128, written from
+a valid convolution over the padded input, the FLOPs of PyTorch's padded one; biases, batch norms
+and activations are not in it). `bert_base` is BERT-base's encoder at sequence 128, written from
 its configuration (hidden 768, 12 heads of 64, feed-forward 3072, 12 layers): the four
 projections, the two feed-forward matmuls, and per layer the 12 heads' score and context matmuls
 as one batched program each.

@@ -9,10 +9,11 @@ batch is 1, so a layer's program is the catalog's conv2d-v0 form):
 
   1. nn.Conv2d, zero padding, any stride and dilation:
        groups 1               O[k,h,w] += I[c, S*h+D*r, S*w+D*s] * W[k,c,r,s]
-                              (1x1: no window loops, and the weights laid out W[c,k] once,
-                              at extraction, so that the output channels may be the vector:
-                              `lay_out_pointwise_weights`; strided, batch 1, no dilation: the
-                              stride-1 convolution over the input's phases, `Layer`)
+                              (1x1: no window loops, and with `rewrite` the weights laid out
+                              W[c,k] once, at extraction, so that the output channels may be
+                              the vector: `lay_out_pointwise_weights`; strided, batch 1, no
+                              dilation: the stride-1 convolution over the input's phases,
+                              `Layer`)
        groups = in = out      O[c,h,w] += I[c, S*h+D*r, S*w+D*s] * W[c,r,s]      (depthwise)
        other groups           O[g,k,h,w] += I[g,c, S*h+D*r, S*w+D*s] * W[g,k,c,r,s]
      An nn.BatchNorm2d (eval mode, running statistics) that alone reads the convolution is folded
@@ -254,10 +255,12 @@ class _Extractor:
     def __init__(self, gm: torch.fx.GraphModule, batch: int, rewrite: bool = True,
                  layout: str = "nchw", out_block: int = 0,
                  block_min_bytes: int = 0,
-                 block_layers: Optional[Collection[str]] = None) -> None:
+                 block_layers: Optional[Collection[str]] = None,
+                 pointwise_ck: bool = True) -> None:
         self.gm = gm
         self.batch = batch
         self.rewrite = rewrite
+        self.pointwise_ck = pointwise_ck
         self.nhwc = layout == "nhwc"
         self.out_block = out_block
         self.block_min_bytes = block_min_bytes
@@ -287,8 +290,8 @@ class _Extractor:
                 and layer.scale == 1.0):
             program = self.bias_in_kernel(layer, program)
             parts = [*parts, "bias"]
-        if layer.kind == "conv" and not layer.channels_last and layer.weight is not None \
-                and layer.weight.ndim == 2:
+        if self.pointwise_ck and layer.kind == "conv" and not layer.channels_last \
+                and layer.weight is not None and layer.weight.ndim == 2:
             program = self.lay_out_pointwise_weights(layer, program)
         if layer.channels_last:
             self.lay_out_channels_last(layer)
@@ -780,14 +783,19 @@ def _blocked_program(program: str, block: int) -> str:
 def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
             layout: str = "nchw", out_block: int = 0,
             block_min_bytes: int = BLOCKED_WEIGHTS_MIN_BYTES,
-            block_layers: Optional[Collection[str]] = None) -> Plan:
+            block_layers: Optional[Collection[str]] = None,
+            pointwise_ck: Optional[bool] = None) -> Plan:
     """The model's layers, their tasks, and the nodes left to PyTorch (see the module's doc).
     `rewrite=False`: each layer's program as the model states it (strided convolutions strided,
     biases and what follows them in the epilogue), as the model datasets hold them.
     `layout`: "nchw", or "nhwc" (channels last; batch 1 only). `out_block`: with "nhwc",
     convolutions' output channels in blocks of this many (0: none; see the module's doc), those
     whose weights take `block_min_bytes` or more, or, with `block_layers`, those whose first
-    node (Layer.nodes[0]) it names."""
+    node (Layer.nodes[0]) it names. `pointwise_ck` (default: `rewrite`): (C, H, W) 1x1
+    convolutions read their weights laid out W[c,k] (`lay_out_pointwise_weights`), else as
+    PyTorch holds them, W[k,c]."""
+    if pointwise_ck is None:
+        pointwise_ck = rewrite
     if layout not in LAYOUTS:
         raise ExtractError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
     if layout == "nhwc" and example.dim() >= 1 and int(example.shape[0]) != 1:
@@ -802,7 +810,7 @@ def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
     gm = trace(model, example)
     ex = _Extractor(gm, batch=int(example.shape[0]), rewrite=rewrite, layout=layout,
                     out_block=out_block, block_min_bytes=block_min_bytes,
-                    block_layers=block_layers)
+                    block_layers=block_layers, pointwise_ck=pointwise_ck)
     for node in gm.graph.nodes:
         if node.name in ex.taken or node.op not in ("call_module", "call_function",
                                                     "call_method"):
