@@ -509,25 +509,32 @@ std::vector<Sketch> LoopNestSketches(const LoopTree& tree, const Limits& limits,
   }
   // Rule 2'): blocks vectorized along another output variable, first at each rank where they
   // fill a tenth more of their vectors' lanes than those above (a 7x7 map's 49 of 64 against
-  // all; a 14x14 map's 196 of 208 stay ahead), else after all of them.
+  // all; a 14x14 map's 196 of 208 stay ahead), else after all of them (and after the
+  // fallbacks' below, where rule 2) fails).
+  std::vector<Candidate> channels;
+  int channels_stmt = -1;
   for (int x : p.num_statements() > 0 ? p.OutputVars(CostliestStatement(p)) : std::vector<int>{}) {
     const std::optional<Nest> other = AnalyzeNest(tree, options, x);
     if (!other.has_value()) continue;
-    stmt = other->stmt;
+    channels_stmt = other->stmt;
     std::vector<Candidate> more;
     AddOneVariableBlocks(p, *other, more);
     AddTwoVariableBlocks(p, *other, more);
-    const int after = LaneUse(p, *other, lanes) >= lane_use + 0.1 ? 0 : 1 << 20;
+    const bool first = stmt >= 0 && LaneUse(p, *other, lanes) >= lane_use + 0.1;
     for (Candidate& c : more) {
-      c.rank = 2 * c.rank + after;
-      candidates.push_back(std::move(c));
+      c.rank = 2 * c.rank + (first ? 0 : 1 << 20);
+      channels.push_back(std::move(c));
     }
   }
   if (stmt < 0) {
     stmt = AddTransposeBlocks(tree, options, candidates);
     if (stmt < 0) stmt = AddReductionVectorBlocks(tree, options, candidates);
-    if (stmt < 0) return {};
   }
+  if (!channels.empty() && (stmt < 0 || stmt == channels_stmt)) {
+    stmt = channels_stmt;
+    for (Candidate& c : channels) candidates.push_back(std::move(c));
+  }
+  if (stmt < 0) return {};
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate& a, const Candidate& b) { return a.rank < b.rank; });
 

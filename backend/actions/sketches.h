@@ -61,7 +61,8 @@ struct SketchOptions {
 // v' as the vector variable (the code generator stores their accumulators by a scatter), the
 // other output variables as rows. They rank first at each rank where they fill a tenth more of
 // their vectors' lanes than v (fused, as the code generator fuses contiguous loops: 49 of 64
-// for a 7x7 map) does, else after all of v's ("rows h/4, vector k/64, reduction c/64").
+// for a 7x7 map) does, else after all of v's ("rows h/4, vector k/64, reduction c/64"); where
+// rule 2) fails, after the copies' and reductions' blocks below.
 // A copy whose one input is strided along v by more than 4 (a transpose, a layout change), where
 // 2) fails, gets blocks of a vector's lanes (then half) of the input's contiguous variable e x
 // one vector of v instead ("transpose n/16, vector m/16"), the other output variables outside,

@@ -301,6 +301,15 @@ TEST(Sketches, ContiguousWeightsVectorizeTheOutputChannels) {
       Initial("O[k,h,w] += I[c, 2*h, 2*w] * W[c,k]; k=128 h=28 w=28 c=64"), Limits{});
   ASSERT_FALSE(strided.empty());
   EXPECT_TRUE(along_k(strided[0])) << strided[0].description;
+  // Where rule 2) fails (A reads v with a row's stride), the reduction's folded blocks lead
+  // and the channels' follow them.
+  const std::vector<Sketch> folded =
+      LoopNestSketches(Initial("O[x,v] += A[v,x] * B[v,d]; x=16 v=16 d=64"), Limits{});
+  ASSERT_FALSE(folded.empty());
+  EXPECT_EQ(folded[0].description.rfind("fold v", 0), 0u) << folded[0].description;
+  EXPECT_TRUE(std::any_of(folded.begin(), folded.end(), [](const Sketch& s) {
+    return s.description.find("vector x") != std::string::npos;
+  }));
   const std::vector<Sketch> rows_of_w =
       LoopNestSketches(Initial("O[k,h,w] += I[c,h,w] * W[k,c]; k=320 h=7 w=7 c=960"), Limits{});
   EXPECT_FALSE(rows_of_w.empty());

@@ -540,18 +540,39 @@ TEST(Kernel, StridedStoresOfEveryStrideAndTail) {
                                 "swap_down, swap_down"));
     trees.push_back(InitialTree("B[n,m] = A[m,n]; m=3 n=" + std::to_string(k)));
   }
-  int reloads = 0;
+  // Reloads of stride 2 (two rows of h: the blocks of k pass the budget at 16 vectors on
+  // AVX-512, 7 on AVX2, tails of 5 lanes: the permute, masked and AVX2 mask-register paths),
+  // 8-lane gathers (31 rows of 7), and a stride-2 input whose 8-lane tail is a block of its own
+  // (half_width_tails) beside a strided output.
+  for (const char* text : {"O[k,h] += I[c,h] * W[c,k]; c=3 h=2 k=245",
+                           "O[k,h] += I[c,h] * W[c,k]; c=3 h=2 k=53",
+                           "O[k,h] max= I[c,h,k]; c=2 h=2 k=256",
+                           "O[k,h] += I[c,h] * W[c,k]; c=3 h=31 k=7",
+                           "O[k,h] += I[c,h,2*k]; c=3 h=3 k=24",
+                           "O[k,h] += I[c,h,2*k]; c=3 h=31 k=24"}) {
+    trees.push_back(InitialTree(text));
+  }
+  int reloads = 0, stride_two_reloads = 0, narrow_reloads = 0, half_tails = 0;
   for (const LoopTree& t : trees) {
     SCOPED_TRACE(LoopTreeText(t));
     for (Isa isa : HostIsas()) {
       if (isa == Isa::kSse) continue;
       const StatementPlan s = Lower(t, isa).statements[0];
       EXPECT_EQ(s.output.kind, AccessPlan::Kind::kStrided) << Traits(isa).name;
-      reloads += s.reduction != Reduction::kAssign && s.scope > 0 && s.loops[0].reduction;
+      const bool reload = s.reduction != Reduction::kAssign && s.scope > 0 && s.loops[0].reduction;
+      reloads += reload;
+      stride_two_reloads += reload && s.output.stride[s.loops[s.vector_loop].var] == 2;
+      narrow_reloads += reload && isa == Isa::kAvx512 && s.width == 8;
+      half_tails += s.half_width_tails;
     }
     ExpectExact(t);
   }
   EXPECT_GE(reloads, 18);  // 6 k x 3 statements with 13 rows, at least at one ISA
+  if (std::find(HostIsas().begin(), HostIsas().end(), Isa::kAvx512) != HostIsas().end()) {
+    EXPECT_GE(stride_two_reloads, 3);
+    EXPECT_GE(narrow_reloads, 1);
+    EXPECT_GE(half_tails, 2);
+  }
 }
 TEST(Kernel, Transpose) { ExpectExact("B[n,m] = A[m,n]; m=11 n=21"); }
 // Transposes whose register block holds consecutive elements of the input's rows: the rows are
