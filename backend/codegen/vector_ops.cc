@@ -86,6 +86,16 @@ void VectorOps::EmitMaskTable() {
   }
 }
 
+void VectorOps::LaneOffsets(const Xbyak::Xmm& offsets, int64_t stride, int lanes) {
+  g_.vmovdqu32(offsets, ptr[rip + offset_tables_[stride]]);
+  if (lanes == width_) {
+    g_.kxnorw(k7, k7, k7);
+  } else {
+    g_.mov(eax, (1u << lanes) - 1);
+    g_.kmovw(k7, eax);
+  }
+}
+
 void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int64_t stride,
                             int lanes, const Xbyak::Xmm& scratch) {
   LT_CHECK(width_ > 1 && stride > 1 && dst.getIdx() != scratch.getIdx());
@@ -107,13 +117,7 @@ void VectorOps::LoadStrided(const Xbyak::Xmm& dst, const Xbyak::RegExp& src, int
     }
     // A gather of the active lanes (masked lanes are not read, so never fault).
     g_.vpxord(dst, dst, dst);
-    g_.vmovdqu32(scratch, ptr[rip + offset_tables_[stride]]);
-    if (lanes == width_) {
-      g_.kxnorw(k7, k7, k7);
-    } else {
-      g_.mov(eax, (1u << lanes) - 1);
-      g_.kmovw(k7, eax);
-    }
+    LaneOffsets(scratch, stride, lanes);
     g_.vgatherdps(dst | k7, ptr[src + scratch * 4]);
     return;
   }
@@ -359,13 +363,7 @@ void VectorOps::StoreStrided(const Xbyak::RegExp& dst, int64_t stride, const Xby
            src.getIdx() != scratch.getIdx());
   if (isa_ == Isa::kAvx512) {
     // A scatter of the active lanes (k7 set, cleared by the scatter as lanes complete).
-    g_.vmovdqu32(scratch, ptr[rip + offset_tables_[stride]]);
-    if (lanes == width_) {
-      g_.kxnorw(k7, k7, k7);
-    } else {
-      g_.mov(eax, (1u << lanes) - 1);
-      g_.kmovw(k7, eax);
-    }
+    LaneOffsets(scratch, stride, lanes);
     g_.vscatterdps(ptr[dst + scratch * 4] | k7, src);
     return;
   }

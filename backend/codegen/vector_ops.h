@@ -165,6 +165,9 @@ class VectorOps {
   void ReluScalar(const Xbyak::Xmm& acc, const Xbyak::Xmm& zero);
 
  private:
+  // AVX-512 gathers and scatters: lane i's offset, i * stride elements, into `offsets` (from
+  // the table EmitMaskTable writes), and k7 = the first `lanes` lanes (eax overwritten).
+  void LaneOffsets(const Xbyak::Xmm& offsets, int64_t stride, int lanes);
   Xbyak::Opmask Mask(int lanes);       // AVX-512
   // Stride 2's index table at byte offset `at16` (16 lanes) or `at8` (8) from even_table_,
   // which EmitMaskTable then writes.
