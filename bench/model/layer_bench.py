@@ -39,10 +39,12 @@ more than B output channels (a multiple of B) and weights of 512 KiB or more als
 weights blocked by B output channels, W[b,r,s,c,k], and write O[h,w,b,k] (extract(out_block=B)
 with its default block_min_bytes; the same output bytes).
 
-`--pointwise-ck` (nchw): the 1x1 convolutions as looptool.model runs them in (C, H, W): weights
-laid out W[c,k] once, untimed (extract(rewrite=False, pointwise_ck=True)), where the datasets
-read PyTorch's W[k,c]; the searches may then vectorize the output channels (W[c,k] holds them
-contiguously), storing the output with a stride. The other layers are the datasets'.
+`--weights-k-last` (nchw; `--pointwise-ck` is the same flag): the convolutions of groups 1 as
+looptool.model runs them in (C, H, W): weights laid out W[c,r,s,k] (1x1: W[c,k]) once,
+untimed (extract(rewrite=False, weights_k_last=True)), where the datasets read PyTorch's
+W[k,c,r,s]; the searches may then vectorize the output channels (the weights hold them
+contiguously), broadcasting the input and storing the output with a stride. The other layers
+are the datasets'.
 
 `--linear-block=B`: linear layers `Y[m,n] += X[m,k] * W[k,n]` (BERT's) whose N is a multiple of
 B above it read their weights blocked by B output features, `Y[m,b,n] += X[m,k] * W[b,k,n]`
@@ -301,11 +303,11 @@ def blocked_linear_programs(dataset: str, block: int) -> Dict[str, Tuple[str, st
 
 
 def model_programs(dataset: str, nhwc: bool, out_block: int = 0,
-                   pointwise_ck: bool = False) -> Dict[str, Tuple[str, str]]:
+                   weights_k_last: bool = False) -> Dict[str, Tuple[str, str]]:
     """For resnet18-v0 and mobilenet_v2-v0: {dataset name: (task name, its program)}, layer by
     layer from looptool.model.extract (empty for other datasets): the channels-last forms
     (`nhwc`; `out_block`: extract's, convolutions' weights blocked by output channel), or the
-    (C, H, W) ones with `pointwise_ck` (1x1 convolutions reading W[c,k])."""
+    (C, H, W) ones with `weights_k_last` (convolutions reading W[c,r,s,k], 1x1 W[c,k])."""
     model_name = {"resnet18-v0": "resnet18", "mobilenet_v2-v0": "mobilenet_v2"}.get(dataset)
     if model_name is None:
         return {}
@@ -316,7 +318,8 @@ def model_programs(dataset: str, nhwc: bool, out_block: int = 0,
     x = torch.zeros(1, 3, 224, 224)
     nchw = extract_lib.extract(model, x, rewrite=False)
     form = (extract_lib.extract(model, x, rewrite=False, layout="nhwc", out_block=out_block)
-            if nhwc else extract_lib.extract(model, x, rewrite=False, pointwise_ck=pointwise_ck))
+            if nhwc else extract_lib.extract(model, x, rewrite=False,
+                                                    weights_k_last=weights_k_last))
     out: Dict[str, Tuple[str, str]] = {}
     for a, b in zip(nchw.layers, form.layers):
         out.setdefault(a.task, (b.task, form.tasks[b.task].program))
@@ -392,9 +395,10 @@ def main() -> None:
                         help="the references' vector unit: as PyTorch and oneDNN choose "
                         "(native), or at most AVX2 (ONEDNN_MAX_CPU_ISA=AVX2, "
                         "ATEN_CPU_CAPABILITY=avx2)")
-    parser.add_argument("--pointwise-ck", action="store_true",
-                        help="(C, H, W) 1x1 convolutions as looptool.model runs them: weights "
-                             "W[c,k] (the datasets read W[k,c])")
+    parser.add_argument("--weights-k-last", "--pointwise-ck", action="store_true",
+                        dest="weights_k_last",
+                        help="(C, H, W) convolutions of groups 1 as looptool.model runs them: "
+                             "weights W[c,r,s,k], 1x1 W[c,k] (the datasets read W[k,c,r,s])")
     parser.add_argument("--out-block", type=int, default=0,
                         help="with --layout=nhwc: convolutions' weights blocked by this many "
                              "output channels (0: W[r,s,c,k])")
@@ -420,8 +424,9 @@ def main() -> None:
         parser.error("--out-block: 0 (not blocked) or a positive number of output channels")
     if args.out_block and not nhwc:
         parser.error("--out-block: with --layout=nhwc")
-    if args.pointwise_ck and nhwc:
-        parser.error("--pointwise-ck: with --layout=nchw (channels last reads W[c,k] anyway)")
+    if args.weights_k_last and nhwc:
+        parser.error("--weights-k-last: with --layout=nchw (channels last reads W[r,s,c,k] "
+                     "anyway)")
     if args.linear_block < 0:
         parser.error("--linear-block: 0 (not blocked) or a positive number of output features")
     if nhwc and args.out == parser.get_default("out"):
@@ -436,7 +441,7 @@ def main() -> None:
              f"`/usr/bin/python3 bench/model/layer_bench.py --time-limit={args.time_limit:g}"
              + (" --layout=nhwc" if nhwc else "")
              + (f" --out-block={args.out_block}" if args.out_block else "")
-             + (" --pointwise-ck" if args.pointwise_ck else "")
+             + (" --weights-k-last" if args.weights_k_last else "")
              + (f" --linear-block={args.linear_block}" if args.linear_block else "")
              + (" --transposed-keys" if args.transposed_keys else "")
              + (f" --runs={args.runs}" if args.runs > 1 else "")
@@ -448,15 +453,16 @@ def main() -> None:
              + (" Layers channels last (layer names: the datasets'; the tuned programs: "
                 "looptool.model's nhwc forms); PyTorch: the faster of its NCHW and "
                 "channels_last calls (`cl` marks the latter)." if nhwc else "")
-             + (" 1x1 convolutions as looptool.model runs them in (C, H, W): weights W[c,k], "
-                "laid out once, untimed (the tuned programs: extract(pointwise_ck=True)'s)."
-                if args.pointwise_ck else ""),
+             + (" Convolutions of groups 1 as looptool.model runs them in (C, H, W): weights "
+                "W[c,r,s,k] (1x1: W[c,k]), laid out once, untimed (the tuned programs: "
+                "extract(weights_k_last=True)'s)."
+                if args.weights_k_last else ""),
              ""]
     summary = []
     for dataset in args.dataset or DATASETS:
         layers = read_dataset(dataset)
-        programs = (model_programs(dataset, nhwc, args.out_block, args.pointwise_ck)
-                    if nhwc or args.pointwise_ck else {})
+        programs = (model_programs(dataset, nhwc, args.out_block, args.weights_k_last)
+                    if nhwc or args.weights_k_last else {})
         if not programs and args.linear_block:
             programs = blocked_linear_programs(dataset, args.linear_block)
         repacks: Dict[str, Tuple[str, str]] = {}

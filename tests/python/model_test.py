@@ -60,11 +60,12 @@ class ExtractTest(unittest.TestCase):
         plan = extract_lib.extract(model, torch.randn(1, 3, 16, 16))
         self.assertEqual({n: t.program for n, t in plan.tasks.items()}, {
             # stride 2 as stride 1 over the input's 2x2 phases: 4x3 channels, 2x2 taps, and a
-            # channel of 1s for the bias (BatchNorm's), so the relu is the kernel's
+            # channel of 1s for the bias (BatchNorm's), so the relu is the kernel's; the
+            # weights laid out with the output channels last
             "conv_c3_k8_8x8_3x3_s2_phases_bias_relu":
-                "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu\nk=8 h=8 w=8 c=13 r=2 s=2\n",
+                "O[k,h,w] += I[c, h+r, w+s] * W[c,r,s,k] -> relu\nk=8 h=8 w=8 c=13 r=2 s=2\n",
             "conv_c8_k16_8x8_3x3_s1_bias_relu":
-                "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu\nk=16 h=8 w=8 c=9 r=3 s=3\n",
+                "O[k,h,w] += I[c, h+r, w+s] * W[c,r,s,k] -> relu\nk=16 h=8 w=8 c=9 r=3 s=3\n",
             "sumpool_global_c16_8x8": "O[c] += I[c,h,w]\nc=16 h=8 w=8\n",
             "linear_1_16_10_bias": "y[n] += x[k] * W[k,n]\nk=17 n=10\n",
         })
@@ -75,7 +76,7 @@ class ExtractTest(unittest.TestCase):
         # 16 rows padded to 18 = 2 * 9: phases of 9 rows, 8 outputs + 2 taps - 1
         self.assertEqual((conv1.phase_stride, conv1.phases_kept, conv1.padded_shape),
                          (2, 2, (3, 18, 18)))
-        self.assertEqual(conv1.kernel_input_shapes, [(13, 9, 9), (8, 13, 2, 2)])
+        self.assertEqual(conv1.kernel_input_shapes, [(13, 9, 9), (13, 2, 2, 8)])
         self.assertEqual(conv2.inputs, ["relu"])
         self.assertEqual((pool.epilogue(), pool.scale), (["scale"], 1 / 64))
         self.assertEqual(fc.inputs, ["flatten"])
@@ -94,7 +95,8 @@ class ExtractTest(unittest.TestCase):
         phases = torch.cat([phases, torch.ones(1, 9, 9)])[None]
         with torch.no_grad():
             want = model.bn1(model.conv1(x))
-            got = torch.nn.functional.conv2d(phases, torch.from_numpy(conv1.weight))
+            w = torch.from_numpy(conv1.weight).permute(3, 0, 1, 2)  # back to (k, c, r, s)
+            got = torch.nn.functional.conv2d(phases, w)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
     def test_the_tiny_model_channels_last(self):
@@ -122,7 +124,7 @@ class ExtractTest(unittest.TestCase):
                                                                                (16,)))
         # The second convolution's weights: the nchw plan's (BatchNorm-free, bias last)
         # transposed to W[r,s,c,k].
-        nchw = extract_lib.extract(model, x).layers[1]
+        nchw = extract_lib.extract(model, x, weights_k_last=False).layers[1]
         np.testing.assert_array_equal(conv2.weight, nchw.weight.transpose(2, 3, 1, 0))
         # The first's: BatchNorm folded, over the padded (H, W, C) input with a channel of 1s.
         padded = torch.nn.functional.pad(x, (1, 1, 1, 1))[0].permute(1, 2, 0)[:17, :17]
@@ -193,13 +195,13 @@ class ExtractTest(unittest.TestCase):
         programs = {n: t.program.splitlines()[0] for n, t in plan.tasks.items()}
         self.assertEqual(programs["maxpool_c8_8x8_3x3_s2"], "O[c,h,w] max= I[c, 2*h+r, 2*w+s]")
         self.assertEqual(programs["conv_c8_k8_8x8_3x3_s1_relu"],
-                         "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu")
+                         "O[k,h,w] += I[c, h+r, w+s] * W[c,r,s,k] -> relu")
         self.assertEqual(programs["grouped_conv_g2_c8_k8_8x8_3x3_s1_d2"],
                          "O[g,k,h,w] += I[g,c, h+2*r, w+2*s] * W[g,k,c,r,s]")
         self.assertEqual(programs["conv_c8_k16_4x4_1x1_s2_subsampled_bias"],
                          "O[k,h,w] += I[c,h,w] * W[c,k]")
         self.assertEqual(plan.tasks["conv_c3_k8_16x16_7x7_s2_phases_bias_relu"].program,
-                         "O[k,h,w] += I[c, h+r, w+s] * W[k,c,r,s] -> relu\n"
+                         "O[k,h,w] += I[c, h+r, w+s] * W[c,r,s,k] -> relu\n"
                          "k=8 h=16 w=16 c=13 r=4 s=4\n")
         self.assertEqual(programs["add_relu_8x8x8"],
                          "C[d0,d1,d2] = A[d0,d1,d2] + B[d0,d1,d2] -> relu")
@@ -225,7 +227,7 @@ class ExtractTest(unittest.TestCase):
         self.assertEqual({n: plan.weight(n) for n in plan.tasks},
                          {"conv_c4_k4_6x6_3x3_s1_n2_relu": 2, "conv_c4_k4_6x6_3x3_s1_n2": 1})
         self.assertEqual(plan.tasks["conv_c4_k4_6x6_3x3_s1_n2_relu"].program,
-                         "O[n,k,h,w] += I[n,c, h+r, w+s] * W[k,c,r,s] -> relu\n"
+                         "O[n,k,h,w] += I[n,c, h+r, w+s] * W[c,r,s,k] -> relu\n"
                          "n=2 k=4 h=6 w=6 c=4 r=3 s=3\n")
         self.assertEqual([x.kernel_relu for x in plan.layers], [True, True, False])
         self.assertEqual([x.nodes for x in plan.layers], [["_0", "_1"], ["_2", "_3"], ["_4"]])
@@ -412,6 +414,26 @@ class TuneExportRunTest(unittest.TestCase):
                 y = first(x)
             self.assertEqual(tuple(y.shape), plan.layers[0].result_shape)
             self.assertTrue(y.is_contiguous(memory_format=torch.channels_last))
+
+    def test_weights_with_output_channels_last_through_their_kernels(self):
+        # (C, H, W) convolutions of groups 1 read W[c,r,s,k] (1x1: W[c,k]) with weights_k_last,
+        # PyTorch's W[k,c,r,s] (W[k,c]) without; strided windows as they are (rewrite=False)
+        # and over phases; the grouped and depthwise convolutions keep theirs. Both forms'
+        # start-schedule kernels (the output channels innermost: strided stores) are PyTorch's.
+        model, x = tiny_models.every_kind(), torch.randn(1, 3, 32, 32)
+        for rewrite in (True, False):
+            forms = {}
+            for k_last in (True, False):
+                plan, _ = self.through_kernels(model, x, rewrite=rewrite, weights_k_last=k_last)
+                forms[k_last] = {layer.nodes[0]: (plan.tasks[layer.task].program.split(" * ")[-1]
+                                                  .split()[0], layer.weight.shape)
+                                 for layer in plan.layers if layer.kind == "conv"}
+            self.assertEqual(len(forms[True]), 3)
+            for node, (weights, shape) in forms[True].items():
+                before, before_shape = forms[False][node]
+                self.assertEqual((weights, before), ("W[c,k]", "W[k,c]") if len(shape) == 2
+                                 else ("W[c,r,s,k]", "W[k,c,r,s]"))
+                self.assertEqual(shape, (*before_shape[1:], before_shape[0]))
 
     def test_output_channels_blocked(self):
         # out_block=4, block_min_bytes=0: every convolution of groups 1 with more than 4 output

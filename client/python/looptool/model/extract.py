@@ -9,11 +9,11 @@ batch is 1, so a layer's program is the catalog's conv2d-v0 form):
 
   1. nn.Conv2d, zero padding, any stride and dilation:
        groups 1               O[k,h,w] += I[c, S*h+D*r, S*w+D*s] * W[k,c,r,s]
-                              (1x1: no window loops, and with `rewrite` the weights laid out
-                              W[c,k] once, at extraction, so that the output channels may be
-                              the vector: `lay_out_pointwise_weights`; strided, batch 1, no
-                              dilation: the stride-1 convolution over the input's phases,
-                              `Layer`)
+                              (1x1: no window loops; with `rewrite` the weights laid out
+                              W[c,r,s,k] (1x1: W[c,k]) once, at extraction, so that the output
+                              channels may be the vector: `lay_out_weights_k_last`; strided,
+                              batch 1, no dilation: the stride-1 convolution over the input's
+                              phases, `Layer`)
        groups = in = out      O[c,h,w] += I[c, S*h+D*r, S*w+D*s] * W[c,r,s]      (depthwise)
        other groups           O[g,k,h,w] += I[g,c, S*h+D*r, S*w+D*s] * W[g,k,c,r,s]
      An nn.BatchNorm2d (eval mode, running statistics) that alone reads the convolution is folded
@@ -256,11 +256,11 @@ class _Extractor:
                  layout: str = "nchw", out_block: int = 0,
                  block_min_bytes: int = 0,
                  block_layers: Optional[Collection[str]] = None,
-                 pointwise_ck: bool = True) -> None:
+                 weights_k_last: bool = True) -> None:
         self.gm = gm
         self.batch = batch
         self.rewrite = rewrite
-        self.pointwise_ck = pointwise_ck
+        self.weights_k_last = weights_k_last
         self.nhwc = layout == "nhwc"
         self.out_block = out_block
         self.block_min_bytes = block_min_bytes
@@ -290,9 +290,9 @@ class _Extractor:
                 and layer.scale == 1.0):
             program = self.bias_in_kernel(layer, program)
             parts = [*parts, "bias"]
-        if self.pointwise_ck and layer.kind == "conv" and not layer.channels_last \
-                and layer.weight is not None and layer.weight.ndim == 2:
-            program = self.lay_out_pointwise_weights(layer, program)
+        if self.weights_k_last and layer.kind == "conv" and not layer.channels_last \
+                and layer.weight is not None and layer.weight.ndim in (2, 4):
+            program = self.lay_out_weights_k_last(layer, program)
         if layer.channels_last:
             self.lay_out_channels_last(layer)
             parts = [*parts, "nhwc"]
@@ -333,17 +333,21 @@ class _Extractor:
         return "\n".join(lines)
 
     @staticmethod
-    def lay_out_pointwise_weights(layer: Layer, program: str) -> str:
-        """A (C, H, W) 1x1 convolution's weights, folded and biased as W[k,c], laid out W[c,k]
-        (once, here, as a library's weight reorder): each input channel's weights for
-        consecutive output channels are then contiguous, so a schedule may vectorize the
-        output channels (the output written with a stride: on a 7x7 map every lane busy, where
-        the map's 49 elements fill 49 of 64). Returns the program reading W[c,k]."""
+    def lay_out_weights_k_last(layer: Layer, program: str) -> str:
+        """A (C, H, W) convolution's weights (groups 1), folded and biased as W[k,c,r,s] (1x1:
+        W[k,c]), laid out W[c,r,s,k] (W[c,k]) once, here, as a library's weight reorder: each
+        tap's weights for consecutive output channels are then contiguous, so a schedule may
+        vectorize the output channels and broadcast the input, writing the output with a
+        stride (every lane busy on a 7x7 map, where the map's 49 elements fill 49 of 64; a
+        strided window read by broadcasts, not by strided vector loads). Returns the program
+        reading the new layout."""
         assert layer.weight is not None
-        layer.weight = np.ascontiguousarray(layer.weight.T)
+        old, new = {2: ("* W[k,c]\n", "* W[c,k]\n"),
+                    4: ("* W[k,c,r,s]\n", "* W[c,r,s,k]\n")}[layer.weight.ndim]
+        assert old in program, program
+        layer.weight = np.ascontiguousarray(np.moveaxis(layer.weight, 0, -1))
         layer.kernel_input_shapes = [*layer.kernel_input_shapes[:-1], tuple(layer.weight.shape)]
-        assert "* W[k,c]\n" in program, program
-        return program.replace("* W[k,c]\n", "* W[c,k]\n", 1)
+        return program.replace(old, new, 1)
 
     @staticmethod
     def lay_out_channels_last(layer: Layer) -> None:
@@ -784,18 +788,18 @@ def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
             layout: str = "nchw", out_block: int = 0,
             block_min_bytes: int = BLOCKED_WEIGHTS_MIN_BYTES,
             block_layers: Optional[Collection[str]] = None,
-            pointwise_ck: Optional[bool] = None) -> Plan:
+            weights_k_last: Optional[bool] = None) -> Plan:
     """The model's layers, their tasks, and the nodes left to PyTorch (see the module's doc).
     `rewrite=False`: each layer's program as the model states it (strided convolutions strided,
     biases and what follows them in the epilogue), as the model datasets hold them.
     `layout`: "nchw", or "nhwc" (channels last; batch 1 only). `out_block`: with "nhwc",
     convolutions' output channels in blocks of this many (0: none; see the module's doc), those
     whose weights take `block_min_bytes` or more, or, with `block_layers`, those whose first
-    node (Layer.nodes[0]) it names. `pointwise_ck` (default: `rewrite`): (C, H, W) 1x1
-    convolutions read their weights laid out W[c,k] (`lay_out_pointwise_weights`), else as
-    PyTorch holds them, W[k,c]."""
-    if pointwise_ck is None:
-        pointwise_ck = rewrite
+    node (Layer.nodes[0]) it names. `weights_k_last` (default: `rewrite`): (C, H, W)
+    convolutions of groups 1 read their weights laid out W[c,r,s,k] (1x1: W[c,k];
+    `lay_out_weights_k_last`), else as PyTorch holds them, W[k,c,r,s] (W[k,c])."""
+    if weights_k_last is None:
+        weights_k_last = rewrite
     if layout not in LAYOUTS:
         raise ExtractError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
     if layout == "nhwc" and example.dim() >= 1 and int(example.shape[0]) != 1:
@@ -810,7 +814,7 @@ def extract(model: torch.nn.Module, example: torch.Tensor, rewrite: bool = True,
     gm = trace(model, example)
     ex = _Extractor(gm, batch=int(example.shape[0]), rewrite=rewrite, layout=layout,
                     out_block=out_block, block_min_bytes=block_min_bytes,
-                    block_layers=block_layers, pointwise_ck=pointwise_ck)
+                    block_layers=block_layers, weights_k_last=weights_k_last)
     for node in gm.graph.nodes:
         if node.name in ex.taken or node.op not in ("call_module", "call_function",
                                                     "call_method"):
