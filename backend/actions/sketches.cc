@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/actions/apply.h"
+#include "backend/codegen/isa.h"
 #include "backend/codegen/register_budget.h"
 
 namespace looptool {
@@ -147,7 +148,8 @@ std::optional<Nest> AnalyzeNest(const LoopTree& tree, const SketchOptions& optio
   if (vector_var >= 0 &&
       (vector_var == n.out.back() || !Contains(n.out, vector_var) ||
        (st.reduction != Reduction::kSum && st.reduction != Reduction::kMax) ||
-       p.ElementStride(st.output, n.v) <= 1)) {
+       p.ElementStride(st.output, n.v) <= 1 ||
+       p.ElementStride(st.output, n.v) > kMaxVectorStride)) {  // scalar code otherwise
     return std::nullopt;
   }
   const int64_t max_stride = vector_var >= 0 ? 1 : kMaxSketchStride;

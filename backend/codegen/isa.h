@@ -5,6 +5,7 @@
 #ifndef LOOPTOOL_BACKEND_CODEGEN_ISA_H_
 #define LOOPTOOL_BACKEND_CODEGEN_ISA_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct IsaTraits {
 };
 
 IsaTraits Traits(Isa isa);
+// The largest stride, in elements, that vector code reads or writes a tensor with along the
+// vector variable: gathers' and scatters' lane offsets are 32-bit (15 lanes x 2^24 x 4 bytes
+// fits). The code generator makes scalar code of a statement with a larger one.
+inline constexpr int64_t kMaxVectorStride = int64_t{1} << 24;
 // The CPU features code for `isa` executes, as GCC's __builtin_cpu_supports spells them
 // (avx512: avx512f, avx512vl, fma; avx2: avx, avx2, fma; sse: none beyond x86-64).
 std::vector<std::string> CpuFeatures(Isa isa);

@@ -25,8 +25,6 @@ AccessPlan PlanAccess(const Program& p, const Access& a) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-constexpr int64_t kMaxGatherStride = int64_t{1} << 24;
-
 // Elements of `var` the loops at depth >= p cover (1 when none of them runs over `var`).
 int64_t CoveredInside(const std::vector<LoopPlan>& loops, int p, int var) {
   for (int j = p; j < static_cast<int>(loops.size()); ++j) {
@@ -208,7 +206,7 @@ void FuseContiguousLoops(const Program& p, Isa isa, StatementPlan& sp) {
   }
 }
 
-// The vector width: the ISA's, when every tensor moves by 0 to kMaxGatherStride elements along
+// The vector width: the ISA's, when every tensor moves by 0 to kMaxVectorStride elements along
 // the vector variable (else scalar code, with a note), and how each is accessed: broadcast
 // (stride 0; the output: a horizontal statement), vector (1) or strided (more).
 void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
@@ -219,11 +217,11 @@ void PlanVectorization(const Program& p, Isa isa, StatementPlan& sp) {
   // lanes per instruction as 16 would give, and on cores that split 512-bit operations in two
   // (AMD Zen 4) twice the instructions per cycle.
   if (isa == Isa::kAvx512 && sp.loops[sp.vector_loop].size <= 8) sp.width = 8;
-  // Tensors may be strided up to kMaxGatherStride (a gather's or scatter's lane offsets are
+  // Tensors may be strided up to kMaxVectorStride (a gather's or scatter's lane offsets are
   // 32-bit).
   auto check = [&](const AccessPlan& a, const std::string& name) {
     const int64_t stride = a.stride[v];
-    const bool vectorizable = stride >= 0 && stride <= kMaxGatherStride;
+    const bool vectorizable = stride >= 0 && stride <= kMaxVectorStride;
     if (!vectorizable && sp.width > 1) {
       sp.width = 1;
       sp.notes.push_back(absl::StrCat("scalar code: ", name, " has stride ", a.stride[v],

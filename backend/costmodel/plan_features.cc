@@ -215,6 +215,9 @@ const std::vector<std::string>& PlanFeatureNames() {
     n->push_back("log2_output_run_bytes");
     n->push_back("log2_block_bytes");
     n->push_back("log2_block_flops_per_byte");
+    // The output written with a stride along the vector variable (2026-12-06: a scatter per
+    // vector on AVX-512, lane by lane on AVX2; each reload of a partial result the same way).
+    n->push_back("strided_output");
     return n;
   }();
   return *names;
@@ -319,6 +322,7 @@ std::vector<double> PlanFeatures(const LoopTree& tree, Isa isa) {
   f.push_back(std::log2(RunBytes(s, s.output)) / 12);
   f.push_back(std::log2(block_bytes) / 20);
   f.push_back(std::log2(std::max(1.0, flops / runs) / block_bytes) / 8);
+  f.push_back(s.output.kind == AccessPlan::Kind::kStrided);
   return f;
 }
 

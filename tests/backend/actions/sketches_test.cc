@@ -5,11 +5,15 @@
 #include "backend/actions/sketches.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "backend/actions/apply.h"
 #include "backend/actions/action_space.h"
+#include "backend/codegen/isa.h"
 #include "backend/codegen/kernel_plan.h"
+#include "backend/ir/parser.h"
 #include "backend/codegen/register_budget.h"
 #include "backend/schedule/loop_tree_text.h"
 #include "gmock/gmock.h"
@@ -314,6 +318,20 @@ TEST(Sketches, ContiguousWeightsVectorizeTheOutputChannels) {
       LoopNestSketches(Initial("O[k,h,w] += I[c,h,w] * W[k,c]; k=320 h=7 w=7 c=960"), Limits{});
   EXPECT_FALSE(rows_of_w.empty());
   EXPECT_TRUE(std::none_of(rows_of_w.begin(), rows_of_w.end(), along_k));
+  // Under limits that allow it, an output strided by more than kMaxVectorStride along k (the
+  // code generator's scalar code) gets no channel sketch; at kMaxVectorStride it does.
+  Limits large;
+  large.max_extent = int64_t{1} << 25;
+  large.max_tensor_elements = int64_t{1} << 26;
+  large.max_total_elements = int64_t{1} << 27;
+  for (const int64_t h : {kMaxVectorStride, kMaxVectorStride + 1}) {
+    const auto program = ParseProgram(
+        absl::StrCat("O[k,h] += I[c,h] * W[c,k]; k=2 h=", h, " c=2"), large);
+    ASSERT_TRUE(program.ok()) << program.status();
+    const std::vector<Sketch> far = LoopNestSketches(
+        LoopTree::Initial(std::make_shared<const Program>(*program)), large);
+    EXPECT_EQ(std::any_of(far.begin(), far.end(), along_k), h == kMaxVectorStride) << h;
+  }
 }
 
 TEST(Sketches, EachReachesADistinctTree) {

@@ -34,7 +34,7 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   const LoopTree t = WithActions(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=128 n=128 k=128"), kHand);
   const std::vector<double> f = PlanFeatures(t, Isa::kAvx512);
   ASSERT_EQ(f.size(), PlanFeatureNames().size());
-  ASSERT_EQ(f.size(), 48u);
+  ASSERT_EQ(f.size(), 49u);
   const auto at = [&](const std::string& name) {
     for (size_t i = 0; i < f.size(); ++i) {
       if (PlanFeatureNames()[i] == name) return f[i];
@@ -98,6 +98,20 @@ TEST(PlanFeatures, TheHandScheduleByHand) {
   EXPECT_DOUBLE_EQ(at("log2_output_run_bytes"), 8.0 / 12);
   EXPECT_DOUBLE_EQ(at("log2_block_bytes"), std::log2(18432.0) / 20);
   EXPECT_DOUBLE_EQ(at("log2_block_flops_per_byte"), std::log2(32768.0 / 18432.0) / 8);
+  EXPECT_EQ(at("strided_output"), 0);  // C along n: contiguous
+}
+
+TEST(PlanFeatures, StridedOutputs) {
+  // Vectorized along a variable the output is strided along (k of O[k,h]: a scatter per vector
+  // on AVX-512, lane by lane on AVX2), and not along the output's last variable.
+  const LoopTree channels = InitialTree("O[k,h] += I[c,h] * W[c,k]; k=32 h=3 c=5");
+  EXPECT_EQ(At(channels, "strided_output"), 1);
+  EXPECT_EQ(PlanFeatures(channels, Isa::kAvx2).back(), 1);
+  EXPECT_EQ(At(InitialTree("C[m,n] += A[m,k] * B[k,n]; m=8 n=32 k=8"), "strided_output"), 0);
+  EXPECT_EQ(At(InitialTree("B[n,m] = A[m,n]; m=8 n=32"), "strided_output"), 1);
+  EXPECT_EQ(At(InitialTree("B[n,m] = A[n,m]; m=32 n=8"), "strided_output"), 0);
+  // Scalar code stores no vectors.
+  EXPECT_EQ(PlanFeatures(channels, Isa::kSse).back(), 0);
 }
 
 TEST(PlanFeatures, StreamsOfAnAddAcrossItsRows) {
@@ -249,8 +263,10 @@ TEST(PlanFeatures, AsJsonByName) {
   EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_output_block_rows":)"));
   EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_output_run_bytes":)"));
   EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_block_bytes":)"));
-  EXPECT_EQ(PlanFeatureNames().back(), "log2_block_flops_per_byte");
-  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 48);
+  EXPECT_THAT(json, ::testing::HasSubstr(R"(,"log2_block_flops_per_byte":)"));
+  EXPECT_THAT(json, ::testing::EndsWith(R"(,"strided_output":0.0})"));
+  EXPECT_EQ(PlanFeatureNames().back(), "strided_output");
+  EXPECT_EQ(std::count(json.begin(), json.end(), ':'), 49);
 }
 
 }  // namespace
