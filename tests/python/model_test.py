@@ -15,6 +15,7 @@
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -434,6 +435,23 @@ class TuneExportRunTest(unittest.TestCase):
                 self.assertEqual((weights, before), ("W[c,k]", "W[k,c]") if len(shape) == 2
                                  else ("W[c,r,s,k]", "W[k,c,r,s]"))
                 self.assertEqual(shape, (*before_shape[1:], before_shape[0]))
+        # Kernels tuned for PyTorch's layout do not compute a plan that lays the weights out
+        # otherwise (a square 1x1's W[k,c] and W[c,k] even share a shape): a clear error.
+        square = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1, bias=False))
+        x8 = torch.randn(1, 8, 4, 4)
+        first = extract_lib.extract(square, x8, weights_k_last=False)
+        last = extract_lib.extract(square, x8)
+        self.assertEqual(last.layers[0].task, first.layers[0].task)
+        with tempfile.TemporaryDirectory() as out:
+            library = self.start_schedule_library(first, out)
+            with self.assertRaisesRegex(ValueError, re.escape(
+                    "(conv_c8_k8_4x4_1x1_s1): the library's kernel computes "
+                    "'O[k, h, w] += I[c, h, w] * W[k, c]'")):
+                with_kernels(last, library)
+            ours, missing = with_kernels(first, library)
+            with torch.no_grad():
+                np.testing.assert_allclose(ours(x8).numpy(), square(x8).numpy(), rtol=1e-4,
+                                           atol=1e-5)
 
     def test_output_channels_blocked(self):
         # out_block=4, block_min_bytes=0: every convolution of groups 1 with more than 4 output

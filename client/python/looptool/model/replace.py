@@ -5,7 +5,10 @@ nodes are replaced by one `KernelLayer` module: it copies its input into a padde
 kernel reads one (zeros, or -inf for max pooling; cropped to the rows the kernel reads; for a
 phased convolution then into the kernel's phase layout; a channel of 1s carries the bias), calls
 the kernel (looptool.kernels) into a new output tensor, and runs the layer's epilogue in place
-(bias, scale, relu or clamp). Layers whose task the library lacks stay in PyTorch (`missing`).
+(bias, scale, relu or clamp). Layers whose task the library lacks stay in PyTorch (`missing`);
+a library kernel that reads its tensors in another order than the layer's task (a kernel tuned
+before the plan's weights were laid out otherwise, W[k,c] for W[c,k]) is an error, not a layer
+computed wrong.
 
 A channels-last layer (`Layer.channels_last`) reads its input through the (H, W, C) view of a
 (1, C, H, W) tensor (no copy when the tensor is channels_last, as the previous such layer's
@@ -16,6 +19,7 @@ threads sharing it), and takes exactly the batch it was extracted with.
 """
 
 import copy
+import re
 from typing import Any, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -130,10 +134,22 @@ class KernelLayer(torch.nn.Module):
         return out.reshape(layer.result_shape)
 
 
+_ACCESS = re.compile(r"([A-Za-z_]\w*)\s*\[([^\]]*)\]")
+
+
+def _accesses(program: str) -> List[Tuple[str, str]]:
+    """The tensor accesses of a program's statements, in order, blanks dropped:
+    [("O", "k,h,w"), ("I", "c,h+r,w+s"), ("W", "c,r,s,k")]."""
+    statements = [line for line in re.split(r"[\n;]", program) if "[" in line]
+    return [(name, re.sub(r"\s+", "", index)) for line in statements
+            for name, index in _ACCESS.findall(line)]
+
+
 def with_kernels(plan: Plan, library: Mapping[str, kernels_lib.Kernel]
                  ) -> Tuple[torch.fx.GraphModule, List[str]]:
     """(the model computing each layer the library (a KernelLibrary, or any mapping of kernels
-    by task name) has a kernel for, the tasks it lacks)."""
+    by task name) has a kernel for, the tasks it lacks). ValueError for a kernel whose program
+    (`Kernel.program`, where it has one) indexes its tensors otherwise than the layer's task."""
     gm = copy.deepcopy(plan.graph_module)
     nodes = {n.name: n for n in gm.graph.nodes}
     missing: List[str] = []
@@ -142,6 +158,15 @@ def with_kernels(plan: Plan, library: Mapping[str, kernels_lib.Kernel]
             if layer.task not in missing:
                 missing.append(layer.task)
             continue
+        kernel_program = getattr(library[layer.task], "program", None)
+        task_program = plan.tasks[layer.task].program
+        if isinstance(kernel_program, str) and \
+                _accesses(kernel_program) != _accesses(task_program):
+            raise ValueError(
+                f"layer {layer.name} ({layer.task}): the library's kernel computes "
+                f"{kernel_program.splitlines()[0]!r}, the layer's task "
+                f"{task_program.splitlines()[0]!r}: a kernel tuned for another layout (tune "
+                f"this plan's tasks again)")
         name = f"looptool_layer_{i}"
         gm.add_submodule(name, KernelLayer(layer, library[layer.task]))
         last = nodes[layer.name]
