@@ -10,9 +10,10 @@
 // span over the whole nest and how far the kernel walks each tensor before it jumps (the streams
 // the prefetcher follows), and what the register block itself touches (the output rows it writes at
 // once and their length, its bytes, its flops per byte of them), and whether it stores the output
-// with a stride (a scatter), for the statement that does the most work. Cost models read them by name, so entries are only ever appended; tools/replan_records
-// computes today's for records written before. (Until 2026-12-05 `gathers` counted stride-2 loads
-// too.)
+// with a stride along the vector (a scatter on AVX-512, lane by lane on AVX2), for the statement
+// that does the most work. Cost models read them by name, so entries are only ever appended;
+// tools/replan_records computes today's for records written before. (Until 2026-12-05 `gathers`
+// counted stride-2 loads too.)
 #ifndef LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
 #define LOOPTOOL_BACKEND_COSTMODEL_PLAN_FEATURES_H_
 

@@ -39,8 +39,9 @@ more than B output channels (a multiple of B) and weights of 512 KiB or more als
 weights blocked by B output channels, W[b,r,s,c,k], and write O[h,w,b,k] (extract(out_block=B)
 with its default block_min_bytes; the same output bytes).
 
-`--weights-k-last` (nchw; `--pointwise-ck` is the same flag): the convolutions of groups 1 as
-looptool.model runs them in (C, H, W): weights laid out W[c,r,s,k] (1x1: W[c,k]) once,
+`--weights-k-last` (nchw; it replaced `--pointwise-ck`, which laid out the 1x1 convolutions
+alone: results measured with that flag reproduce at their commits): the convolutions of groups
+1 as looptool.model runs them in (C, H, W): weights laid out W[c,r,s,k] (1x1: W[c,k]) once,
 untimed (extract(rewrite=False, weights_k_last=True)), where the datasets read PyTorch's
 W[k,c,r,s]; the searches may then vectorize the output channels (the weights hold them
 contiguously), broadcasting the input and storing the output with a stride. The other layers
@@ -395,8 +396,7 @@ def main() -> None:
                         help="the references' vector unit: as PyTorch and oneDNN choose "
                         "(native), or at most AVX2 (ONEDNN_MAX_CPU_ISA=AVX2, "
                         "ATEN_CPU_CAPABILITY=avx2)")
-    parser.add_argument("--weights-k-last", "--pointwise-ck", action="store_true",
-                        dest="weights_k_last",
+    parser.add_argument("--weights-k-last", action="store_true", dest="weights_k_last",
                         help="(C, H, W) convolutions of groups 1 as looptool.model runs them: "
                              "weights W[c,r,s,k], 1x1 W[c,k] (the datasets read W[k,c,r,s])")
     parser.add_argument("--out-block", type=int, default=0,
