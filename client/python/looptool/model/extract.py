@@ -9,11 +9,11 @@ batch is 1, so a layer's program is the catalog's conv2d-v0 form):
 
   1. nn.Conv2d, zero padding, any stride and dilation:
        groups 1               O[k,h,w] += I[c, S*h+D*r, S*w+D*s] * W[k,c,r,s]
-                              (1x1: no window loops; with `rewrite` the weights laid out
+                              (1x1: no window loops; strided, batch 1, no dilation: the
+                              stride-1 convolution over the input's phases, `Layer`). With
+                              `weights_k_last` (default: `rewrite`) the weights are laid out
                               W[c,r,s,k] (1x1: W[c,k]) once, at extraction, so that the output
-                              channels may be the vector: `lay_out_weights_k_last`; strided,
-                              batch 1, no dilation: the stride-1 convolution over the input's
-                              phases, `Layer`)
+                              channels may be the vector (`lay_out_weights_k_last`).
        groups = in = out      O[c,h,w] += I[c, S*h+D*r, S*w+D*s] * W[c,r,s]      (depthwise)
        other groups           O[g,k,h,w] += I[g,c, S*h+D*r, S*w+D*s] * W[g,k,c,r,s]
      An nn.BatchNorm2d (eval mode, running statistics) that alone reads the convolution is folded
