@@ -446,12 +446,24 @@ class TuneExportRunTest(unittest.TestCase):
             library = self.start_schedule_library(first, out)
             with self.assertRaisesRegex(ValueError, re.escape(
                     "(conv_c8_k8_4x4_1x1_s1): the library's kernel computes "
-                    "'O[k, h, w] += I[c, h, w] * W[k, c]'")):
+                    "'O[k, h, w] += I[c, h, w] * W[k, c] / k=8 h=4 w=4 c=8', the layer's task "
+                    "'O[k,h,w] += I[c, h, w] * W[c,k] / k=8 h=4 w=4 c=8'")):
                 with_kernels(last, library)
             ours, missing = with_kernels(first, library)
             with torch.no_grad():
                 np.testing.assert_allclose(ours(x8).numpy(), square(x8).numpy(), rtol=1e-4,
                                            atol=1e-5)
+            # The whole program counts, not the accesses alone: a kernel of the same accesses
+            # without the layer's fused relu, or of other sizes (a call's shape check would
+            # come only later, and not for every size), filed under the layer's task name.
+            kernel = library[first.layers[0].task]
+            relu = extract_lib.extract(torch.nn.Sequential(square, torch.nn.ReLU()), x8,
+                                       weights_k_last=False)
+            wider = extract_lib.extract(square, torch.randn(1, 8, 6, 6), weights_k_last=False)
+            for plan, what in ((relu, "-> relu"), (wider, "h=6 w=6")):
+                self.assertIn(what, plan.tasks[plan.layers[0].task].program)
+                with self.assertRaisesRegex(ValueError, "a kernel tuned for another program"):
+                    with_kernels(plan, {plan.layers[0].task: kernel})
 
     def test_output_channels_blocked(self):
         # out_block=4, block_min_bytes=0: every convolution of groups 1 with more than 4 output

@@ -20,7 +20,7 @@ threads sharing it), and takes exactly the batch it was extracted with.
 
 import copy
 import re
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -134,22 +134,25 @@ class KernelLayer(torch.nn.Module):
         return out.reshape(layer.result_shape)
 
 
-_ACCESS = re.compile(r"([A-Za-z_]\w*)\s*\[([^\]]*)\]")
-
-
-def _accesses(program: str) -> List[Tuple[str, str]]:
-    """The tensor accesses of a program's statements, in order, blanks dropped:
-    [("O", "k,h,w"), ("I", "c,h+r,w+s"), ("W", "c,r,s,k")]."""
-    statements = [line for line in re.split(r"[\n;]", program) if "[" in line]
-    return [(name, re.sub(r"\s+", "", index)) for line in statements
-            for name, index in _ACCESS.findall(line)]
+def _signature(program: str) -> Tuple[Tuple[str, ...], Dict[str, int]]:
+    """A program as its kernel computes it, spelling aside: its statements in order, blanks
+    dropped (`O[k,h,w]+=I[c,h+r,w+s]*W[c,r,s,k]->relu`: every access, operator and fused
+    relu), and its sizes by variable. The server's canonical text (a kernel's `program`) and
+    extract's text of one program have the same signature."""
+    lines = [line for line in re.split(r"[\n;]", program) if line.strip()]
+    statements = tuple(re.sub(r"\s+", "", line) for line in lines if "[" in line)
+    sizes = {name: int(value) for line in lines if "[" not in line
+             for name, value in re.findall(r"([A-Za-z_]\w*)\s*=\s*(\d+)", line)}
+    return statements, sizes
 
 
 def with_kernels(plan: Plan, library: Mapping[str, kernels_lib.Kernel]
                  ) -> Tuple[torch.fx.GraphModule, List[str]]:
     """(the model computing each layer the library (a KernelLibrary, or any mapping of kernels
     by task name) has a kernel for, the tasks it lacks). ValueError for a kernel whose program
-    (`Kernel.program`, where it has one) indexes its tensors otherwise than the layer's task."""
+    (`Kernel.program`, where it has one) is not the layer's task's (`_signature`: another
+    tensor layout, operator, fused relu or size), as a library tuned before a layout change
+    may hold under the same task name."""
     gm = copy.deepcopy(plan.graph_module)
     nodes = {n.name: n for n in gm.graph.nodes}
     missing: List[str] = []
@@ -161,12 +164,12 @@ def with_kernels(plan: Plan, library: Mapping[str, kernels_lib.Kernel]
         kernel_program = getattr(library[layer.task], "program", None)
         task_program = plan.tasks[layer.task].program
         if isinstance(kernel_program, str) and \
-                _accesses(kernel_program) != _accesses(task_program):
+                _signature(kernel_program) != _signature(task_program):
             raise ValueError(
                 f"layer {layer.name} ({layer.task}): the library's kernel computes "
-                f"{kernel_program.splitlines()[0]!r}, the layer's task "
-                f"{task_program.splitlines()[0]!r}: a kernel tuned for another layout (tune "
-                f"this plan's tasks again)")
+                f"{' / '.join(kernel_program.strip().splitlines())!r}, the layer's task "
+                f"{' / '.join(task_program.strip().splitlines())!r}: a kernel tuned for "
+                f"another program under this task's name (tune this plan's tasks again)")
         name = f"looptool_layer_{i}"
         gm.add_submodule(name, KernelLayer(layer, library[layer.task]))
         last = nodes[layer.name]
