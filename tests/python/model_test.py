@@ -435,6 +435,15 @@ class TuneExportRunTest(unittest.TestCase):
                 self.assertEqual((weights, before), ("W[c,k]", "W[k,c]") if len(shape) == 2
                                  else ("W[c,r,s,k]", "W[k,c,r,s]"))
                 self.assertEqual(shape, (*before_shape[1:], before_shape[0]))
+        # Dilated windows, at stride 1 and 2 (not phased), read W[c,r,s,k] alike.
+        dilated = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=2, dilation=2), torch.nn.ReLU(),
+            torch.nn.Conv2d(8, 8, 3, stride=2, padding=2, dilation=2, bias=False))
+        plan, _ = self.through_kernels(dilated, torch.randn(1, 3, 11, 13))
+        self.assertEqual([plan.tasks[layer.task].program.splitlines()[0]
+                          for layer in plan.layers],
+                         ["O[k,h,w] += I[c, h+2*r, w+2*s] * W[c,r,s,k] -> relu",
+                          "O[k,h,w] += I[c, 2*h+2*r, 2*w+2*s] * W[c,r,s,k]"])
         # Kernels tuned for PyTorch's layout do not compute a plan that lays the weights out
         # otherwise (a square 1x1's W[k,c] and W[c,k] even share a shape): a clear error.
         square = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1, bias=False))
