@@ -101,6 +101,9 @@ struct Nest {
 // row's length, where a gather per vector is no start.
 constexpr int64_t kMaxSketchStride = 4;
 
+// The floats of a cache line (64 bytes on every x86-64 target).
+constexpr int kLineFloats = 16;
+
 struct Candidate {
   int rank;  // lower first
   Plan plan;
@@ -357,6 +360,16 @@ void AddTwoVariableBlocks(const Program& p, const Nest& n, std::vector<Candidate
 // the input and transposes in registers (backend/codegen/block_emitter.cc). The order: the
 // other output variables, e's tiles, v's tiles, e's block, v's vector (e outside v: each block
 // writes the same rows of the output, vector after vector); E a vector's lanes, then half.
+// Where a vector is shorter than a cache line (kLineFloats: AVX2's 8 lanes) and e spans two
+// lines or more, a variant first that tiles e by whole lines outside v's tiles, the line's
+// blocks inside them
+// (other output variables, e's lines, v's tiles, e's blocks, e's block, v's vector): each
+// input line is read whole before v moves on, where E-wide tiles leave half of each line to
+// a later pass over all of v, by which time a power-of-two row stride (rows in few cache
+// sets) has evicted it (2-D transposes of 512 KiB and more at 8 lanes). Its cost: twice the
+// output's rows written at a time, a half line each; so where the output's rows are the
+// longer (its stride along e above the input's along v: the rows that crowd the cache sets
+// are the output's), it comes after the variant without.
 // Returns the statement, or -1 where the nest is no such copy.
 int AddTransposeBlocks(const LoopTree& tree, const SketchOptions& options,
                        std::vector<Candidate>& out) {
@@ -384,26 +397,32 @@ int AddTransposeBlocks(const LoopTree& tree, const SketchOptions& options,
   if (e < 0 || p.var(e).extent < lanes / 2 || lanes < 8) return -1;
   const int budget = BudgetFor(options.target, lanes, st.post_op).accumulators;
   const int64_t ee = p.var(e).extent, ev = p.var(v).extent;
+  const bool lines_first = p.ElementStride(in, v) >= p.ElementStride(st.output, e);
   int rank = 0;
   for (int block : {lanes, lanes / 2}) {
     if (block > budget) continue;
-    Plan plan;
-    const bool split_e = block < ee, split_v = lanes < ev;
-    if (split_e) plan.splits.push_back({e, block});
-    if (split_v) plan.splits.push_back({v, lanes});
-    for (int x : out_vars) {
-      if (x != e && x != v) plan.order.push_back({x, 0});
+    for (const bool lines : {lines_first, !lines_first}) {
+      if (lines && (lanes >= kLineFloats || ee < 2 * kLineFloats)) continue;
+      Plan plan;
+      const bool split_e = block < ee, split_v = lanes < ev;
+      if (split_e) plan.splits.push_back({e, block});
+      if (lines) plan.splits.push_back({e, kLineFloats / block});  // e's lines, outermost
+      if (split_v) plan.splits.push_back({v, lanes});
+      for (int x : out_vars) {
+        if (x != e && x != v) plan.order.push_back({x, 0});
+      }
+      if (split_e) plan.order.push_back({e, 0});
+      if (split_v) plan.order.push_back({v, 0});
+      if (lines) plan.order.push_back({e, 1});
+      plan.order.push_back({e, split_e ? (lines ? 2 : 1) : 0});
+      plan.order.push_back({v, split_v ? 1 : 0});
+      plan.description = absl::StrCat(
+          "transpose ", p.var(e).name, lines ? absl::StrCat("/", kLineFloats) : std::string(),
+          split_e ? absl::StrCat("/", block) : std::string(), ", vector ", p.var(v).name,
+          split_v ? absl::StrCat("/", lanes) : std::string());
+      plan.accumulators = static_cast<int>(std::min<int64_t>(block, ee));
+      out.push_back({rank++, std::move(plan)});
     }
-    if (split_e) plan.order.push_back({e, 0});
-    if (split_v) plan.order.push_back({v, 0});
-    plan.order.push_back({e, split_e ? 1 : 0});
-    plan.order.push_back({v, split_v ? 1 : 0});
-    plan.description = absl::StrCat("transpose ", p.var(e).name,
-                                    split_e ? absl::StrCat("/", block) : std::string(),
-                                    ", vector ", p.var(v).name,
-                                    split_v ? absl::StrCat("/", lanes) : std::string());
-    plan.accumulators = static_cast<int>(std::min<int64_t>(block, ee));
-    out.push_back({rank++, std::move(plan)});
   }
   return 0;
 }

@@ -430,9 +430,36 @@ TEST(Sketches, TransposesGetRegisterBlocksOfTheInputsRows) {
   EXPECT_EQ(hwc[0].description, "transpose c/16, vector w/16");
   SketchOptions avx2;
   avx2.target = Isa::kAvx2;
+  // At 8 lanes a block is half a line of the input's rows: first n by whole lines (16 floats)
+  // outside m's tiles, each line's two blocks inside (AVX-512's blocks are whole lines).
   const std::vector<Sketch> narrow = LoopNestSketches(start, Limits{}, avx2);
-  ASSERT_FALSE(narrow.empty());
-  EXPECT_EQ(narrow[0].description, "transpose n/8, vector m/8");
+  ASSERT_EQ(narrow.size(), 4u);
+  EXPECT_EQ(narrow[0].description, "transpose n/16/8, vector m/8");
+  EXPECT_EQ(narrow[1].description, "transpose n/8, vector m/8");
+  EXPECT_EQ(narrow[2].description, "transpose n/16/4, vector m/8");
+  EXPECT_EQ(narrow[3].description, "transpose n/4, vector m/8");
+  EXPECT_EQ(narrow[0].accumulators, 8);
+  EXPECT_EQ(LoopTreeText(Built(start, narrow[0])),
+            "for n in 64 : L0\n"
+            " for m in 64 : L1\n"
+            "  for n' in 2 : L2\n"
+            "   for n'' in 8 : L3  <<<<<< cursor (line 3 )\n"
+            "    for m' in 8 : L4\n"
+            "     %1[n, m] <- copy(%0)\n"
+            "     %2[n, m] <- write(%1)\n");
+  const KernelPlan lines = Lower(Built(start, narrow[0]), Isa::kAvx2);
+  EXPECT_EQ(lines.statements[0].accumulators, 8);
+  // Where the output's rows are the longer, the lines come second.
+  const std::vector<Sketch> wide_output =
+      LoopNestSketches(Initial("B[n,m] = A[m,n]; m=1024 n=512"), Limits{}, avx2);
+  ASSERT_EQ(wide_output.size(), 4u);
+  EXPECT_EQ(wide_output[0].description, "transpose n/8, vector m/8");
+  EXPECT_EQ(wide_output[1].description, "transpose n/16/8, vector m/8");
+  // A row of one line or less has no lines to tile by.
+  const std::vector<Sketch> short_rows =
+      LoopNestSketches(Initial("B[n,m] = A[m,n]; m=64 n=24"), Limits{}, avx2);
+  ASSERT_FALSE(short_rows.empty());
+  EXPECT_EQ(short_rows[0].description, "transpose n/8, vector m/8");
 }
 
 // A convolution's or pooling's stride (up to 4) is a strided load along the vector variable.
