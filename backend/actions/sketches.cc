@@ -360,8 +360,8 @@ void AddTwoVariableBlocks(const Program& p, const Nest& n, std::vector<Candidate
 // the input and transposes in registers (backend/codegen/block_emitter.cc). The order: the
 // other output variables, e's tiles, v's tiles, e's block, v's vector (e outside v: each block
 // writes the same rows of the output, vector after vector); E a vector's lanes, then half.
-// Where a vector is shorter than a cache line (kLineFloats: AVX2's 8 lanes) and e spans two
-// lines or more, a variant first that tiles e by whole lines outside v's tiles, the line's
+// Where a vector is shorter than a cache line (kLineFloats: AVX2's 8 lanes), e spans two
+// lines or more and v more than a vector, a variant that tiles e by whole lines outside v's tiles, the line's
 // blocks inside them
 // (other output variables, e's lines, v's tiles, e's blocks, e's block, v's vector): each
 // input line is read whole before v moves on, where E-wide tiles leave half of each line to
@@ -402,7 +402,8 @@ int AddTransposeBlocks(const LoopTree& tree, const SketchOptions& options,
   for (int block : {lanes, lanes / 2}) {
     if (block > budget) continue;
     for (const bool lines : {lines_first, !lines_first}) {
-      if (lines && (lanes >= kLineFloats || ee < 2 * kLineFloats)) continue;
+      // (v in one vector: the same visits as the plain block)
+      if (lines && (lanes >= kLineFloats || ee < 2 * kLineFloats || lanes >= ev)) continue;
       Plan plan;
       const bool split_e = block < ee, split_v = lanes < ev;
       if (split_e) plan.splits.push_back({e, block});

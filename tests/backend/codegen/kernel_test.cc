@@ -568,8 +568,8 @@ TEST(Kernel, StridedStoresOfEveryStrideAndTail) {
     ExpectExact(t);
   }
   EXPECT_GE(reloads, 18);  // 6 k x 3 statements with 13 rows, at least at one ISA
-  // One vector of the ISAs (begin and end of two temporaries walked past the first one's end:
-  // on an AVX2-only host the AVX-512 counts were asserted, and failed).
+  // One vector: find over begin() and end() of two different HostIsas() temporaries was
+  // undefined, and on an AVX2-only host it asserted the AVX-512 counts (and failed).
   const std::vector<Isa> isas = HostIsas();
   if (std::find(isas.begin(), isas.end(), Isa::kAvx512) != isas.end()) {
     EXPECT_GE(stride_two_reloads, 3);
