@@ -361,9 +361,9 @@ void AddTwoVariableBlocks(const Program& p, const Nest& n, std::vector<Candidate
 // other output variables, e's tiles, v's tiles, e's block, v's vector (e outside v: each block
 // writes the same rows of the output, vector after vector); E a vector's lanes, then half.
 // Where a vector is shorter than a cache line (kLineFloats: AVX2's 8 lanes), e spans two
-// lines or more and v more than a vector, a variant that tiles e by whole lines outside v's tiles, the line's
-// blocks inside them
-// (other output variables, e's lines, v's tiles, e's blocks, e's block, v's vector): each
+// lines or more and v more than a vector, a variant that tiles e by whole lines outside v's
+// tiles, the line's blocks inside them (other output variables, e's lines, v's tiles, e's
+// blocks, e's block, v's vector): each
 // input line is read whole before v moves on, where E-wide tiles leave half of each line to
 // a later pass over all of v, by which time a power-of-two row stride (rows in few cache
 // sets) has evicted it (2-D transposes of 512 KiB and more at 8 lanes). Its cost: twice the
@@ -402,7 +402,7 @@ int AddTransposeBlocks(const LoopTree& tree, const SketchOptions& options,
   for (int block : {lanes, lanes / 2}) {
     if (block > budget) continue;
     for (const bool lines : {lines_first, !lines_first}) {
-      // (v in one vector: the same visits as the plain block)
+      // With v in one vector the line variant visits as the plain block does: none then.
       if (lines && (lanes >= kLineFloats || ee < 2 * kLineFloats || lanes >= ev)) continue;
       Plan plan;
       const bool split_e = block < ee, split_v = lanes < ev;
