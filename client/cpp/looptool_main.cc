@@ -22,7 +22,8 @@
 // the searches measure (client/cpp/tuning_records.h), for training on. `export` writes tuned
 // kernels as a C library (client/cpp/kernel_library.h): the stored schedules, one program's
 // actions, or (tune --export-dir) the best a tune run found, each compiled and timed by the
-// server again. Flags may be spelled with dashes or underscores, as --flag=value or --flag value.
+// server again; a stored schedule that no longer replays gives way to the benchmark's next one,
+// and exporting the whole store skips a benchmark none of whose schedules replays. Flags may be spelled with dashes or underscores, as --flag=value or --flag value.
 #include <unistd.h>
 
 #include <cstdio>
@@ -454,17 +455,29 @@ struct ExportSource {
   std::string action_space;
   std::vector<std::string> actions;
   std::optional<StoredSchedule> stored;
+  // The benchmark's other stored schedules, tried in this order where the one above no longer
+  // replays (a space or program that changed since it was stored).
+  std::vector<StoredSchedule> others;
+  // Whether the export goes on without this benchmark where none of its schedules replays (the
+  // whole store exported), rather than failing (a benchmark asked for by name).
+  bool skippable = false;
 };
 
 // Applies the source's actions on a new session of `connection`'s server, then asks the server
-// for the kernel's code, its ABI and its speed (timing verifies the kernel first).
+// for the kernel's code, its ABI and its speed (timing verifies the kernel first). Actions that
+// do not apply there: INVALID_ARGUMENT, `*not_replayed` set.
 absl::StatusOr<ExportedKernel> ExportKernel(std::shared_ptr<Connection> connection,
-                                            const ExportSource& source, std::string name) {
+                                            const ExportSource& source, std::string name,
+                                            bool* not_replayed) {
+  *not_replayed = false;
   const FleetBenchmark& b = source.benchmark;
   ASSIGN_OR_RETURN(Env env, b.program.empty() ? Env::Start(connection, b.uri, source.action_space)
                                               : Env::StartProgram(connection, b.uri, b.program,
                                                                   source.action_space));
-  RETURN_IF_ERROR(env.StepNamed(source.actions).status());
+  if (absl::StatusOr<StepResult> replayed = env.StepNamed(source.actions); !replayed.ok()) {
+    *not_replayed = replayed.status().code() == absl::StatusCode::kInvalidArgument;
+    return replayed.status();
+  }
   ASSIGN_OR_RETURN(StepResult r, env.Step({}, {"flops", "peak_gflops", "loop_tree", "kernel_abi",
                                                "machine_code"}));
   ExportedKernel k;
@@ -489,16 +502,44 @@ absl::StatusOr<ExportedKernel> ExportKernel(std::shared_ptr<Connection> connecti
 }
 
 // Exports `sources` through `connection`'s server into `directory` as --library (a line per
-// kernel on stderr); the library's files and kernel count as JSON.
+// kernel on stderr); the library's files and kernel count as JSON, and "skipped": the skippable
+// benchmarks none of whose schedules replays, each said on stderr (FAILED_PRECONDITION where
+// that leaves no kernel).
 absl::StatusOr<json> ExportLibrary(std::shared_ptr<Connection> connection,
                                    const std::vector<ExportSource>& sources,
                                    const std::string& directory) {
   std::vector<ExportedKernel> kernels;
+  json skipped = json::array();
   std::map<std::string, int> used;
   for (const ExportSource& source : sources) {
     std::string name = KernelName(source.benchmark.uri);
     if (const int n = ++used[name]; n > 1) absl::StrAppend(&name, "_", n);
-    absl::StatusOr<ExportedKernel> k = ExportKernel(connection, source, std::move(name));
+    bool not_replayed = false;
+    absl::StatusOr<ExportedKernel> k = ExportKernel(connection, source, name, &not_replayed);
+    for (size_t i = 0; !k.ok() && not_replayed && i < source.others.size(); ++i) {
+      const StoredSchedule& other = source.others[i];
+      std::fprintf(stderr, "%s: a stored schedule does not replay (%s); trying the one tuned on "
+                   "%s in %s\n", source.benchmark.uri.c_str(),
+                   std::string(k.status().message()).c_str(), other.host_cpu.c_str(),
+                   other.action_space.c_str());
+      ExportSource next = source;
+      next.action_space = other.action_space;
+      next.actions = other.actions;
+      next.stored = other;
+      k = ExportKernel(connection, next, name, &not_replayed);
+    }
+    if (!k.ok() && not_replayed && source.skippable) {
+      std::fprintf(stderr, "skipped %s: none of its stored schedules replays (%s)\n",
+                   source.benchmark.uri.c_str(), std::string(k.status().message()).c_str());
+      skipped.push_back(source.benchmark.uri);
+      --used[KernelName(source.benchmark.uri)];
+      continue;
+    }
+    if (!k.ok() && not_replayed && source.stored.has_value()) {  // stale, not a usage error
+      return absl::FailedPreconditionError(
+          absl::StrCat(source.benchmark.uri, ": no stored schedule of it replays (the last: ",
+                       k.status().message(), ")"));
+    }
     if (!k.ok()) {
       return absl::Status(k.status().code(),
                           absl::StrCat(source.benchmark.uri, ": ", k.status().message()));
@@ -507,6 +548,11 @@ absl::StatusOr<json> ExportLibrary(std::shared_ptr<Connection> connection,
                  source.benchmark.uri.c_str(), k->gflops, k->code.size(),
                  json::parse(k->abi_json)["isa"].get<std::string>().c_str(), k->name.c_str());
     kernels.push_back(*std::move(k));
+  }
+  if (kernels.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("nothing to export: no stored schedule of the ", skipped.size(),
+                     " benchmarks replays on this server"));
   }
   LibraryOptions options;
   options.directory = directory;
@@ -518,7 +564,8 @@ absl::StatusOr<json> ExportLibrary(std::shared_ptr<Connection> connection,
               {"shared_library", files->shared_library},
               {"static_library", files->static_library},
               {"manifest", files->manifest},
-              {"kernels", kernels.size()}};
+              {"kernels", kernels.size()},
+              {"skipped", std::move(skipped)}};
 }
 
 // The text form of ExportLibrary's result.
@@ -529,6 +576,10 @@ void PrintLibrary(const json& library) {
               library["shared_library"].get<std::string>().c_str(),
               library["static_library"].get<std::string>().c_str(),
               library["manifest"].get<std::string>().c_str());
+  for (const json& uri : library["skipped"]) {
+    std::printf("skipped %s: none of its stored schedules replays\n",
+                uri.get<std::string>().c_str());
+  }
 }
 
 // `looptool export`: ExportLibrary, its result printed (one JSON object with --json).
@@ -973,19 +1024,24 @@ int Export() {
     if (!c.ok()) return Fail(c.status());
     ReportEmbedded(*c);
     // Per benchmark: the fastest schedule tuned on this server's CPU; else (none was) the first
-    // listed, said so: speeds measured on other CPUs do not compare.
+    // listed, said so: speeds measured on other CPUs do not compare. Where it no longer replays,
+    // the next: this CPU's by speed, then the others as listed.
     const std::string host = c->connection->host_cpu();
     for (auto& [b, stored] : candidates) {
-      const StoredSchedule* chosen = nullptr;
-      for (const StoredSchedule& s : stored) {
-        if (s.host_cpu == host && (chosen == nullptr || s.gflops > chosen->gflops)) chosen = &s;
-      }
-      if (chosen == nullptr) {
-        chosen = &stored.front();
+      std::stable_sort(stored.begin(), stored.end(),
+                       [&host](const StoredSchedule& x, const StoredSchedule& y) {
+                         const bool xh = x.host_cpu == host, yh = y.host_cpu == host;
+                         if (xh != yh) return xh;
+                         return xh && x.gflops > y.gflops;
+                       });
+      const StoredSchedule& chosen = stored.front();
+      if (chosen.host_cpu != host) {
         std::fprintf(stderr, "%s: no schedule tuned on %s; exporting the one tuned on %s\n",
-                     b.uri.c_str(), host.c_str(), chosen->host_cpu.c_str());
+                     b.uri.c_str(), host.c_str(), chosen.host_cpu.c_str());
       }
-      sources.push_back({b, chosen->action_space, chosen->actions, *chosen});
+      sources.push_back({b, chosen.action_space, chosen.actions, chosen,
+                         std::vector<StoredSchedule>(stored.begin() + 1, stored.end()),
+                         !explicit_list});
     }
     return ExportSources(c->connection, sources, output);
   } else {
@@ -1000,7 +1056,7 @@ int Export() {
     for (const std::string& arg : list) {
       absl::StatusOr<FleetBenchmark> b = ReadBenchmark(arg);
       if (!b.ok()) return Fail(b.status());
-      sources.push_back({*std::move(b), ActionSpace(nullptr), actions, std::nullopt});
+      sources.push_back({*std::move(b), ActionSpace(nullptr), actions, std::nullopt, {}, false});
     }
     if (sources.empty()) return Fail(absl::InvalidArgumentError("no benchmarks to export"));
   }

@@ -373,6 +373,39 @@ class KernelsTest(unittest.TestCase):
         entry = kernels.load(os.path.join(self.tmp, "this_host")).mm64_64_64.manifest
         self.assertEqual(entry["actions"], tuned[entry["benchmark"]]["actions"])
         self.assertEqual(entry["tuned"]["host_cpu"], tuned[entry["benchmark"]]["host_cpu"])
+        # Schedules that no longer replay (a space that changed since they were stored): the
+        # benchmark's next schedule is exported; a benchmark none of whose schedules replays is
+        # skipped, said so, when the whole store is exported, and fails the export by name.
+        with sqlite3.connect(store) as db:
+            db.execute("INSERT INTO schedules SELECT benchmark, host_cpu, 'loop_nest', "
+                       "'[\"no_such_action\"]', loop_tree, gflops * 100, peak_gflops, search, "
+                       "server, seconds, updated_unix FROM schedules "
+                       "WHERE benchmark LIKE '%mm32_48_16'")
+            db.execute("INSERT INTO schedules SELECT replace(benchmark, 'mm32_48_16', "
+                       "'mm16_16_16'), host_cpu, action_space, '[\"no_such_action\"]', "
+                       "loop_tree, gflops, peak_gflops, search, server, seconds, updated_unix "
+                       "FROM schedules WHERE benchmark LIKE '%mm32_48_16' "
+                       "AND action_space = 'loop_tool'")
+        out = os.path.join(self.tmp, "replayed")
+        p = run("export", "--store=" + store, "--output=" + out, "--timing-budget-ms=1", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        reply = json.loads(p.stdout)
+        self.assertEqual(reply["skipped"], ["benchmark://mm64_256_16_range-v0/mm16_16_16"])
+        self.assertIn("skipped benchmark://mm64_256_16_range-v0/mm16_16_16: none of its stored "
+                      "schedules replays", p.stderr)
+        self.assertIn("benchmark://mm64_256_16_range-v0/mm32_48_16: a stored schedule does not "
+                      "replay", p.stderr)
+        lib = kernels.load(out)
+        self.assertEqual(sorted(lib), ["mm32_48_16", "mm64_64_64"])
+        self.assertEqual(lib.mm32_48_16.manifest["actions"],
+                         tuned[lib.mm32_48_16.manifest["benchmark"]]["actions"])
+        self.assertEqual(lib.mm32_48_16.manifest["action_space"], "loop_tool")
+        p = run("export", "--store=" + store, "--benchmark=mm16_16_16",
+                "--output=" + os.path.join(self.tmp, "bad"), "--timing-budget-ms=1")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("mm16_16_16: no stored schedule of it replays (the last: ", p.stderr)
+        with sqlite3.connect(store) as db:
+            db.execute("DELETE FROM schedules WHERE benchmark LIKE '%mm16_16_16'")
         # One benchmark of the store, by name; one the store lacks.
         p = run("export", "--store=" + store, "--benchmark=mm32_48_16",
                 "--output=" + os.path.join(self.tmp, "one"), "--timing-budget-ms=1")
