@@ -2,7 +2,7 @@
 its guided search against the default search, per program, on one server in one run.
 
     bazel build //client/cpp:looptool //service:looptool-server && \\
-      /usr/bin/python3 bench/rl/policy_search_bench.py [--policy=loop_set] [--sets=...]
+      /usr/bin/python3 bench/rl/policy_search_bench.py [--policy=loop_set] [--isa=avx2] [--sets=...]
 
 All on one server, in this order per set: the untrained network (--untrained; it pays each
 program's one-time reference run, which the server verifies kernels against), the baselines, the
@@ -135,12 +135,17 @@ def retime_finals(cli: str, address: str, uris: Sequence[str],
     return best
 
 
-def untrained_like(policy: str, out: str) -> str:
+def untrained_like(policy: str, out: str, isa: str = "auto") -> str:
     """A loop_set policy file of `policy`'s architecture with PyTorch's initial weights (seed 0),
-    its cost model too (same layer sizes, same input normalization); its path."""
+    its cost model too (same layer sizes, same input normalization); its path. `loop_set`: the
+    built-in file of the server's `isa` (avx2 and sse: loop_set_avx2.json)."""
     import torch
     from looptool.rl import loop_set, plan_cost
-    path = os.path.join(ROOT, "datasets/policies/loop_set.json") if policy == "loop_set" else policy
+    if isa == "auto":  # the server's: AVX-512 where the CPU has it
+        with open("/proc/cpuinfo") as f:
+            isa = "avx512" if " avx512f" in f.read() else "avx2"
+    built_in = "loop_set_avx2.json" if isa in ("avx2", "sse") else "loop_set.json"
+    path = os.path.join(ROOT, "datasets/policies", built_in) if policy == "loop_set" else policy
     trained = loop_set.load(path)
     torch.manual_seed(0)
     net = loop_set.network(trained.input_size, [w.shape[0] for w, _ in trained.trunk],
@@ -173,6 +178,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--offgrid-count", type=int, default=12)
     p.add_argument("--cli", default=os.path.join(ROOT, "bazel-bin/client/cpp/looptool"))
     p.add_argument("--server", default=os.path.join(ROOT, "bazel-bin/service/looptool-server"))
+    p.add_argument("--isa", default="auto", choices=("auto", "avx512", "avx2", "sse"),
+                   help="the server's code generation target (--policy=loop_set: the built-in "
+                        "policy of that ISA)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench/results/rl"))
     p.add_argument("--name", default="policy_search_bench")
     p.add_argument("--untrained", default="",
@@ -226,10 +234,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                        f"--policy_seconds={args.policy_seconds}"] if at else None))
     if args.untrained == "auto":
         args.untrained = untrained_like(args.policy, os.path.join(
-            tempfile.mkdtemp(prefix="untrained-"), "loop_set_untrained.json"))
+            tempfile.mkdtemp(prefix="untrained-"), "loop_set_untrained.json"), args.isa)
     rows: List[Dict[str, object]] = []
     started = time.time()
-    with LocalServer(args.server) as server, Connection(server.address) as conn:
+    with LocalServer(args.server, flags=[f"--isa={args.isa}"]) as server, \
+            Connection(server.address) as conn:
         programs = benchmark_sets(conn, args.sets.split(","), args.catalog_count,
                                   args.offgrid_count)
         peak = 0.0
@@ -313,7 +322,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         w.writeheader()
         w.writerows(rows)
     lines = [f"# {args.name}", "",
-             f"{datetime.date.today()}, {os.uname().nodename}; policy `{args.policy}`; measured "
+             f"{datetime.date.today()}, {os.uname().nodename}; policy `{args.policy}`; server "
+             f"--isa={args.isa}; measured "
              f"FMA peak {peak:.1f} GFLOPS; one server, one kernel worker core; "
              f"{time.time() - started:.0f} s in all. Ratios are of the server's GFLOPS for the "
              f"final kernels, this run: `--search=policy` (untimed episodes, the few its cost "

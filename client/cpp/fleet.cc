@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/cpp/policy.h"
 #include "nlohmann/json.hpp"
 #include "util/status_macros.h"
 
@@ -56,6 +57,16 @@ absl::Status RecordEvaluationPrograms(TuningRecords& records,
 
 namespace {
 
+// The code generator's target in `env`'s session (kernel_abi's "isa"), "" where it says none.
+absl::StatusOr<std::string> SessionIsa(Env& env) {
+  ASSIGN_OR_RETURN(const Value abi, env.Observe("kernel_abi"));
+  const nlohmann::json j = nlohmann::json::parse(abi.text, nullptr, false);
+  if (j.is_object() && j.contains("isa") && j["isa"].is_string()) {
+    return j["isa"].get<std::string>();
+  }
+  return std::string();
+}
+
 // Starts the records' run of `env`'s benchmark (in the state the search starts from, reached by
 // `prefix`), with the program's bound `bound`.
 absl::StatusOr<int64_t> BeginRecordedRun(Env& env, const Connection& connection,
@@ -68,11 +79,7 @@ absl::StatusOr<int64_t> BeginRecordedRun(Env& env, const Connection& connection,
   run.program = ProgramOfIr(ir.text);
   ASSIGN_OR_RETURN(const Value flops, env.Observe("flop_count"));
   run.flops = flops.integer;
-  ASSIGN_OR_RETURN(const Value abi, env.Observe("kernel_abi"));
-  const nlohmann::json j = nlohmann::json::parse(abi.text, nullptr, false);
-  if (j.is_object() && j.contains("isa") && j["isa"].is_string()) {
-    run.isa = j["isa"].get<std::string>();
-  }
+  ASSIGN_OR_RETURN(run.isa, SessionIsa(env));
   ASSIGN_OR_RETURN(const Value peak, env.Observe("peak_gflops"));
   run.peak_gflops = peak.number;
   run.host_cpu = connection.host_cpu();
@@ -120,6 +127,10 @@ absl::StatusOr<TuneResult> TuneOne(Env& env, const Connection& connection,
     }
   }
   SearchOptions search = options.search;
+  if (options.loop_set_by_isa) {  // a server that does not say: the AVX-512 policy
+    const absl::StatusOr<std::string> isa = SessionIsa(env);
+    search.policy = &Policy::LoopSetFor(isa.ok() ? *isa : "");
+  }
   absl::Status recording;  // the records' first error
   if (options.records != nullptr) {
     out.roofline = ObserveRoofline(env);  // the program's, not the schedule's: asked once

@@ -31,6 +31,10 @@ struct TuneOptions {
   // Where every kernel the search measures is recorded (not owned; nullptr: nowhere). Its
   // evaluation programs should be known first (RecordEvaluationPrograms).
   TuningRecords* records = nullptr;
+  // `--policy=loop_set`: the search's policy (the policy searches', or evolution's seed) is the
+  // built-in loop_set policy of the session's ISA (Policy::LoopSetFor of kernel_abi's "isa";
+  // the AVX-512 one where the server does not say), whatever `search.policy` is.
+  bool loop_set_by_isa = false;
 };
 
 // Gives `records` the programs of the server's test splits (every dataset's), as the server

@@ -23,7 +23,8 @@
 // kernels as a C library (client/cpp/kernel_library.h): the stored schedules, one program's
 // actions, or (tune --export-dir) the best a tune run found, each compiled and timed by the
 // server again; a stored schedule that no longer replays gives way to the benchmark's next one,
-// and exporting the whole store skips a benchmark none of whose schedules replays. Flags may be spelled with dashes or underscores, as --flag=value or --flag value.
+// and exporting the whole store skips a benchmark none of whose schedules replays. Flags may be
+// spelled with dashes or underscores, as --flag=value or --flag value.
 #include <unistd.h>
 
 #include <cstdio>
@@ -71,8 +72,8 @@ ABSL_FLAG(std::string, policy, "",
           "sketch_value (the default of the policy searches, "
           "datasets/policies/sketch_value.json), looptune_dqn (evolution's seed, "
           "datasets/policies/looptune_dqn.json) or loop_set (builds the schedule from the "
-          "untiled nest in loop_nest, learned from tuning records, "
-          "datasets/policies/loop_set.json)");
+          "untiled nest in loop_nest, learned from tuning records: each server's ISA's, "
+          "datasets/policies/loop_set.json for AVX-512, loop_set_avx2.json for AVX2 and SSE)");
 ABSL_FLAG(int, policy_candidates, 16,
           "policy, with a loop_set policy that has a cost model: its likeliest episodes per "
           "wave, untimed, timed in the order its cost model ranks them, another wave of the next "
@@ -461,6 +462,8 @@ struct ExportSource {
   // Whether the export goes on without this benchmark where none of its schedules replays (the
   // whole store exported), rather than failing (a benchmark asked for by name).
   bool skippable = false;
+  // Whether the schedules came from the schedule store (a stale one is no usage error).
+  bool from_store = false;
 };
 
 // Applies the source's actions on a new session of `connection`'s server, then asks the server
@@ -471,6 +474,11 @@ absl::StatusOr<ExportedKernel> ExportKernel(std::shared_ptr<Connection> connecti
                                             bool* not_replayed) {
   *not_replayed = false;
   const FleetBenchmark& b = source.benchmark;
+  if (absl::StatusOr<int> space = connection->ActionSpaceIndex(source.action_space);
+      !space.ok()) {
+    *not_replayed = absl::IsNotFound(space.status());  // a space the server no longer has
+    return space.status();
+  }
   ASSIGN_OR_RETURN(Env env, b.program.empty() ? Env::Start(connection, b.uri, source.action_space)
                                               : Env::StartProgram(connection, b.uri, b.program,
                                                                   source.action_space));
@@ -535,7 +543,7 @@ absl::StatusOr<json> ExportLibrary(std::shared_ptr<Connection> connection,
       --used[KernelName(source.benchmark.uri)];
       continue;
     }
-    if (!k.ok() && not_replayed && source.stored.has_value()) {  // stale, not a usage error
+    if (!k.ok() && not_replayed && source.from_store) {  // stale, not a usage error
       return absl::FailedPreconditionError(
           absl::StrCat(source.benchmark.uri, ": no stored schedule of it replays (the last: ",
                        k.status().message(), ")"));
@@ -643,6 +651,8 @@ absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
   }
   tune.search.guided_neighbor_share = absl::GetFlag(FLAGS_guided_neighbor_share);
   if (setup->policy.has_value()) tune.search.policy = &*setup->policy;
+  tune.loop_set_by_isa = absl::GetFlag(FLAGS_policy) == "loop_set" &&
+                        (uses_policy || search.kind == SearchSpec::Kind::kEvolution);
   tune.action_space = ActionSpace(chosen, search.kind == SearchSpec::Kind::kEvolution);
   if (const std::string path = absl::GetFlag(FLAGS_store); !path.empty()) {
     ASSIGN_OR_RETURN(setup->store, ScheduleStore::Open(path));
@@ -1041,7 +1051,7 @@ int Export() {
       }
       sources.push_back({b, chosen.action_space, chosen.actions, chosen,
                          std::vector<StoredSchedule>(stored.begin() + 1, stored.end()),
-                         !explicit_list});
+                         !explicit_list, true});
     }
     return ExportSources(c->connection, sources, output);
   } else {
@@ -1056,7 +1066,8 @@ int Export() {
     for (const std::string& arg : list) {
       absl::StatusOr<FleetBenchmark> b = ReadBenchmark(arg);
       if (!b.ok()) return Fail(b.status());
-      sources.push_back({*std::move(b), ActionSpace(nullptr), actions, std::nullopt, {}, false});
+      sources.push_back(
+          {*std::move(b), ActionSpace(nullptr), actions, std::nullopt, {}, false, false});
     }
     if (sources.empty()) return Fail(absl::InvalidArgumentError("no benchmarks to export"));
   }

@@ -334,6 +334,12 @@ const Policy& Policy::LoopSet() {
   return policy;
 }
 
+const Policy& Policy::LoopSetFor(absl::string_view isa) {
+  if (isa != "avx2" && isa != "sse") return LoopSet();
+  static const Policy& policy = BuiltIn(LoopSetAvx2PolicyJson());
+  return policy;
+}
+
 absl::StatusOr<Policy> Policy::Find(const std::string& name_or_path) {
   if (name_or_path == "sketch_value") return Default();
   if (name_or_path == "looptune_dqn") return LoopTuneDqn();

@@ -38,9 +38,13 @@ class Policy {
   // The Ape-X DQN policy in LoopTune's 7-action cursor space (looptune_dqn.json), also built in:
   // evolution's seed when no policy is given, and `looptool tune --policy=looptune_dqn`.
   static const Policy& LoopTuneDqn();
-  // The loop_set policy imitation learned from tuning records (loop_set.json), also built in:
-  // `looptool tune --search=policy --policy=loop_set`.
+  // The loop_set policy imitation learned from tuning records timed at AVX-512 (loop_set.json),
+  // also built in: `looptool tune --search=policy --policy=loop_set` on an AVX-512 server.
   static const Policy& LoopSet();
+  // The built-in loop_set policy learned from records timed with `isa`'s vectors (kernel_abi's
+  // "isa"): loop_set_avx2.json for "avx2" and "sse" (8 lanes or fewer), LoopSet() otherwise.
+  // `--policy=loop_set` means this policy for each server's ISA (TuneOptions::loop_set_by_isa).
+  static const Policy& LoopSetFor(absl::string_view isa);
   // A built-in policy by name ("sketch_value", "looptune_dqn", "loop_set"), else
   // Load(name_or_path).
   static absl::StatusOr<Policy> Find(const std::string& name_or_path);

@@ -90,6 +90,23 @@ class CliTest(unittest.TestCase):
         self.assertEqual(g.returncode, 0, g.stderr)
         self.assertGreater(json.loads(g.stdout)["states_evaluated"], 1)
 
+    def test_loop_set_by_name_is_the_policy_of_the_servers_isa(self):
+        # `--policy=loop_set` on an AVX2 server plays the built-in policy learned from AVX2
+        # records (its greedy episode: the file's), not the AVX-512 one (which tiles this matmul
+        # otherwise).
+        def greedy(policy):
+            p = run("tune", "--benchmark=mm64_160_96", "--search=policy", "--isa=avx2",
+                    "--policy=" + policy, "--policy-candidates=1", "--json",
+                    "--timing-budget-ms=1")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            out = json.loads(p.stdout)
+            self.assertEqual(out["states_evaluated"], 1)
+            return out["actions"]
+        by_name = greedy("loop_set")
+        self.assertTrue(by_name)
+        self.assertEqual(by_name, greedy("datasets/policies/loop_set_avx2.json"))
+        self.assertNotEqual(by_name, greedy("datasets/policies/loop_set.json"))
+
     def test_bad_policy_files(self):
         p = run("tune", "--search=policy", "--policy=/nonexistent/policy.json")
         self.assertEqual(p.returncode, 1)

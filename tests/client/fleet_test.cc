@@ -15,6 +15,8 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "client/cpp/policy.h"
+#include "client/cpp/search/search.h"
 #include "tests/service/server_process.h"
 
 namespace looptool::client {
@@ -210,6 +212,38 @@ TEST(FleetTest, AStaleStoredNumberGivesWayToThisRunsComparison) {
   ASSERT_TRUE(replaced.ok() && replaced->has_value());
   EXPECT_EQ((*replaced)->gflops, third[0].search.gflops);
   EXPECT_EQ((*replaced)->actions, third[0].search.actions);
+}
+
+// `--policy=loop_set` plays the built-in loop_set policy of each server's ISA: on a server
+// generating AVX2 code, the greedy episode of the one learned from AVX2 records, not the AVX-512
+// one's (the two tile this matmul differently).
+TEST(FleetTest, TheLoopSetPolicyByIsaIsTheOneOfTheServersIsa) {
+  ServerProcess server({"--timing_budget_ms=1", "--isa=avx2"});
+  ASSERT_TRUE(server.ok());
+  const auto greedy = [&server](const Policy& policy, bool by_isa) {
+    FleetOptions options = Quick();
+    options.tune.action_space = "loop_nest";
+    options.tune.search.search = *ParseSearch("policy");
+    options.tune.search.policy = &policy;
+    options.tune.search.policy_candidates = 1;  // the greedy episode, its final state timed
+    options.tune.search.time_limit_seconds = 4;
+    options.tune.search.policy_seconds = 4;
+    options.tune.loop_set_by_isa = by_isa;
+    const std::vector<TuneResult> r =
+        TuneAcross({Address(server)}, {"benchmark://mm64_256_16_range-v0/mm64_160_96"}, options);
+    if (r.size() != 1 || !r[0].status.ok()) {
+      ADD_FAILURE() << r.size() << " results; " << (r.empty() ? absl::OkStatus() : r[0].status);
+      return std::vector<std::string>();
+    }
+    EXPECT_EQ(r[0].search.states_evaluated, 1);
+    return r[0].search.actions;
+  };
+  const std::vector<std::string> avx2 = greedy(Policy::LoopSetFor("avx2"), false);
+  const std::vector<std::string> avx512 = greedy(Policy::LoopSet(), false);
+  ASSERT_FALSE(avx2.empty());
+  ASSERT_NE(avx2, avx512);
+  // Given the AVX-512 policy, by ISA it plays the AVX2 one.
+  EXPECT_EQ(greedy(Policy::LoopSet(), true), avx2);
 }
 
 // A search whose re-timing was asked for and did not happen (its server went away) is not

@@ -216,6 +216,28 @@ TEST(Policy, TheDefaultIsASketchValuePolicyOverLoopNestsSketches) {
   EXPECT_EQ(Policy::Find("no_such_policy").status().code(), absl::StatusCode::kNotFound);
 }
 
+// The built-in loop_set policies: one learned from records timed at AVX-512 and one from records
+// timed at AVX2, the same architecture over the same space; LoopSetFor picks by the vectors'
+// width, and `--policy=loop_set` by name is the AVX-512 file (the search picks per server).
+TEST(Policy, LoopSetForPicksThePolicyLearnedAtTheIsasVectors) {
+  const Policy& avx512 = Policy::LoopSet();
+  const Policy& avx2 = Policy::LoopSetFor("avx2");
+  EXPECT_EQ(&Policy::LoopSetFor("avx512"), &avx512);
+  EXPECT_EQ(&Policy::LoopSetFor("sse"), &avx2);
+  EXPECT_NE(&avx2, &avx512);
+  for (const Policy* p : {&avx512, &avx2}) {
+    EXPECT_EQ(p->kind(), Policy::Kind::kLoopSet);
+    EXPECT_EQ(p->action_space(), "loop_nest");
+    EXPECT_EQ(p->observation_space(), "loop_features");
+    EXPECT_EQ(p->input_size(), 38);
+    EXPECT_EQ(p->num_actions(), 560);
+    EXPECT_NE(p->cost_model(), nullptr);
+  }
+  EXPECT_THAT(avx512.meta(), HasSubstr("\"records_isa\":\"avx512\""));
+  EXPECT_THAT(avx2.meta(), HasSubstr("\"records_isa\":\"avx2\""));
+  EXPECT_EQ(Policy::Find("loop_set")->meta(), avx512.meta());
+}
+
 TEST(Policy, LoopTuneDqnIsADuelingQPolicyOverLoopTunesSpace) {
   const Policy& p = Policy::LoopTuneDqn();
   EXPECT_EQ(p.kind(), Policy::Kind::kDuelingQ);

@@ -373,14 +373,18 @@ class KernelsTest(unittest.TestCase):
         entry = kernels.load(os.path.join(self.tmp, "this_host")).mm64_64_64.manifest
         self.assertEqual(entry["actions"], tuned[entry["benchmark"]]["actions"])
         self.assertEqual(entry["tuned"]["host_cpu"], tuned[entry["benchmark"]]["host_cpu"])
-        # Schedules that no longer replay (a space that changed since they were stored): the
-        # benchmark's next schedule is exported; a benchmark none of whose schedules replays is
-        # skipped, said so, when the whole store is exported, and fails the export by name.
+        # Schedules that no longer replay (a space the server no longer has, actions it no longer
+        # knows): the benchmark's next schedule is exported; a benchmark none of whose schedules
+        # replays is skipped, said so, when the whole store is exported, and fails the export by
+        # name.
         with sqlite3.connect(store) as db:
+            db.execute("INSERT INTO schedules SELECT benchmark, host_cpu, 'a_gone_space', "
+                       "actions, loop_tree, gflops * 1000, peak_gflops, search, server, seconds, "
+                       "updated_unix FROM schedules WHERE benchmark LIKE '%mm32_48_16'")
             db.execute("INSERT INTO schedules SELECT benchmark, host_cpu, 'loop_nest', "
                        "'[\"no_such_action\"]', loop_tree, gflops * 100, peak_gflops, search, "
                        "server, seconds, updated_unix FROM schedules "
-                       "WHERE benchmark LIKE '%mm32_48_16'")
+                       "WHERE benchmark LIKE '%mm32_48_16' AND action_space = 'loop_tool'")
             db.execute("INSERT INTO schedules SELECT replace(benchmark, 'mm32_48_16', "
                        "'mm16_16_16'), host_cpu, action_space, '[\"no_such_action\"]', "
                        "loop_tree, gflops, peak_gflops, search, server, seconds, updated_unix "
@@ -394,7 +398,9 @@ class KernelsTest(unittest.TestCase):
         self.assertIn("skipped benchmark://mm64_256_16_range-v0/mm16_16_16: none of its stored "
                       "schedules replays", p.stderr)
         self.assertIn("benchmark://mm64_256_16_range-v0/mm32_48_16: a stored schedule does not "
-                      "replay", p.stderr)
+                      "replay (the server has no action space 'a_gone_space'); trying the one "
+                      "tuned on", p.stderr)
+        self.assertEqual(p.stderr.count("mm32_48_16: a stored schedule does not replay"), 2)
         lib = kernels.load(out)
         self.assertEqual(sorted(lib), ["mm32_48_16", "mm64_64_64"])
         self.assertEqual(lib.mm32_48_16.manifest["actions"],

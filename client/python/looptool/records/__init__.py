@@ -197,6 +197,16 @@ def best_per_program(records: Iterable[Record], host: Optional[str] = None) -> D
     return best
 
 
+def isas(path: str) -> List[str]:
+    """The code generator targets (avx512, avx2, sse) the file's runs were timed at, sorted (runs
+    whose server said none left out)."""
+    db = connect(path)
+    try:
+        return sorted(r[0] for r in db.execute("SELECT DISTINCT isa FROM runs WHERE isa != ''"))
+    finally:
+        db.close()
+
+
 def summary(path: str) -> Dict[str, object]:
     """Counts (programs, runs and kernels per split, kernels per kind, host and timing), what
     the runs cost (search_seconds: their time limits added up; span_seconds: from the first

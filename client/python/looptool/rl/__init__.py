@@ -27,7 +27,8 @@ PyTorch is needed only by networks, the learners and train; a policy acts with n
 A sketch_value policy (datasets/policies/sketch_value.json) acts once per episode, choosing among
 the `sketches` of a loop_nest session: `env.multistep(sketch_value.choose(env, policy))` on a
 LoopToolEnv, or `rollout.run_one`, which dispatches on the policy's kind. A loop_set policy
-(datasets/policies/loop_set.json) acts step by step on a loop_nest session:
+(datasets/policies/loop_set.json, learned at AVX-512; loop_set_avx2.json for a server generating
+AVX2 or SSE code) acts step by step on a loop_nest session:
 `imitate.rollout(env, uri, program, loop_set.load(path))`.
 """
 

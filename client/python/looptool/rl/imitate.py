@@ -758,6 +758,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 "expert_iteration": history,
                 "command": "python3 -m looptool.rl.imitate " + " ".join(argv or sys.argv[1:]),
                 "records": os.path.basename(args.records), "seed": args.seed,
+                # the ISAs its demonstrations were timed at (a built-in policy serves servers
+                # of that ISA: client/cpp/policy.h's LoopSetFor)
+                "records_isa": ",".join(records_lib.isas(args.records)),
                 "demonstrations": len(demos), "examples": int(len(data[2])),
                 "epochs": args.epochs, "final_loss": losses[-1],
                 "train_seconds": round(seconds, 1)})
