@@ -13,10 +13,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "client/cpp/policy.h"
 #include "client/cpp/search/search.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "tests/service/server_process.h"
 
 namespace looptool::client {
@@ -226,8 +226,8 @@ TEST(FleetTest, TheLoopSetPolicyByIsaIsTheOneOfTheServersIsa) {
     options.tune.search.search = *ParseSearch("policy");
     options.tune.search.policy = &policy;
     options.tune.search.policy_candidates = 1;  // the greedy episode, its final state timed
-    options.tune.search.time_limit_seconds = 4;
-    options.tune.search.policy_seconds = 4;
+    options.tune.search.time_limit_seconds = 20;  // one state timed: room on a loaded host
+    options.tune.search.policy_seconds = 20;
     options.tune.loop_set_by_isa = by_isa;
     const std::vector<TuneResult> r =
         TuneAcross({Address(server)}, {"benchmark://mm64_256_16_range-v0/mm64_160_96"}, options);

@@ -111,8 +111,8 @@ class LoopSetTest(unittest.TestCase):
                 with torch.no_grad():  # in float64: features reach the tens, float32 sums drift
                     expected = net.double()(torch.from_numpy(obs).double()).numpy()
                 self.assertEqual(expected.shape, (len(obs), loop_set.NUM_ACTIONS + 1))
-                # 1e-5, or where a score exceeds 100 (the AVX2 policy's reach ~200, where float32's
-                # own spacing is 1.5e-5) 1e-7 of it
+                # 1e-5 plus 1e-7 of the score (the AVX2 policy's reach ~230, where float32's own
+                # spacing is 1.5e-5)
                 np.testing.assert_allclose(p.scores(obs), expected, atol=1e-5, rtol=1e-7)
                 got = cpp_scores(arg, obs)
                 np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-7, err_msg=arg)
