@@ -141,9 +141,10 @@ def untrained_like(policy: str, out: str, isa: str = "auto") -> str:
     built-in file of the server's `isa` (avx2 and sse: loop_set_avx2.json)."""
     import torch
     from looptool.rl import loop_set, plan_cost
-    if isa == "auto":  # the server's: AVX-512 where the CPU has it
-        with open("/proc/cpuinfo") as f:
-            isa = "avx512" if " avx512f" in f.read() else "avx2"
+    if isa == "auto":  # the server's choice: AVX-512 where the CPU has what it needs
+        with open("/proc/cpuinfo") as f:  # (backend/codegen/isa.cc: avx512f, avx512vl, fma)
+            flags = set(next((line for line in f if line.startswith("flags")), "").split())
+        isa = "avx512" if {"avx512f", "avx512vl", "fma"} <= flags else "avx2"
     built_in = "loop_set_avx2.json" if isa in ("avx2", "sse") else "loop_set.json"
     path = os.path.join(ROOT, "datasets/policies", built_in) if policy == "loop_set" else policy
     trained = loop_set.load(path)
