@@ -138,15 +138,15 @@ def retime_finals(cli: str, address: str, uris: Sequence[str],
 def untrained_like(policy: str, out: str, isa: str = "auto") -> str:
     """A loop_set policy file of `policy`'s architecture with PyTorch's initial weights (seed 0),
     its cost model too (same layer sizes, same input normalization); its path. `loop_set`: the
-    built-in file of the server's `isa` (avx2 and sse: loop_set_avx2.json)."""
+    built-in file of the server's `isa` (loop_set.built_in_path)."""
     import torch
     from looptool.rl import loop_set, plan_cost
     if isa == "auto":  # the server's choice: AVX-512 where the CPU has what it needs
         with open("/proc/cpuinfo") as f:  # (backend/codegen/isa.cc: avx512f, avx512vl, fma)
             flags = set(next((line for line in f if line.startswith("flags")), "").split())
         isa = "avx512" if {"avx512f", "avx512vl", "fma"} <= flags else "avx2"
-    built_in = "loop_set_avx2.json" if isa in ("avx2", "sse") else "loop_set.json"
-    path = os.path.join(ROOT, "datasets/policies", built_in) if policy == "loop_set" else policy
+    path = (loop_set.built_in_path(isa, os.path.join(ROOT, "datasets/policies"))
+            if policy == "loop_set" else policy)
     trained = loop_set.load(path)
     torch.manual_seed(0)
     net = loop_set.network(trained.input_size, [w.shape[0] for w, _ in trained.trunk],

@@ -42,8 +42,8 @@ class Policy {
   // also built in: `looptool tune --search=policy --policy=loop_set` on an AVX-512 server.
   static const Policy& LoopSet();
   // The built-in loop_set policy learned from records timed with `isa`'s vectors (kernel_abi's
-  // "isa"): loop_set_avx2.json for "avx2" and "sse" (learned at 8 lanes; never measured at SSE's
-  // 4), LoopSet() otherwise.
+  // "isa"): loop_set_avx2.json for "avx2" and "sse" (learned at 8 lanes; never measured on SSE's
+  // scalar code), LoopSet() otherwise.
   // `--policy=loop_set` means this policy for each server's ISA (TuneOptions::loop_set_by_isa).
   static const Policy& LoopSetFor(absl::string_view isa);
   // A built-in policy by name ("sketch_value", "looptune_dqn", "loop_set": LoopSet(), the

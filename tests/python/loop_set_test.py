@@ -272,6 +272,45 @@ class LoopSetTest(unittest.TestCase):
                 self.assertEqual(len(timed), expected, margin)
                 self.assertGreater(r.gflops, 0)
 
+    def test_the_built_in_file_of_a_servers_isa_is_the_one_the_cli_plays(self):
+        # Each ISA's file was learned from records of that ISA (sse plays avx2's), and an unknown
+        # ISA is refused.
+        for isa, learned_at in (("avx512", "avx512"), ("avx2", "avx2"), ("sse", "avx2")):
+            path = loop_set.built_in_path(isa)
+            self.assertEqual(loop_set.load(path).meta["records_isa"], learned_at, isa)
+        self.assertEqual(loop_set.built_in_path("avx2", "/x"), "/x/loop_set_avx2.json")
+        with self.assertRaisesRegex(ValueError, "unknown ISA 'neon'"):
+            loop_set.built_in_path("neon")
+        # On an AVX2 server, the file of the ISA its kernel_abi says plays the greedy episode that
+        # `looptool tune --policy=loop_set` plays there (C++'s Policy::LoopSetFor), and the
+        # AVX-512 file's differs on this matmul.
+        program = "C[m,n] += A[m,k] * B[k,n]\nm=64 n=160 k=96\n"
+        with LocalServer(SERVER, flags=["--isa=avx2", "--timing_budget_ms=2"]) as server, \
+                Connection(server.address) as conn, \
+                LoopToolEnv(conn, action_space="loop_nest", observation_space=None,
+                            reward_space=None) as env, \
+                tempfile.TemporaryDirectory() as d:
+            env.reset("benchmark://user-v0/mm", program=program, observation_spaces=[])
+            isa = json.loads(env.observation["kernel_abi"])["isa"]
+            self.assertEqual(isa, "avx2")
+            greedy = {}
+            for name in ("avx2", "avx512"):
+                ep = episodes.likely_episodes(env, "benchmark://user-v0/mm", program,
+                                              loop_set.load(loop_set.built_in_path(name)),
+                                              count=1)
+                greedy[name] = ep[0].actions
+                ep[0].env.close()
+            self.assertNotEqual(greedy["avx2"], greedy["avx512"])
+            path = os.path.join(d, "mm.txt")
+            with open(path, "w") as f:
+                f.write(program)
+            out = subprocess.run([CLI, "tune", f"--benchmark={path}", "--search=policy",
+                                  "--policy=loop_set", "--policy_candidates=1",
+                                  "--policy_timed=1", f"--server={server.address}", "--json"],
+                                 check=True, capture_output=True, text=True).stdout
+            self.assertEqual(json.loads(out.strip().splitlines()[-1])["actions"],
+                             greedy["avx2"])
+
     def test_bad_files_are_refused(self):
         good = json.loads(loop_set.network(hidden=(8,), key=4).to_policy().to_json())
         bad = [dict(good, preprocess="log2p1"), dict(good, mix=good["head"]),

@@ -7,6 +7,7 @@ import io
 import itertools
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -245,6 +246,17 @@ class ProgramsTest(unittest.TestCase):
         bmms = [p.text for p in a if p.kind == "bmm"]
         self.assertTrue(any("* B[b,n,k]\n" in t for t in bmms))  # batched, B transposed
         self.assertTrue(any("* B[n,k]\n" in t for t in bmms))    # B transposed, no batch
+        # attention's products: scores (B transposed) and context, a head width k that is a
+        # multiple of 8 in 16..128 (bmm's reductions are anything), with and without heads
+        attention = programs.synthetic(30, seed=3, kinds=["attention"])
+        self.assertTrue(all(16 <= int(re.search(r"\bk=(\d+)", p.text)[1]) <= 128 and
+                            int(re.search(r"\bk=(\d+)", p.text)[1]) % 8 == 0 for p in attention))
+        self.assertTrue(any(p.text.startswith("C[b,m,n] += A[b,m,k] * B[b,n,k]\n")
+                            for p in attention))
+        self.assertTrue(any(p.text.startswith("C[b,m,k] += A[b,m,n] * B[b,n,k]\n")
+                            for p in attention))
+        self.assertTrue(any(p.text.startswith("C[m,n] += A[m,k] * B[n,k]\n") for p in attention))
+        self.assertTrue(all(programs.flops(p.text) <= 2 * cap for p in attention))
         self.assertEqual(programs.synthetic(5, kinds=["gemv"])[0].kind, "gemv")
         with self.assertRaisesRegex(ValueError, "unknown program kinds \\['fft'\\]"):
             programs.synthetic(3, kinds=["fft"])

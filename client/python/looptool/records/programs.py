@@ -18,7 +18,8 @@ from typing import Callable, Dict, Iterator, List, Sequence
 
 TRAINING_MODELS = ("alexnet", "vgg16", "googlenet", "densenet121", "mnasnet1_0")
 EVALUATION_MODELS = ("resnet18", "mobilenet_v2", "bert_base")
-KINDS = ("matmul", "bmm", "linear", "conv", "depthwise", "pool", "reduction", "gemv", "transpose", "elementwise")
+KINDS = ("matmul", "bmm", "linear", "conv", "depthwise", "pool", "reduction", "gemv", "transpose", "elementwise",
+         "attention")
 DEFAULT_MAX_FLOPS = 3e8
 
 PRIMES = [p for p in range(2, 1025) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
@@ -108,6 +109,26 @@ def bmm(rng: random.Random, max_flops: float) -> Program:
     sizes = {k: v for k, v in s.items() if k != "b" or s["b"] > 1}
     return Program(f"bmm_{s['b']}x{s['m']}x{s['n']}x{s['k']}_{'nt' if nt else 'nn'}", "bmm",
                    f"C[{batch}m,n] += A[{batch}m,k] * {rhs}\n{_sizes(sizes)}\n")
+
+
+def attention(rng: random.Random, max_flops: float) -> Program:
+    """Attention's scores and context products at random shapes: C = A B^T per head (both
+    operands row-major activations) or C = A B, with a head width (the reduction of the scores,
+    the output of the context) a multiple of 8 from 16 to 128, as attention layers have, where
+    `bmm`'s reductions are anything. Sequences (m, n) and heads are drawn as `bmm` draws them."""
+    d = 8 * rng.randint(2, 16)
+    s = _fit(rng, {"b": rng.choice([1, 2, 4, 8, 12, 16]), "m": _extent(rng, 1, 512),
+                   "n": _extent(rng, 1, 512)}, 2 * d, max_flops, ("b",))
+    scores = rng.random() < 0.7
+    batch = "b," if s["b"] > 1 else ""
+    sizes = {k: v for k, v in s.items() if k != "b" or s["b"] > 1}
+    if scores:
+        text = f"C[{batch}m,n] += A[{batch}m,k] * B[{batch}n,k]\n{_sizes({**sizes, 'k': d})}\n"
+        name = f"scores_{s['b']}x{s['m']}x{s['n']}x{d}"
+    else:  # the context: the scores (m x n) times the values (n x d)
+        text = f"C[{batch}m,k] += A[{batch}m,n] * B[{batch}n,k]\n{_sizes({**sizes, 'k': d})}\n"
+        name = f"context_{s['b']}x{s['m']}x{d}x{s['n']}"
+    return Program(name, "attention", text)
 
 
 def _index(stride: int, var: str, tap: str) -> str:
@@ -220,10 +241,11 @@ def elementwise(rng: random.Random, max_flops: float) -> Program:
 GENERATORS: Dict[str, Callable[[random.Random, float], Program]] = {
     "matmul": matmul, "bmm": bmm, "linear": linear, "conv": conv, "depthwise": depthwise, "pool": pool,
     "reduction": reduction, "gemv": gemv, "transpose": transpose, "elementwise": elementwise,
+    "attention": attention,
 }
 # How often each kind is drawn: the compute-bound kinds most, where schedules matter most.
 WEIGHTS = {"matmul": 4, "bmm": 2, "linear": 1, "conv": 4, "depthwise": 2, "pool": 2, "reduction": 1, "gemv": 1,
-           "transpose": 1, "elementwise": 1}
+           "transpose": 1, "elementwise": 1, "attention": 1}
 
 
 # The server's default limits (backend/ir/limits.h) a program must keep.

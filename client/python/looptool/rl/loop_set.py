@@ -26,6 +26,7 @@ the same file and computes the same numbers.
 """
 
 import json
+import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -194,6 +195,24 @@ class LoopSetPolicy:
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
             f.write(self.to_json())
+
+
+# The committed loop_set files (datasets/policies/) and the server ISAs each is played at: the
+# rule of client/cpp/policy.cc's Policy::LoopSetFor, which `--policy=loop_set` follows. AVX2 and
+# SSE servers play the file learned from AVX2 records (never measured on SSE's scalar code); every
+# other ISA the one learned at AVX-512.
+BUILT_IN_FILE = "loop_set.json"
+BUILT_IN_FILES_BY_ISA = {"avx2": "loop_set_avx2.json", "sse": "loop_set_avx2.json"}
+ISAS = ("avx512", "avx2", "sse")  # what a server's `kernel_abi` observation may say
+
+
+def built_in_path(isa: str, directory: str = "datasets/policies") -> str:
+    """The path of the committed loop_set file for a server generating `isa` code (one of ISAS,
+    as its `kernel_abi` observation says: `json.loads(env.observation["kernel_abi"])["isa"]`),
+    under `directory` (the repository's datasets/policies); ValueError for another ISA."""
+    if isa not in ISAS:
+        raise ValueError(f"unknown ISA {isa!r}; known: {', '.join(ISAS)}")
+    return os.path.join(directory, BUILT_IN_FILES_BY_ISA.get(isa, BUILT_IN_FILE))
 
 
 def load(path: str) -> LoopSetPolicy:
