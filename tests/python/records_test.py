@@ -256,7 +256,14 @@ class ProgramsTest(unittest.TestCase):
         self.assertTrue(any(p.text.startswith("C[b,m,k] += A[b,m,n] * B[b,n,k]\n")
                             for p in attention))
         self.assertTrue(any(p.text.startswith("C[m,n] += A[m,k] * B[n,k]\n") for p in attention))
-        self.assertTrue(all(programs.flops(p.text) <= 2 * cap for p in attention))
+        self.assertTrue(all(programs.flops(p.text) <= cap and p.kind == "attention"
+                            for p in attention))
+        # never BERT-base's own (evaluation) shape, whatever the seed
+        rng = unittest.mock.Mock(randint=lambda a, b: 8, choice=lambda c: 12,
+                                 random=lambda: 0.1)
+        with unittest.mock.patch.object(programs, "_extent", side_effect=[128, 128, 128, 64]):
+            drawn = programs.attention(rng, cap)
+        self.assertEqual(drawn.name, "scores_12x128x64x64")
         self.assertEqual(programs.synthetic(5, kinds=["gemv"])[0].kind, "gemv")
         with self.assertRaisesRegex(ValueError, "unknown program kinds \\['fft'\\]"):
             programs.synthetic(3, kinds=["fft"])
