@@ -42,6 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path[:0] = [os.path.join(ROOT, "bazel-bin/client/python"), os.path.join(ROOT, "client/python")]
 
 from looptool.connection import Connection  # noqa: E402
+from looptool.env import LoopToolEnv  # noqa: E402
 from looptool.rl import benchmarks as B  # noqa: E402
 from looptool.rl import report  # noqa: E402
 from looptool.server import LocalServer  # noqa: E402
@@ -135,16 +136,21 @@ def retime_finals(cli: str, address: str, uris: Sequence[str],
     return best
 
 
-def untrained_like(policy: str, out: str, isa: str = "auto") -> str:
+def server_isa(conn: Connection) -> str:
+    """The ISA the server generates code for, as its `kernel_abi` observation says."""
+    with LoopToolEnv(conn, action_space="loop_nest", observation_space=None,
+                     reward_space=None) as env:
+        env.reset("benchmark://user-v0/isa", program="y[i] = x[i]\ni=16\n",
+                  observation_spaces=[])
+        return str(json.loads(env.observation["kernel_abi"])["isa"])
+
+
+def untrained_like(policy: str, out: str, isa: str) -> str:
     """A loop_set policy file of `policy`'s architecture with PyTorch's initial weights (seed 0),
     its cost model too (same layer sizes, same input normalization); its path. `loop_set`: the
     built-in file of the server's `isa` (loop_set.built_in_path)."""
     import torch
     from looptool.rl import loop_set, plan_cost
-    if isa == "auto":  # the server's choice: AVX-512 where the CPU has what it needs
-        with open("/proc/cpuinfo") as f:  # (backend/codegen/isa.cc: avx512f, avx512vl, fma)
-            flags = set(next((line for line in f if line.startswith("flags")), "").split())
-        isa = "avx512" if {"avx512f", "avx512vl", "fma"} <= flags else "avx2"
     path = (loop_set.built_in_path(isa, os.path.join(ROOT, "datasets/policies"))
             if policy == "loop_set" else policy)
     trained = loop_set.load(path)
@@ -233,13 +239,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         baselines.append((name, path, [f"--policy_candidates={count}",
                                        f"--policy_timed={args.policy_timed}",
                                        f"--policy_seconds={args.policy_seconds}"] if at else None))
-    if args.untrained == "auto":
-        args.untrained = untrained_like(args.policy, os.path.join(
-            tempfile.mkdtemp(prefix="untrained-"), "loop_set_untrained.json"), args.isa)
     rows: List[Dict[str, object]] = []
     started = time.time()
     with LocalServer(args.server, flags=[f"--isa={args.isa}"]) as server, \
             Connection(server.address) as conn:
+        if args.untrained == "auto":  # of the policy file of the server's own ISA
+            args.untrained = untrained_like(args.policy, os.path.join(
+                tempfile.mkdtemp(prefix="untrained-"), "loop_set_untrained.json"),
+                server_isa(conn))
         programs = benchmark_sets(conn, args.sets.split(","), args.catalog_count,
                                   args.offgrid_count)
         peak = 0.0
