@@ -272,6 +272,42 @@ class LoopSetTest(unittest.TestCase):
                 self.assertEqual(len(timed), expected, margin)
                 self.assertGreater(r.gflops, 0)
 
+    def test_a_ranked_rollout_times_an_episode_before_a_start_ranked_first(self):
+        # A stub cost model scores the start 10 and every other candidate 0: the best-ranked
+        # episode is timed first (the first timing has no fastest to cut it short, and an untiled
+        # nest may be slow), the start right after it (C++'s TimeEpisodeWaves).
+        policy = loop_set.load(COMMITTED)
+        real = policy.cost
+        matmul = "C[m,n] += A[m,k] * B[k,n]\nm=16 n=32 k=8\n"
+        observe = LoopToolEnv.observe
+        timed: list = []
+
+        def counting(env: LoopToolEnv, spaces: list, *args: object, **kw: object) -> object:
+            if list(spaces) == ["flops"]:
+                timed.append(str(observe(env, ["ir"])["ir"]))
+            return observe(env, spaces, *args, **kw)
+        with LoopToolEnv(self.conn, action_space="loop_nest", observation_space=None,
+                         reward_space=None) as env:
+            env.reset("benchmark://user-v0/start_first", program=matmul, observation_spaces=[])
+            got = env.observe(["ir", "plan_features"])
+            start_ir, start_features = str(got["ir"]), json.loads(str(got["plan_features"]))
+
+            class Stub:
+                loss_weight = 0.0
+
+                def predict(self, features: list) -> np.ndarray:
+                    return np.array([10.0 if f == start_features else 0.0 for f in features])
+            policy.cost = Stub()  # type: ignore[assignment]
+            try:
+                with unittest.mock.patch.object(LoopToolEnv, "observe", counting):
+                    episodes.ranked_rollout(env, "benchmark://user-v0/start_first", matmul,
+                                            policy, count=4, timed=3, seconds=5.0)
+            finally:
+                policy.cost = real
+        self.assertEqual(len(timed), 3)
+        self.assertNotEqual(timed[0], start_ir)
+        self.assertEqual(timed[1], start_ir)
+
     def test_the_built_in_file_of_a_servers_isa_is_the_one_the_cli_plays(self):
         # Each ISA's file was learned from records of that ISA (sse plays avx2's), and an unknown
         # ISA is refused.

@@ -54,6 +54,7 @@ struct PolicyEpisodeEnd {
   double loss = 0;   // log-probability below the greedy episode's (nats; 0: the greedy one)
   double score = 0;  // RankEpisodes' (higher: predicted faster)
   bool start = false;  // the start, or the start with its marks (a first wave's ShortCandidates)
+  bool shorter = false;  // one of a first wave's ShortCandidates (the start, prefixes, ...)
 };
 
 // The greedy episode, then (while `deadline` on `clock` and `max_episodes` allow) the episodes
@@ -101,7 +102,8 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 // member's, passed through, the shorter first; as unlikely as the wave's
 // options.policy_candidates-th likeliest episode, none ending where another candidate ends), ranked
 // by RankEpisodes and timed in order (the first whatever the time, then, with a cost model, the
-// start and its marked form; with a cost model, Policy::cost_model, every wave's candidates scored
+// start and its marked form: where the cost model ranks a shorter candidate first, the
+// best-ranked episode is timed first, before it; with a cost model, Policy::cost_model, every wave's candidates scored
 // 2 below the score of the fastest kernel timed so far, predicted 4x slower than it, are passed
 // over untimed, their time left to later waves); then, while fewer than `max_timed` are timed in
 // all, episodes are left, and the time to where a later wave's timings stop holds two median timing

@@ -392,7 +392,8 @@ std::vector<PolicyEpisodeEnd> ShortCandidates(const StateSource& start, const Po
       }
     }
     e.start = path.empty();
-    if (marked.has_value()) marked->start = true;
+    e.shorter = true;
+    if (marked.has_value()) marked->start = marked->shorter = true;
     if (finals.insert(e.features).second) out.push_back(std::move(e));
     if (marked.has_value()) out.push_back(*std::move(marked));
   }
@@ -763,7 +764,16 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
     // policy's 16 likeliest at 15-16.5, ranked ~1.9x above it), and memory-bound kernels' starts
     // time fast. Among policy_guided's hundreds they came after where its timings stop. Only
     // with a cost model: without one, nothing passes over an untiled convolution's start.
+    // Where the cost model ranks a shorter candidate first (the start, a greedy episode's first
+    // steps), the best-ranked episode goes before it: the first timing runs whatever the time,
+    // with no fastest known to cut it short (the server's timer gives up on a kernel far slower
+    // than the program's best), and a nest barely tiled may be slow (seen on a Zen 5 host: a
+    // fresh server's first policy search of a 2048 x 256 transpose timed its start, 4.5 ms a
+    // run, and its streamed form, and nothing else in 0.3 s: 0.11 GFLOPS; its episodes reach 10).
     if (policy.cost_model() != nullptr && episodes.size() > 2) {
+      const auto first = std::find_if(episodes.begin(), episodes.end(),
+                                      [](const PolicyEpisodeEnd& e) { return !e.shorter; });
+      if (first != episodes.end()) std::rotate(episodes.begin(), first, first + 1);
       std::stable_partition(episodes.begin() + 1, episodes.end(),
                             [](const PolicyEpisodeEnd& e) { return e.start; });
     }

@@ -381,8 +381,8 @@ TEST(SearchAlgorithms, ASketchValuePolicyTimesOnlyTheSketchItValuesMost) {
 
 // The built-in loop_set policy (its scores on the fake's loop_features are arbitrary but fixed)
 // with a cost model over the fake's plan_features: minus the knobs' distance to the target,
-// -(|k0 - 5| + |k1 - 2| + |k2 - 7|), as relu(k - t) + relu(t - k) per knob.
-nlohmann::json LoopSetWithDistanceCostJson() {
+// -(|k0 - 5| + |k1 - 2| + |k2 - 7|), as relu(k - t) + relu(t - k) per knob (or to `target`).
+nlohmann::json LoopSetWithDistanceCostJson(const std::vector<int>& target = FakeWorld().target) {
   const auto b64 = [](const std::vector<float>& v) {
     return absl::Base64Escape(
         absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
@@ -390,7 +390,6 @@ nlohmann::json LoopSetWithDistanceCostJson() {
   nlohmann::json j = nlohmann::json::parse(LoopSetPolicyJson());
   j.erase("members");  // its own network alone
   std::vector<float> w1(6 * 3, 0.0f), b1(6);
-  const std::vector<int> target = FakeWorld().target;
   for (int i = 0; i < 3; ++i) {
     w1[(2 * i) * 3 + i] = 1;
     b1[2 * i] = -target[i];
@@ -812,6 +811,29 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesTheStartStateRightAfterItsFirstCandida
               0)
         << search;
     EXPECT_NE(r3->ir, "knobs 0 0 0") << search;
+  }
+}
+
+// Where the cost model ranks the start first (its target the start, the world's elsewhere), the
+// best-ranked episode is timed first and the start right after it: the first timing has no
+// fastest to cut it short, and an untiled nest may be slow.
+TEST(SearchAlgorithms, ALoopSetPolicyTimesAnEpisodeBeforeAStartItsCostModelRanksFirst) {
+  absl::StatusOr<Policy> policy = Policy::Parse(LoopSetWithDistanceCostJson({0, 0, 0}).dump());
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  for (const std::string search : {"policy", "policy_guided"}) {
+    Trial t(search, 5);
+    t.world->loop_set = true;
+    t.options.policy = &*policy;
+    t.options.policy_candidates = 2;
+    t.options.policy_timed = 3;
+    t.options.guided_candidates = 2;
+    t.options.guided_timed = 3;
+    absl::StatusOr<SearchResult> r = t.Go();
+    ASSERT_TRUE(r.ok()) << r.status();
+    // The cost model's ranking: the start (score 0) first, then knob 0 raised by 1 (-1), by 2.
+    EXPECT_THAT(t.world->measured, ElementsAre("knobs 1 0 0", "knobs 0 0 0", "knobs 2 0 0"))
+        << search;
+    EXPECT_EQ(r->ir, "knobs 2 0 0") << search;  // the nearest the world's target (5, 2, 7)
   }
 }
 

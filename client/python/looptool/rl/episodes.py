@@ -42,6 +42,7 @@ class Episode:
     env: LoopToolEnv       # a fork in the final state (the caller closes it)
     features: bytes        # the final state's loop_features
     start: bool = False    # the start, or the start with its marks (short_candidates)
+    shorter: bool = False  # one of short_candidates' (the start, prefixes of the greedy episode)
 
 
 def _observed(env: LoopToolEnv) -> List[Any]:
@@ -163,9 +164,9 @@ class EpisodeStream:
                     e.close()
                 else:
                     self._finals.add(key)
-                    out.append(Episode([names[a] for a in prefix], loss, e, key, not prefix))
+                    out.append(Episode([names[a] for a in prefix], loss, e, key, not prefix, True))
                 if marked is not None:
-                    out.append(Episode(marked[0], loss, marked[1], key, True))
+                    out.append(Episode(marked[0], loss, marked[1], key, True, True))
         except BaseException:
             for c in out:
                 c.env.close()
@@ -363,7 +364,8 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     """Waves of the likeliest episodes, `count` each (the first with the shorter candidates of
     EpisodeStream.short_candidates), ranked by the policy's cost model (its score less loss_weight
     times the episode's loss; only the greedy one when the policy has no cost model) and timed in
-    that order (the start and its marked form right after the first), `timed` at most in all,
+    that order (the start and its marked form right after the first, which is an episode where
+    the cost model ranks a shorter candidate first), `timed` at most in all,
     the first whatever the time and the others while `seconds` from the start (less 5%) last, a
     candidate scored `pass_predicted_slower` below the fastest timed so far passed over; another
     wave (the next likeliest, played in half the time left, its
@@ -409,7 +411,13 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
                     [e.loss for e in wave])
                 order.sort(key=lambda i: -float(ranked[i]))  # stable: C++'s order on ties
                 # The start and its marked form right after the best-ranked (C++'s
-                # TimeEpisodeWaves), unless passed over as predicted far slower.
+                # TimeEpisodeWaves), unless passed over as predicted far slower; where a shorter
+                # candidate is the best-ranked, the best-ranked episode goes first (the first
+                # timing has no fastest to cut it short, and a nest barely tiled may be slow).
+                other = next((i for i in order if not wave[i].shorter), None)
+                if wave[order[0]].shorter and other is not None:
+                    order.remove(other)
+                    order.insert(0, other)
                 order = order[:1] + [i for i in order[1:] if wave[i].start] + [
                     i for i in order[1:] if not wave[i].start]
                 scores = ranked
