@@ -6,6 +6,7 @@ import dataclasses
 import io
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -264,6 +265,20 @@ class ProgramsTest(unittest.TestCase):
         with unittest.mock.patch.object(programs, "_extent", side_effect=[128, 128, 128, 64]):
             drawn = programs.attention(rng, cap)
         self.assertEqual(drawn.name, "scores_12x128x64x64")
+        # large transposes: 2-D (powers of two among them) and CHW <-> HWC, 0.5-4 M elements;
+        # never one of the catalog's 2-D transposes (evaluated), whatever the draw
+        large = programs.synthetic(60, seed=8, kinds=["large_transpose"])
+        sizes = [[int(x) for x in re.findall(r"=(\d+)", p.text)] for p in large]
+        self.assertTrue(all(p.kind == "large_transpose" for p in large))
+        self.assertTrue(all((1 << 19) <= math.prod(s) <= (1 << 22) for s in sizes))
+        self.assertTrue(any(p.text.startswith("B[n,m] = A[m,n]\n") and
+                            all(x & (x - 1) == 0 for x in s) for p, s in zip(large, sizes)))
+        self.assertTrue(any(p.text.startswith("B[h,w,c] = A[c,h,w]\n") for p in large))
+        self.assertTrue(any(p.text.startswith("B[c,h,w] = A[h,w,c]\n") for p in large))
+        self.assertFalse(any(tuple(s) in programs.EVALUATION_TRANSPOSES for s in sizes))
+        rng = unittest.mock.Mock(random=lambda: 0.1,
+                                 choice=unittest.mock.Mock(side_effect=[1024, 512, 1024, 1024]))
+        self.assertEqual(programs.large_transpose(rng, cap).name, "transpose_1024x1024")
         self.assertEqual(programs.synthetic(5, kinds=["gemv"])[0].kind, "gemv")
         with self.assertRaisesRegex(ValueError, "unknown program kinds \\['fft'\\]"):
             programs.synthetic(3, kinds=["fft"])

@@ -12,6 +12,7 @@ Every program's FLOPs are capped (`max_flops`), so that its untuned start state 
 well under a second and a search of a few seconds gets somewhere.
 """
 import dataclasses
+import math
 import random
 import re
 from typing import Callable, Dict, Iterator, List, Sequence
@@ -19,7 +20,7 @@ from typing import Callable, Dict, Iterator, List, Sequence
 TRAINING_MODELS = ("alexnet", "vgg16", "googlenet", "densenet121", "mnasnet1_0")
 EVALUATION_MODELS = ("resnet18", "mobilenet_v2", "bert_base")
 KINDS = ("matmul", "bmm", "linear", "conv", "depthwise", "pool", "reduction", "gemv", "transpose", "elementwise",
-         "attention")
+         "attention", "large_transpose")
 DEFAULT_MAX_FLOPS = 3e8
 
 PRIMES = [p for p in range(2, 1025) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
@@ -231,6 +232,43 @@ def transpose(rng: random.Random, max_flops: float) -> Program:
                    f"B[c,h,w] = A[h,w,c]\n{_sizes(s)}\n")
 
 
+# The catalog's 2-D transposes (transpose-v0: 256 x 256, 512 x 1024, 1024 x 512), evaluated by
+# policy_search_bench: large_transpose draws again where it would draw one of them.
+EVALUATION_TRANSPOSES = {(256, 256), (512, 1024), (1024, 512)}
+
+
+def large_transpose(rng: random.Random, max_flops: float) -> Program:
+    """Transposes of 0.5-4 M elements, whose rows lie far apart: 2-D with extents 128..4096
+    (powers of two half the time), or CHW <-> HWC with 64..1024 channels on 14..112 maps.
+    `transpose` draws few so large (2 of its 45 in the AVX2 records past 2 M elements), and the
+    policies learned from its draws tiled such transposes poorly (0.1-3 GFLOPS on a 1024 x 1024
+    or 256 x 2048 one, where a 3 s search reaches 9-10). EVALUATION_TRANSPOSES are drawn again."""
+    def extent(low: int, high: int) -> int:
+        if rng.random() < 0.5:
+            return rng.choice([1 << e for e in range(16) if low <= 1 << e <= high])
+        return rng.randint(low, high)
+    for _ in range(100):
+        if rng.random() < 0.7:
+            s = {"m": extent(128, 4096), "n": extent(128, 4096)}
+            if (s["m"], s["n"]) in EVALUATION_TRANSPOSES:
+                continue
+        else:
+            side = rng.choice([14, 28, 56, 112])
+            s = {"c": extent(64, 1024), "h": side, "w": side}
+        elements = math.prod(s.values())
+        if (1 << 19) <= elements <= (1 << 22):
+            break
+    s = _fit(rng, s, 1, max_flops / 4)
+    if "m" in s:
+        return Program(f"transpose_{s['m']}x{s['n']}", "large_transpose",
+                       f"B[n,m] = A[m,n]\n{_sizes(s)}\n")
+    if rng.random() < 0.5:
+        return Program(f"chw_to_hwc_{s['c']}x{s['h']}x{s['w']}", "large_transpose",
+                       f"B[h,w,c] = A[c,h,w]\n{_sizes(s)}\n")
+    return Program(f"hwc_to_chw_{s['c']}x{s['h']}x{s['w']}", "large_transpose",
+                   f"B[c,h,w] = A[h,w,c]\n{_sizes(s)}\n")
+
+
 def elementwise(rng: random.Random, max_flops: float) -> Program:
     s = _fit(rng, {"m": _extent(rng, 1, 2048), "n": _extent(rng, 1, 2048)}, 1, max_flops / 4)
     style = rng.choice(["add", "add_relu", "broadcast", "concat"])
@@ -251,11 +289,11 @@ def elementwise(rng: random.Random, max_flops: float) -> Program:
 GENERATORS: Dict[str, Callable[[random.Random, float], Program]] = {
     "matmul": matmul, "bmm": bmm, "linear": linear, "conv": conv, "depthwise": depthwise, "pool": pool,
     "reduction": reduction, "gemv": gemv, "transpose": transpose, "elementwise": elementwise,
-    "attention": attention,
+    "attention": attention, "large_transpose": large_transpose,
 }
 # How often each kind is drawn: the compute-bound kinds most, where schedules matter most.
 WEIGHTS = {"matmul": 4, "bmm": 2, "linear": 1, "conv": 4, "depthwise": 2, "pool": 2, "reduction": 1, "gemv": 1,
-           "transpose": 1, "elementwise": 1, "attention": 1}
+           "transpose": 1, "elementwise": 1, "attention": 1, "large_transpose": 1}
 
 
 # The server's default limits (backend/ir/limits.h) a program must keep.
