@@ -11,7 +11,7 @@ set -euo pipefail
 old=$1 new=$2 search=${3:---search=policy} server_flags=${4:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
 w() { printf '%s\n%s\n' "$2" "$3" > "$dir/$1.txt"; }
 w t256_2048 'B[n,m] = A[m,n]' 'n=256 m=2048'
 w t2048_256 'B[n,m] = A[m,n]' 'n=2048 m=256'
@@ -27,11 +27,17 @@ w gemv_4096_1024 'y[m] += A[m,k] * x[k]' 'm=4096 k=1024'
 w maxpool_128_28 'O[c,h,w] max= I[c,2*h+r,2*w+s]' 'c=128 h=28 w=28 r=3 s=3'
 w add_2048_1024 'C[m,n] = A[m,n] + B[m,n]' 'm=2048 n=1024'
 w dw_64_56 'O[c,h,w] += I[c,h+r,w+s] * W[c,r,s]' 'c=64 h=56 w=56 r=3 s=3'
-# shellcheck disable=SC2086
-"$root/bazel-bin/service/looptool-server" $server_flags --port=50091 > /dev/null 2>&1 &
-# shellcheck disable=SC2086
-"$root/bazel-bin/service/looptool-server" $server_flags --port=50092 > /dev/null 2>&1 &
-sleep 2
+for port in 50091 50092; do
+  # shellcheck disable=SC2086
+  "$root/bazel-bin/service/looptool-server" $server_flags --port=$port \
+    > "$dir/server_$port.log" 2>&1 &
+done
+# Each server new: one that cannot listen (the port taken by another, which may have seen the
+# programs) ends the run.
+for port in 50091 50092; do
+  for _ in $(seq 50); do grep -q listening "$dir/server_$port.log" && break; sleep 0.2; done
+  grep -q listening "$dir/server_$port.log" || { cat "$dir/server_$port.log" >&2; exit 1; }
+done
 for f in "$dir"/*.txt; do
   line=$(basename "$f" .txt)
   for side in old:50091 new:50092; do
@@ -40,7 +46,7 @@ for f in "$dir"/*.txt; do
     r=$("$cli" tune --server=127.0.0.1:${side#*:} --benchmark="$f" $search --policy=loop_set \
           --json 2>/dev/null | /usr/bin/python3 -c "import json, sys
 d = json.load(sys.stdin)
-print('%.2f/%d' % (d['gflops'], d['states_evaluated']))")
+print('%.2f/%d' % (d['gflops'], d['states_evaluated']))") || r=failed
     line="$line ${side%%:*}=$r"
   done
   echo "$line"

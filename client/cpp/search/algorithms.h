@@ -101,30 +101,30 @@ absl::StatusOr<SearchResult> TimeRankedEpisodes(const StateSource& start,
 // `first_wave_until` has not come, the other states its greedy episodes, the policy's and each
 // member's, passed through, the shorter first; as unlikely as the wave's
 // options.policy_candidates-th likeliest episode, none ending where another candidate ends), ranked
-// by RankEpisodes and timed in order (the first whatever the time, then, with a cost model, the
-// start and its marked form: where the cost model ranks a shorter candidate first, the
-// best-ranked episode is timed first, before it; with a cost model, Policy::cost_model, every wave's candidates scored
-// 2 below the score of the fastest kernel timed so far, predicted 4x slower than it, are passed
-// over untimed, their time left to later waves); then, while fewer than `max_timed` are timed in
-// all, episodes are left, and the time to where a later wave's timings stop holds two median timing
-// calls, the next wave: the next likeliest episodes (none ending where an earlier one ended) in
-// half of that time, ranked and timed likewise. A later wave's timings stop at the reserve, or
-// earlier where the time left would not hold the re-timings of the two fastest so far (as above)
-// and the 40 ms peak; with `keep_retimings`, every wave's timings (the first wave's too, but its
-// first timing) stop so, the two fastest as they stand before each timing (a short budget's large
-// kernels want their candidates timed rather than their re-timings: without it, the first wave's
-// timings stop at the reserve, or where the time left would not hold a timing and the fastest's
-// marked one where it may take a mark). With a `neighbor_share` above 0, the first wave's timings
-// stop that share of the time from `t0` to `deadline` early at the latest, and after each wave the
-// fastest's neighbors (NeighborPaths: each tile_L<p>_<n> on its path with the two nearest other
-// factors of that loop pointer on each side, and two tiles trading a factor, their product kept;
-// stepped in a third of the time to where their timings
-// stop, their calls ending there, none ending where a candidate ended) are ranked and timed like a
-// later wave, and so are a new fastest's, each path's once; a wave's untimed episodes end their
-// sessions before (they are not timed later). Only the fastest two keep their sessions from one
-// wave to the next. Then the two fastest of all are re-timed where they fit beside the fastest's
-// marked timing, that one (EpisodeTimer::TryMarked) where it still fits, and the fastest is the
-// result (states_evaluated: how many were timed in all waves).
+// by RankEpisodes and timed in order (the first whatever the time: with a cost model, the
+// best-ranked episode where a shorter candidate ranks above every episode; then, with a cost model,
+// the start and its marked form; with a cost model, Policy::cost_model, every wave's candidates
+// scored 2 below the score of the fastest kernel timed so far, predicted 4x slower than it, are
+// passed over untimed, their time left to later waves); then, while fewer than `max_timed` are
+// timed in all, episodes are left, and the time to where a later wave's timings stop holds two
+// median timing calls, the next wave: the next likeliest episodes (none ending where an earlier one
+// ended) in half of that time, ranked and timed likewise. A later wave's timings stop at the
+// reserve, or earlier where the time left would not hold the re-timings of the two fastest so far
+// (as above) and the 40 ms peak; with `keep_retimings`, every wave's timings (the first wave's too,
+// but its first timing) stop so, the two fastest as they stand before each timing (a short budget's
+// large kernels want their candidates timed rather than their re-timings: without it, the first
+// wave's timings stop at the reserve, or where the time left would not hold a timing and the
+// fastest's marked one where it may take a mark). With a `neighbor_share` above 0, the first wave's
+// timings stop that share of the time from `t0` to `deadline` early at the latest, and after each
+// wave the fastest's neighbors (NeighborPaths: each tile_L<p>_<n> on its path with the two nearest
+// other factors of that loop pointer on each side, and two tiles trading a factor, their product
+// kept; stepped in a third of the time to where their timings stop, their calls ending there, none
+// ending where a candidate ended) are ranked and timed like a later wave, and so are a new
+// fastest's, each path's once; a wave's untimed episodes end their sessions before (they are not
+// timed later). Only the fastest two keep their sessions from one wave to the next. Then the two
+// fastest of all are re-timed where they fit beside the fastest's marked timing, that one
+// (EpisodeTimer::TryMarked) where it still fits, and the fastest is the result (states_evaluated:
+// how many were timed in all waves).
 absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Policy& policy,
                                               int depth, int wave_size, int max_timed,
                                               absl::Time first_wave_until, bool keep_retimings,

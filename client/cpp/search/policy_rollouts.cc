@@ -770,7 +770,7 @@ absl::StatusOr<SearchResult> TimeEpisodeWaves(const StateSource& start, const Po
     // than the program's best), and a nest barely tiled may be slow (seen on a Zen 5 host: a
     // fresh server's first policy search of a 2048 x 256 transpose timed its start, 4.5 ms a
     // run, and its streamed form, and nothing else in 0.3 s: 0.11 GFLOPS; its episodes reach 10).
-    if (policy.cost_model() != nullptr && episodes.size() > 2) {
+    if (policy.cost_model() != nullptr && episodes.size() > 1) {
       const auto first = std::find_if(episodes.begin(), episodes.end(),
                                       [](const PolicyEpisodeEnd& e) { return !e.shorter; });
       if (first != episodes.end()) std::rotate(episodes.begin(), first, first + 1);
