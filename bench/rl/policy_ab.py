@@ -18,7 +18,9 @@ final kernels are re-timed side by side (`looptool eval` of each one's actions b
 --rounds interleaved rounds of --retime-seconds, the order rotated each round, the fastest of each
 kept; a kernel both found is timed once a round): the ratio per program is new / old of those
 re-timings, and each binary's own measurement (its search's GFLOPS) is listed beside them. Sets as
-policy_search_bench's.
+policy_search_bench's. Every program is new to both servers when its two tunings run, so
+`--sets=dir:bench/rl/programs/large_memory` checks a search's first call on programs no server
+has seen (its reference run and first timings unpaid); `--server-flags=--isa=avx2` for AVX2.
 """
 import argparse
 import datetime
@@ -52,12 +54,16 @@ def main(argv: Sequence[str] = ()) -> int:
     p.add_argument("--old-server", default="",
                    help="the old side's server binary (default: --server's), to check a "
                         "change to what the server serves a search (its plan features, say)")
+    p.add_argument("--server-flags", default="",
+                   help="flags of both servers, space-separated (--isa=avx2, say)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--retime-seconds", type=float, default=0.2)
     p.add_argument("--out", default="")
     args = p.parse_args(list(argv) or None)
     old_server = args.old_server or args.server
-    with LocalServer(args.server) as srv, LocalServer(old_server) as old_srv:
+    flags = args.server_flags.split()
+    with LocalServer(args.server, flags=flags) as srv, \
+            LocalServer(old_server, flags=flags) as old_srv:
         with Connection(srv.address) as conn:
             programs = benchmark_sets(conn, args.sets.split(","), args.catalog_count,
                                       args.offgrid_count)
@@ -76,7 +82,9 @@ def main(argv: Sequence[str] = ()) -> int:
                               args.retime_seconds)
     lines = [f"# policy_ab: `--search={args.search}`, two client binaries\n",
              f"{datetime.date.today()}; old `{args.old}` on server `{old_server}`, new "
-             f"`{args.new}` on `{args.server}`; `--time_limit={args.seconds}`, policy "
+             f"`{args.new}` on `{args.server}`"
+             + (f" (both `{args.server_flags}`)" if flags else "")
+             + f"; `--time_limit={args.seconds}`, policy "
              f"`{args.policy}`; "
              f"finals re-timed side by side ({args.rounds} rounds of {args.retime_seconds} s, "
              "the fastest kept).\n",

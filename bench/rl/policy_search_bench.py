@@ -11,8 +11,10 @@ policy_guided, evolution; a kernel an earlier one timed is
 not timed again (the server's cache), so policy_guided may find the policy's kernel timed.
 
 Sets: the 25 test matmuls of mm64_256_16_range-v0 (tune_bench's choice), the 12 off-grid matmuls,
-every layer of resnet18-v0, mobilenet_v2-v0 and bert_base-v0 (never trained on), and the first
---catalog-count test programs of each other catalog dataset. For each program, on one server (one
+every layer of resnet18-v0, mobilenet_v2-v0 and bert_base-v0 (never trained on), the first
+--catalog-count test programs of each other catalog dataset, and `dir:DIR`, the program files
+(*.txt) in DIR (bench/rl/programs/large_memory: large transposes and other memory-bound programs
+outside the policies' evaluation sets and records). For each program, on one server (one
 kernel worker core): `--search=policy` (the policy's likeliest episodes from the untiled nest,
 ranked by its cost model untimed, then timed in that order while --policy-seconds last, wave
 after wave of the next likeliest while time is left, at most --policy-timed in all, the fastest
@@ -29,6 +31,7 @@ Writes policy_search_bench.md and .csv under --out.
 import argparse
 import csv
 import datetime
+import glob
 import json
 import math
 import os
@@ -64,6 +67,12 @@ def benchmark_sets(conn: Connection, sets: Sequence[str], catalog_count: int,
         elif s == "catalog":
             for d in CATALOG:
                 out += [("catalog", u) for u in conn.dataset_benchmarks(d, "test")[:catalog_count]]
+        elif s.startswith("dir:"):
+            # Program files (the loop-nest language), a set named for their directory.
+            files = sorted(glob.glob(os.path.join(s[4:], "*.txt")))
+            if not files:
+                raise SystemExit(f"set {s}: no program files (*.txt) there")
+            out += [(os.path.basename(os.path.normpath(s[4:])), f) for f in files]
         else:
             raise SystemExit(f"unknown set {s}")
     return out
@@ -77,11 +86,14 @@ def tune(cli: str, address: str, uris: Sequence[str], search: str, seconds: floa
     if search.startswith("policy"):
         cmd.append(f"--policy={policy}")
     out: Dict[str, Dict[str, object]] = {}
+    # A program file's result names the benchmark the CLI made of it (user-v0, the file's stem).
+    files = {f"benchmark://user-v0/{os.path.splitext(os.path.basename(u))[0]}": u
+             for u in uris if os.path.isfile(u)}
     proc = subprocess.run(cmd, capture_output=True, text=True)
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
             r = json.loads(line)
-            out[str(r.get("benchmark"))] = r
+            out[files.get(str(r.get("benchmark")), str(r.get("benchmark")))] = r
     if not out:
         raise SystemExit(f"looptool tune {search} failed: {proc.stderr.strip()[-400:]}")
     return out
