@@ -48,6 +48,11 @@ struct Measurement {
   // at the clock the kernel ran at (the boost clock moves under sustained load, so a peak
   // measured at start-up is not the one to divide by); 0 when not measured.
   double peak_gflops = 0;
+  // What measuring the schedule took its worker when it was measured (a cached measurement
+  // keeps it): compilation, verification and the timing runs; not the program's reference run
+  // and buffers (made once per program), nor any wait for a worker. About what a re-timing
+  // costs; 0 where not known.
+  double work_seconds = 0;
 };
 
 // "full", "settled", "confirmed", "slower", "once" or "untimed"; TimingFromName() reads them

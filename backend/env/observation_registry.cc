@@ -151,13 +151,15 @@ ObservationRegistry LoopToolObservations(const Limits& limits) {
                ASSIGN_OR_RETURN(const Measurement m, Measure(in, "runtime"));
                return Observation::Double(m.seconds);
              }),
-      // How the kernel's `flops` and `runtime` were timed (Measurement::Timing), as JSON with
-      // its keys sorted: {"timed_runs":12,"timing":"settled"}.
+      // How the kernel's `flops` and `runtime` were timed (Measurement::Timing), and what
+      // measuring it took its worker (Measurement::work_seconds), as JSON with its keys sorted:
+      // {"timed_runs":12,"timing":"settled","work_seconds":0.0121}.
       TimedText("timing",
                 [](const ObservationInputs& in) -> absl::StatusOr<Observation> {
                   ASSIGN_OR_RETURN(const Measurement m, Measure(in, "timing"));
                   const nlohmann::json j = {{"timing", TimingName(m.timing)},
-                                            {"timed_runs", m.timed_runs}};
+                                            {"timed_runs", m.timed_runs},
+                                            {"work_seconds", m.work_seconds}};
                   return Observation::String(j.dump());
                 }),
       Number("peak_gflops", Observation::Kind::kDouble, kInf, true,

@@ -123,7 +123,7 @@ class Interpreter {
   struct StatementInfo {
     std::vector<Address> inputs;
     Address output, accumulator, iteration;
-    std::vector<float> acc;
+    TensorBuffer acc;  // large ones mapped with their pages populated (CacheLineAllocator)
   };
 
   void Exec(int ref) {

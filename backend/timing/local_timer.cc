@@ -130,6 +130,7 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
     result = m;
   }
   const double t3 = MonotonicSeconds();
+  if (result.ok()) result->work_seconds = t3 - t0;
   ++stats_.measured;
   stats_.compile_seconds += t1 - t0;
   stats_.verify_seconds += t2 - t1;

@@ -65,19 +65,20 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
   return r;
 }
 
-// "<code> <seconds> <gflops> <peak_gflops> <timing> <timed_runs> <lines>\n" (timing: its
-// TimingName), then `lines` lines of the memory profile,
+// "<code> <seconds> <gflops> <peak_gflops> <timing> <timed_runs> <work_seconds> <lines>\n"
+// (timing: its TimingName), then `lines` lines of the memory profile,
 // "level <name> <bytes>\n" for each level, "point <bytes> <gbytes_per_second>\n" for each
 // point of the read curve, "copy <bytes> <gbytes_per_second>\n" for each point of the copy
 // curve and "fill <bytes> <gbytes_per_second>\n" for each point of the fill curve, then the
 // message; numbers printed exactly (%a round-trips doubles).
 std::string EncodeReply(const WorkerReply& reply) {
   char numbers[160];
-  std::snprintf(numbers, sizeof(numbers), "%d %a %a %a %s %lld %zu\n",
+  std::snprintf(numbers, sizeof(numbers), "%d %a %a %a %s %lld %a %zu\n",
                 static_cast<int>(reply.status.code()), reply.measurement.seconds,
                 reply.measurement.gflops, reply.measurement.peak_gflops,
                 TimingName(reply.measurement.timing),
                 static_cast<long long>(reply.measurement.timed_runs),
+                reply.measurement.work_seconds,
                 reply.memory.levels.size() + reply.memory.bandwidth.size() +
                     reply.memory.copy_bandwidth.size() + reply.memory.fill_bandwidth.size());
   std::string out = numbers;
@@ -106,9 +107,9 @@ absl::StatusOr<WorkerReply> DecodeReply(absl::string_view frame) {
   size_t lines = 0;
   int64_t timed_runs = 0;
   std::optional<Measurement::Timing> timing;
-  if (parts.size() != 7 || !absl::SimpleAtoi(parts[0], &code) ||
+  if (parts.size() != 8 || !absl::SimpleAtoi(parts[0], &code) ||
       !(timing = TimingFromName(parts[4])) || !absl::SimpleAtoi(parts[5], &timed_runs) ||
-      !absl::SimpleAtoi(parts[6], &lines) || lines > 256) {
+      !absl::SimpleAtoi(parts[7], &lines) || lines > 256) {
     return malformed();
   }
   WorkerReply r;
@@ -117,6 +118,7 @@ absl::StatusOr<WorkerReply> DecodeReply(absl::string_view frame) {
   r.measurement.seconds = std::strtod(parts[1].c_str(), nullptr);
   r.measurement.gflops = std::strtod(parts[2].c_str(), nullptr);
   r.measurement.peak_gflops = std::strtod(parts[3].c_str(), nullptr);
+  r.measurement.work_seconds = std::strtod(parts[6].c_str(), nullptr);
   frame.remove_prefix(nl + 1);
   for (size_t i = 0; i < lines; ++i) {
     nl = frame.find('\n');

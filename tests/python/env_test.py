@@ -225,6 +225,9 @@ class LoopToolEnvTest(unittest.TestCase):
         # fixed budget (on top of its adaptive runs).
         self.assertEqual(json.loads(values["timing"])["timing"], "confirmed")
         self.assertGreater(json.loads(values["timing"])["timed_runs"], 1)
+        # What compiling, verifying and timing it took the worker: more than its timed runs.
+        self.assertGreater(json.loads(values["timing"])["work_seconds"],
+                           json.loads(values["timing"])["timed_runs"] * values["runtime"])
         self.assertIs(type(values["flop_count"]), int)
         self.assertGreater(values["flops"], 0)
         self.assertGreater(values["peak_gflops"], 0)

@@ -42,9 +42,12 @@ absl::StatusOr<SearchResult> PolicyEpisode(const StateSource& start, const Searc
 
 // policy_episode.cc: an episode's result: `source`'s current state timed (ir, loop tree, GFLOPS,
 // peak), with `out`'s actions; reported to SearchOptions::on_measured like a search's states.
+// `work_seconds`, where given, receives what measuring the kernel took the server's worker (the
+// `timing` observation's work_seconds: without the program's reference run or any wait for a
+// worker), or 0 where the server does not say.
 absl::StatusOr<SearchResult> TimeFinalState(StateSource& source, SearchResult out,
                                             const SearchOptions& options, const Clock& clock,
-                                            absl::Time t0);
+                                            absl::Time t0, double* work_seconds = nullptr);
 
 // policy_rollouts.cc: where one of a loop_set policy's episodes ended.
 struct PolicyEpisodeEnd {

@@ -10,15 +10,17 @@
 #include "client/cpp/search/policy_fit.h"
 #include "client/cpp/search/searcher.h"
 #include "client/cpp/search/sketch_ranking.h"
+#include "nlohmann/json.hpp"
 #include "util/status_macros.h"
 
 namespace looptool::client::internal {
 
 absl::StatusOr<SearchResult> TimeFinalState(StateSource& source, SearchResult out,
                                            const SearchOptions& options, const Clock& clock,
-                                           absl::Time t0) {
+                                           absl::Time t0, double* work_seconds) {
   std::vector<std::string> observe = {"ir", "loop_tree", "flops", "peak_gflops"};
-  const bool timing = options.on_measured && source.HasObservation("timing");
+  const bool timing =
+      (options.on_measured || work_seconds != nullptr) && source.HasObservation("timing");
   if (options.on_measured) observe.push_back("plan_features");
   if (timing) observe.push_back("timing");
   ASSIGN_OR_RETURN(const StepResult last, source.Step({}, observe));
@@ -30,6 +32,14 @@ absl::StatusOr<SearchResult> TimeFinalState(StateSource& source, SearchResult ou
   out.server_peak_gflops = out.peak_gflops;
   out.states_evaluated = 1;
   out.seconds = absl::ToDoubleSeconds(clock.Now() - t0);
+  if (work_seconds != nullptr) {
+    *work_seconds = 0;
+    const nlohmann::json j =
+        nlohmann::json::parse(timing ? last.Find("timing")->text : "", nullptr, false);
+    if (j.is_object() && j.value("work_seconds", nlohmann::json()).is_number()) {
+      *work_seconds = std::max(0.0, j["work_seconds"].get<double>());
+    }
+  }
   if (options.on_measured && out.gflops > 0) {
     options.on_measured(MeasuredKernel{out.actions, KernelKey(out.ir), out.loop_tree,
                                        last.Find("plan_features")->text, out.gflops,

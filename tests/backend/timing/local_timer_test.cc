@@ -62,10 +62,12 @@ TEST(LocalTimer, MeasuresOnceAndCachesBySchedule) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_GT(a->seconds, 0);
   EXPECT_DOUBLE_EQ(a->gflops, 2.0 * 32 * 48 * 16 / a->seconds * 1e-9);
+  EXPECT_GT(a->work_seconds, 0);  // compiled, verified and timed
   // A cursor move is the same schedule: served from the cache, the very same number.
   auto b = ev.Measure(WithActions(t, "down"));
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->seconds, a->seconds);
+  EXPECT_EQ(b->work_seconds, a->work_seconds);  // what the measurement took when it was made
   EXPECT_EQ(ev.stats().measured, 1);
   EXPECT_EQ(ev.stats().cache_hits, 1);
   // A new schedule is measured.

@@ -91,6 +91,7 @@ TEST(WorkerProtocol, OkRepliesRoundTripTheirNumbersExactly) {
     reply.measurement.peak_gflops = gflops / 3;
     reply.measurement.timing = Measurement::Timing::kSlower;
     reply.measurement.timed_runs = 5;
+    reply.measurement.work_seconds = seconds * 7;
     auto decoded = DecodeReply(EncodeReply(reply));
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_TRUE(decoded->status.ok()) << decoded->status;
@@ -100,6 +101,7 @@ TEST(WorkerProtocol, OkRepliesRoundTripTheirNumbersExactly) {
     EXPECT_EQ(std::signbit(decoded->measurement.gflops), std::signbit(gflops));
     EXPECT_EQ(decoded->measurement.timing, Measurement::Timing::kSlower);
     EXPECT_EQ(decoded->measurement.timed_runs, 5);
+    EXPECT_EQ(decoded->measurement.work_seconds, seconds * 7);
   }
 }
 
@@ -119,7 +121,7 @@ TEST(WorkerProtocol, EveryTimingRoundTripsByName) {
   EXPECT_EQ(TimingName(Measurement::Timing::kUntimed), std::string("untimed"));
   EXPECT_FALSE(TimingFromName("fast").has_value());
   // An unknown timing makes the reply malformed.
-  EXPECT_EQ(DecodeReply("0 0x0p+0 0x0p+0 0x0p+0 fast 1 0\n").status().code(),
+  EXPECT_EQ(DecodeReply("0 0x0p+0 0x0p+0 0x0p+0 fast 1 0x0p+0 0\n").status().code(),
             absl::StatusCode::kInternal);
 }
 
@@ -133,7 +135,8 @@ TEST(WorkerProtocol, MemoryProfilesRoundTripExactly) {
   reply.status = absl::Status(absl::StatusCode::kDataLoss, "a\nb");
   const std::string frame = EncodeReply(reply);
   EXPECT_EQ(frame.substr(0, frame.find("point")),
-            "15 0x0p+0 0x0p+0 0x0p+0 full 0 9\nlevel L1 49152\nlevel L2 1048576\nlevel DRAM 0\n");
+            "15 0x0p+0 0x0p+0 0x0p+0 full 0 0x0p+0 9\n"
+            "level L1 49152\nlevel L2 1048576\nlevel DRAM 0\n");
   auto decoded = DecodeReply(frame);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ASSERT_EQ(decoded->memory.levels.size(), 3u);
@@ -182,19 +185,23 @@ TEST(WorkerProtocol, ErrorRepliesKeepCodeAndMessage) {
 }
 
 TEST(WorkerProtocol, MalformedRepliesAreRefused) {
-  // Header: code, seconds, gflops, peak, timing, timed runs, lines of the memory profile.
-  ASSERT_TRUE(DecodeReply("0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nlevel L1 4096\n").ok());
+  // Header: code, seconds, gflops, peak, timing, timed runs, work seconds, lines of the memory
+  // profile.
+  ASSERT_TRUE(DecodeReply("0 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 1\nlevel L1 4096\n").ok());
   for (const std::string frame :
-       {"", "0 0x1p+0 0x1p+1 0x0p+0 full 3 0", "0 0x1p+0\n", "0 0x1p+0 0x1p+1 0x0p+0 full 3\n",
-        "0 0x1p+0 0x1p+1 0x0p+0 7\n", "zero 0x1p+0 0x1p+1 0x0p+0 full 3 0\n",
-        " 0 0x1p+0 0x1p+1 0x0p+0 full 3 0\n", "\nmessage",
-        "0 0x1p+0 0x1p+1 0x0p+0 full x 0\n", "0 0x1p+0 0x1p+1 0x0p+0 Full 3 0\n",
-        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nlevel L1\n",
-        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nlevel L1 x\n",
-        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nlevel  1\n",
-        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\npoint 4096\n",
-        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nL1 4096 0x1p+0\n",
-        "0 0x1p+0 0x1p+1 0x0p+0 full 3 257\n"}) {
+       {"", "0 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 0", "0 0x1p+0\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3\n", "0 0x1p+0 0x1p+1 0x0p+0 7\n",
+        "zero 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 0\n",
+        " 0 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 0\n", "\nmessage",
+        "0 0x1p+0 0x1p+1 0x0p+0 full x 0x0p+0 0\n", "0 0x1p+0 0x1p+1 0x0p+0 Full 3 0x0p+0 0\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 1\nlevel L1\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 1\nlevel L1 x\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 1\nlevel  1\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 1\npoint 4096\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 1\nL1 4096 0x1p+0\n",
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 0x0p+0 257\n",
+        // a reply of before work_seconds
+        "0 0x1p+0 0x1p+1 0x0p+0 full 3 1\nlevel L1 4096\n"}) {
     const absl::Status s = DecodeReply(frame).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << "'" << frame << "'";
     EXPECT_EQ(s.message(), "malformed worker reply");

@@ -142,7 +142,13 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
   } else if (name == "plan_features") {
     v.text = absl::StrCat("{\"knobs\":\"", key, "\"}");
   } else if (name == "timing" && world_->timing) {  // how the state was timed: by key length
-    v.text = absl::StrCat("{\"timing\":\"settled\",\"timed_runs\":", key.size(), "}");
+    const absl::Duration work =
+        world_->slow_states.count(key) > 0 ? world_->slow_measure_cost : world_->measure_cost;
+    v.text = absl::StrCat("{\"timing\":\"settled\",\"timed_runs\":", key.size(),
+                          world_->work_seconds
+                              ? absl::StrCat(",\"work_seconds\":", absl::ToDoubleSeconds(work))
+                              : "",
+                          "}");
   } else if (name == "sketches") {
     v.text = world_->sketches;
   } else if (name == "predicted_gflops") {

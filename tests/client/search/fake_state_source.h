@@ -52,6 +52,10 @@ struct FakeWorld {
   // policy_guided search's neighbors (NeighborPaths) change into one another.
   bool tile_names = false;
   bool timing = true;  // the `timing` observation (a server before 2026-12-06 has none)
+  // `timing` says work_seconds: the state's measure_cost (or slow_measure_cost), never
+  // start_measure_cost (what a server's worker took, its reference run left out); a server
+  // before 2026-12-07 does not say.
+  bool work_seconds = false;
 
   FakeClock clock;
   std::vector<std::string> measured;  // states whose kernel was measured, in order

@@ -837,6 +837,31 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesAnEpisodeBeforeAStartItsCostModelRanks
   }
 }
 
+// The first timing of a program new to the server waits for its reference run (the world's
+// start_measure_cost: 150 ms of a 0.3 s budget). A server that says what the kernel took its
+// worker (work_seconds: 10 ms) lets the search read that (and its step overhead) as what
+// re-timing the kernel costs, and both finalists are re-timed; from a server that does not say,
+// the first timing call's 160 ms leaves no room to re-time the fastest, the first timed.
+TEST(SearchAlgorithms, ALoopSetPolicyDoesNotReadAProgramsReferenceRunAsARetimingsCost) {
+  const Policy policy = LoopSetWithDistanceCost();
+  for (const bool says : {true, false}) {
+    Trial t("policy", 5);
+    t.world->loop_set = true;
+    t.world->start_measure_cost = absl::Milliseconds(150);
+    t.world->work_seconds = says;
+    t.options.policy = &policy;
+    t.options.policy_candidates = 2;
+    t.options.policy_timed = 3;
+    absl::StatusOr<SearchResult> r = t.Go();
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(t.world->measured.size(), 3u) << says;
+    EXPECT_EQ(r->ir, t.world->measured[0]) << says;  // the first timed, the fastest
+    EXPECT_EQ(t.world->remeasured, says ? 2 : 0);
+    EXPECT_EQ(r->retimed, says);
+    EXPECT_LE(t.world->clock.Now() - absl::UnixEpoch(), absl::Milliseconds(300)) << says;
+  }
+}
+
 TEST(SearchAlgorithms, ALoopSetPolicyRetimesItsTwoFastestCandidatesWhereTheyFit) {
   const Policy policy = LoopSetWithDistanceCost();
   Trial t("policy", 5);
