@@ -5,7 +5,8 @@
 //
 //   bazel build //bench:reference_bench
 //   bazel-bin/bench/reference_bench --datasets=resnet18-v0,mobilenet_v2-v0,bert_base-v0
-//   bazel-bin/bench/reference_bench --datasets= --files=bench/rl/programs/large_memory/*.txt
+//   bazel-bin/bench/reference_bench --datasets= \
+//       --files=$(ls bench/rl/programs/large_memory/*.txt | paste -sd,)
 //
 // Prints a markdown table per dataset (seconds per program, best of --repeats, and the
 // interpreter's GFLOPS over the program's flop count) and a summary line.
@@ -128,6 +129,11 @@ int Main() {
 }  // namespace looptool
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {  // a shell's glob after --files= leaves every file but the first here
+    std::fprintf(stderr, "unexpected argument %s (--files takes a comma-separated list)\n",
+                 rest[1]);
+    return 1;
+  }
   return looptool::Main();
 }

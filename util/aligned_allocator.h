@@ -3,7 +3,7 @@
 // (a zmm load of the first elements never splits one) and sit at the same place within their
 // pages in every process: a kernel's speed depends on its buffers' relative placement (4 KiB
 // aliasing between loads and stores), and a schedule timed in one process must time the same
-// in another. Blocks of 1 MiB or more are mapped with their pages populated (kMappedBytes).
+// in another. Blocks of 1 MiB or more have their pages populated at once (kPopulatedBytes).
 #ifndef LOOPTOOL_UTIL_ALIGNED_ALLOCATOR_H_
 #define LOOPTOOL_UTIL_ALIGNED_ALLOCATOR_H_
 
@@ -29,27 +29,16 @@ struct CacheLineAllocator {
   CacheLineAllocator(const CacheLineAllocator<U>& other) : offset(other.offset) {}  // NOLINT
 
   T* allocate(std::size_t n) {
-    const std::size_t bytes = Bytes(n);
-    void* p;
-    if (bytes >= kMappedBytes) {
-      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-               -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
-    } else {
-      p = std::aligned_alloc(kPage, bytes);
-      if (!p) throw std::bad_alloc();
-    }
+    const std::size_t bytes = (n * sizeof(T) + offset + kPage - 1) / kPage * kPage;
+    void* p = std::aligned_alloc(kPage, bytes == 0 ? kPage : bytes);
+    if (!p) throw std::bad_alloc();
+    // Large blocks' pages made present and writable in one call, not a fault per page as they
+    // are first written (a no-op where malloc reuses pages it has; ignored where the kernel
+    // lacks the call). The pages are malloc's: what a caller's buffer of the size would get.
+    if (bytes >= kPopulatedBytes) madvise(p, bytes, MADV_POPULATE_WRITE);
     return reinterpret_cast<T*>(static_cast<char*>(p) + offset);
   }
-  void deallocate(T* p, std::size_t n) {
-    char* block = reinterpret_cast<char*>(p) - offset;
-    const std::size_t bytes = Bytes(n);
-    if (bytes >= kMappedBytes) {
-      munmap(block, bytes);
-    } else {
-      std::free(block);
-    }
-  }
+  void deallocate(T* p, std::size_t) { std::free(reinterpret_cast<char*>(p) - offset); }
 
   template <typename U>
   bool operator==(const CacheLineAllocator<U>& other) const { return offset == other.offset; }
@@ -59,14 +48,10 @@ struct CacheLineAllocator {
   std::size_t offset = 0;
 
  private:
-  // Blocks of this many bytes or more are mapped with their pages populated at once: one call
-  // instead of a page fault per 4 KiB page as the buffer is first written (the pages stay small,
-  // so a kernel's TLB behaviour is what it would be in a caller's malloc'd buffer).
-  static constexpr std::size_t kMappedBytes = std::size_t{1} << 20;
-  std::size_t Bytes(std::size_t n) const {
-    const std::size_t bytes = (n * sizeof(T) + offset + kPage - 1) / kPage * kPage;
-    return bytes == 0 ? kPage : bytes;
-  }
+#ifndef MADV_POPULATE_WRITE
+  static constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
+#endif
+  static constexpr std::size_t kPopulatedBytes = std::size_t{1} << 20;
 };
 
 }  // namespace looptool

@@ -49,9 +49,10 @@ struct Measurement {
   // measured at start-up is not the one to divide by); 0 when not measured.
   double peak_gflops = 0;
   // What measuring the schedule took its worker when it was measured (a cached measurement
-  // keeps it): compilation, verification and the timing runs; not the program's reference run
-  // and buffers (made once per program), nor any wait for a worker. About what a re-timing
-  // costs; 0 where not known.
+  // keeps it): compilation, verification and the timing runs (RemeasureFor: compilation, the
+  // runs and the peak beside them); not the program's reference run and buffers (made once per
+  // program on each worker, again after the worker evicts it), nor any wait for a worker.
+  // 0 where not known.
   double work_seconds = 0;
 };
 

@@ -72,7 +72,7 @@ absl::StatusOr<WorkerRequest> DecodeRequest(absl::string_view frame) {
 // curve and "fill <bytes> <gbytes_per_second>\n" for each point of the fill curve, then the
 // message; numbers printed exactly (%a round-trips doubles).
 std::string EncodeReply(const WorkerReply& reply) {
-  char numbers[160];
+  char numbers[256];  // the header's longest: 7 numbers, a timing name, spaces (~170)
   std::snprintf(numbers, sizeof(numbers), "%d %a %a %a %s %lld %a %zu\n",
                 static_cast<int>(reply.status.code()), reply.measurement.seconds,
                 reply.measurement.gflops, reply.measurement.peak_gflops,

@@ -274,7 +274,7 @@ class LoopSetTest(unittest.TestCase):
 
     def test_a_timing_call_reads_as_what_the_server_says_the_kernel_took_its_worker(self):
         # A program's first timing waits for its reference run (0.2 s here): the re-timing
-        # estimates read the server's work_seconds and the step's overhead instead (C++'s
+        # estimates read the server's work_seconds and the calls' overhead instead (C++'s
         # EpisodeTimer::KernelCall); a server that does not say leaves the call as it was.
         class Stub:
             def __init__(self, spaces: dict, timing: str) -> None:
@@ -285,16 +285,28 @@ class LoopSetTest(unittest.TestCase):
                 got = {"flops": 7.5, "timing": self.timing}
                 return {n: got[n] for n in names}
         says = '{"timed_runs":3,"timing":"settled","work_seconds":0.012}'
-        for spaces, timing, call in (({"flops": 0, "timing": 0}, says, 0.012 + 0.005),
-                                     ({"flops": 0, "timing": 0}, says.replace("0.012", "0.5"),
-                                      0.2),
-                                     ({"flops": 0, "timing": 0}, '{"timing":"full"}', 0.2),
-                                     ({"flops": 0}, says, 0.2)):
+        for spaces, timing, work in (({"flops": 0, "timing": 0}, says, 0.012),
+                                     ({"flops": 0, "timing": 0}, '{"timing":"full"}', 0.0),
+                                     ({"flops": 0, "timing": 0}, "not json", 0.0),
+                                     ({"flops": 0}, says, 0.0)):
             with unittest.mock.patch.object(episodes.time, "perf_counter",
                                             side_effect=[10.0, 10.2]):
-                gflops, got = episodes._timed(Stub(spaces, timing))  # type: ignore[arg-type]
+                gflops, call = episodes._timed(Stub(spaces, timing))  # type: ignore[arg-type]
             self.assertEqual(gflops, 7.5)
-            self.assertAlmostEqual(got, call, msg=(spaces, timing))
+            self.assertAlmostEqual(call[0], 0.2)
+            self.assertEqual(call[1], work, (spaces, timing))
+        # Alone, the first call reads as its work and STEP_OVERHEAD (5 ms): 17 ms.
+        self.assertAlmostEqual(episodes._retiming_time((0.2, 0.012), [(0.2, 0.012)]), 0.017)
+        # Not said: the call as seen.
+        self.assertAlmostEqual(episodes._retiming_time((0.2, 0.0), [(0.2, 0.0)]), 0.2)
+        # Later calls that wait 60-65 ms beyond their work (a worker busy with other sessions'
+        # kernels): the first reads as its work and their median excess, 62.5 ms.
+        calls = [(0.2, 0.012), (0.07, 0.01), (0.075, 0.01)]
+        self.assertAlmostEqual(episodes._retiming_time(calls[0], calls), 0.012 + 0.0625)
+        self.assertAlmostEqual(episodes._typical(calls), 0.0725)
+        # A cached kernel's call, shorter than its work: as seen (LEAST_RETIMING at least).
+        self.assertAlmostEqual(episodes._retiming_time((0.001, 0.012), [(0.001, 0.012)]),
+                               episodes.LEAST_RETIMING)
 
     def test_a_ranked_rollout_times_an_episode_before_a_start_ranked_first(self):
         # A stub cost model scores the start 10 and every other candidate 0: the best-ranked

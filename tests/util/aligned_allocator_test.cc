@@ -1,5 +1,5 @@
-// CacheLineAllocator: blocks start at their offset past a page whether malloc'd or mapped
-// (1 MiB and more), hold what is written to them, and go back without a leak or a crash.
+// CacheLineAllocator: blocks start at their offset past a page, small or populated (1 MiB and
+// more), hold what is written to them, and go back whole (a growth from one kind to the other).
 #include "util/aligned_allocator.h"
 
 #include <cstdint>
@@ -10,10 +10,12 @@
 namespace looptool {
 namespace {
 
-TEST(CacheLineAllocator, SmallAndMappedBlocksStartAtTheirOffsetPastAPage) {
-  // 1 KiB (malloc'd), exactly 1 MiB with the offset (mapped), 24 MiB (mapped).
-  for (const std::size_t floats : {std::size_t{256}, (std::size_t{1} << 18) - 17 * 16,
-                                   std::size_t{6} << 20}) {
+TEST(CacheLineAllocator, SmallAndPopulatedBlocksStartAtTheirOffsetPastAPage) {
+  // 1 KiB, 200 KiB (growing to 400 KiB), 512 KiB (growing past 1 MiB: populated), exactly 1 MiB
+  // with the offset, 24 MiB.
+  for (const std::size_t floats :
+       {std::size_t{256}, std::size_t{50} << 10, std::size_t{128} << 10,
+        (std::size_t{1} << 18) - 17 * 16, std::size_t{6} << 20}) {
     for (const std::size_t offset : {std::size_t{0}, std::size_t{17 * 64}, std::size_t{4095}}) {
       std::vector<float, CacheLineAllocator<float>> v(floats, 1.5f,
                                                       CacheLineAllocator<float>(offset));
@@ -25,7 +27,7 @@ TEST(CacheLineAllocator, SmallAndMappedBlocksStartAtTheirOffsetPastAPage) {
       std::vector<float, CacheLineAllocator<float>> copy = v;  // same allocator, same offset
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(copy.data()) % 4096, offset / 64 * 64);
       EXPECT_EQ(copy.back(), -2);
-      copy.resize(floats * 2, 3);  // a larger block (mapped), the old one given back
+      copy.resize(floats * 2, 3);  // a larger block, the old one given back
       EXPECT_EQ(copy[floats - 1], -2);
       EXPECT_EQ(copy.back(), 3);
     }

@@ -38,8 +38,8 @@ constexpr absl::Duration kBesidePeak = absl::Milliseconds(40);
 // call, adaptive (it stops once the fastest run settles), took 10-14 ms, or less.
 constexpr absl::Duration kLeastRetiming = absl::Milliseconds(15);
 // What a timing call takes beyond what the server says measuring its kernel took its worker
-// (work_seconds): the step's round trip, its observations, the worker's queue when nothing else
-// waits.
+// (work_seconds) at least: the step's round trip, its observations (seen on a Zen 5 host: 2-7
+// ms, the worker idle otherwise); EpisodeTimer::Overhead reads more where later calls show it.
 constexpr absl::Duration kStepOverhead = absl::Milliseconds(5);
 // What TryMarked takes beyond its timing call: the marking actions' steps and forks (the
 // sessions that end before it are counted apart: kEndSession).
@@ -458,14 +458,21 @@ class EpisodeTimer {
     return timed_.empty() ? std::vector<std::string>{} : timed_.front().result.actions;
   }
   absl::Time timing_deadline() const { return timing_deadline_; }
-  // The median of the timing calls so far (zero before any): a candidate's typical timing.
+  // The median of the timing calls so far as the estimates read them (KernelCall; zero before
+  // any): a candidate's typical timing.
   absl::Duration typical_call() const;
 
  private:
+  // One timing call: how long the client saw it take, and what the server said measuring the
+  // kernel took its worker (the `timing` observation's work_seconds; 0 where it did not say).
+  struct Call {
+    absl::Duration seen;
+    double work_seconds = 0;
+  };
   struct Timed {
     SearchResult result;
     std::unique_ptr<StateSource> source;  // null once it cannot be a finalist
-    absl::Duration call;                  // how long its timing call took
+    Call call;                            // its timing call's
     double score = 0;                     // its episode's (RankEpisodes)
   };
   // Whether `e` is passed over untimed: pass_predicted_slow_, and its score
@@ -479,23 +486,26 @@ class EpisodeTimer {
   // faster. Only where `ir` shows a statement that may take a mark (MayMark). Whether it timed
   // the variant.
   bool TryMarked(Timed& best);
-  // What re-timing `t` may take (the peak beside it aside): a call as long as its own timing's,
-  // or as the typical call, or kLeastRetiming, where longer (a kernel whose timing the server
-  // had cached came back at once, and an adaptive timing may stop early; a re-timing runs the
-  // full budget). Not the longest call: a slow candidate's timing (runs longer than the
+  // What re-timing `t` may take (the peak beside it aside): a call as long as its own timing's
+  // (KernelCall), or as the typical call, or kLeastRetiming, where longer (a kernel whose timing
+  // the server had cached came back at once, and an adaptive timing may stop early; a re-timing
+  // runs the full budget). Not the longest call: a slow candidate's timing (runs longer than the
   // server's budget, a large kernel's compilation) says nothing of the finalists'.
   // `typical`: typical_call(), computed once by callers that ask about several.
-  static absl::Duration RetimingTime(const Timed& t, absl::Duration typical) {
-    return std::max({t.call, typical, kLeastRetiming});
+  absl::Duration RetimingTime(const Timed& t, absl::Duration typical) const {
+    return std::max({KernelCall(t.call), typical, kLeastRetiming});
   }
-  // A timing call's length as the estimates read it: the `call` as the client saw it, or, where
-  // the server said what measuring the kernel took its worker (`work_seconds` > 0), no more than
-  // that and kStepOverhead: the first timing of a program new to the server waits for its
-  // reference run and buffers (0.1-0.3 s past 2 M elements), which no re-timing pays again.
-  static absl::Duration KernelCall(absl::Duration call, double work_seconds) {
-    if (!(work_seconds > 0)) return call;
-    return std::min(call, absl::Seconds(work_seconds) + kStepOverhead);
-  }
+  // A timing call's length as the estimates read it: as the client saw it, or, where the server
+  // said what measuring the kernel took its worker, no more than that and overhead_. The first
+  // timing of a program new to the server waits for its reference run and buffers (0.06-0.15 s
+  // past 1 M elements on a Zen 5 host), which no re-timing pays again.
+  absl::Duration KernelCall(const Call& call) const;
+  // Adds `call` to calls_ and sets overhead_ anew: what a timing call takes beyond what
+  // measuring its kernel took the worker, the median of that excess over the timing calls after
+  // the first (their steps, observations, waits for a worker where other sessions' kernels
+  // queue), kStepOverhead at least, and where no call after the first says. The first is left
+  // out: it alone waits for the program's reference run.
+  void AddCall(Call call);
   const StateSource& start_;
   const SearchOptions& options_;
   const Clock& clock_;
@@ -505,12 +515,32 @@ class EpisodeTimer {
   const bool pass_predicted_slow_;
   std::vector<Timed> timed_;  // the fastest first after each Time
   absl::Status first_error_;
-  std::vector<absl::Duration> calls_;  // every timing call's, in order
+  std::vector<Call> calls_;  // every timing call, in order
+  absl::Duration overhead_ = kStepOverhead;  // AddCall's
 };
+
+void EpisodeTimer::AddCall(Call call) {
+  calls_.push_back(call);
+  std::vector<absl::Duration> excess;
+  for (size_t i = 1; i < calls_.size(); ++i) {
+    if (calls_[i].work_seconds > 0) {
+      excess.push_back(calls_[i].seen - absl::Seconds(calls_[i].work_seconds));
+    }
+  }
+  if (excess.empty()) return;
+  std::nth_element(excess.begin(), excess.begin() + excess.size() / 2, excess.end());
+  overhead_ = std::max(kStepOverhead, excess[excess.size() / 2]);
+}
+
+absl::Duration EpisodeTimer::KernelCall(const Call& call) const {
+  if (!(call.work_seconds > 0)) return call.seen;
+  return std::min(call.seen, absl::Seconds(call.work_seconds) + overhead_);
+}
 
 absl::Duration EpisodeTimer::typical_call() const {
   if (calls_.empty()) return absl::ZeroDuration();
-  std::vector<absl::Duration> calls = calls_;
+  std::vector<absl::Duration> calls;
+  for (const Call& c : calls_) calls.push_back(KernelCall(c));
   std::nth_element(calls.begin(), calls.begin() + calls.size() / 2, calls.end());
   return calls[calls.size() / 2];
 }
@@ -585,8 +615,8 @@ void EpisodeTimer::Time(std::vector<PolicyEpisodeEnd>& episodes, int max_timed,
     double work = 0;
     absl::StatusOr<SearchResult> r =
         TimeFinalState(*e.source, std::move(out), options_, clock_, t0_, &work);
-    const absl::Duration call = KernelCall(clock_.Now() - called, work);
-    calls_.push_back(call);
+    const Call call{clock_.Now() - called, work};
+    AddCall(call);
     if (!r.ok()) {
       if (first_error_.ok()) first_error_ = r.status();
       ++failed;
@@ -663,7 +693,7 @@ bool EpisodeTimer::TryMarked(Timed& best) {
   double work = 0;
   absl::StatusOr<SearchResult> r =
       TimeFinalState(*(*marked)->source, std::move(out), options_, clock_, t0_, &work);
-  calls_.push_back(KernelCall(clock_.Now() - called, work));
+  AddCall({clock_.Now() - called, work});
   if (!r.ok()) return false;
   if (r->gflops > best.result.gflops) best.result = *std::move(r);
   return true;

@@ -62,7 +62,12 @@ TEST(LocalTimer, MeasuresOnceAndCachesBySchedule) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_GT(a->seconds, 0);
   EXPECT_DOUBLE_EQ(a->gflops, 2.0 * 32 * 48 * 16 / a->seconds * 1e-9);
-  EXPECT_GT(a->work_seconds, 0);  // compiled, verified and timed
+  // Compiled, verified and timed: the whole of its worker's time, but the program's reference.
+  EXPECT_GT(a->work_seconds, 0);
+  EXPECT_EQ(ev.stats().references, 1);
+  EXPECT_NEAR(a->work_seconds,
+              ev.stats().compile_seconds + ev.stats().verify_seconds + ev.stats().timing_seconds,
+              1e-9);
   // A cursor move is the same schedule: served from the cache, the very same number.
   auto b = ev.Measure(WithActions(t, "down"));
   ASSERT_TRUE(b.ok());

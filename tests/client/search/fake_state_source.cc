@@ -96,10 +96,11 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
   } else if (name == "flops") {
     if (world_->times_observed[key] == 0) {
       const bool start = world_->measured.empty();
-      if (absl::Status s = Spend(world_->slow_states.count(key) > 0 ? world_->slow_measure_cost
-                                 : start && world_->start_measure_cost > absl::ZeroDuration()
-                                     ? world_->start_measure_cost
-                                     : world_->measure_cost);
+      if (absl::Status s = Spend(world_->queue_cost +
+                                 (world_->slow_states.count(key) > 0 ? world_->slow_measure_cost
+                                  : start && world_->start_measure_cost > absl::ZeroDuration()
+                                      ? world_->start_measure_cost
+                                      : world_->measure_cost));
           !s.ok()) {
         return s;
       }
@@ -163,7 +164,7 @@ absl::StatusOr<Value> FakeStateSource::ObserveOne(const std::string& name) {
 }
 
 absl::StatusOr<Retiming> FakeStateSource::Remeasure() {
-  world_->clock.Advance(world_->measure_cost);
+  world_->clock.Advance(world_->queue_cost + world_->measure_cost);
   const std::vector<double>& f = world_->remeasure_factors;
   const double factor = f[world_->remeasured++ % f.size()];
   return Retiming{factor * world_->Gflops(knobs_), world_->remeasure_peak};

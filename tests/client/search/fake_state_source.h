@@ -56,6 +56,9 @@ struct FakeWorld {
   // start_measure_cost (what a server's worker took, its reference run left out); a server
   // before 2026-12-07 does not say.
   bool work_seconds = false;
+  // What each measurement and re-timing waits beyond its cost (a worker busy with other
+  // sessions' kernels), in no work_seconds.
+  absl::Duration queue_cost = absl::ZeroDuration();
 
   FakeClock clock;
   std::vector<std::string> measured;  // states whose kernel was measured, in order

@@ -842,14 +842,20 @@ TEST(SearchAlgorithms, ALoopSetPolicyTimesAnEpisodeBeforeAStartItsCostModelRanks
 // worker (work_seconds: 10 ms) lets the search read that (and its step overhead) as what
 // re-timing the kernel costs, and both finalists are re-timed; from a server that does not say,
 // the first timing call's 160 ms leaves no room to re-time the fastest, the first timed.
+// A loop_set `search` with `policy` in a world whose server says work_seconds, or not.
+Trial SayingTrial(const std::string& search, double limit, const Policy& policy, bool says) {
+  Trial t(search, limit);
+  t.world->loop_set = true;
+  t.world->work_seconds = says;
+  t.options.policy = &policy;
+  return t;
+}
+
 TEST(SearchAlgorithms, ALoopSetPolicyDoesNotReadAProgramsReferenceRunAsARetimingsCost) {
   const Policy policy = LoopSetWithDistanceCost();
   for (const bool says : {true, false}) {
-    Trial t("policy", 5);
-    t.world->loop_set = true;
+    Trial t = SayingTrial("policy", 5, policy, says);
     t.world->start_measure_cost = absl::Milliseconds(150);
-    t.world->work_seconds = says;
-    t.options.policy = &policy;
     t.options.policy_candidates = 2;
     t.options.policy_timed = 3;
     absl::StatusOr<SearchResult> r = t.Go();
@@ -859,6 +865,25 @@ TEST(SearchAlgorithms, ALoopSetPolicyDoesNotReadAProgramsReferenceRunAsARetiming
     EXPECT_EQ(t.world->remeasured, says ? 2 : 0);
     EXPECT_EQ(r->retimed, says);
     EXPECT_LE(t.world->clock.Now() - absl::UnixEpoch(), absl::Milliseconds(300)) << says;
+  }
+}
+
+// Where every kernel waits 60 ms for a worker (other sessions' kernels; in no work_seconds), the
+// timing calls after the first show it, and the re-timings' estimates count it: the timings stop
+// where both finalists' re-timings still fit, as where the server does not say work_seconds.
+TEST(SearchAlgorithms, ALoopSetPolicyCountsWaitsForAWorkerInItsRetimingEstimates) {
+  const Policy policy = LoopSetWithDistanceCost();
+  for (const bool says : {true, false}) {
+    Trial t = SayingTrial("policy_guided", 1, policy, says);
+    t.world->queue_cost = absl::Milliseconds(60);
+    t.options.guided_candidates = 16;
+    t.options.guided_timed = 64;
+    absl::StatusOr<SearchResult> r = t.Go();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GE(t.world->measured.size(), 5u) << says;
+    EXPECT_EQ(t.world->remeasured, 2) << says;
+    EXPECT_TRUE(r->retimed) << says;
+    EXPECT_LE(t.world->clock.Now() - absl::UnixEpoch(), absl::Seconds(1)) << says;
   }
 }
 

@@ -249,37 +249,63 @@ LEAST_RETIMING = 0.015
 
 
 # What a timing call takes beyond what the server says measuring its kernel took its worker
-# (the `timing` observation's work_seconds), in seconds (C++'s kStepOverhead).
+# (the `timing` observation's work_seconds) at least, in seconds (C++'s kStepOverhead).
 STEP_OVERHEAD = 0.005
 
+# One timing call: the seconds the client saw it take, and what the server said measuring the
+# kernel took its worker (0.0 where it did not say).
+Call = Tuple[float, float]
 
-def _timed(env: LoopToolEnv) -> Tuple[float, float]:
-    """The GFLOPS of `env`'s state (its kernel timed where the server had not) and the seconds
-    the call took as the re-timing estimates read them (_retiming_time): as the client saw it,
-    or, where the server says what measuring the kernel took its worker (work_seconds), no more
-    than that and STEP_OVERHEAD: a program's first timing waits for its reference run and
-    buffers, which no re-timing pays again (C++'s EpisodeTimer::KernelCall)."""
+
+def _timed(env: LoopToolEnv) -> Tuple[float, Call]:
+    """The GFLOPS of `env`'s state (its kernel timed where the server had not) and its timing
+    call (_retiming_time reads it)."""
     says = "timing" in env.observation_spaces
     called = time.perf_counter()
     values = env.observe(["flops", "timing"] if says else ["flops"])
-    call = time.perf_counter() - called
+    seen = time.perf_counter() - called
+    work = 0.0
     if says:
         try:
             work = float(json.loads(values["timing"]).get("work_seconds", 0.0))
         except (ValueError, TypeError, AttributeError):
             work = 0.0
-        if work > 0:
-            call = min(call, work + STEP_OVERHEAD)
-    return float(values["flops"]), call
+    return float(values["flops"]), (seen, work if work > 0 else 0.0)
 
 
-def _retiming_time(call: float, calls: Sequence[float]) -> float:
-    """What re-timing a kernel whose timing call took `call` seconds may take (the peak beside it
-    aside): as long as that call, or as the median of all timing calls `calls`, or
-    LEAST_RETIMING, where longer (a kernel the server had cached came back at once, and an
-    adaptive timing may stop early; a re-timing runs the full budget); not the longest call,
-    which a slow candidate sets (C++'s EpisodeTimer::RetimingTime)."""
-    return max(call, float(np.median(calls)) if len(calls) else 0.0, LEAST_RETIMING)
+def _overhead(calls: Sequence[Call]) -> float:
+    """What a timing call takes beyond what measuring its kernel took the worker: the median of
+    that excess over the calls after the first (their steps, observations, waits for a worker),
+    STEP_OVERHEAD at least, and where no call after the first says; the first alone waits for the
+    program's reference run (C++'s EpisodeTimer::AddCall)."""
+    excess = [seen - work for seen, work in calls[1:] if work > 0]
+    return max(STEP_OVERHEAD, float(np.median(excess))) if excess else STEP_OVERHEAD
+
+
+def _kernel_call(call: Call, overhead: float) -> float:
+    """A timing call's seconds as the estimates read them: as the client saw it, or, where the
+    server said what measuring the kernel took its worker, no more than that and `overhead`: a
+    program's first timing waits for its reference run and buffers, which no re-timing pays
+    again (C++'s EpisodeTimer::KernelCall)."""
+    seen, work = call
+    return min(seen, work + overhead) if work > 0 else seen
+
+
+def _typical(calls: Sequence[Call]) -> float:
+    """The median of the timing calls `calls` as the estimates read them (0.0 before any)."""
+    if not calls:
+        return 0.0
+    overhead = _overhead(calls)
+    return float(np.median([_kernel_call(c, overhead) for c in calls]))
+
+
+def _retiming_time(call: Call, calls: Sequence[Call]) -> float:
+    """What re-timing a kernel whose timing call was `call` may take (the peak beside it aside):
+    as long as that call (_kernel_call), or as the typical call of all timing calls `calls`
+    (_typical), or LEAST_RETIMING, where longer (a kernel the server had cached came back at
+    once, and an adaptive timing may stop early; a re-timing runs the full budget); not the
+    longest call, which a slow candidate sets (C++'s EpisodeTimer::RetimingTime)."""
+    return max(_kernel_call(call, _overhead(calls)), _typical(calls), LEAST_RETIMING)
 
 
 def _may_fold(ir: str) -> bool:
@@ -414,12 +440,12 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
     stream = EpisodeStream(env, uri, program, policy, max_steps)
     wave = stream.next(count if policy.cost else 1)
     open_eps = list(wave)  # forks still open (closed at the end whatever happens)
-    # Each kernel timed: (GFLOPS, its episode, its timing call's seconds), the fastest first
-    # after each wave (stable: the earlier of equals first); only the RETIMED_FINALISTS' forks
-    # stay open from wave to wave.
-    measured: List[Tuple[float, Episode, float]] = []
+    # Each kernel timed: (GFLOPS, its episode, its timing call), the fastest first after each
+    # wave (stable: the earlier of equals first); only the RETIMED_FINALISTS' forks stay open from
+    # wave to wave.
+    measured: List[Tuple[float, Episode, Call]] = []
     score_of: Dict[int, float] = {}  # id(episode): the score of each ranked one timed
-    calls: List[float] = []  # every timing call's seconds
+    calls: List[Call] = []  # every timing call
     marks: Optional[bool] = None  # the program's (_may_mark), asked once
     try:
         if policy.cost is not None and count > 1:
@@ -482,7 +508,7 @@ def ranked_rollout(env: LoopToolEnv, uri: str, program: str, policy: loop_set.Lo
             stop_timing = min(t0 + (1 - RETIME_RESERVE) * seconds,
                               t0 + seconds - retimings - BESIDE_PEAK)
             if (policy.cost is None or len(measured) >= timed or stream.exhausted
-                    or stop_timing - now < 2 * float(np.median(calls))):
+                    or stop_timing - now < 2 * _typical(calls)):
                 break
             wave = stream.next(count, until=now + (stop_timing - now) / 2)
             open_eps += wave
