@@ -1,9 +1,9 @@
 #include "backend/schedule/loop_tree.h"
 
 #include <algorithm>
-#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "backend/schedule/order_rules.h"
 #include "util/check.h"
 
 namespace looptool {
@@ -12,65 +12,6 @@ namespace {
 template <typename... Args>
 absl::Status Invalid(const Args&... parts) {
   return absl::InvalidArgumentError(absl::StrCat(parts...));
-}
-
-// Rules 1-3 of LoopTree::Create for one order. `vars` are the variables it must loop over.
-absl::Status CheckOrder(const Program& program, const LoopOrder& order,
-                        const std::vector<int>& vars, const std::string& where) {
-  std::set<int> want(vars.begin(), vars.end()), have;
-  // Innermost loop first, so that no extent computed below can overflow: each loop covers at
-  // most its variable's extent (found by tools/fuzz.sh: a size of 2.5e18 overflowed).
-  for (int d = static_cast<int>(order.size()) - 1; d >= 0; --d) {
-    const Loop& l = order[d];
-    if (l.var < 0 || l.var >= static_cast<int>(program.vars().size())) continue;  // below
-    const int64_t extent = program.var(l.var).extent;
-    if (l.size < 1 || l.tail < 0) break;  // reported below
-    if (l.size > extent || l.tail > extent) {
-      return Invalid(where, ": loop ", d + 1, " over '", program.var(l.var).name,
-                     "' covers more than the variable's extent ", extent);
-    }
-    if (l.tail >= InnerExtent(order, d)) break;  // reported below
-    if (Extent(order, d) > extent) {
-      return Invalid(where, ": loop ", d + 1, " over '", program.var(l.var).name,
-                     "' covers more than the variable's extent ", extent);
-    }
-  }
-  int vectorized = 0;
-  for (int d = 0; d < static_cast<int>(order.size()); ++d) {
-    const Loop& l = order[d];
-    if (l.var < 0 || l.var >= static_cast<int>(program.vars().size()) || !want.count(l.var)) {
-      return Invalid(where, " loops over a variable its statement does not have");
-    }
-    const std::string& name = program.var(l.var).name;
-    const int64_t inner = InnerExtent(order, d);
-    if (l.size < 1) return Invalid(where, ": loop ", d + 1, " over '", name, "' has size ", l.size);
-    if (l.tail < 0 || l.tail >= inner) {
-      return Invalid(where, ": loop ", d + 1, " over '", name, "' has tail ", l.tail,
-                     ", which must be below its inner extent ", inner);
-    }
-    if (l.vectorize) {
-      ++vectorized;
-      if (inner != 1) {
-        return Invalid(where, ": loop ", d + 1, " over '", name,
-                       "' is marked vectorize but is not the innermost loop over '", name, "'");
-      }
-    }
-  }
-  for (int d = 0; d < static_cast<int>(order.size()); ++d) {
-    const Loop& l = order[d];
-    if (!have.count(l.var) && Extent(order, d) != program.var(l.var).extent) {
-      return Invalid(where, ": the loops over '", program.var(l.var).name, "' cover ",
-                     Extent(order, d), " elements, not its extent ", program.var(l.var).extent);
-    }
-    have.insert(l.var);
-  }
-  if (have != want) {
-    for (int v : want) {
-      if (!have.count(v)) return Invalid(where, " has no loop over '", program.var(v).name, "'");
-    }
-  }
-  if (vectorized > 1) return Invalid(where, " marks ", vectorized, " loops vectorize; at most one");
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -116,12 +57,15 @@ absl::StatusOr<LoopTree> LoopTree::Create(std::shared_ptr<const Program> program
                    program->num_statements());
   }
   for (int s = 0; s < program->num_statements(); ++s) {
-    absl::Status st = CheckOrder(*program, schedules[s].compute, program->LoopVars(s),
-                                 absl::StrCat("the compute nest of statement ", s + 1));
-    if (!st.ok()) return st;
-    st = CheckOrder(*program, schedules[s].write, program->OutputVars(s),
-                    absl::StrCat("the write nest of statement ", s + 1));
-    if (!st.ok()) return st;
+    for (const bool compute : {true, false}) {
+      const LoopOrder& order = compute ? schedules[s].compute : schedules[s].write;
+      const std::vector<int> vars = compute ? program->LoopVars(s) : program->OutputVars(s);
+      if (schedule_internal::OrderHolds(*program, order, vars)) continue;
+      absl::Status st = schedule_internal::CheckOrder(
+          *program, order, vars,
+          absl::StrCat("the ", compute ? "compute" : "write", " nest of statement ", s + 1));
+      if (!st.ok()) return st;
+    }
     if (schedules[s].stream && program->statement(s).reduction != Reduction::kAssign) {
       return Invalid("statement ", s + 1,
                      " accumulates into its output; only an output assigned once streams");
@@ -163,8 +107,18 @@ bool LoopTree::operator==(const LoopTree& o) const {
 }
 
 void LoopTree::BuildTreeView() {
+  // At most every loop of both nests and three leaves per statement (an action mask builds
+  // hundreds of trees: no reallocation as they grow).
+  size_t most = 0;
+  for (const StatementSchedule& sched : schedules_) {
+    most += sched.compute.size() + sched.write.size() + 3;
+  }
   nodes_.clear();
+  nodes_.reserve(most);
   compute_refs_.assign(schedules_.size(), {});
+  for (size_t s = 0; s < schedules_.size(); ++s) {
+    compute_refs_[s].reserve(schedules_[s].compute.size());
+  }
   shared_.assign(schedules_.size(), 0);
   num_loops_ = 0;
   int next_id = static_cast<int>(program_->InputTensors().size());  // reads are %0..%(n-1)
