@@ -6,13 +6,14 @@
 namespace looptool {
 namespace {
 
-constexpr std::array<std::pair<Measurement::Timing, const char*>, 6> kTimingNames = {{
+constexpr std::array<std::pair<Measurement::Timing, const char*>, 7> kTimingNames = {{
     {Measurement::Timing::kFull, "full"},
     {Measurement::Timing::kSettled, "settled"},
     {Measurement::Timing::kConfirmed, "confirmed"},
     {Measurement::Timing::kSlower, "slower"},
     {Measurement::Timing::kOnce, "once"},
     {Measurement::Timing::kUntimed, "untimed"},
+    {Measurement::Timing::kAbandoned, "abandoned"},
 }};
 
 }  // namespace

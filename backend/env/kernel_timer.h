@@ -41,9 +41,12 @@ struct Measurement {
   //   kOnce       timed once: its first run was far slower than the best;
   //   kUntimed    not timed: its verification run (cold) was far slower than the best, and
   //               that run's time is the measurement.
-  enum class Timing { kFull, kSettled, kConfirmed, kSlower, kOnce, kUntimed };
+  //   kAbandoned  not timed nor verified: its verification run was abandoned when it had run
+  //               many times as long as the best kernel; the measurement is how long it had
+  //               run, so its GFLOPS are an upper bound (the kernel is slower still).
+  enum class Timing { kFull, kSettled, kConfirmed, kSlower, kOnce, kUntimed, kAbandoned };
   Timing timing = Timing::kFull;
-  int64_t timed_runs = 0;  // runs timed (0 for kUntimed; kConfirmed: both timings' runs)
+  int64_t timed_runs = 0;  // runs timed (0 for kUntimed and kAbandoned; kConfirmed: both's runs)
   // RemeasureFor only: the FMA peak measured on the same core right after the kernel's timing,
   // at the clock the kernel ran at (the boost clock moves under sustained load, so a peak
   // measured at start-up is not the one to divide by); 0 when not measured.
@@ -56,8 +59,8 @@ struct Measurement {
   double work_seconds = 0;
 };
 
-// "full", "settled", "confirmed", "slower", "once" or "untimed"; TimingFromName() reads them
-// back (nullopt for any other text).
+// "full", "settled", "confirmed", "slower", "once", "untimed" or "abandoned"; TimingFromName()
+// reads them back (nullopt for any other text).
 const char* TimingName(Measurement::Timing timing);
 std::optional<Measurement::Timing> TimingFromName(absl::string_view name);
 

@@ -9,6 +9,7 @@
 #include "backend/schedule/ir_text.h"
 #include "backend/timing/bandwidth.h"
 #include "backend/timing/peak.h"
+#include "backend/timing/run_deadline.h"
 
 namespace looptool {
 
@@ -63,6 +64,10 @@ int64_t LocalTimer::cached_program_bytes() const {
 }
 
 absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
+  return Measure(tree, /*may_abandon=*/true);
+}
+
+absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree, bool may_abandon) {
   absl::MutexLock lock(&mu_);
   const std::string key = absl::StrCat(PrintProgram(tree.program()), ScheduleKey(tree));
   if (const auto* cached = schedules_.Find(key); cached != nullptr) {
@@ -75,13 +80,38 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
   absl::StatusOr<Kernel> kernel = compiler_.Compile(tree);
   const double t1 = MonotonicSeconds();
   double verify_run_seconds = 0;
+  // The verification run, abandoned once it has run abandon_factor times the best.
+  VerificationRun run;
+  if (may_abandon && options_.abandon_factor > 0 && program.best_seconds < 1e29) {
+    const double limit =
+        std::max(options_.untimed_min_seconds, options_.abandon_factor * program.best_seconds);
+    run = [limit](const Kernel& k, float* const* tensors) {
+      struct Call {
+        const Kernel* kernel;
+        float* const* tensors;
+      } call{&k, tensors};
+      return RunWithin(
+          limit, [](void* c) { static_cast<Call*>(c)->kernel->Run(static_cast<Call*>(c)->tensors); },
+          &call);
+    };
+  }
   absl::Status verified = kernel.ok() ? VerifyKernel(*kernel, tree, program.reference,
-                                                     program.scratch, &verify_run_seconds)
+                                                     program.scratch, &verify_run_seconds, run)
                                       : kernel.status();
   const double t2 = MonotonicSeconds();
   absl::StatusOr<Measurement> result = Measurement{};
   const double flops = static_cast<double>(tree.program().Flops());
-  if (!verified.ok()) {
+  const bool abandoned = run && absl::IsDeadlineExceeded(verified);
+  if (abandoned) {
+    // Slower than the limit: its speed is at most this (reported high, as a bound; a search
+    // reads it as far below the best). Not verified, so not cached: RemeasureFor verifies it.
+    ++stats_.given_up;
+    ++stats_.untimed;
+    ++stats_.abandoned;
+    Measurement m{verify_run_seconds, flops / verify_run_seconds * 1e-9};
+    m.timing = Measurement::Timing::kAbandoned;
+    result = m;
+  } else if (!verified.ok()) {
     result = verified;
   } else if (options_.give_up_factor > 0 && verify_run_seconds >= options_.untimed_min_seconds &&
              verify_run_seconds > options_.give_up_factor * program.best_seconds) {
@@ -135,12 +165,12 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree) {
   stats_.compile_seconds += t1 - t0;
   stats_.verify_seconds += t2 - t1;
   stats_.timing_seconds += t3 - t2;
-  schedules_.Insert(key, result);
+  if (!abandoned) schedules_.Insert(key, result);
   return result;
 }
 
 absl::StatusOr<Measurement> LocalTimer::RemeasureFor(const LoopTree& tree, uint64_t) {
-  absl::StatusOr<Measurement> first = Measure(tree);
+  absl::StatusOr<Measurement> first = Measure(tree, /*may_abandon=*/false);
   if (!first.ok()) return first;
   absl::MutexLock lock(&mu_);
   ProgramData& program = ProgramFor(tree);

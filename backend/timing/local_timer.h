@@ -50,6 +50,12 @@ class LocalTimer final : public KernelTimer {
     // programs. 0 disables both.
     double give_up_factor = 4;
     double untimed_min_seconds = 1e-3;
+    // A verification run still going after this many times the program's best kernel (and
+    // `untimed_min_seconds`) is abandoned (RunWithin: the kernel is not verified, its
+    // measurement Timing::kAbandoned, not cached): on a Zen 5 host a 10 s search of a BERT-base
+    // matmul spent 4 of its seconds on ~8 kernels of 1-3 GFLOPS where the best ran at 160.
+    // RemeasureFor never abandons (the kernel it times is verified first). 0 disables.
+    double abandon_factor = 16;
   };
 
   // What one new schedule cost; for benchmarks and the service's statistics.
@@ -57,6 +63,7 @@ class LocalTimer final : public KernelTimer {
     int64_t measured = 0;     // schedules compiled, verified and timed (or given up untimed)
     int64_t given_up = 0;     // of those, timed once or not at all for being far slower than the best
     int64_t untimed = 0;      // of those given up, not timed: the verification run's time counts
+    int64_t abandoned = 0;    // of those untimed, the verification run abandoned (abandon_factor)
     int64_t stable = 0;       // adaptive: runs stopped once the minimum settled
     int64_t slower = 0;       // adaptive: runs stopped as clearly slower than the best
     int64_t confirmed = 0;    // adaptive: candidates timed again with the fixed budget
@@ -103,6 +110,8 @@ class LocalTimer final : public KernelTimer {
     int64_t bytes = 0;           // of `reference` and `scratch`
   };
   ProgramData& ProgramFor(const LoopTree& tree) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Measure(), whose verification run may be abandoned (abandon_factor) or not.
+  absl::StatusOr<Measurement> Measure(const LoopTree& tree, bool may_abandon);
 
   const Options options_;
   mutable absl::Mutex mu_;

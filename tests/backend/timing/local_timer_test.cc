@@ -81,6 +81,47 @@ TEST(LocalTimer, MeasuresOnceAndCachesBySchedule) {
   EXPECT_GT(ev.stats().compile_seconds, 0);
 }
 
+TEST(LocalTimer, AbandonsAVerificationRunFarSlowerThanTheBestAndRemeasureVerifiesIt) {
+  LocalTimer::Options o = Fast();
+  // Once a best is known, every verification run is abandoned at once (a limit of a picosecond
+  // times the best; the kernels below run for a millisecond or more).
+  o.abandon_factor = 1e-9;
+  o.untimed_min_seconds = 0;
+  LocalTimer ev(o);
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=512 n=512 k=256");
+  // No best yet: verified, timed, cached.
+  auto first = ev.Measure(t);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_NE(first->timing, Measurement::Timing::kAbandoned);
+  EXPECT_EQ(ev.stats().abandoned, 0);
+  // A new schedule: abandoned, its GFLOPS the bound its run's time gives, and not cached.
+  const LoopTree split = WithActions(t, "split_4");
+  for (int i = 1; i <= 2; ++i) {
+    auto m = ev.Measure(split);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->timing, Measurement::Timing::kAbandoned);
+    EXPECT_EQ(m->timed_runs, 0);
+    EXPECT_GT(m->seconds, 0);
+    EXPECT_DOUBLE_EQ(m->gflops, 2.0 * 512 * 512 * 256 / m->seconds * 1e-9);
+    EXPECT_EQ(ev.stats().abandoned, i);
+    EXPECT_EQ(ev.stats().untimed, i);
+    EXPECT_EQ(ev.stats().measured, 1 + i);
+    EXPECT_EQ(ev.stats().cache_hits, 0);
+  }
+  // RemeasureFor verifies it (its buffers, garbage after the abandoned runs, made anew) and
+  // times it; the verified measurement is cached.
+  auto again = ev.RemeasureFor(split, 0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->timing, Measurement::Timing::kFull);
+  EXPECT_GT(again->timed_runs, 0);
+  EXPECT_EQ(ev.stats().abandoned, 2);
+  EXPECT_EQ(ev.stats().measured, 4);
+  auto cached = ev.Measure(split);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_NE(cached->timing, Measurement::Timing::kAbandoned);
+  EXPECT_EQ(ev.stats().cache_hits, 1);
+}
+
 TEST(LocalTimer, RemeasureTimesAgainWithoutTouchingTheCache) {
   LocalTimer::Options o = Fast();
   o.timing.min_runs = 7;
@@ -194,6 +235,7 @@ TEST(LocalTimer, FarSlowerSchedulesOfAProgramAreTimedOnceOrNotAtAll) {
   o.give_up_factor = 1e-9;
   o.untimed_min_seconds = 1e30;  // first: never judged by the verification run alone
   o.confirm_margin = -1;  // a run faster than the best is not timed again: the paths stay apart
+  o.abandon_factor = 0;   // runs are never abandoned here (AbandonsAVerificationRun... is that)
   LocalTimer ev(o);
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");
   ASSERT_TRUE(ev.Measure(t).ok());

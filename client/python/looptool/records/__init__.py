@@ -19,7 +19,8 @@ BERT-base layers; never train on those).
 full budget (looptool.records.remeasure: the searches' own readings stop early or skip kernels
 that look slow); `load()` gives those readings as `Record.remeasured_gflops`. Each search reading
 says how it was timed (`Record.timing`, one of TIMINGS, with `Record.timed_runs`): a model may
-drop or down-weight "slower", "once" and "untimed" readings, which are mostly low when wrong.
+drop or down-weight "slower", "once" and "untimed" readings, which are mostly low when wrong, and
+"abandoned" ones, bounds above a kernel far slower than its program's best.
 """
 import dataclasses
 import json
@@ -35,8 +36,9 @@ SPLITS = ("train", "validation", "evaluation")
 # How a search's reading was timed (the server's `timing` observation): the full fixed budget;
 # adaptive runs stopped once their minimum settled; those timed again with the full budget as
 # candidates near the program's best; runs stopped as clearly slower than the best; one run only
-# (far slower); not timed (its cold verification run far slower: that run's time).
-TIMINGS = ("full", "settled", "confirmed", "slower", "once", "untimed")
+# (far slower); not timed (its cold verification run far slower: that run's time); neither timed
+# nor verified (its verification run abandoned at 16x the best: an upper bound on its speed).
+TIMINGS = ("full", "settled", "confirmed", "slower", "once", "untimed", "abandoned")
 
 
 @dataclasses.dataclass
