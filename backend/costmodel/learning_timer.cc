@@ -10,7 +10,8 @@ LearningTimer::LearningTimer(std::shared_ptr<KernelTimer> inner,
 
 absl::StatusOr<Measurement> LearningTimer::Learn(const LoopTree& tree,
                                                  absl::StatusOr<Measurement> m) {
-  if (m.ok()) model_->Learn(tree, m->gflops);
+  // An abandoned run's GFLOPS are a bound far above the kernel's speed: not a label.
+  if (m.ok() && m->timing != Measurement::Timing::kAbandoned) model_->Learn(tree, m->gflops);
   return m;
 }
 

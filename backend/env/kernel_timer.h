@@ -42,8 +42,8 @@ struct Measurement {
   //   kUntimed    not timed: its verification run (cold) was far slower than the best, and
   //               that run's time is the measurement.
   //   kAbandoned  not timed nor verified: its verification run was abandoned when it had run
-  //               many times as long as the best kernel; the measurement is how long it had
-  //               run, so its GFLOPS are an upper bound (the kernel is slower still).
+  //               (on the CPU) many times as long as the best kernel; the measurement is that
+  //               limit, so its GFLOPS are an upper bound (the kernel is slower still).
   enum class Timing { kFull, kSettled, kConfirmed, kSlower, kOnce, kUntimed, kAbandoned };
   Timing timing = Timing::kFull;
   int64_t timed_runs = 0;  // runs timed (0 for kUntimed and kAbandoned; kConfirmed: both's runs)

@@ -82,17 +82,18 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree, bool may_a
   double verify_run_seconds = 0;
   // The verification run, abandoned once it has run abandon_factor times the best.
   VerificationRun run;
+  double limit = 0;
   if (may_abandon && options_.abandon_factor > 0 && program.best_seconds < 1e29) {
-    const double limit =
-        std::max(options_.untimed_min_seconds, options_.abandon_factor * program.best_seconds);
+    limit = std::max(options_.untimed_min_seconds, options_.abandon_factor * program.best_seconds);
     run = [limit](const Kernel& k, float* const* tensors) {
       struct Call {
         const Kernel* kernel;
         float* const* tensors;
       } call{&k, tensors};
-      return RunWithin(
-          limit, [](void* c) { static_cast<Call*>(c)->kernel->Run(static_cast<Call*>(c)->tensors); },
-          &call);
+      const auto run_call = [](void* c) {
+        static_cast<Call*>(c)->kernel->Run(static_cast<Call*>(c)->tensors);
+      };
+      return RunWithin(limit, run_call, &call);
     };
   }
   absl::Status verified = kernel.ok() ? VerifyKernel(*kernel, tree, program.reference,
@@ -101,14 +102,22 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree, bool may_a
   const double t2 = MonotonicSeconds();
   absl::StatusOr<Measurement> result = Measurement{};
   const double flops = static_cast<double>(tree.program().Flops());
-  const bool abandoned = run && absl::IsDeadlineExceeded(verified);
+  const bool abandoned = kernel.ok() && run && absl::IsDeadlineExceeded(verified);
   if (abandoned) {
-    // Slower than the limit: its speed is at most this (reported high, as a bound; a search
-    // reads it as far below the best). Not verified, so not cached: RemeasureFor verifies it.
+    // It ran on the CPU for `limit` without finishing: the limit is its measurement, a speed it
+    // is below (a search reads it as the best's / abandon_factor). Not verified, so not cached:
+    // RemeasureFor verifies it.
     ++stats_.given_up;
     ++stats_.untimed;
     ++stats_.abandoned;
-    Measurement m{verify_run_seconds, flops / verify_run_seconds * 1e-9};
+    // Its outputs half written (NaN where it had not come yet): the buffers made as a verified
+    // run leaves them, for RemeasureFor, which times a cached kernel on them as they are.
+    const TensorData& expected = program.reference.expected;
+    for (size_t t = 0; t < std::min(program.scratch.size(), expected.size()); ++t) {
+      const size_t n = std::min(program.scratch[t].size(), expected[t].size());
+      std::copy(expected[t].begin(), expected[t].begin() + n, program.scratch[t].begin());
+    }
+    Measurement m{limit, flops / limit * 1e-9};
     m.timing = Measurement::Timing::kAbandoned;
     result = m;
   } else if (!verified.ok()) {

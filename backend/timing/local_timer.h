@@ -51,10 +51,11 @@ class LocalTimer final : public KernelTimer {
     double give_up_factor = 4;
     double untimed_min_seconds = 1e-3;
     // A verification run still going after this many times the program's best kernel (and
-    // `untimed_min_seconds`) is abandoned (RunWithin: the kernel is not verified, its
-    // measurement Timing::kAbandoned, not cached): on a Zen 5 host a 10 s search of a BERT-base
-    // matmul spent 4 of its seconds on ~8 kernels of 1-3 GFLOPS where the best ran at 160.
-    // RemeasureFor never abandons (the kernel it times is verified first). 0 disables.
+    // `untimed_min_seconds`) of CPU time is abandoned (RunWithin: the kernel is not verified;
+    // its measurement Timing::kAbandoned, with that limit as its seconds, not cached here nor by
+    // a WorkerPool): on a Zen 5 host a 10 s search of a BERT-base matmul spent 4 of its seconds
+    // on ~8 kernels of 1-3 GFLOPS where the best ran at 160. RemeasureFor never abandons (the
+    // kernel it times is verified first). 0 disables.
     double abandon_factor = 16;
   };
 

@@ -400,7 +400,9 @@ absl::StatusOr<Measurement> WorkerPool::Evaluate(WorkerTask task, const LoopTree
   } else {
     result = reply->measurement;
   }
-  if (Cacheable(reply) && (!again || !result.ok())) {  // a failure is kept either way
+  // A failure is kept either way; an abandoned run never (a re-timing verifies the kernel).
+  const bool abandoned = result.ok() && result->timing == Measurement::Timing::kAbandoned;
+  if (Cacheable(reply) && !abandoned && (!again || !result.ok())) {
     absl::MutexLock lock(&mu_);
     cache_.Insert(key, result);
   }

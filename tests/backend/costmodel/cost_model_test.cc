@@ -1,6 +1,7 @@
 // CostModel: the regression recovers a log-linear law exactly, stays silent until it has learned
 // enough, learns each distinct measurement once; LearningTimer feeds a LearnedCostModel from
-// every kernel measured, which serves predicted_gflops through the environment.
+// every kernel measured (but abandoned runs), which serves predicted_gflops through the
+// environment.
 #include "backend/costmodel/cost_model.h"
 
 #include <cmath>
@@ -67,6 +68,28 @@ class FakeTimer : public KernelTimer {
   absl::StatusOr<double> PeakGflops() override { return 100; }
   int calls = 0;
 };
+
+// Every measurement an abandoned verification run's (a bound, not the kernel's speed).
+class AbandoningTimer : public FakeTimer {
+ public:
+  absl::StatusOr<Measurement> MeasureFor(const LoopTree& tree, uint64_t tenant) override {
+    absl::StatusOr<Measurement> m = FakeTimer::MeasureFor(tree, tenant);
+    m->timing = Measurement::Timing::kAbandoned;
+    return m;
+  }
+};
+
+TEST(LearningTimer, DoesNotLearnFromAbandonedRuns) {
+  auto model = std::make_shared<LearnedCostModel>(Isa::kAvx2);
+  LearningTimer timer(std::make_shared<AbandoningTimer>(), model);
+  const LoopTree initial = testing::InitialTree("C[m,n] += A[m,k] * B[k,n]; m=64 n=48 k=32");
+  const absl::StatusOr<Measurement> m = timer.MeasureFor(initial, 0);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->timing, Measurement::Timing::kAbandoned);  // passed on as it came
+  EXPECT_EQ(model->samples(), 0);
+  ASSERT_TRUE(LearningTimer(std::make_shared<FakeTimer>(), model).MeasureFor(initial, 0).ok());
+  EXPECT_EQ(model->samples(), 1);  // a timed one is learned
+}
 
 TEST(LearningTimer, TeachesTheModelWhatItMeasuredAndItPredictsIt) {
   auto fake = std::make_shared<FakeTimer>();

@@ -83,26 +83,28 @@ TEST(LocalTimer, MeasuresOnceAndCachesBySchedule) {
 
 TEST(LocalTimer, AbandonsAVerificationRunFarSlowerThanTheBestAndRemeasureVerifiesIt) {
   LocalTimer::Options o = Fast();
-  // Once a best is known, every verification run is abandoned at once (a limit of a picosecond
-  // times the best; the kernels below run for a millisecond or more).
-  o.abandon_factor = 1e-9;
+  // Once a best is known, every verification run is abandoned at once: its limit, 1e-6 times the
+  // best's, is a fraction of a microsecond of CPU time, the timer's least wait 1 us (the
+  // kernels below run for a millisecond or more).
+  o.abandon_factor = 1e-6;
   o.untimed_min_seconds = 0;
   LocalTimer ev(o);
-  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=512 n=512 k=256");
+  const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=256 n=256 k=256");
   // No best yet: verified, timed, cached.
   auto first = ev.Measure(t);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_NE(first->timing, Measurement::Timing::kAbandoned);
   EXPECT_EQ(ev.stats().abandoned, 0);
-  // A new schedule: abandoned, its GFLOPS the bound its run's time gives, and not cached.
+  // A new schedule: abandoned, its seconds the limit (the best's times abandon_factor) and its
+  // GFLOPS the bound that gives, and not cached.
   const LoopTree split = WithActions(t, "split_4");
   for (int i = 1; i <= 2; ++i) {
     auto m = ev.Measure(split);
     ASSERT_TRUE(m.ok()) << m.status();
     EXPECT_EQ(m->timing, Measurement::Timing::kAbandoned);
     EXPECT_EQ(m->timed_runs, 0);
-    EXPECT_GT(m->seconds, 0);
-    EXPECT_DOUBLE_EQ(m->gflops, 2.0 * 512 * 512 * 256 / m->seconds * 1e-9);
+    EXPECT_DOUBLE_EQ(m->seconds, 1e-6 * first->seconds);
+    EXPECT_DOUBLE_EQ(m->gflops, 2.0 * 256 * 256 * 256 / m->seconds * 1e-9);
     EXPECT_EQ(ev.stats().abandoned, i);
     EXPECT_EQ(ev.stats().untimed, i);
     EXPECT_EQ(ev.stats().measured, 1 + i);
@@ -329,6 +331,7 @@ TEST(LocalTimer, AdaptiveTimingConfirmsCandidatesAndStopsSlowerSchedulesEarly) {
   LocalTimer::Options o = Fast();
   o.adaptive = true;
   o.give_up_factor = 0;
+  o.abandon_factor = 0;  // a descheduled verification run must not read as abandoned either
   o.clearly_slower_factor = 1e-9;  // every schedule after the program's first is "slower"
   LocalTimer ev(o);
   const LoopTree t = InitialTree("C[m,n] += A[m,k] * B[k,n]; m=32 n=48 k=16");

@@ -108,7 +108,8 @@ TEST(WorkerProtocol, OkRepliesRoundTripTheirNumbersExactly) {
 TEST(WorkerProtocol, EveryTimingRoundTripsByName) {
   for (const Measurement::Timing t :
        {Measurement::Timing::kFull, Measurement::Timing::kSettled, Measurement::Timing::kConfirmed,
-        Measurement::Timing::kSlower, Measurement::Timing::kOnce, Measurement::Timing::kUntimed}) {
+        Measurement::Timing::kSlower, Measurement::Timing::kOnce, Measurement::Timing::kUntimed,
+        Measurement::Timing::kAbandoned}) {
     WorkerReply reply;
     reply.measurement.timing = t;
     reply.measurement.timed_runs = 12;
