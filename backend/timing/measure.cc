@@ -15,18 +15,17 @@ TimingOptions AdaptiveTiming(double budget_seconds) {
   TimingOptions t;
   t.budget_seconds = budget_seconds;
   t.warmup_seconds = std::min(2e-4, budget_seconds / 10);
-  t.min_runs = 5;
+  t.min_runs = 2;
   t.stable_runs = 10;
   t.stable_seconds = 3e-4;
+  t.stable_long_seconds = 3e-3;
   t.stable_fraction = 0.005;
   return t;
 }
 
 TimingResult MeasureRuns(const std::function<void()>& run, const TimingOptions& options) {
   const double warm_end = MonotonicSeconds() + options.warmup_seconds;
-  do {
-    run();
-  } while (MonotonicSeconds() < warm_end);
+  for (int64_t n = 0; n < options.min_warmup_runs || MonotonicSeconds() < warm_end; ++n) run();
 
   TimingResult r;
   std::vector<double> times;
@@ -60,7 +59,10 @@ TimingResult MeasureRuns(const std::function<void()>& run, const TimingOptions& 
       r.end = TimingResult::End::kSlower;
       break;
     }
-    if (settled_runs >= options.stable_runs && settled_seconds >= options.stable_seconds) {
+    const bool settled_long = options.stable_long_seconds > 0 && settled_runs >= 2 &&
+                              settled_seconds >= options.stable_long_seconds;
+    if ((settled_runs >= options.stable_runs && settled_seconds >= options.stable_seconds) ||
+        settled_long) {
       r.end = TimingResult::End::kStable;
       break;
     }

@@ -13,7 +13,8 @@ namespace looptool {
 
 struct TimingOptions {
   double budget_seconds = 0.010;  // timed runs stop once their sum passes this
-  double warmup_seconds = 0.001;  // untimed runs first (caches, TLB, clock)
+  double warmup_seconds = 0.001;  // untimed runs first (caches, TLB, clock)...
+  int64_t min_warmup_runs = 1;    // ... this many at least
   int64_t min_runs = 3;
   int64_t max_runs = 1000000;
   // A first timed run slower than this ends the measurement (runs = 1): a kernel far slower
@@ -21,9 +22,11 @@ struct TimingOptions {
   double give_up_above_seconds = 1e30;
 
   // Adaptive: stop once at least `stable_runs` runs and `stable_seconds` of runs have passed
-  // without the minimum improving by more than `stable_fraction`. 0 runs: fixed timing.
+  // without the minimum improving by more than `stable_fraction`, or (long runs) once at least
+  // 2 runs and `stable_long_seconds` of runs have (0: only the first rule). 0 runs: fixed timing.
   int64_t stable_runs = 0;
   double stable_seconds = 0;
+  double stable_long_seconds = 0;
   double stable_fraction = 0.005;
   // Adaptive: once min_runs runs are done, stop when their minimum is above this: a kernel
   // clearly slower than one already known. The minimum of few runs is never below the true one,
@@ -32,8 +35,9 @@ struct TimingOptions {
 };
 
 // The adaptive policy a kernel worker uses for new schedules, capped by `budget_seconds`:
-// 0.2 ms of warm-up, at least 5 runs, stop once the minimum has not improved by 0.5% for 10
-// runs and 0.3 ms of runs.
+// 0.2 ms of warm-up, at least 2 runs, stop once the minimum has not improved by 0.5% for 10
+// runs and 0.3 ms of runs, or for 2 runs and 3 ms of runs (a kernel of milliseconds: 3 or 4
+// runs where 10 ms of them were spent before), or once clearly slower.
 TimingOptions AdaptiveTiming(double budget_seconds);
 
 struct TimingResult {

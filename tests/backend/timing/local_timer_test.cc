@@ -211,6 +211,41 @@ TEST(MeasureRuns, HonoursMinimumRunsAndReportsMinBelowMedian) {
   EXPECT_LE(r.min_seconds, r.median_seconds);
 }
 
+TEST(MeasureRuns, NoWarmUpRunWhenNoneIsAsked) {
+  int calls = 0;
+  TimingOptions o;
+  o.budget_seconds = 0;
+  o.warmup_seconds = 0;
+  o.min_warmup_runs = 0;
+  o.min_runs = 4;
+  const TimingResult r = MeasureRuns([&] { ++calls; }, o);
+  EXPECT_EQ(r.runs, 4);
+  EXPECT_EQ(calls, 4);
+}
+
+TEST(MeasureRuns, AdaptiveStopsLongRunsOnceSettledForTheLongSeconds) {
+  TimingOptions o;
+  o.budget_seconds = 1.0;  // about 1,000 runs of 1 ms if nothing stopped them earlier
+  o.warmup_seconds = 0;
+  o.min_runs = 2;
+  o.stable_runs = 1000;  // the short-run rule never stops it
+  o.stable_seconds = 0;
+  o.stable_long_seconds = 3e-3;
+  o.stable_fraction = 0.5;  // as in AdaptiveStopsOnceTheMinimumSettles
+  const auto sleep_1ms = [] {
+    timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);
+  };
+  const TimingResult r = MeasureRuns(sleep_1ms, o);
+  EXPECT_EQ(r.end, TimingResult::End::kStable);
+  EXPECT_GE(r.runs, 3);   // the first, then at least 2 without improvement
+  EXPECT_LE(r.runs, 12);  // 3 ms of 1 ms runs settled, a few improvements on a slow first
+  // Without the long rule the budget ends it.
+  o.stable_long_seconds = 0;
+  o.budget_seconds = 0.03;
+  EXPECT_EQ(MeasureRuns(sleep_1ms, o).end, TimingResult::End::kBudget);
+}
+
 TEST(MeasureRuns, GivesUpAfterOneRunSlowerThanTheBound) {
   int calls = 0;
   TimingOptions o;
