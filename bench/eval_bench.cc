@@ -192,10 +192,11 @@ std::string Report(const Tally& t, int core, int count, double budget) {
       "one process on cpu %d, %d test-split matmuls of mm64_256_16_range-v0, %zu schedules (each "
       "shape's initial state and random walks of 1-10 loop_tool actions), every schedule "
       "evaluated by both policies, alternating which goes first. Fixed: warm-up 1 ms, runs until "
-      "%.0f ms are spent. Adaptive (the server's default): warm-up 0.2 ms, at least 5 runs, stop "
-      "once the minimum has not improved by 0.5%% for 10 runs and 0.3 ms, or once it is 1.25x the "
-      "best kernel of its program so far; a schedule within 2%% of the best or faster is timed "
-      "again with the fixed budget. Capped at %.0f ms.\n\n"
+      "%.0f ms are spent. Adaptive (the server's default): warm-up 0.2 ms, at least 2 runs, stop "
+      "once the minimum has not improved by 0.5%% for 10 runs and 0.3 ms or for 2 runs and 3 ms, "
+      "or once, after 5 runs or 3 ms, it is 1.25x the best kernel of its program so far; a "
+      "schedule within 2%% of the best or faster is timed again with the fixed budget (no "
+      "warm-up). Capped at %.0f ms.\n\n"
       "| policy | median ms, kernels < 100 us (%zu) | p90 ms, < 100 us | median ms, all | p90 ms, "
       "all | schedules/s |\n|---|---:|---:|---:|---:|---:|\n",
       core, count, t.fixed.size(), budget * 1e3, budget * 1e3, small);

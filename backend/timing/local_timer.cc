@@ -157,10 +157,7 @@ absl::StatusOr<Measurement> LocalTimer::Measure(const LoopTree& tree, bool may_a
       if (t.min_seconds < program.best_seconds * (1 + options_.confirm_margin)) {
         ++stats_.confirmed;
         // The adaptive runs just before warmed the caches: no warm-up again.
-        TimingOptions fixed = options_.timing;
-        fixed.warmup_seconds = 0;
-        fixed.min_warmup_runs = 0;
-        const TimingResult again = MeasureRuns(run, fixed);
+        const TimingResult again = MeasureRuns(run, WithoutWarmUp(options_.timing));
         t.min_seconds = std::min(t.min_seconds, again.min_seconds);
         runs += again.runs;
         how = Measurement::Timing::kConfirmed;

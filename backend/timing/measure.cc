@@ -20,7 +20,14 @@ TimingOptions AdaptiveTiming(double budget_seconds) {
   t.stable_seconds = 3e-4;
   t.stable_long_seconds = 3e-3;
   t.stable_fraction = 0.005;
+  t.slower_min_runs = 5;
   return t;
+}
+
+TimingOptions WithoutWarmUp(TimingOptions fixed) {
+  fixed.warmup_seconds = 0;
+  fixed.min_warmup_runs = 0;
+  return fixed;
 }
 
 TimingResult MeasureRuns(const std::function<void()>& run, const TimingOptions& options) {
@@ -55,7 +62,9 @@ TimingResult MeasureRuns(const std::function<void()>& run, const TimingOptions& 
       break;
     }
     if (options.stable_runs <= 0 || n < options.min_runs) continue;
-    if (best > options.clearly_slower_above_seconds) {
+    if (best > options.clearly_slower_above_seconds &&
+        (n >= options.slower_min_runs ||
+         (options.stable_long_seconds > 0 && total >= options.stable_long_seconds))) {
       r.end = TimingResult::End::kSlower;
       break;
     }

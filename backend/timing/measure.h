@@ -28,17 +28,22 @@ struct TimingOptions {
   double stable_seconds = 0;
   double stable_long_seconds = 0;
   double stable_fraction = 0.005;
-  // Adaptive: once min_runs runs are done, stop when their minimum is above this: a kernel
-  // clearly slower than one already known. The minimum of few runs is never below the true one,
-  // so its speed is reported low, never high.
+  // Adaptive: once min_runs runs are done, and `slower_min_runs` runs or `stable_long_seconds`
+  // of runs, stop when their minimum is above this: a kernel clearly slower than one already
+  // known. The minimum of few runs is never below the true one, so its speed is reported low,
+  // never high.
   double clearly_slower_above_seconds = 1e30;
+  int64_t slower_min_runs = 0;
 };
 
 // The adaptive policy a kernel worker uses for new schedules, capped by `budget_seconds`:
 // 0.2 ms of warm-up, at least 2 runs, stop once the minimum has not improved by 0.5% for 10
 // runs and 0.3 ms of runs, or for 2 runs and 3 ms of runs (a kernel of milliseconds: 3 or 4
-// runs where 10 ms of them were spent before), or once clearly slower.
+// runs where 10 ms of them were spent before), or once clearly slower after 5 runs or 3 ms.
 TimingOptions AdaptiveTiming(double budget_seconds);
+
+// `fixed` (a fixed timing) for a kernel that has just run: the same runs, no warm-up.
+TimingOptions WithoutWarmUp(TimingOptions fixed);
 
 struct TimingResult {
   double min_seconds = 0;

@@ -328,6 +328,46 @@ void Sleep100us() {
   nanosleep(&ts, nullptr);
 }
 
+void Sleep4ms() {
+  timespec ts{0, 4000000};
+  nanosleep(&ts, nullptr);
+}
+
+TEST(MeasureRuns, AdaptiveTimesAKernelOfMillisecondsThreeTimes) {
+  TimingOptions o = AdaptiveTiming(/*budget_seconds=*/1.0);
+  o.warmup_seconds = 0;
+  o.stable_fraction = 0.5;  // only a run twice as fast improves: sleeps settle at once
+  const TimingResult r = MeasureRuns(Sleep4ms, o);
+  EXPECT_EQ(r.end, TimingResult::End::kStable);
+  EXPECT_EQ(r.runs, 3);  // the first, then 2 runs (8 ms, past 3 ms) without improvement
+}
+
+TEST(MeasureRuns, AdaptiveJudgesLongRunsSlowerSoonerThanShortOnes) {
+  TimingOptions o = AdaptiveTiming(/*budget_seconds=*/1.0);
+  o.warmup_seconds = 0;
+  o.clearly_slower_above_seconds = 1e-5;  // every run is slower
+  const TimingResult long_runs = MeasureRuns(Sleep4ms, o);
+  EXPECT_EQ(long_runs.end, TimingResult::End::kSlower);
+  EXPECT_EQ(long_runs.runs, o.min_runs);  // 2 runs: 8 ms, past stable_long_seconds
+  const TimingResult short_runs = MeasureRuns(Sleep100us, o);
+  EXPECT_EQ(short_runs.end, TimingResult::End::kSlower);
+  EXPECT_EQ(short_runs.runs, o.slower_min_runs);  // 5 runs of ~0.1 ms: under 3 ms
+}
+
+TEST(MeasureRuns, WithoutWarmUpKeepsTheRunsAndDropsTheWarmUp) {
+  TimingOptions fixed;
+  fixed.min_runs = 4;
+  fixed.budget_seconds = 0;
+  const TimingOptions cold = WithoutWarmUp(fixed);
+  EXPECT_EQ(cold.min_runs, 4);
+  int calls = 0;
+  EXPECT_EQ(MeasureRuns([&] { ++calls; }, cold).runs, 4);
+  EXPECT_EQ(calls, 4);  // no warm-up run
+  calls = 0;
+  MeasureRuns([&] { ++calls; }, fixed);
+  EXPECT_GT(calls, 4);  // 1 ms of warm-up runs first
+}
+
 TEST(MeasureRuns, AdaptiveStopsOnceTheMinimumSettles) {
   TimingOptions o;
   o.budget_seconds = 1.0;  // about 10,000 runs of 100 us if nothing stopped them earlier
@@ -389,7 +429,8 @@ TEST(LocalTimer, AdaptiveTimingConfirmsCandidatesAndStopsSlowerSchedulesEarly) {
   ASSERT_TRUE(slower.ok());
   EXPECT_EQ(never.stats().slower, 1);
   EXPECT_EQ(slower->timing, Measurement::Timing::kSlower);
-  EXPECT_EQ(slower->timed_runs, AdaptiveTiming(o.timing.budget_seconds).min_runs);
+  // A kernel of microseconds: judged slower after slower_min_runs runs, not min_runs.
+  EXPECT_EQ(slower->timed_runs, AdaptiveTiming(o.timing.budget_seconds).slower_min_runs);
   // Fixed timing: neither settles nor stops early nor confirms.
   o.adaptive = false;
   o.confirm_margin = 0.02;
