@@ -211,18 +211,6 @@ TEST(MeasureRuns, HonoursMinimumRunsAndReportsMinBelowMedian) {
   EXPECT_LE(r.min_seconds, r.median_seconds);
 }
 
-TEST(MeasureRuns, NoWarmUpRunWhenNoneIsAsked) {
-  int calls = 0;
-  TimingOptions o;
-  o.budget_seconds = 0;
-  o.warmup_seconds = 0;
-  o.min_warmup_runs = 0;
-  o.min_runs = 4;
-  const TimingResult r = MeasureRuns([&] { ++calls; }, o);
-  EXPECT_EQ(r.runs, 4);
-  EXPECT_EQ(calls, 4);
-}
-
 TEST(MeasureRuns, AdaptiveStopsLongRunsOnceSettledForTheLongSeconds) {
   TimingOptions o;
   o.budget_seconds = 1.0;  // about 1,000 runs of 1 ms if nothing stopped them earlier
