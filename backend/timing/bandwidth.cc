@@ -8,7 +8,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <new>
+#include <optional>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -16,6 +19,7 @@
 #include "backend/codegen/read_kernel.h"
 #include "backend/ir/limits.h"
 #include "backend/timing/measure.h"
+#include "util/aligned_allocator.h"
 
 namespace looptool {
 namespace {
@@ -48,9 +52,18 @@ constexpr int64_t kMinDramBuffer = int64_t{64} << 20;
 // socket's 480 MiB L3, 1 GiB buffers kept the kernel worker's core busy for seconds.)
 constexpr int64_t kMaxDramBuffer = Limits{}.max_total_elements * int64_t{sizeof(float)};
 
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
+// The curves' buffers, placed as the kernels' tensors are (CacheLineAllocator: from 4 MiB on in
+// transparent huge pages): a bound measured in other pages than the kernel's would not hold it.
+using Buffer = std::vector<float, CacheLineAllocator<float>>;
+
+// A buffer of `floats` (their pages present), or none where memory runs out.
+std::optional<Buffer> MakeBuffer(int64_t floats, float value) {
+  try {
+    return Buffer(static_cast<size_t>(floats), value);
+  } catch (const std::bad_alloc&) {
+    return std::nullopt;
+  }
+}
 
 }  // namespace
 
@@ -148,13 +161,11 @@ absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> le
   // One buffer, filled once, for every size: each measurement reads a prefix of it (page faults
   // and fills of a buffer per size cost more than the measurements' budget).
   const int64_t largest = std::max<int64_t>(1, sizes.back() / step_bytes) * step_bytes;
-  std::unique_ptr<float, FreeDeleter> buffer(
-      static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(largest))));
-  if (buffer == nullptr) {
+  std::optional<Buffer> buffer = MakeBuffer(largest / 4, 1.0f);
+  if (!buffer) {
     return absl::UnavailableError(
         absl::StrCat("cannot allocate ", largest, " bytes to measure memory bandwidth"));
   }
-  std::fill(buffer.get(), buffer.get() + largest / 4, 1.0f);
   // The copy and fill curves' sizes: up to 64 MiB, with regular stores, and from 1 MiB on also
   // with non-temporal ones (the faster counts). Every timing, read, copy or fill, gets an equal
   // share of the budget.
@@ -172,7 +183,7 @@ absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> le
     // Runs of at least 256 KiB read, so that the call's overhead is noise.
     const int64_t passes = std::max<int64_t>(1, (int64_t{256} << 10) / bytes);
     float out[16];
-    const TimingResult t = MeasureRuns([&] { run(buffer.get(), steps, passes, out); }, options);
+    const TimingResult t = MeasureRuns([&] { run(buffer->data(), steps, passes, out); }, options);
     profile.bandwidth.push_back(
         {bytes, static_cast<double>(bytes * passes) / t.min_seconds * 1e-9});
   }
@@ -184,13 +195,11 @@ absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> le
     return absl::UnavailableError(!copy.ok() ? copy.status().message()
                                              : stream.status().message());
   }
-  std::unique_ptr<float, FreeDeleter> destination(
-      static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(largest_copy / 2))));
-  if (destination == nullptr) {
+  std::optional<Buffer> destination = MakeBuffer(largest_copy / 8, 0.0f);  // pages in once
+  if (!destination) {
     return absl::UnavailableError(
         absl::StrCat("cannot allocate ", largest_copy / 2, " bytes to measure copy bandwidth"));
   }
-  std::fill(destination.get(), destination.get() + largest_copy / 8, 0.0f);  // pages in once
   for (const int64_t want : sizes) {
     if (want > largest_copy) break;
     const int64_t steps = std::max<int64_t>(1, want / 2 / step_bytes);
@@ -201,7 +210,7 @@ absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> le
       if (kernel == &*stream && want < (int64_t{1} << 20)) continue;
       const auto run_copy = kernel->EntryAs<CopyKernelFn>();
       const TimingResult t = MeasureRuns(
-          [&] { run_copy(buffer.get(), destination.get(), steps, passes); }, options);
+          [&] { run_copy(buffer->data(), destination->data(), steps, passes); }, options);
       best = std::max(best, static_cast<double>(bytes * passes) / t.min_seconds * 1e-9);
     }
     profile.copy_bandwidth.push_back({bytes, best});
@@ -223,7 +232,7 @@ absl::StatusOr<MemoryProfile> MeasureMemory(Isa isa, std::vector<MemoryLevel> le
       if (kernel == &*stream_fill && want < (int64_t{1} << 20)) continue;
       const auto run_fill = kernel->EntryAs<FillKernelFn>();
       const TimingResult t =
-          MeasureRuns([&] { run_fill(buffer.get(), steps, passes, 1.0f); }, options);
+          MeasureRuns([&] { run_fill(buffer->data(), steps, passes, 1.0f); }, options);
       best = std::max(best, static_cast<double>(bytes * passes) / t.min_seconds * 1e-9);
     }
     profile.fill_bandwidth.push_back({bytes, best});

@@ -28,7 +28,7 @@ LocalTimer::ProgramData& LocalTimer::ProgramFor(const LoopTree& tree) {
     data->scratch = data->reference.expected;
     for (const TensorData* tensors : {&data->reference.expected, &data->scratch}) {
       for (const auto& buffer : *tensors) {
-        data->bytes += static_cast<int64_t>(buffer.size() * sizeof(buffer[0]));
+        data->bytes += static_cast<int64_t>(buffer.get_allocator().BlockBytes(buffer.capacity()));
       }
     }
     // Least recently used programs go until the new one fits, in entries and in bytes (it stays

@@ -227,6 +227,15 @@ class KernelsTest(unittest.TestCase):
         for bad in (-64, 32, 4096, 64.0):
             with self.assertRaisesRegex(ValueError, "multiple of 64"):
                 kernels.empty((4,), page_offset=bad)
+        # From 4 MiB (the block's whole pages, offset included) on, past a 2 MiB boundary, as
+        # the server's allocator places them in huge pages; just below, past a page only.
+        below = (4 << 20) - 4096 - 1088
+        for floats, offset, huge in ((below // 4, 1088, False), (below // 4 + 1, 1088, True),
+                                     (1 << 20, 0, True), ((6 << 18) + 5, None, True)):
+            a = kernels.empty((floats,), page_offset=offset)
+            self.assertEqual(a.ctypes.data % (2 << 20 if huge else 4096), offset or 0,
+                             (floats, offset))
+            self.assertEqual(a.shape, (floats,))
         # The server's AllocateTensors starts tensor t 17 t cache lines past a page.
         self.assertEqual([kernels.server_page_offset(t) for t in range(5)],
                          [0, 1088, 2176, 3264, 256])

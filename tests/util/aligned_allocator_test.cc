@@ -1,8 +1,12 @@
 // CacheLineAllocator: blocks start at their offset past a page, small or populated (1 MiB and
-// more), hold what is written to them, and go back whole (a growth from one kind to the other).
+// more), hold what is written to them, and go back whole (a growth from one kind to the other);
+// blocks of 4 MiB and more start that offset past a 2 MiB boundary and are advised as huge pages.
 #include "util/aligned_allocator.h"
 
 #include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -30,6 +34,58 @@ TEST(CacheLineAllocator, SmallAndPopulatedBlocksStartAtTheirOffsetPastAPage) {
       copy.resize(floats * 2, 3);  // a larger block, the old one given back
       EXPECT_EQ(copy[floats - 1], -2);
       EXPECT_EQ(copy.back(), 3);
+    }
+  }
+}
+
+// The VmFlags of the mapping in /proc/self/smaps that holds `address` ("" where none does).
+std::string VmFlagsAt(std::uintptr_t address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    std::uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> begin >> dash >> end && dash == '-' &&
+        line.find(':') > line.find(' ')) {  // a mapping's first line, not a "Key: value" one
+      inside = begin <= address && address < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(CacheLineAllocator, LargeBlocksStartPastAHugePageAndAreAdvisedHuge) {
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  // Just below 4 MiB with the offset (4 KiB pages), 4 MiB, 6 MiB and a bit (the last 2 MiB page
+  // partly used), 24 MiB.
+  for (const std::size_t floats : {(std::size_t{1} << 20) - 17 * 16 - 1024, std::size_t{1} << 20,
+                                   (std::size_t{6} << 18) + 5, std::size_t{6} << 20}) {
+    for (const std::size_t offset : {std::size_t{0}, std::size_t{17 * 64}}) {
+      std::vector<float, CacheLineAllocator<float>> v(floats, 0.5f,
+                                                      CacheLineAllocator<float>(offset));
+      const auto address = reinterpret_cast<std::uintptr_t>(v.data());
+      EXPECT_EQ(address % 4096, offset) << floats << " " << offset;
+      const bool huge = floats * sizeof(float) + offset >= CacheLineAllocator<float>::kHugeBytes;
+      // What a block takes: whole pages, 2 MiB ones from 4 MiB on.
+      const std::size_t bytes = v.get_allocator().BlockBytes(floats);
+      const std::size_t unit = huge ? kHuge : 4096;
+      EXPECT_EQ(bytes, (floats * sizeof(float) + offset + unit - 1) / unit * unit)
+          << floats << " " << offset;
+      if (floats == (std::size_t{6} << 18) + 5) {
+        EXPECT_EQ(bytes, std::size_t{8} << 20);
+      }
+      if (!huge) continue;
+      EXPECT_EQ(address % kHuge, offset) << floats << " " << offset;
+      EXPECT_EQ(v.back(), 0.5f);
+      // The advice shows as the mapping's `hg` flag (Linux with transparent huge pages: a
+      // kernel without them has no such file).
+      if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) continue;
+      const std::string flags = VmFlagsAt(address);
+      EXPECT_NE(flags.find(" hg"), std::string::npos) << floats << " " << offset << ": " << flags;
+      EXPECT_EQ(VmFlagsAt(address + floats * sizeof(float) - 1), flags);  // one advised range
     }
   }
 }

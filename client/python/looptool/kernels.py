@@ -42,6 +42,9 @@ class KernelArgumentError(ValueError):
 
 
 _PAGE = 4096
+# Blocks from this size on lie in huge pages of this size (util/aligned_allocator.h).
+_HUGE_BYTES = 4 << 20
+_HUGE_PAGE = 2 << 20
 
 
 def empty(shape: Sequence[int], page_offset: Optional[int] = None) -> Array:
@@ -51,14 +54,22 @@ def empty(shape: Sequence[int], page_offset: Optional[int] = None) -> Array:
     (numpy places large arrays 16 bytes past a page). With `page_offset` (a multiple of 64 below
     4096), the array starts that many bytes past a page boundary: where a tensor sits within its
     pages moves a kernel's speed by several percent (cache-set and 4 KiB aliasing between its
-    tensors); `Kernel.empty_tensors` places a kernel's tensors as the server that timed it did."""
+    tensors); `Kernel.empty_tensors` places a kernel's tensors as the server that timed it did.
+    Arrays of 4 MiB or more start on a 2 MiB boundary (plus `page_offset`), in memory numpy
+    advises as transparent huge pages, as the server's timer holds such tensors: in 4 KiB pages
+    a kernel over them may run far slower (one BERT matmul schedule at 0.6x)."""
     count = int(np.prod(shape, dtype=np.int64))
-    if page_offset is None:
+    if page_offset is not None and (not isinstance(page_offset, int)
+                                    or not 0 <= page_offset < _PAGE or page_offset % 64):
+        raise ValueError(f"page_offset {page_offset}: a multiple of 64 in [0, {_PAGE})")
+    # The server's rule (util/aligned_allocator.h): the block's whole pages, offset included.
+    if -(-(count * 4 + (page_offset or 0)) // _PAGE) * _PAGE >= _HUGE_BYTES:
+        raw = np.empty(count + _HUGE_PAGE // 4, dtype=np.float32)
+        start = (((page_offset or 0) - raw.ctypes.data) % _HUGE_PAGE) // 4
+    elif page_offset is None:
         raw = np.empty(count + 16, dtype=np.float32)
         start = (-raw.ctypes.data % 64) // 4
     else:
-        if not isinstance(page_offset, int) or not 0 <= page_offset < _PAGE or page_offset % 64:
-            raise ValueError(f"page_offset {page_offset}: a multiple of 64 in [0, {_PAGE})")
         raw = np.empty(count + _PAGE // 4, dtype=np.float32)
         start = ((page_offset - raw.ctypes.data) % _PAGE) // 4
     return raw[start:start + count].reshape(tuple(shape))
