@@ -9,8 +9,9 @@
 // and advised to the kernel as transparent huge pages before they are populated, as numpy's
 // arrays of the size are: in 4 KiB pages a kernel's speed over a large tensor depends on where
 // its pages fall in physical memory (which cache sets they share), so it changes from one
-// process, or one buffer, to the next; in huge pages it does not. Where the host's transparent
-// huge pages are `never`, the advice does nothing and the pages are 4 KiB ones, as before.
+// process, or one buffer, to the next; in huge pages less (on a VM the host's backing of them
+// still counts). Where the host's transparent huge pages are `never`, the advice does nothing
+// and the pages are 4 KiB ones, as before.
 #ifndef LOOPTOOL_UTIL_ALIGNED_ALLOCATOR_H_
 #define LOOPTOOL_UTIL_ALIGNED_ALLOCATOR_H_
 
@@ -50,7 +51,8 @@ struct CacheLineAllocator {
     if (!p) throw std::bad_alloc();
     // Large blocks' pages made present and writable in one call, not a fault per page as they
     // are first written (a no-op where malloc reuses pages it has; ignored where the kernel
-    // lacks the call). The pages are malloc's: what a caller's buffer of the size would get.
+    // lacks the call). Below kHugeBytes the pages are malloc's: what a caller's buffer of the
+    // size would get; from it on, MapHuge's.
     if (bytes >= kPopulatedBytes) madvise(p, bytes, MADV_POPULATE_WRITE);
     return reinterpret_cast<T*>(static_cast<char*>(p) + offset);
   }

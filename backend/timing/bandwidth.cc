@@ -52,8 +52,10 @@ constexpr int64_t kMinDramBuffer = int64_t{64} << 20;
 // socket's 480 MiB L3, 1 GiB buffers kept the kernel worker's core busy for seconds.)
 constexpr int64_t kMaxDramBuffer = Limits{}.max_total_elements * int64_t{sizeof(float)};
 
-// The curves' buffers, placed as the kernels' tensors are (CacheLineAllocator: from 4 MiB on in
-// transparent huge pages): a bound measured in other pages than the kernel's would not hold it.
+// The curves' buffers, in CacheLineAllocator's blocks (from 4 MiB on in transparent huge pages,
+// as the kernels' large tensors are). Each point reads a prefix of the one read buffer, so the
+// points below 4 MiB read huge pages too, where a kernel's tensors of those sizes lie in 4 KiB
+// ones: if anything, a higher bandwidth than such a kernel gets, so the bound still holds.
 using Buffer = std::vector<float, CacheLineAllocator<float>>;
 
 // A buffer of `floats` (their pages present), or none where memory runs out.

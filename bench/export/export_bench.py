@@ -39,7 +39,8 @@ def python_gflops(kernel, cpu, bound, single=False, placed=True, seconds=1.0):
     call's Python and ctypes cost and one clock read are charged to it), the fastest call: the
     server's and export_timing.c's method, so that the ratio compares like with like.
     placed=True: the arrays placed within their pages as the server placed the tensors
-    (Kernel.empty_tensors); False: kernels.empty's (a cache line, wherever numpy puts it)."""
+    (Kernel.empty_tensors); False: kernels.empty's (a cache line, wherever numpy puts it; from
+    4 MiB on, past a 2 MiB boundary in huge pages either way)."""
     os.sched_setaffinity(0, {cpu})
     if placed:
         args, outs = kernel.empty_tensors()

@@ -6,13 +6,31 @@
  * Prints `{"gflops": G, "runs": N, "min_seconds": S}`. Inputs are filled with small values;
  * tensor i starts 17 i cache lines past a page (modulo a page), where the server's timer places
  * it (backend/interp AllocateTensors): a kernel's speed depends on its tensors' places within
- * their pages. SYMBOL is a kernel's raw entry (NAME_tensors). */
+ * their pages; one of 4 MiB or more (its whole pages) lies, as there, in fresh pages mapped on a
+ * 2 MiB boundary and advised as transparent huge pages before they are touched
+ * (util/aligned_allocator.h). SYMBOL is a kernel's raw entry (NAME_tensors). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+enum { kHugeBytes = 4 << 20, kHugePage = 2 << 20 };
+
+/* `bytes` (whole pages) for a tensor: util/aligned_allocator.h's rule. */
+static char* allocate(size_t bytes) {
+  if (bytes < kHugeBytes) return (char*)aligned_alloc(4096, bytes);
+  bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  char* raw = mmap(NULL, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  char* p = (char*)(((uintptr_t)raw + kHugePage - 1) / kHugePage * kHugePage);
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
 
 static double now(void) {
   struct timespec t;
@@ -46,7 +64,12 @@ int main(int argc, char** argv) {
     const size_t elements = (size_t)atoll(argv[5 + i]);
     const size_t offset = (size_t)i * 17 * 64 % 4096;
     const size_t bytes = (elements * sizeof(float) + offset + 4095) / 4096 * 4096;
-    tensors[i] = (float*)((char*)aligned_alloc(4096, bytes) + offset);
+    char* block = allocate(bytes);
+    if (block == NULL) {
+      fprintf(stderr, "cannot allocate %zu bytes\n", bytes);
+      return 1;
+    }
+    tensors[i] = (float*)(block + offset);
     for (size_t e = 0; e < elements; ++e) tensors[i][e] = (float)((e * 7) % 5) - 2.0f;
   }
   for (double end = now() + 0.2; now() < end;) kernel(tensors);

@@ -109,6 +109,23 @@ def run(*args, timeout=300):
     return subprocess.run([LOOPTOOL, *args], capture_output=True, text=True, timeout=timeout)
 
 
+
+def _vm_flags(address):
+    """The VmFlags line of the mapping in /proc/self/smaps that holds `address`, or None where
+    this host cannot say (no transparent huge pages in its kernel, no VmFlags in its smaps)."""
+    if not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"):
+        return None
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(" ", 1)[0]
+            if "-" in head and not head.endswith(":"):
+                begin, end = (int(x, 16) for x in head.split("-"))
+                inside = begin <= address < end
+            elif inside and line.startswith("VmFlags:"):
+                return line
+    return None
+
 class KernelsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -227,15 +244,23 @@ class KernelsTest(unittest.TestCase):
         for bad in (-64, 32, 4096, 64.0):
             with self.assertRaisesRegex(ValueError, "multiple of 64"):
                 kernels.empty((4,), page_offset=bad)
-        # From 4 MiB (the block's whole pages, offset included) on, past a 2 MiB boundary, as
-        # the server's allocator places them in huge pages; just below, past a page only.
+        # From 4 MiB (the block's whole pages, offset included) on, past a 2 MiB boundary in a
+        # mapping advised as huge pages, as the server's allocator places them; just below,
+        # past a page only.
         below = (4 << 20) - 4096 - 1088
         for floats, offset, huge in ((below // 4, 1088, False), (below // 4 + 1, 1088, True),
                                      (1 << 20, 0, True), ((6 << 18) + 5, None, True)):
             a = kernels.empty((floats,), page_offset=offset)
             self.assertEqual(a.ctypes.data % (2 << 20 if huge else 4096), offset or 0,
                              (floats, offset))
-            self.assertEqual(a.shape, (floats,))
+            self.assertEqual((a.shape, a.dtype, a.flags.writeable), ((floats,), np.float32, True))
+            a[:] = 1.5
+            self.assertEqual(float(a[-1]), 1.5)
+            if huge:
+                for at in (a.ctypes.data, a.ctypes.data + 4 * floats - 1):
+                    flags = _vm_flags(at)
+                    if flags is not None:
+                        self.assertIn(" hg", flags, (floats, offset))
         # The server's AllocateTensors starts tensor t 17 t cache lines past a page.
         self.assertEqual([kernels.server_page_offset(t) for t in range(5)],
                          [0, 1088, 2176, 3264, 256])

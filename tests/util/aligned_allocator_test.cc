@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,22 +58,34 @@ std::string VmFlagsAt(std::uintptr_t address) {
   return "";
 }
 
+// Whether `address` lies in a mapping advised as huge pages (its VmFlags' `hg`); nullopt where
+// this host cannot say (no transparent huge pages in its kernel, or no VmFlags in its smaps).
+std::optional<bool> AdvisedHuge(std::uintptr_t address) {
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) return std::nullopt;
+  const std::string flags = VmFlagsAt(address);
+  if (flags.empty()) return std::nullopt;
+  return flags.find(" hg") != std::string::npos;
+}
+
 TEST(CacheLineAllocator, LargeBlocksStartPastAHugePageAndAreAdvisedHuge) {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
-  // Just below 4 MiB with the offset (4 KiB pages), 4 MiB, 6 MiB and a bit (the last 2 MiB page
-  // partly used), 24 MiB.
-  for (const std::size_t floats : {(std::size_t{1} << 20) - 17 * 16 - 1024, std::size_t{1} << 20,
-                                   (std::size_t{6} << 18) + 5, std::size_t{6} << 20}) {
+  constexpr std::size_t kFourMiB = std::size_t{4} << 20;
+  // With the offset of 1088 bytes: whole pages just below 4 MiB (4 KiB pages), and 4 bytes more
+  // (whole pages of 4 MiB: huge, though the floats and the offset come to less); 4 MiB; 6 MiB
+  // and a bit (the last 2 MiB page partly used); 24 MiB.
+  for (const std::size_t floats :
+       {(kFourMiB - 4096 - 1088) / 4, (kFourMiB - 4096 - 1088) / 4 + 1, std::size_t{1} << 20,
+        (std::size_t{6} << 18) + 5, std::size_t{6} << 20}) {
     for (const std::size_t offset : {std::size_t{0}, std::size_t{17 * 64}}) {
       std::vector<float, CacheLineAllocator<float>> v(floats, 0.5f,
                                                       CacheLineAllocator<float>(offset));
       const auto address = reinterpret_cast<std::uintptr_t>(v.data());
       EXPECT_EQ(address % 4096, offset) << floats << " " << offset;
-      const bool huge = floats * sizeof(float) + offset >= CacheLineAllocator<float>::kHugeBytes;
+      const std::size_t pages = (floats * sizeof(float) + offset + 4095) / 4096 * 4096;
+      const bool huge = pages >= kFourMiB;
       // What a block takes: whole pages, 2 MiB ones from 4 MiB on.
       const std::size_t bytes = v.get_allocator().BlockBytes(floats);
-      const std::size_t unit = huge ? kHuge : 4096;
-      EXPECT_EQ(bytes, (floats * sizeof(float) + offset + unit - 1) / unit * unit)
+      EXPECT_EQ(bytes, huge ? (pages + kHuge - 1) / kHuge * kHuge : pages)
           << floats << " " << offset;
       if (floats == (std::size_t{6} << 18) + 5) {
         EXPECT_EQ(bytes, std::size_t{8} << 20);
@@ -80,14 +93,34 @@ TEST(CacheLineAllocator, LargeBlocksStartPastAHugePageAndAreAdvisedHuge) {
       if (!huge) continue;
       EXPECT_EQ(address % kHuge, offset) << floats << " " << offset;
       EXPECT_EQ(v.back(), 0.5f);
-      // The advice shows as the mapping's `hg` flag (Linux with transparent huge pages: a
-      // kernel without them has no such file).
-      if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) continue;
-      const std::string flags = VmFlagsAt(address);
-      EXPECT_NE(flags.find(" hg"), std::string::npos) << floats << " " << offset << ": " << flags;
-      EXPECT_EQ(VmFlagsAt(address + floats * sizeof(float) - 1), flags);  // one advised range
+      // The advice covers the block from its first byte to its last.
+      for (const std::uintptr_t at : {address, address + floats * sizeof(float) - 1}) {
+        const std::optional<bool> advised = AdvisedHuge(at);
+        if (advised.has_value()) EXPECT_TRUE(*advised) << floats << " " << offset;
+      }
     }
   }
+}
+
+TEST(CacheLineAllocator, GrowsIntoAHugeBlockAndShrinksBack) {
+  // 1 MiB (malloc's), grown to 8 MiB (a mapping of its own), shrunk back to 1 MiB: each block
+  // goes back the way it came, and the contents move along.
+  std::vector<float, CacheLineAllocator<float>> v(std::size_t{1} << 18, 2.0f,
+                                                  CacheLineAllocator<float>(64));
+  v.back() = 3;
+  v.resize(std::size_t{2} << 20, 4.0f);
+  const auto grown = reinterpret_cast<std::uintptr_t>(v.data());
+  EXPECT_EQ(grown % (std::size_t{2} << 20), 64u);
+  EXPECT_EQ(v[(std::size_t{1} << 18) - 1], 3.0f);
+  EXPECT_EQ(v.back(), 4.0f);
+  if (const std::optional<bool> advised = AdvisedHuge(grown); advised.has_value()) {
+    EXPECT_TRUE(*advised);
+  }
+  v.resize(std::size_t{1} << 18);
+  v.shrink_to_fit();
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(v.data()) % 4096, 64u);
+  EXPECT_EQ(v.front(), 2.0f);
+  EXPECT_EQ(v.back(), 3.0f);
 }
 
 }  // namespace

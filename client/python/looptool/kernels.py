@@ -18,6 +18,7 @@ ISA needs (the message names it), `KernelArgumentError` (a ValueError) for a bad
 
 import ctypes
 import json
+import mmap
 import os
 from typing import Any, Dict, FrozenSet, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -55,24 +56,38 @@ def empty(shape: Sequence[int], page_offset: Optional[int] = None) -> Array:
     4096), the array starts that many bytes past a page boundary: where a tensor sits within its
     pages moves a kernel's speed by several percent (cache-set and 4 KiB aliasing between its
     tensors); `Kernel.empty_tensors` places a kernel's tensors as the server that timed it did.
-    Arrays of 4 MiB or more start on a 2 MiB boundary (plus `page_offset`), in memory numpy
-    advises as transparent huge pages, as the server's timer holds such tensors: in 4 KiB pages
-    a kernel over them may run far slower (one BERT matmul schedule at 0.6x)."""
+    Arrays of 4 MiB or more (their whole pages, `page_offset` included) lie, as the server's
+    timer holds such tensors, in fresh memory mapped for them, `page_offset` past a 2 MiB
+    boundary, advised as transparent huge pages before any page is touched: in 4 KiB pages a
+    kernel over them may run slower (one BERT matmul schedule at 0.62-0.96x)."""
     count = int(np.prod(shape, dtype=np.int64))
     if page_offset is not None and (not isinstance(page_offset, int)
                                     or not 0 <= page_offset < _PAGE or page_offset % 64):
         raise ValueError(f"page_offset {page_offset}: a multiple of 64 in [0, {_PAGE})")
     # The server's rule (util/aligned_allocator.h): the block's whole pages, offset included.
-    if -(-(count * 4 + (page_offset or 0)) // _PAGE) * _PAGE >= _HUGE_BYTES:
-        raw = np.empty(count + _HUGE_PAGE // 4, dtype=np.float32)
-        start = (((page_offset or 0) - raw.ctypes.data) % _HUGE_PAGE) // 4
-    elif page_offset is None:
+    block = -(-(count * 4 + (page_offset or 0)) // _PAGE) * _PAGE
+    if block >= _HUGE_BYTES:
+        return _huge_block(-(-block // _HUGE_PAGE) * _HUGE_PAGE, page_offset or 0,
+                           count).reshape(tuple(shape))
+    if page_offset is None:
         raw = np.empty(count + 16, dtype=np.float32)
         start = (-raw.ctypes.data % 64) // 4
     else:
         raw = np.empty(count + _PAGE // 4, dtype=np.float32)
         start = ((page_offset - raw.ctypes.data) % _PAGE) // 4
     return raw[start:start + count].reshape(tuple(shape))
+
+
+def _huge_block(size: int, offset: int, count: int) -> Array:
+    """`count` float32s `offset` bytes into `size` bytes (whole 2 MiB pages) of an anonymous
+    mapping of their own, 2 MiB-aligned and advised MADV_HUGEPAGE before any page is touched
+    (where the platform has no such advice, plain pages). The array holds the mapping."""
+    area = mmap.mmap(-1, size + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    whole = np.frombuffer(area, dtype=np.uint8)
+    skip = -whole.ctypes.data % _HUGE_PAGE
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        area.madvise(mmap.MADV_HUGEPAGE, skip, size)
+    return whole[skip + offset:skip + offset + 4 * count].view(np.float32)
 
 
 def server_page_offset(tensor_id: int) -> int:
