@@ -96,7 +96,9 @@ TEST(CacheLineAllocator, LargeBlocksStartPastAHugePageAndAreAdvisedHuge) {
       // The advice covers the block from its first byte to its last.
       for (const std::uintptr_t at : {address, address + floats * sizeof(float) - 1}) {
         const std::optional<bool> advised = AdvisedHuge(at);
-        if (advised.has_value()) EXPECT_TRUE(*advised) << floats << " " << offset;
+        if (advised.has_value()) {
+          EXPECT_TRUE(*advised) << floats << " " << offset;
+        }
       }
     }
   }
