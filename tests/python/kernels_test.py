@@ -109,7 +109,6 @@ def run(*args, timeout=300):
     return subprocess.run([LOOPTOOL, *args], capture_output=True, text=True, timeout=timeout)
 
 
-
 def _vm_flags(address):
     """The VmFlags line of the mapping in /proc/self/smaps that holds `address`, or None where
     this host cannot say (no transparent huge pages in its kernel, no VmFlags in its smaps)."""
@@ -125,6 +124,7 @@ def _vm_flags(address):
             elif inside and line.startswith("VmFlags:"):
                 return line
     return None
+
 
 class KernelsTest(unittest.TestCase):
     @classmethod
