@@ -101,6 +101,11 @@ ABSL_FLAG(double, guided_neighbor_share, 0.15,
           "traded, their product kept), ranked by its cost model and timed, and theirs while a "
           "new one is the fastest, 0..0.5 (0: none; its first wave's episodes are played in the "
           "first 40%)");
+ABSL_FLAG(double, pass_predicted_slower, 2.0,
+          "policy and policy_guided, with a loop_set policy that has a cost model: a wave's "
+          "candidate its cost model scores this much below the fastest kernel timed so far "
+          "(log2 GFLOPS: 2 is predicted 4x slower) is passed over untimed, its time left to "
+          "later waves, 0 or more (inf: every candidate timed while the time lasts)");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
@@ -650,6 +655,11 @@ absl::StatusOr<std::unique_ptr<TuneSetup>> TuneSetupFromFlags() {
         absl::StrCat("--guided_neighbor_share must be in 0..0.5, not ", s));
   }
   tune.search.guided_neighbor_share = absl::GetFlag(FLAGS_guided_neighbor_share);
+  if (const double m = absl::GetFlag(FLAGS_pass_predicted_slower); !(m >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pass_predicted_slower must be 0 or more, not ", m));
+  }
+  tune.search.pass_predicted_slower = absl::GetFlag(FLAGS_pass_predicted_slower);
   if (setup->policy.has_value()) tune.search.policy = &*setup->policy;
   tune.loop_set_by_isa = absl::GetFlag(FLAGS_policy) == "loop_set" &&
                         (uses_policy || search.kind == SearchSpec::Kind::kEvolution);

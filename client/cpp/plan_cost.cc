@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "eigen3/Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -66,23 +67,37 @@ absl::StatusOr<PlanCost> PlanCost::Create(std::vector<std::string> names,
   c.names_ = std::move(names);
   c.mean_ = std::move(mean);
   c.scale_ = std::move(scale);
-  c.layers_ = std::move(layers);
+  for (const DenseLayer& l : layers) c.layers_.push_back(Pack(l));
   c.loss_weight_ = loss_weight;
   c.trees_ = std::move(trees);
   c.mlp_weight_ = mlp_weight;
   return c;
 }
 
+PlanCost::PackedLayer PlanCost::Pack(const DenseLayer& l) {
+  PackedLayer p;
+  p.bias.assign(l.bias.begin(), l.bias.end());
+  for (int o = 0; o < l.out; ++o) {
+    const float* w = &l.weight[size_t(o) * l.in];
+    int begin = 0, end = l.in;
+    while (begin < end && w[begin] == 0) ++begin;
+    while (end > begin && w[end - 1] == 0) --end;
+    p.spans.push_back({begin, end, p.weight.size()});
+    p.weight.insert(p.weight.end(), w + begin, w + end);
+  }
+  return p;
+}
+
 double PlanCost::Score(const std::vector<double>& features) const {
-  std::vector<double> h(features.size());
+  Eigen::VectorXd h(features.size());
   for (size_t i = 0; i < features.size(); ++i) h[i] = (features[i] - mean_[i]) / scale_[i];
   for (size_t k = 0; k < layers_.size(); ++k) {
-    const DenseLayer& l = layers_[k];
-    std::vector<double> y(l.out);
-    for (int o = 0; o < l.out; ++o) {
-      const float* w = &l.weight[size_t(o) * l.in];
-      double sum = l.bias[o];
-      for (int i = 0; i < l.in; ++i) sum += double(w[i]) * h[i];
+    const PackedLayer& l = layers_[k];
+    Eigen::VectorXd y(l.spans.size());
+    for (size_t o = 0; o < l.spans.size(); ++o) {
+      const Span& s = l.spans[o];
+      const Eigen::Map<const Eigen::VectorXd> w(l.weight.data() + s.offset, s.end - s.begin);
+      const double sum = l.bias[o] + w.dot(h.segment(s.begin, s.end - s.begin));
       y[o] = k + 1 < layers_.size() ? std::max(sum, 0.0) : sum;
     }
     h.swap(y);

@@ -62,9 +62,22 @@ class PlanCost {
 
  private:
   PlanCost() = default;
+  // A layer as Score reads it: each output's weights from its first nonzero column to its last
+  // (a block-diagonal layer, plan_cost.ensemble's, stores 5/6 zeros in its dense form), in
+  // double, one output's after another.
+  struct Span {
+    int begin = 0, end = 0;  // the columns [begin, end)
+    size_t offset = 0;       // where their weights start in `weight`
+  };
+  struct PackedLayer {
+    std::vector<Span> spans;  // one per output
+    std::vector<double> weight, bias;
+  };
+  static PackedLayer Pack(const DenseLayer& l);
+
   std::vector<std::string> names_;
   std::vector<double> mean_, scale_;
-  std::vector<DenseLayer> layers_;
+  std::vector<PackedLayer> layers_;
   double loss_weight_ = 0;
   PlanTrees trees_;
   double mlp_weight_ = 1;

@@ -8,8 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "client/cpp/built_in_policies.h"
 #include "client/cpp/policy.h"
 #include "gmock/gmock.h"
@@ -47,6 +51,45 @@ TEST(PlanCost, ForwardPassByHand) {
   EXPECT_THAT(std::string(c.ScoreJson(R"({"a": "5"})").status().message()),
               HasSubstr("a is not a number"));
   EXPECT_THAT(std::string(c.ScoreJson("{").status().message()), HasSubstr("not a JSON object"));
+}
+
+// Score skips each output's leading and trailing zero weights (a block-diagonal layer's): the
+// same numbers as the dense pass, for rows that start, end or are all zeros, or hold them inside.
+TEST(PlanCost, ZerosAtARowsEndsChangeNothing) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int in = 9, hidden = 6;
+  DenseLayer first{in, hidden, std::vector<float>(in * hidden), std::vector<float>(hidden)};
+  for (float& w : first.weight) w = u(rng);
+  for (float& b : first.bias) b = u(rng);
+  for (int i = 0; i < 3; ++i) first.weight[0 * in + i] = 0;      // leading zeros
+  for (int i = 5; i < in; ++i) first.weight[1 * in + i] = 0;     // trailing zeros
+  for (int i = 0; i < in; ++i) first.weight[2 * in + i] = 0;     // none but zeros
+  first.weight[3 * in + 4] = 0;                                  // a zero inside
+  first.weight[4 * in + 0] = first.weight[4 * in + in - 1] = 0;  // both ends
+  DenseLayer last{hidden, 1, std::vector<float>(hidden), {0.25f}};
+  for (float& w : last.weight) w = u(rng);
+  std::vector<double> mean(in), scale(in);
+  for (int i = 0; i < in; ++i) {
+    mean[i] = u(rng);
+    scale[i] = 1.5 + u(rng);
+  }
+  std::vector<std::string> names;
+  for (int i = 0; i < in; ++i) names.push_back(absl::StrCat("f", i));
+  const PlanCost c = PlanCost::Create(names, mean, scale, {first, last}).value();
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<double> f(in);
+    for (double& v : f) v = 4 * u(rng);
+    double out = last.bias[0];
+    for (int o = 0; o < hidden; ++o) {
+      double sum = first.bias[o];
+      for (int i = 0; i < in; ++i) {
+        sum += double(first.weight[o * in + i]) * ((f[i] - mean[i]) / scale[i]);
+      }
+      out += double(last.weight[o]) * std::max(sum, 0.0);
+    }
+    EXPECT_NEAR(c.Score(f), out, 1e-12) << trial;
+  }
 }
 
 TEST(PlanCost, RefusesWhatDoesNotChain) {
