@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+/* util/aligned_allocator.h's (tests/python/kernels_test.py checks that they agree). */
 enum { kHugeBytes = 4 << 20, kHugePage = 2 << 20 };
 
 /* `bytes` (whole pages) for a tensor: util/aligned_allocator.h's rule. */

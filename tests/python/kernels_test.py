@@ -13,6 +13,7 @@ then
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -276,6 +277,26 @@ class KernelsTest(unittest.TestCase):
         C[...] = np.nan
         self.assertIs(k(A, B, out=C), C)
         np.testing.assert_allclose(C, A @ B, rtol=1e-5, atol=1e-5)
+
+    def test_huge_page_sizes_are_the_servers(self):
+        # One fact in three languages: the sizes from which the server's allocator
+        # (util/aligned_allocator.h), this module and the export's timing program
+        # (bench/export/export_timing.c) map a tensor in huge pages, and those pages' size.
+        def sizes(path, pattern):
+            with open(path) as f:
+                m = re.search(pattern, f.read())
+            if m is None:
+                self.fail(f"{path} does not hold {pattern}")
+            return [int(m.group(i)) << int(m.group(i + 1)) for i in (1, 3)]
+
+        ours = [kernels._HUGE_BYTES, kernels._HUGE_PAGE]
+        self.assertEqual(sizes("util/aligned_allocator.h",
+                               r"kHugeBytes = std::size_t\{(\d+)\} << (\d+);\s*"
+                               r"static constexpr std::size_t kHugePage = "
+                               r"std::size_t\{(\d+)\} << (\d+);"), ours)
+        self.assertEqual(sizes("bench/export/export_timing.c",
+                               r"kHugeBytes = (\d+) << (\d+), kHugePage = (\d+) << (\d+) \}"),
+                         ours)
 
     def test_torch_tensors_through_dlpack(self):
         import torch

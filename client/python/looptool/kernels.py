@@ -43,7 +43,8 @@ class KernelArgumentError(ValueError):
 
 
 _PAGE = 4096
-# Blocks from this size on lie in huge pages of this size (util/aligned_allocator.h).
+# Blocks from this size on lie in huge pages of this size (util/aligned_allocator.h's; the
+# package ships without it, so tests/python/kernels_test.py checks that the two agree).
 _HUGE_BYTES = 4 << 20
 _HUGE_PAGE = 2 << 20
 
