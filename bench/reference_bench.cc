@@ -5,8 +5,8 @@
 //
 //   bazel build //bench:reference_bench
 //   bazel-bin/bench/reference_bench --datasets=resnet18-v0,mobilenet_v2-v0,bert_base-v0
-//   bazel-bin/bench/reference_bench --datasets= \
-//       --files=$(ls bench/rl/programs/large_memory/*.txt | paste -sd,)
+//   files=$(ls bench/rl/programs/large_memory/*.txt | paste -sd,)
+//   bazel-bin/bench/reference_bench --datasets= --files="$files"
 //
 // Prints a markdown table per dataset (seconds per program, best of --repeats, and the
 // interpreter's GFLOPS over the program's flop count) and a summary line.

@@ -47,7 +47,8 @@ absl::Status RecordEvaluationPrograms(TuningRecords& records,
     for (const std::string& uri : uris) {
       ASSIGN_OR_RETURN(Env env, Env::Start(connection, uri, "loop_tool"));
       absl::StatusOr<Value> ir = env.Observe("ir");
-      env.Close();
+      // The program is what is recorded; a session that fails to end expires on the server.
+      env.Close().IgnoreError();
       if (!ir.ok()) return ir.status();
       programs.emplace_back(ProgramOfIr(ir->text), uri);
     }

@@ -103,9 +103,10 @@ ABSL_FLAG(double, guided_neighbor_share, 0.15,
           "first 40%)");
 ABSL_FLAG(double, pass_predicted_slower, 2.0,
           "policy and policy_guided, with a loop_set policy that has a cost model: a wave's "
-          "candidate its cost model scores this much below the fastest kernel timed so far "
-          "(log2 GFLOPS: 2 is predicted 4x slower) is passed over untimed, its time left to "
-          "later waves, 0 or more (inf: every candidate timed while the time lasts)");
+          "candidate ranked more than this below the fastest kernel timed so far (its cost "
+          "model's score, log2 GFLOPS, less loss_weight times its episode's loss: 2 is about "
+          "4x slower) is passed over untimed, its time left to later waves, 0 or more (inf: "
+          "every candidate timed while the time lasts)");
 ABSL_FLAG(double, time_limit, 10, "seconds the search may take");
 ABSL_FLAG(std::string, server, "", "HOST:PORT of a running server (default: start one here)");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");

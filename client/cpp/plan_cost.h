@@ -63,8 +63,9 @@ class PlanCost {
  private:
   PlanCost() = default;
   // A layer as Score reads it: each output's weights from its first nonzero column to its last
-  // (a block-diagonal layer, plan_cost.ensemble's, stores 5/6 zeros in its dense form), in
-  // double, one output's after another.
+  // (a block-diagonal layer of n members, plan_cost.ensemble's, is (n - 1) / n zeros in its
+  // dense form), in double, one output's after another. The zero terms left out change no
+  // finite sum; where an input is infinite, the dense pass's 0 x inf would be NaN.
   struct Span {
     int begin = 0, end = 0;  // the columns [begin, end)
     size_t offset = 0;       // where their weights start in `weight`

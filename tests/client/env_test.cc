@@ -763,7 +763,9 @@ TEST_F(ClientTest, LoopSetPolicySearchesTimeTheirFastestMarked) {
         }
       }
       EXPECT_LE(from_start, 1);
-      if (marked_runs.size() == 2) EXPECT_NE(marked_runs[0], marked_runs[1]);
+      if (marked_runs.size() == 2) {
+        EXPECT_NE(marked_runs[0], marked_runs[1]);
+      }
       // The result: one of the states timed, replayed to its ir, marked where it ends in marks.
       EXPECT_NE(std::find(measured.begin(), measured.end(), r->actions), measured.end());
       auto replay = start->Fork();

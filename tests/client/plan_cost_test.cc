@@ -54,20 +54,29 @@ TEST(PlanCost, ForwardPassByHand) {
 }
 
 // Score skips each output's leading and trailing zero weights (a block-diagonal layer's): the
-// same numbers as the dense pass, for rows that start, end or are all zeros, or hold them inside.
+// same numbers as the dense pass, for rows that start, end or are all zeros, or hold them inside,
+// in the first layer and in a block-diagonal one after it.
 TEST(PlanCost, ZerosAtARowsEndsChangeNothing) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
-  const int in = 9, hidden = 6;
+  const int in = 9, hidden = 6, blocks = 4;
   DenseLayer first{in, hidden, std::vector<float>(in * hidden), std::vector<float>(hidden)};
   for (float& w : first.weight) w = u(rng);
   for (float& b : first.bias) b = u(rng);
   for (int i = 0; i < 3; ++i) first.weight[0 * in + i] = 0;      // leading zeros
   for (int i = 5; i < in; ++i) first.weight[1 * in + i] = 0;     // trailing zeros
   for (int i = 0; i < in; ++i) first.weight[2 * in + i] = 0;     // none but zeros
+  first.bias[2] = 0.5;                                           // (its output passes the ReLU)
   first.weight[3 * in + 4] = 0;                                  // a zero inside
   first.weight[4 * in + 0] = first.weight[4 * in + in - 1] = 0;  // both ends
-  DenseLayer last{hidden, 1, std::vector<float>(hidden), {0.25f}};
+  // Two 2 x 3 blocks down the diagonal: outputs 2 and 3 read columns 3..5 only.
+  DenseLayer middle{hidden, blocks, std::vector<float>(hidden * blocks),
+                    std::vector<float>(blocks)};
+  for (int o = 0; o < blocks; ++o) {
+    for (int i = 0; i < 3; ++i) middle.weight[o * hidden + (o < 2 ? 0 : 3) + i] = u(rng);
+    middle.bias[o] = 0.25f + 0.5f * u(rng);
+  }
+  DenseLayer last{blocks, 1, std::vector<float>(blocks), {0.25f}};
   for (float& w : last.weight) w = u(rng);
   std::vector<double> mean(in), scale(in);
   for (int i = 0; i < in; ++i) {
@@ -76,18 +85,24 @@ TEST(PlanCost, ZerosAtARowsEndsChangeNothing) {
   }
   std::vector<std::string> names;
   for (int i = 0; i < in; ++i) names.push_back(absl::StrCat("f", i));
-  const PlanCost c = PlanCost::Create(names, mean, scale, {first, last}).value();
-  for (int trial = 0; trial < 20; ++trial) {
-    std::vector<double> f(in);
-    for (double& v : f) v = 4 * u(rng);
-    double out = last.bias[0];
-    for (int o = 0; o < hidden; ++o) {
-      double sum = first.bias[o];
-      for (int i = 0; i < in; ++i) {
-        sum += double(first.weight[o * in + i]) * ((f[i] - mean[i]) / scale[i]);
-      }
-      out += double(last.weight[o]) * std::max(sum, 0.0);
+  const PlanCost c = PlanCost::Create(names, mean, scale, {first, middle, last}).value();
+  // The dense pass: y = relu(W x + b) through the hidden layers, none after the last.
+  const auto dense = [](const DenseLayer& l, const std::vector<double>& x, bool relu) {
+    std::vector<double> y(l.out);
+    for (int o = 0; o < l.out; ++o) {
+      double sum = l.bias[o];
+      for (int i = 0; i < l.in; ++i) sum += double(l.weight[o * l.in + i]) * x[i];
+      y[o] = relu ? std::max(sum, 0.0) : sum;
     }
+    return y;
+  };
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<double> f(in), x(in);
+    for (int i = 0; i < in; ++i) {
+      f[i] = 4 * u(rng);
+      x[i] = (f[i] - mean[i]) / scale[i];
+    }
+    const double out = dense(last, dense(middle, dense(first, x, true), true), false)[0];
     EXPECT_NEAR(c.Score(f), out, 1e-12) << trial;
   }
 }

@@ -70,7 +70,9 @@ void CheckRandomSequences(const ActionSpace& space, bool legal_only, uint32_t se
         ActionResult r = Apply(tree, action, Limits{});
         applied.push_back(ActionName(action));
         // The mask says what would change the state (ActionMask's shortcuts included).
-        if (legal_only) ASSERT_TRUE(r.had_effect()) << absl::StrJoin(applied, " ");
+        if (legal_only) {
+          ASSERT_TRUE(r.had_effect()) << absl::StrJoin(applied, " ");
+        }
         if (!r.had_effect()) {
           ASSERT_EQ(r.tree, tree);
           continue;

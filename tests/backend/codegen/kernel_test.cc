@@ -505,7 +505,9 @@ TEST(Kernel, StrideTwoWindowRowsFoldedBeforeThePermutes) {
       const auto folded = KernelCompiler(isa).CompileCode(marked);
       const auto chunks = KernelCompiler(isa).CompileCode(tree);
       ASSERT_TRUE(folded.ok() && chunks.ok());
-      if (c.folds >= 0) EXPECT_EQ(*folded != *chunks, c.folds == 1) << LoopTreeText(marked);
+      if (c.folds >= 0) {
+        EXPECT_EQ(*folded != *chunks, c.folds == 1) << LoopTreeText(marked);
+      }
     }
   }
 }
